@@ -1,0 +1,165 @@
+//! What `#[derive(Capability)]`, `#[advisor_agent]` and `#[agent]` expand to call.
+//!
+//! Not a public API: reached only through `capability::__private`, whose contents may change in
+//! any release. The macros have already validated everything they put in these types.
+
+use std::sync::OnceLock;
+
+use crate::{AgentSpec, CapabilityManifest, Target};
+
+/// The compile-time data of one derived tool, validated by the derive.
+#[derive(Debug)]
+pub struct ToolData {
+    /// The tool name.
+    pub name: &'static str,
+    /// The title.
+    pub title: Option<&'static str>,
+    /// The description.
+    pub description: Option<&'static str>,
+    /// The provider.
+    pub provider: Option<&'static str>,
+    /// `readOnlyHint` after defaults.
+    pub read_only: bool,
+    /// `destructiveHint` after defaults.
+    pub destructive: bool,
+    /// `idempotentHint` after defaults.
+    pub idempotent: bool,
+    /// `openWorldHint` after defaults.
+    pub open_world: bool,
+    /// Scopes, already sorted and de-duplicated.
+    pub scopes: &'static [&'static str],
+    /// The module path and name of the type.
+    pub input_schema_id: &'static str,
+    /// The output type as written.
+    pub output_schema_id: Option<&'static str>,
+    /// The schema version.
+    pub schema_version: &'static str,
+    /// The descriptor hash.
+    pub descriptor_hash: &'static str,
+    /// Where the type is defined.
+    pub module_path: &'static str,
+}
+
+/// A derived tool: its data and, once asked for, its manifest.
+#[derive(Debug)]
+pub struct StaticTool {
+    data: ToolData,
+    manifest: OnceLock<CapabilityManifest>,
+}
+
+impl StaticTool {
+    /// Wraps the data; usable in a `static`.
+    pub const fn new(data: ToolData) -> Self {
+        StaticTool {
+            data,
+            manifest: OnceLock::new(),
+        }
+    }
+
+    /// The manifest, built on first use.
+    pub fn manifest(&'static self) -> &'static CapabilityManifest {
+        self.manifest.get_or_init(|| {
+            let d = &self.data;
+            CapabilityManifest {
+                data: crate::manifest::ManifestData {
+                    name: d.name.to_owned(),
+                    title: d.title.map(str::to_owned),
+                    description: d.description.map(str::to_owned),
+                    provider: d.provider.map(str::to_owned),
+                    read_only: d.read_only,
+                    destructive: d.destructive,
+                    idempotent: d.idempotent,
+                    open_world: d.open_world,
+                    required_scopes: d.scopes.iter().map(|s| (*s).to_owned()).collect(),
+                    input_schema_id: d.input_schema_id.to_owned(),
+                    output_schema_id: d.output_schema_id.map(str::to_owned),
+                    schema_version: d.schema_version.to_owned(),
+                    descriptor_hash: d.descriptor_hash.to_owned(),
+                },
+            }
+        })
+    }
+
+    /// Where the tool's type is defined.
+    pub fn module_path(&self) -> &'static str {
+        self.data.module_path
+    }
+}
+
+/// A derived agent: its data and, once asked for, its spec.
+#[derive(Debug)]
+pub struct StaticAgent {
+    name: &'static str,
+    target: Target,
+    module_path: &'static str,
+    tools: &'static [fn() -> &'static CapabilityManifest],
+    spec: OnceLock<AgentSpec>,
+}
+
+impl StaticAgent {
+    /// Wraps the data; usable in a `static`.
+    pub const fn new(
+        name: &'static str,
+        target: Target,
+        module_path: &'static str,
+        tools: &'static [fn() -> &'static CapabilityManifest],
+    ) -> Self {
+        StaticAgent {
+            name,
+            target,
+            module_path,
+            tools,
+            spec: OnceLock::new(),
+        }
+    }
+
+    /// The spec, built on first use.
+    pub fn spec(&'static self) -> &'static AgentSpec {
+        self.spec.get_or_init(|| {
+            let tools = self.tools.iter().map(|tool| tool().clone()).collect();
+            AgentSpec::new(self.name.to_owned(), self.target, tools)
+        })
+    }
+
+    /// Where the agent's type is defined.
+    pub fn module_path(&self) -> &'static str {
+        self.module_path
+    }
+}
+
+/// A derived tool in the registry.
+#[derive(Debug)]
+pub struct ToolEntry(pub &'static StaticTool);
+
+/// A derived agent in the registry.
+#[derive(Debug)]
+pub struct AgentEntry(pub &'static StaticAgent);
+
+inventory::collect!(ToolEntry);
+inventory::collect!(AgentEntry);
+
+/// The advisor gate: implemented only when the tool's `READ_ONLY` is `true`.
+///
+/// `#[advisor_agent]` asserts `Tool: AdvisorBindable<Agent, { <Tool as Capability>::READ_ONLY }>`.
+/// Reading the constant first means a type with no manifest fails on `Capability` alone (its own
+/// message), and a mutating tool fails here, with a message naming both the tool and the agent.
+#[diagnostic::on_unimplemented(
+    message = "advisor agent `{Agent}` cannot bind `{Self}`, because `{Self}` is not a read-only tool",
+    label = "`{Self}` may mutate state, and `{Agent}` is an advisor",
+    note = "advisor agents (research, selection, analysis) bind only tools declared `#[capability(read_only)]`",
+    note = "if `{Self}` truly never mutates, declare it `#[capability(read_only)]`; otherwise bind it to an `#[agent(...)]`, which may act"
+)]
+pub trait AdvisorBindable<Agent: ?Sized, const READ_ONLY: bool> {}
+
+impl<T: ?Sized, A: ?Sized> AdvisorBindable<A, true> for T {}
+
+/// Fails to compile unless `T` may be bound by advisor `A`.
+pub const fn assert_advisor_bindable<T, A, const READ_ONLY: bool>()
+where
+    T: ?Sized + AdvisorBindable<A, READ_ONLY>,
+    A: ?Sized,
+{
+}
+
+/// Fails to compile unless `T` is a tool (has a capability manifest).
+pub const fn assert_tool<T: ?Sized + crate::Capability>() {}

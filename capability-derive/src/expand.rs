@@ -1,0 +1,165 @@
+//! Token generation. Nothing is validated here: `check.rs` did that.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use crate::ast::{Agent, Tool};
+use crate::check::{CheckedAgent, CheckedTool};
+
+/// The path of the facade: `::capability` unless `crate = ".."` says otherwise.
+pub fn facade(krate: Option<&syn::Path>) -> TokenStream {
+    match krate {
+        Some(path) => quote!(#path),
+        None => quote!(::capability),
+    }
+}
+
+fn opt_str(krate: &TokenStream, value: Option<&str>) -> TokenStream {
+    match value {
+        Some(value) => quote!(#krate::__private::Option::Some(#value)),
+        None => quote!(#krate::__private::Option::None),
+    }
+}
+
+/// `impl Capability` (and `ReadOnlyTool` for a read-only tool), the static manifest data and
+/// the registration.
+pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
+    let krate = facade(tool.attrs.krate.as_ref());
+    let ident = tool.ident();
+    let ident_text = ident.to_string();
+    let ident_text = ident_text.strip_prefix("r#").unwrap_or(&ident_text);
+    let (impl_generics, ty_generics, where_clause) = tool.original.generics.split_for_impl();
+
+    let name = &checked.name;
+    let title = opt_str(&krate, tool.attrs.title.as_ref().map(|t| t.value()).as_deref());
+    let description = opt_str(&krate, checked.description.as_deref());
+    let provider = opt_str(&krate, tool.attrs.provider.as_ref().map(|p| p.value()).as_deref());
+    let flags = checked.flags;
+    let (read_only, destructive, idempotent, open_world) = (
+        flags.read_only,
+        flags.destructive,
+        flags.idempotent,
+        flags.open_world,
+    );
+    let scopes = &checked.scopes;
+    let output_id = opt_str(&krate, checked.output.as_deref());
+    let schema_version = &checked.schema_version;
+    let descriptor_hash = &checked.descriptor_hash;
+
+    // The output type is only named, never used: this makes a misspelt type a compile error at
+    // the user's token, with the tool's generic parameters in scope.
+    let output_check = tool.attrs.output.as_ref().map(|ty| {
+        quote_spanned! {ty.span()=>
+            let _: #krate::__private::PhantomData<#ty> = #krate::__private::PhantomData;
+        }
+    });
+    let read_only_impl = read_only.then(|| {
+        quote! {
+            #[automatically_derived]
+            impl #impl_generics #krate::ReadOnlyTool for #ident #ty_generics #where_clause {}
+        }
+    });
+
+    quote! {
+        // An anonymous const keeps the static and the registration out of the user's namespace.
+        const _: () = {
+            // Outside the impl so that a generic tool has one manifest for all instantiations.
+            static __CAPABILITY_TOOL: #krate::__private::StaticTool =
+                #krate::__private::StaticTool::new(#krate::__private::ToolData {
+                    name: #name,
+                    title: #title,
+                    description: #description,
+                    provider: #provider,
+                    read_only: #read_only,
+                    destructive: #destructive,
+                    idempotent: #idempotent,
+                    open_world: #open_world,
+                    scopes: &[#(#scopes),*],
+                    input_schema_id: #krate::__private::concat!(
+                        #krate::__private::module_path!(), "::", #ident_text
+                    ),
+                    output_schema_id: #output_id,
+                    schema_version: #schema_version,
+                    descriptor_hash: #descriptor_hash,
+                    module_path: #krate::__private::module_path!(),
+                });
+
+            #[automatically_derived]
+            impl #impl_generics #krate::Capability for #ident #ty_generics #where_clause {
+                const READ_ONLY: bool = #read_only;
+
+                fn manifest() -> &'static #krate::CapabilityManifest {
+                    #output_check
+                    __CAPABILITY_TOOL.manifest()
+                }
+            }
+
+            #read_only_impl
+
+            #krate::__private::inventory::submit! {
+                #krate::__private::ToolEntry(&__CAPABILITY_TOOL)
+            }
+        };
+    }
+}
+
+/// The compile-time checks on the bound tools: emitted even when the agent attribute has other
+/// errors, so one build reports them all.
+pub fn agent_checks(agent: &Agent<'_>) -> TokenStream {
+    let krate = facade(agent.attrs.krate.as_ref());
+    let ident = &agent.original.ident;
+    let generic = !agent.original.generics.params.is_empty();
+    let checks = agent.tools().iter().map(|tool| {
+        // Spanned at the tool's path, so rustc's error points at the tool inside the attribute.
+        let span = tool.span();
+        match agent.kind {
+            crate::attr::AgentKind::Advisor if !generic => quote_spanned! {span=>
+                #krate::__private::assert_advisor_bindable::<
+                    #tool, #ident, { <#tool as #krate::Capability>::READ_ONLY }
+                >();
+            },
+            _ => quote_spanned! {span=>
+                #krate::__private::assert_tool::<#tool>();
+            },
+        }
+    });
+    quote! {
+        const _: () = {
+            #(#checks)*
+        };
+    }
+}
+
+/// `impl Agent`, the static spec data and the registration.
+pub fn agent(agent: &Agent<'_>, checked: &CheckedAgent) -> TokenStream {
+    let krate = facade(agent.attrs.krate.as_ref());
+    let ident = &agent.original.ident;
+    let name = &checked.name;
+    let target = syn::Ident::new(checked.target, proc_macro2::Span::call_site());
+    let manifests = agent.tools().iter().map(|tool| {
+        quote_spanned! {tool.span()=> <#tool as #krate::Capability>::manifest }
+    });
+    quote! {
+        const _: () = {
+            static __CAPABILITY_AGENT: #krate::__private::StaticAgent =
+                #krate::__private::StaticAgent::new(
+                    #name,
+                    #krate::Target::#target,
+                    #krate::__private::module_path!(),
+                    &[#(#manifests),*],
+                );
+
+            #[automatically_derived]
+            impl #krate::Agent for #ident {
+                fn spec() -> &'static #krate::AgentSpec {
+                    __CAPABILITY_AGENT.spec()
+                }
+            }
+
+            #krate::__private::inventory::submit! {
+                #krate::__private::AgentEntry(&__CAPABILITY_AGENT)
+            }
+        };
+    }
+}

@@ -1,0 +1,273 @@
+//! The canonical descriptor of a tool and its SHA-256 hash.
+//!
+//! The descriptor is canonical JSON: keys in byte order, no white space, strings escaped the way
+//! RFC 8785 escapes them. It is written by hand here (no serde) so that nothing a user's build
+//! turns on, such as serde_json's `preserve_order`, can change a hash.
+
+use sha2::{Digest, Sha256};
+
+/// The shape of a tool's input type, with field names and types as written.
+///
+/// Types are given as canonical token text (see the derive crate): white space and comments in
+/// the source do not change it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// A unit struct, or a unit enum variant.
+    Unit,
+    /// Named fields: `(name, type)`.
+    Named(Vec<(String, String)>),
+    /// Positional fields: their types.
+    Tuple(Vec<String>),
+    /// An enum: `(variant name, variant shape)`.
+    Enum(Vec<(String, Shape)>),
+    /// A tool built at run time, whose input is not a Rust type.
+    Dynamic,
+}
+
+/// Everything the descriptor hash covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Descriptor<'a> {
+    /// The tool name.
+    pub name: &'a str,
+    /// The title, if any.
+    pub title: Option<&'a str>,
+    /// The description, if any.
+    pub description: Option<&'a str>,
+    /// The provider, if any.
+    pub provider: Option<&'a str>,
+    /// The hints after defaults.
+    pub flags: crate::Flags,
+    /// The scopes, sorted and de-duplicated.
+    pub scopes: &'a [String],
+    /// The generic parameters as written (canonical token text), empty when there are none.
+    pub generics: &'a str,
+    /// The input shape.
+    pub input: &'a Shape,
+    /// The output type as written, if any.
+    pub output: Option<&'a str>,
+    /// The explicit version, if any.
+    pub version: Option<&'a str>,
+}
+
+impl Descriptor<'_> {
+    /// The canonical JSON text of the descriptor.
+    pub fn canonical_json(&self) -> String {
+        let mut out = String::with_capacity(256);
+        let flags = self.flags;
+        // Keys are written in byte order.
+        out.push('{');
+        key(&mut out, "description");
+        opt_string(&mut out, self.description);
+        key(&mut out, "destructive");
+        boolean(&mut out, flags.destructive);
+        key(&mut out, "generics");
+        string(&mut out, self.generics);
+        key(&mut out, "idempotent");
+        boolean(&mut out, flags.idempotent);
+        key(&mut out, "input");
+        shape(&mut out, self.input);
+        key(&mut out, "name");
+        string(&mut out, self.name);
+        key(&mut out, "open_world");
+        boolean(&mut out, flags.open_world);
+        key(&mut out, "output");
+        opt_string(&mut out, self.output);
+        key(&mut out, "provider");
+        opt_string(&mut out, self.provider);
+        key(&mut out, "read_only");
+        boolean(&mut out, flags.read_only);
+        key(&mut out, "scopes");
+        out.push('[');
+        for (i, scope) in self.scopes.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            string(&mut out, scope);
+        }
+        out.push(']');
+        key(&mut out, "title");
+        opt_string(&mut out, self.title);
+        key(&mut out, "version");
+        opt_string(&mut out, self.version);
+        out.push('}');
+        out
+    }
+
+    /// The SHA-256 of [`canonical_json`](Self::canonical_json), as 64 lowercase hex digits.
+    pub fn hash_hex(&self) -> String {
+        let digest = Sha256::digest(self.canonical_json().as_bytes());
+        let mut hex = String::with_capacity(64);
+        for byte in digest.iter() {
+            hex.push(HEX[usize::from(byte >> 4)]);
+            hex.push(HEX[usize::from(byte & 0x0f)]);
+        }
+        hex
+    }
+}
+
+const HEX: [char; 16] = [
+    '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f',
+];
+
+fn key(out: &mut String, name: &str) {
+    if !out.ends_with('{') {
+        out.push(',');
+    }
+    string(out, name);
+    out.push(':');
+}
+
+fn boolean(out: &mut String, value: bool) {
+    out.push_str(if value { "true" } else { "false" });
+}
+
+fn opt_string(out: &mut String, value: Option<&str>) {
+    match value {
+        Some(value) => string(out, value),
+        None => out.push_str("null"),
+    }
+}
+
+/// Writes a JSON string as RFC 8785 does: only `"`, `\` and control characters are escaped.
+fn string(out: &mut String, value: &str) {
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let code = u32::from(c) as usize;
+                out.push_str("\\u00");
+                out.push(HEX[code >> 4]);
+                out.push(HEX[code & 0x0f]);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn shape(out: &mut String, shape: &Shape) {
+    out.push('{');
+    match shape {
+        Shape::Unit => {
+            key(out, "kind");
+            string(out, "unit");
+        }
+        Shape::Dynamic => {
+            key(out, "kind");
+            string(out, "dynamic");
+        }
+        Shape::Named(fields) => {
+            key(out, "fields");
+            out.push('[');
+            for (i, (name, ty)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push('[');
+                string(out, name);
+                out.push(',');
+                string(out, ty);
+                out.push(']');
+            }
+            out.push(']');
+            key(out, "kind");
+            string(out, "named");
+        }
+        Shape::Tuple(types) => {
+            key(out, "fields");
+            out.push('[');
+            for (i, ty) in types.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                string(out, ty);
+            }
+            out.push(']');
+            key(out, "kind");
+            string(out, "tuple");
+        }
+        Shape::Enum(variants) => {
+            key(out, "kind");
+            string(out, "enum");
+            key(out, "variants");
+            out.push('[');
+            for (i, (name, variant)) in variants.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push('[');
+                string(out, name);
+                out.push(',');
+                self::shape(out, variant);
+                out.push(']');
+            }
+            out.push(']');
+        }
+    }
+    out.push('}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Flags;
+
+    fn flags() -> Flags {
+        Flags::resolve(Some(true), None, Some(true), Some(false)).unwrap()
+    }
+
+    #[test]
+    fn canonical_json_is_sorted_and_escaped() {
+        let scopes = vec!["metrics:read".to_owned()];
+        let input = Shape::Named(vec![("query".into(), "String".into())]);
+        let d = Descriptor {
+            name: "prom_query",
+            title: None,
+            description: Some("Run a \"PromQL\" query.\n"),
+            provider: None,
+            flags: flags(),
+            scopes: &scopes,
+            generics: "",
+            input: &input,
+            output: None,
+            version: None,
+        };
+        assert_eq!(
+            d.canonical_json(),
+            r#"{"description":"Run a \"PromQL\" query.\n","destructive":false,"generics":"","idempotent":true,"input":{"fields":[["query","String"]],"kind":"named"},"name":"prom_query","open_world":false,"output":null,"provider":null,"read_only":true,"scopes":["metrics:read"],"title":null,"version":null}"#
+        );
+        let hash = d.hash_hex();
+        assert_eq!(hash.len(), 64);
+        assert!(hash.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)));
+    }
+
+    #[test]
+    fn control_characters_use_lowercase_unicode_escapes() {
+        let mut out = String::new();
+        string(&mut out, "a\u{1}\u{1f}");
+        assert_eq!(out, r#""a\u0001\u001f""#);
+    }
+
+    #[test]
+    fn enum_shapes_nest() {
+        let mut out = String::new();
+        shape(
+            &mut out,
+            &Shape::Enum(vec![
+                ("A".into(), Shape::Unit),
+                ("B".into(), Shape::Tuple(vec!["u8".into()])),
+            ]),
+        );
+        assert_eq!(
+            out,
+            r#"{"kind":"enum","variants":[["A",{"kind":"unit"}],["B",{"fields":["u8"],"kind":"tuple"}]]}"#
+        );
+    }
+}

@@ -1,0 +1,171 @@
+//! Capability manifests for AI-agent tools, and an advisor-only gate the compiler enforces.
+//!
+//! Every tool carries a frozen [`CapabilityManifest`], attached where the tool is defined by
+//! [`#[derive(Capability)]`](derive@Capability). Its four hints mean what the MCP tool annotations
+//! mean, with the same fail-closed defaults: a tool that says nothing is mutating. An agent
+//! declared with [`#[advisor_agent]`](advisor_agent) may bind read-only tools only, and binding
+//! anything else is a compile error that points at the tool:
+//!
+//! ```
+//! use capability::{advisor_agent, agent, Agent, Capability, Registry};
+//!
+//! /// Run a PromQL query.
+//! #[derive(Capability)]
+//! #[capability(read_only, idempotent, open_world = false, scopes = ["metrics:read"])]
+//! struct PromQuery { query: String }
+//!
+//! /// Restart a pod.
+//! #[derive(Capability)]
+//! #[capability(destructive, scopes = ["k8s:write"], provider = "k8s")]
+//! struct RestartPod { name: String }
+//!
+//! #[advisor_agent(tools(PromQuery), target = "analysis")]
+//! struct Analyst;
+//!
+//! #[agent(tools(PromQuery, RestartPod))]
+//! struct Operator;
+//!
+//! let m = PromQuery::manifest();
+//! assert_eq!(m.name(), "prom_query");
+//! assert!(m.read_only() && !m.destructive() && !m.open_world());
+//! assert_eq!(m.description(), Some("Run a PromQL query."));
+//! assert!(Analyst::spec().is_advisor());
+//! assert_eq!(Operator::spec().tools()[1].name(), "restart_pod");
+//!
+//! let registry = Registry::from_inventory()?;
+//! assert!(registry.tool("restart_pod").is_some_and(|t| t.destructive()));
+//! # Ok::<(), capability::RegistryError>(())
+//! ```
+//!
+//! The same analyst binding `RestartPod` does not build:
+//!
+//! ```compile_fail
+//! use capability::{advisor_agent, Capability};
+//!
+//! #[derive(Capability)]
+//! #[capability(destructive, scopes = ["k8s:write"])]
+//! struct RestartPod { name: String }
+//!
+//! #[advisor_agent(tools(RestartPod), target = "analysis")]
+//! struct Analyst;
+//! ```
+//!
+//! ```text
+//! error[E0277]: advisor agent `Analyst` cannot bind `RestartPod`, because `RestartPod` is not a read-only tool
+//!  --> src/agents.rs:7:23
+//!   |
+//! 7 | #[advisor_agent(tools(RestartPod), target = "analysis")]
+//!   |                       ^^^^^^^^^^ `RestartPod` may mutate state, and `Analyst` is an advisor
+//! ```
+//!
+//! # What the compiler cannot see
+//!
+//! The gate covers tools known at compile time. Tools behind `dyn`, and tools that arrive at run
+//! time (an MCP server's `tools/list`, a plugin), have no type for the compiler to check; the
+//! registry re-checks every advisor at startup, and the runtime core decides those calls.
+//!
+//! # The facade's name
+//!
+//! Generated code names this crate `::capability`. If you rename the dependency in
+//! `Cargo.toml`, tell the macros with `crate = "::new_name"` in each attribute.
+
+#![forbid(unsafe_code)]
+
+pub use capability_core::{
+    Agent, AgentSpec, Capability, CapabilityManifest, InvalidManifest, ReadOnlyTool, Registry,
+    RegistryError, RegistryProblem, Target,
+};
+
+/// Declares an advisor agent: a research, selection or analysis agent, which only reads.
+///
+/// ```
+/// use capability::{advisor_agent, Agent, Capability, Target};
+///
+/// /// Search the runbooks.
+/// #[derive(Capability)]
+/// #[capability(read_only, scopes = ["rag:read"])]
+/// struct SearchRunbooks { query: String }
+///
+/// #[advisor_agent(tools(SearchRunbooks), target = "selection", name = "runbook_picker")]
+/// struct Picker;
+///
+/// let spec = Picker::spec();
+/// assert_eq!(spec.name(), "runbook_picker");
+/// assert_eq!(spec.target(), Target::Selection);
+/// ```
+///
+/// Keys: `tools(A, B<C>, path::D)` (required: type paths of the bound tools, each implementing
+/// [`Capability`] with `READ_ONLY = true`), `target = "research" | "selection" | "analysis"`
+/// (default `"research"`), `name = ".."` (default: snake_case of the type), `crate = ".."`.
+/// Binding a tool that is not read-only, also through a type alias or from another crate, is a
+/// compile error at that tool's path, in every build profile.
+pub use capability_derive::advisor_agent;
+
+/// Declares an operator agent, which may bind any tool.
+///
+/// ```
+/// use capability::{agent, Agent, Capability, Target};
+///
+/// /// Scale a deployment.
+/// #[derive(Capability)]
+/// #[capability(idempotent, destructive = false, scopes = ["k8s:write"])]
+/// struct Scale { replicas: u32 }
+///
+/// #[agent(tools(Scale))]
+/// struct Operator;
+///
+/// assert_eq!(Operator::spec().target(), Target::Operator);
+/// assert!(!Operator::spec().is_advisor());
+/// ```
+///
+/// Keys: `tools(...)` (required), `name = ".."`, `crate = ".."`. Each tool must have a
+/// capability manifest.
+pub use capability_derive::agent;
+
+/// Attaches a frozen [`CapabilityManifest`] to a tool type and registers it.
+///
+/// Works on named, tuple and unit structs and on enums, generic ones included. Several
+/// `#[capability(...)]` attributes merge; a key given twice is an error.
+///
+/// | key | value | default |
+/// |---|---|---|
+/// | `read_only` | bare, or `= true / false` | `false` |
+/// | `destructive` | bare, or `= true / false` | `true`; `false` for a read-only tool |
+/// | `idempotent` | bare, or `= true / false` | `false` |
+/// | `open_world` | bare, or `= true / false` | `true` |
+/// | `scopes` | `["a:read", ...]` | none |
+/// | `name` | `".."`, 1 to 128 of `A-Z a-z 0-9 _ - .` | snake_case of the type |
+/// | `title` | `".."` | none |
+/// | `description` | `".."` | the doc comment |
+/// | `provider` | `".."` | none |
+/// | `output` | a type | none |
+/// | `version` | `".."` | first 12 hex digits of the descriptor hash |
+/// | `crate` | `".."`, the facade's path | `"::capability"` |
+///
+/// ```
+/// use capability::Capability;
+///
+/// /// Fetch a document by id.
+/// #[derive(Capability)]
+/// #[capability(read_only, idempotent)]
+/// #[capability(scopes = ["docs:read"], output = String, version = "2")]
+/// struct Fetch<T> { id: T }
+///
+/// let m = Fetch::<u64>::manifest();
+/// assert_eq!(m.name(), "fetch");
+/// assert_eq!(m.schema_version(), "2");
+/// assert_eq!(m.output_schema_id(), Some("String"));
+/// // One manifest for every instantiation.
+/// assert!(std::ptr::eq(m, Fetch::<String>::manifest()));
+/// ```
+pub use capability_derive::Capability;
+
+#[doc(hidden)]
+pub mod __private {
+    //! What generated code names. Not a public API.
+    pub use capability_core::derived::*;
+    pub use core::marker::PhantomData;
+    pub use core::option::Option;
+    pub use core::{concat, module_path, unreachable};
+    pub use inventory;
+}
