@@ -71,6 +71,7 @@
 
 #![forbid(unsafe_code)]
 
+pub use capability_core::gate;
 pub use capability_core::{
     Agent, AgentSpec, Capability, CapabilityManifest, InvalidManifest, ReadOnlyTool, Registry,
     RegistryError, RegistryProblem, Target,
@@ -112,10 +113,10 @@ pub use capability_derive::advisor_agent;
 /// struct Scale { replicas: u32 }
 ///
 /// #[agent(tools(Scale))]
-/// struct Operator;
+/// struct Deployer;
 ///
-/// assert_eq!(Operator::spec().target(), Target::Operator);
-/// assert!(!Operator::spec().is_advisor());
+/// assert_eq!(Deployer::spec().target(), Target::Operator);
+/// assert!(!Deployer::spec().is_advisor());
 /// ```
 ///
 /// Keys: `tools(...)` (required), `name = ".."`, `crate = ".."`. Each tool must have a

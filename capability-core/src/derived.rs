@@ -137,29 +137,3 @@ pub struct AgentEntry(pub &'static StaticAgent);
 
 inventory::collect!(ToolEntry);
 inventory::collect!(AgentEntry);
-
-/// The advisor gate: implemented only when the tool's `READ_ONLY` is `true`.
-///
-/// `#[advisor_agent]` asserts `Tool: AdvisorBindable<Agent, { <Tool as Capability>::READ_ONLY }>`.
-/// Reading the constant first means a type with no manifest fails on `Capability` alone (its own
-/// message), and a mutating tool fails here, with a message naming both the tool and the agent.
-#[diagnostic::on_unimplemented(
-    message = "advisor agent `{Agent}` cannot bind `{Self}`, because `{Self}` is not a read-only tool",
-    label = "`{Self}` may mutate state, and `{Agent}` is an advisor",
-    note = "advisor agents (research, selection, analysis) bind only tools declared `#[capability(read_only)]`",
-    note = "if `{Self}` truly never mutates, declare it `#[capability(read_only)]`; otherwise bind it to an `#[agent(...)]`, which may act"
-)]
-pub trait AdvisorBindable<Agent: ?Sized, const READ_ONLY: bool> {}
-
-impl<T: ?Sized, A: ?Sized> AdvisorBindable<A, true> for T {}
-
-/// Fails to compile unless `T` may be bound by advisor `A`.
-pub const fn assert_advisor_bindable<T, A, const READ_ONLY: bool>()
-where
-    T: ?Sized + AdvisorBindable<A, READ_ONLY>,
-    A: ?Sized,
-{
-}
-
-/// Fails to compile unless `T` is a tool (has a capability manifest).
-pub const fn assert_tool<T: ?Sized + crate::Capability>() {}

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod agent;
+pub mod gate;
 mod manifest;
 mod registry;
 

@@ -96,7 +96,8 @@ impl Registry {
             if !spec.is_advisor() {
                 continue;
             }
-            let mutating: Vec<String> = spec.mutating_tools().map(|t| t.name().to_owned()).collect();
+            let mutating: Vec<String> =
+                spec.mutating_tools().map(|t| t.name().to_owned()).collect();
             if !mutating.is_empty() {
                 problems.push(RegistryProblem::AdvisorBindsMutatingTool {
                     agent: spec.name().to_owned(),

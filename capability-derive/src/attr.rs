@@ -17,7 +17,7 @@ use crate::errors::Errors;
 pub struct Flag {
     /// `true` for a bare flag.
     pub value: bool,
-    /// The key (`read_only`), or the value when one was given.
+    /// The key (`read_only`).
     pub span: Span,
     /// The position of the key among all keys of the type, to know which of two came later.
     pub order: usize,
@@ -70,28 +70,36 @@ pub fn tool_attrs(attrs: &[Attribute], errors: &mut Errors) -> ToolAttrs {
 }
 
 fn tool_key(out: &mut ToolAttrs, meta: &ParseNestedMeta<'_>, order: usize) -> syn::Result<()> {
-    let meta = &meta;
     let key = meta_key(meta)?;
     match key.as_str() {
-                "read_only" => set(&mut out.read_only, flag(&meta, order)?, &meta, &key),
-                "destructive" => set(&mut out.destructive, flag(&meta, order)?, &meta, &key),
-                "idempotent" => set(&mut out.idempotent, flag(&meta, order)?, &meta, &key),
-                "open_world" => set(&mut out.open_world, flag(&meta, order)?, &meta, &key),
-                "scopes" => set(&mut out.scopes, scope_list(&meta)?, &meta, &key),
-                "name" => set(&mut out.name, meta.value()?.parse()?, &meta, &key),
-                "title" => set(&mut out.title, meta.value()?.parse()?, &meta, &key),
-                "description" => set(&mut out.description, meta.value()?.parse()?, &meta, &key),
-                "provider" => set(&mut out.provider, meta.value()?.parse()?, &meta, &key),
-                "output" => set(&mut out.output, meta.value()?.parse()?, &meta, &key),
-                "version" => set(&mut out.version, meta.value()?.parse()?, &meta, &key),
-                "crate" => set(&mut out.krate, crate_path(&meta)?, &meta, &key),
-                _ => Err(unknown_key(&meta, &key, "capability", capability_rules::TOOL_KEYS)),
+        "read_only" => set(&mut out.read_only, flag(meta, order)?, meta, &key),
+        "destructive" => set(&mut out.destructive, flag(meta, order)?, meta, &key),
+        "idempotent" => set(&mut out.idempotent, flag(meta, order)?, meta, &key),
+        "open_world" => set(&mut out.open_world, flag(meta, order)?, meta, &key),
+        "scopes" => set(&mut out.scopes, scope_list(meta)?, meta, &key),
+        "name" => set(&mut out.name, meta.value()?.parse()?, meta, &key),
+        "title" => set(&mut out.title, meta.value()?.parse()?, meta, &key),
+        "description" => set(&mut out.description, meta.value()?.parse()?, meta, &key),
+        "provider" => set(&mut out.provider, meta.value()?.parse()?, meta, &key),
+        "output" => set(&mut out.output, meta.value()?.parse()?, meta, &key),
+        "version" => set(&mut out.version, meta.value()?.parse()?, meta, &key),
+        "crate" => set(&mut out.krate, crate_path(meta)?, meta, &key),
+        _ => Err(unknown_key(
+            meta,
+            &key,
+            "capability",
+            capability_rules::TOOL_KEYS,
+        )),
     }
 }
 
 /// Records a key's error and skips the rest of that key, so the keys after it are still read
 /// and one build reports every mistake.
-fn recover(errors: &mut Errors, meta: &ParseNestedMeta<'_>, result: syn::Result<()>) -> syn::Result<()> {
+fn recover(
+    errors: &mut Errors,
+    meta: &ParseNestedMeta<'_>,
+    result: syn::Result<()>,
+) -> syn::Result<()> {
     if let Err(error) = result {
         errors.push(error);
         skip_value(meta);
@@ -149,26 +157,23 @@ pub fn agent_attrs(
 }
 
 fn agent_key(out: &mut AgentAttrs, kind: AgentKind, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
-    let meta = &meta;
     let key = meta_key(meta)?;
     match (key.as_str(), kind) {
-            ("tools", _) => set(&mut out.tools, tool_list(&meta)?, &meta, &key),
-            ("target", AgentKind::Advisor) => {
-                set(&mut out.target, meta.value()?.parse()?, &meta, &key)
-            }
-            ("target", AgentKind::Operator) => Err(meta.error(
-                "`#[agent]` declares an operator, which has no `target`; \
+        ("tools", _) => set(&mut out.tools, tool_list(meta)?, meta, &key),
+        ("target", AgentKind::Advisor) => set(&mut out.target, meta.value()?.parse()?, meta, &key),
+        ("target", AgentKind::Operator) => Err(meta.error(
+            "`#[agent]` declares an operator, which has no `target`; \
                  for a research, selection or analysis agent use `#[advisor_agent(...)]`",
-            )),
-            ("name", _) => set(&mut out.name, meta.value()?.parse()?, &meta, &key),
-            ("crate", _) => set(&mut out.krate, crate_path(&meta)?, &meta, &key),
-            _ => {
-                let keys = match kind {
-                    AgentKind::Advisor => capability_rules::ADVISOR_KEYS,
-                    AgentKind::Operator => capability_rules::AGENT_KEYS,
-                };
-                Err(unknown_key(&meta, &key, kind.attribute(), keys))
-            }
+        )),
+        ("name", _) => set(&mut out.name, meta.value()?.parse()?, meta, &key),
+        ("crate", _) => set(&mut out.krate, crate_path(meta)?, meta, &key),
+        _ => {
+            let keys = match kind {
+                AgentKind::Advisor => capability_rules::ADVISOR_KEYS,
+                AgentKind::Operator => capability_rules::AGENT_KEYS,
+            };
+            Err(unknown_key(meta, &key, kind.attribute(), keys))
+        }
     }
 }
 
@@ -180,7 +185,12 @@ fn meta_key(meta: &ParseNestedMeta<'_>) -> syn::Result<String> {
     }
 }
 
-fn set<T>(slot: &mut Option<T>, value: T, meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<()> {
+fn set<T>(
+    slot: &mut Option<T>,
+    value: T,
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+) -> syn::Result<()> {
     if slot.is_some() {
         return Err(syn::Error::new(
             meta.path.span(),
@@ -202,7 +212,11 @@ fn flag(meta: &ParseNestedMeta<'_>, order: usize) -> syn::Result<Flag> {
     let value = meta.value()?;
     let lit: syn::Lit = value.parse()?;
     match lit {
-        syn::Lit::Bool(LitBool { value, span }) => Ok(Flag { value, span, order }),
+        syn::Lit::Bool(LitBool { value, .. }) => Ok(Flag {
+            value,
+            span: meta.path.span(),
+            order,
+        }),
         other => Err(syn::Error::new(
             other.span(),
             "expected `true` or `false`, or the bare flag for `true`",
@@ -214,24 +228,22 @@ fn scope_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<LitStr>> {
     let value = meta.value()?;
     let content;
     syn::bracketed!(content in value);
+    let items = Punctuated::<proc_macro2::TokenTree, Token![,]>::parse_terminated(&content)?;
     let mut scopes = Vec::new();
-    while !content.is_empty() {
-        let lit: syn::Lit = content.parse()?;
-        match lit {
-            syn::Lit::Str(scope) => scopes.push(scope),
-            other => {
-                return Err(syn::Error::new(
-                    other.span(),
-                    "a scope is a string such as \"metrics:read\"",
-                ));
-            }
+    let mut errors = Errors::default();
+    for item in items {
+        match syn::parse2::<LitStr>(item.clone().into()) {
+            Ok(scope) => scopes.push(scope),
+            Err(_) => errors.push(syn::Error::new(
+                item.span(),
+                "a scope is a string such as \"metrics:read\"",
+            )),
         }
-        if content.is_empty() {
-            break;
-        }
-        content.parse::<Token![,]>()?;
     }
-    Ok(scopes)
+    match errors.into_error() {
+        Some(error) => Err(error),
+        None => Ok(scopes),
+    }
 }
 
 fn tool_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<Type>> {
@@ -250,7 +262,12 @@ fn crate_path(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Path> {
         .map_err(|_| syn::Error::new(lit.span(), "expected a path such as \"::capability\""))
 }
 
-fn unknown_key(meta: &ParseNestedMeta<'_>, key: &str, attribute: &str, keys: &[&str]) -> syn::Error {
+fn unknown_key(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    attribute: &str,
+    keys: &[&str],
+) -> syn::Error {
     let message = match capability_rules::closest(key, keys) {
         Some(near) => format!("unknown {attribute} attribute `{key}`; did you mean `{near}`?"),
         None => format!(
@@ -269,10 +286,8 @@ fn skip_value(meta: &ParseNestedMeta<'_>) {
     let _ = meta.input.step(|cursor| {
         let mut rest = *cursor;
         while let Some((tt, next)) = rest.token_tree() {
-            if let proc_macro2::TokenTree::Punct(p) = &tt {
-                if p.as_char() == ',' {
-                    break;
-                }
+            if matches!(&tt, proc_macro2::TokenTree::Punct(p) if p.as_char() == ',') {
+                break;
             }
             rest = next;
         }
@@ -284,16 +299,15 @@ fn skip_value(meta: &ParseNestedMeta<'_>) {
 pub fn doc_comment(attrs: &[Attribute]) -> Option<String> {
     let mut lines = Vec::new();
     for attr in attrs.iter().filter(|a| a.path().is_ident("doc")) {
-        if let syn::Meta::NameValue(nv) = &attr.meta {
-            if let syn::Expr::Lit(syn::ExprLit {
+        if let syn::Meta::NameValue(nv) = &attr.meta
+            && let syn::Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Str(s),
                 ..
             }) = &nv.value
-            {
-                let text = s.value();
-                for line in text.lines() {
-                    lines.push(line.strip_prefix(' ').unwrap_or(line).trim_end().to_owned());
-                }
+        {
+            // `split`, not `lines`: an empty `///` line is `""`, and must stay a blank line.
+            for line in s.value().split('\n') {
+                lines.push(line.strip_prefix(' ').unwrap_or(line).trim_end().to_owned());
             }
         }
     }

@@ -78,7 +78,10 @@ pub fn tool(tool: &Tool<'_>, errors: &mut Errors) -> Option<CheckedTool> {
         .as_ref()
         .map(syn::LitStr::value)
         .or_else(|| tool.doc.clone());
-    let output = attrs.output.as_ref().map(|ty| canonical(ty.to_token_stream()));
+    let output = attrs
+        .output
+        .as_ref()
+        .map(|ty| canonical(ty.to_token_stream()));
     let descriptor = Descriptor {
         name: &name,
         title: title.as_deref(),
@@ -179,7 +182,8 @@ pub fn agent(agent: &Agent<'_>, errors: &mut Errors) -> Option<CheckedAgent> {
             "selection" => "Selection",
             "analysis" => "Analysis",
             other => {
-                let hint = match capability_rules::closest(other, capability_rules::ADVISOR_TARGETS) {
+                let hint = match capability_rules::closest(other, capability_rules::ADVISOR_TARGETS)
+                {
                     Some(near) => format!("; did you mean \"{near}\"?"),
                     None => String::new(),
                 };
@@ -201,6 +205,8 @@ pub fn agent(agent: &Agent<'_>, errors: &mut Errors) -> Option<CheckedAgent> {
         },
     };
     match &agent.attrs.tools {
+        // After a parse error (often a misspelt `tools`), this would only repeat it.
+        None if !errors.is_empty() => ok = false,
         None => {
             errors.push(syn::Error::new(
                 item.ident.span(),

@@ -29,6 +29,11 @@ impl Errors {
         result.map_err(|error| self.push(error)).ok()
     }
 
+    /// The combined error, if any.
+    pub fn into_error(self) -> Option<syn::Error> {
+        self.first
+    }
+
     /// Whether nothing went wrong.
     pub fn is_empty(&self) -> bool {
         self.first.is_none()

@@ -5,6 +5,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use crate::ast::{Agent, Tool};
+use crate::attr::AgentKind;
 use crate::check::{CheckedAgent, CheckedTool};
 
 /// The path of the facade: `::capability` unless `crate = ".."` says otherwise.
@@ -32,9 +33,15 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
     let (impl_generics, ty_generics, where_clause) = tool.original.generics.split_for_impl();
 
     let name = &checked.name;
-    let title = opt_str(&krate, tool.attrs.title.as_ref().map(|t| t.value()).as_deref());
+    let title = opt_str(
+        &krate,
+        tool.attrs.title.as_ref().map(|t| t.value()).as_deref(),
+    );
     let description = opt_str(&krate, checked.description.as_deref());
-    let provider = opt_str(&krate, tool.attrs.provider.as_ref().map(|p| p.value()).as_deref());
+    let provider = opt_str(
+        &krate,
+        tool.attrs.provider.as_ref().map(|p| p.value()).as_deref(),
+    );
     let flags = checked.flags;
     let (read_only, destructive, idempotent, open_world) = (
         flags.read_only,
@@ -104,30 +111,33 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
     }
 }
 
-/// The compile-time checks on the bound tools: emitted even when the agent attribute has other
-/// errors, so one build reports them all.
-pub fn agent_checks(agent: &Agent<'_>) -> TokenStream {
+/// The bound tools' manifest functions, as a `static` array. Each element is also the check of
+/// that tool: an advisor's goes through the advisor gate, an operator's requires a manifest.
+/// Emitted even when the attribute has other errors, so one build reports them all.
+pub fn agent_tools(agent: &Agent<'_>) -> TokenStream {
     let krate = facade(agent.attrs.krate.as_ref());
     let ident = &agent.original.ident;
-    let generic = !agent.original.generics.params.is_empty();
-    let checks = agent.tools().iter().map(|tool| {
+    // A generic agent is an error already; checking its tools as an operator's still helps.
+    let advisor = agent.kind == AgentKind::Advisor && agent.original.generics.params.is_empty();
+    let tools = agent.tools();
+    let len = tools.len();
+    let elements = tools.iter().map(|tool| {
         // Spanned at the tool's path, so rustc's error points at the tool inside the attribute.
         let span = tool.span();
-        match agent.kind {
-            crate::attr::AgentKind::Advisor if !generic => quote_spanned! {span=>
-                #krate::__private::assert_advisor_bindable::<
+        if advisor {
+            quote_spanned! {span=>
+                #krate::gate::bind_advisor_tool::<
                     #tool, #ident, { <#tool as #krate::Capability>::READ_ONLY }
-                >();
-            },
-            _ => quote_spanned! {span=>
-                #krate::__private::assert_tool::<#tool>();
-            },
+                >()
+            }
+        } else {
+            quote_spanned! {span=> <#tool as #krate::Capability>::manifest }
         }
     });
     quote! {
-        const _: () = {
-            #(#checks)*
-        };
+        static __CAPABILITY_TOOLS: [fn() -> &'static #krate::CapabilityManifest; #len] = [
+            #(#elements),*
+        ];
     }
 }
 
@@ -137,29 +147,24 @@ pub fn agent(agent: &Agent<'_>, checked: &CheckedAgent) -> TokenStream {
     let ident = &agent.original.ident;
     let name = &checked.name;
     let target = syn::Ident::new(checked.target, proc_macro2::Span::call_site());
-    let manifests = agent.tools().iter().map(|tool| {
-        quote_spanned! {tool.span()=> <#tool as #krate::Capability>::manifest }
-    });
     quote! {
-        const _: () = {
-            static __CAPABILITY_AGENT: #krate::__private::StaticAgent =
-                #krate::__private::StaticAgent::new(
-                    #name,
-                    #krate::Target::#target,
-                    #krate::__private::module_path!(),
-                    &[#(#manifests),*],
-                );
+        static __CAPABILITY_AGENT: #krate::__private::StaticAgent =
+            #krate::__private::StaticAgent::new(
+                #name,
+                #krate::Target::#target,
+                #krate::__private::module_path!(),
+                &__CAPABILITY_TOOLS,
+            );
 
-            #[automatically_derived]
-            impl #krate::Agent for #ident {
-                fn spec() -> &'static #krate::AgentSpec {
-                    __CAPABILITY_AGENT.spec()
-                }
+        #[automatically_derived]
+        impl #krate::Agent for #ident {
+            fn spec() -> &'static #krate::AgentSpec {
+                __CAPABILITY_AGENT.spec()
             }
+        }
 
-            #krate::__private::inventory::submit! {
-                #krate::__private::AgentEntry(&__CAPABILITY_AGENT)
-            }
-        };
+        #krate::__private::inventory::submit! {
+            #krate::__private::AgentEntry(&__CAPABILITY_AGENT)
+        }
     }
 }

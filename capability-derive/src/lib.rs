@@ -52,9 +52,15 @@ fn agent_macro(kind: AgentKind, args: TokenStream, item: TokenStream) -> TokenSt
     let input: DeriveInput = match syn::parse(item) {
         Ok(input) => input,
         Err(_) => {
-            // Not a struct or enum: emit the item unchanged so nothing else breaks.
+            // Not a struct or enum: emit the item unchanged so nothing else breaks, and point
+            // at its first token (`fn`, `mod`, ...).
+            let span = item2
+                .clone()
+                .into_iter()
+                .find(|tt| !matches!(tt, proc_macro2::TokenTree::Punct(p) if p.as_char() == '#'))
+                .map_or_else(proc_macro2::Span::call_site, |tt| tt.span());
             let error = syn::Error::new(
-                proc_macro2::Span::call_site(),
+                span,
                 format!("`#[{}]` goes on a struct or an enum", kind.attribute()),
             );
             let mut out = error.to_compile_error();
@@ -70,11 +76,16 @@ fn agent_macro(kind: AgentKind, args: TokenStream, item: TokenStream) -> TokenSt
         attrs,
     };
     let checked = check::agent(&agent, &mut errors);
+    let tools = expand::agent_tools(&agent);
     let mut out = input.to_token_stream();
-    out.extend(expand::agent_checks(&agent));
     match checked {
-        Some(checked) if errors.is_empty() => out.extend(expand::agent(&agent, &checked)),
+        Some(checked) if errors.is_empty() => {
+            let agent = expand::agent(&agent, &checked);
+            // An anonymous const keeps the statics out of the user's namespace.
+            out.extend(quote::quote! { const _: () = { #tools #agent }; });
+        }
         _ => {
+            out.extend(quote::quote! { const _: () = { #tools }; });
             out.extend(errors.to_compile_errors());
             out.extend(fallback::agent(&agent));
         }

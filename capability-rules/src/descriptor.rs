@@ -245,7 +245,10 @@ mod tests {
         );
         let hash = d.hash_hex();
         assert_eq!(hash.len(), 64);
-        assert!(hash.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)));
+        assert!(
+            hash.chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+        );
     }
 
     #[test]

@@ -370,16 +370,17 @@ pub fn validate(draft: &Draft<'_>) -> Result<Validated, Vec<Problem>> {
         let form = check_scope(scope);
         let checked = form.is_ok();
         report(Subject::Scope(index), form);
-        if checked && draft.read_only == Some(true) {
-            if let Some(verb) = mutating_verb(scope) {
-                report(
-                    Subject::Scope(index),
-                    Err(Violation::ReadOnlyMutatingScope {
-                        scope: (*scope).to_owned(),
-                        verb: verb.to_owned(),
-                    }),
-                );
-            }
+        if checked
+            && draft.read_only == Some(true)
+            && let Some(verb) = mutating_verb(scope)
+        {
+            report(
+                Subject::Scope(index),
+                Err(Violation::ReadOnlyMutatingScope {
+                    scope: (*scope).to_owned(),
+                    verb: verb.to_owned(),
+                }),
+            );
         }
     }
     match flags {

@@ -1,0 +1,37 @@
+//! The compile-time contract: every misuse of the macros fails with the message and at the token
+//! recorded in `ui-tests/**/*.stderr`, and every accepted form in `ui-tests/pass/` builds.
+//!
+//! Compiler diagnostics change between compiler releases, so the snapshots are only compared on
+//! the compiler they were taken with (`ui-tests/RUSTC_VERSION`). On another compiler this test
+//! says so and passes without comparing; set `CAPABILITY_UI_ANY_RUSTC=1` to compare anyway.
+
+use std::process::Command;
+
+fn rustc_version() -> Option<String> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let output = Command::new(rustc).arg("--version").output().ok()?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    // "rustc 1.95.0 (59807616e 2026-04-14)" -> "1.95.0"
+    text.split_whitespace().nth(1).map(str::to_owned)
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn ui() {
+    let pinned = include_str!("../ui-tests/RUSTC_VERSION").trim();
+    let current = rustc_version().unwrap_or_else(|| "unknown".to_owned());
+    let forced = std::env::var_os("CAPABILITY_UI_ANY_RUSTC").is_some();
+    if current != pinned && !forced {
+        eprintln!(
+            "skipping the UI snapshots: they were taken with rustc {pinned}, this is rustc \
+             {current}; set CAPABILITY_UI_ANY_RUSTC=1 to compare anyway, or bless them with \
+             TRYBUILD=overwrite and update ui-tests/RUSTC_VERSION"
+        );
+        return;
+    }
+    let t = trybuild::TestCases::new();
+    t.pass("ui-tests/pass/*.rs");
+    t.compile_fail("ui-tests/capability/*.rs");
+    t.compile_fail("ui-tests/advisor/*.rs");
+    t.compile_fail("ui-tests/agent/*.rs");
+}

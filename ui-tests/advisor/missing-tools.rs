@@ -1,0 +1,6 @@
+use capability::advisor_agent;
+
+#[advisor_agent(target = "research")]
+struct Analyst;
+
+fn main() {}

@@ -1,0 +1,11 @@
+use capability::{advisor_agent, Capability};
+
+/// Read a metric.
+#[derive(Capability)]
+#[capability(read_only)]
+struct PromQuery;
+
+#[advisor_agent(tools(PromQuery, PromQuery))]
+struct Analyst;
+
+fn main() {}

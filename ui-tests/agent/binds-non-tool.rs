@@ -1,0 +1,8 @@
+use capability::agent;
+
+struct RestartPod;
+
+#[agent(tools(RestartPod))]
+struct Operator;
+
+fn main() {}

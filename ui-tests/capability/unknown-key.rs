@@ -1,0 +1,7 @@
+use capability::Capability;
+
+#[derive(Capability)]
+#[capability(readonly)]
+struct ListPods;
+
+fn main() {}
