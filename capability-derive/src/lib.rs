@@ -77,7 +77,10 @@ fn agent_macro(kind: AgentKind, args: TokenStream, item: TokenStream) -> TokenSt
     };
     let checked = check::agent(&agent, &mut errors);
     let tools = expand::agent_tools(&agent);
-    let mut out = input.to_token_stream();
+    // An agent type is used through its spec and is often never constructed: without this,
+    // every unit-struct agent would warn as dead code.
+    let mut out = quote::quote! { #[allow(dead_code)] };
+    out.extend(input.to_token_stream());
     match checked {
         Some(checked) if errors.is_empty() => {
             let agent = expand::agent(&agent, &checked);

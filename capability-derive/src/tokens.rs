@@ -51,3 +51,39 @@ fn word(out: &mut String, after_word: &mut bool, text: &str) {
     out.push_str(text);
     *after_word = true;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::canonical;
+    use quote::quote;
+
+    #[test]
+    fn one_space_between_words_and_none_elsewhere() {
+        assert_eq!(canonical(quote!(Vec<String>)), "Vec<String>");
+        assert_eq!(canonical(quote!(&'static str)), "&'static str");
+        assert_eq!(canonical(quote!(&'a mut [u8; 4])), "&'a mut [u8;4]");
+        assert_eq!(
+            canonical(quote!(dyn Fn(u8) -> bool + Send)),
+            "dyn Fn(u8)->bool+Send"
+        );
+        assert_eq!(
+            canonical(quote!(<T: Clone> where T: Default)),
+            "<T:Clone>where T:Default"
+        );
+    }
+
+    #[test]
+    fn white_space_does_not_matter() {
+        let spaced: proc_macro2::TokenStream = "Option <  Box< dyn  Error > >".parse().unwrap();
+        let tight: proc_macro2::TokenStream = "Option<Box<dyn Error>>".parse().unwrap();
+        assert_eq!(canonical(spaced), canonical(tight));
+    }
+
+    #[test]
+    fn invisible_groups_add_no_text() {
+        let inner = quote!(u8);
+        let group = proc_macro2::Group::new(proc_macro2::Delimiter::None, inner);
+        let tokens = quote!(Vec<#group>);
+        assert_eq!(canonical(tokens), "Vec<u8>");
+    }
+}

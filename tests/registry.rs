@@ -1,0 +1,102 @@
+//! The registry across two crates: tools from `toolkit`, tools and agents from this test crate.
+
+use capability::{Agent, Capability, Registry, Target, advisor_agent, agent};
+
+/// Count the sessions of a user.
+#[derive(Capability)]
+#[capability(read_only, idempotent, provider = "directory", scopes = ["sessions:read"])]
+struct CountSessions;
+
+/// Lock a user out.
+#[derive(Capability)]
+#[capability(destructive = false, provider = "directory", scopes = ["users:write"])]
+struct LockUser;
+
+#[advisor_agent(tools(toolkit::ListUsers, CountSessions), target = "analysis")]
+struct DirectoryAnalyst;
+
+#[agent(
+    tools(LockUser, toolkit::DeleteUser, toolkit::ListUsers),
+    name = "directory-admin"
+)]
+struct DirectoryAdmin;
+
+fn registry() -> Registry {
+    match Registry::from_inventory() {
+        Ok(registry) => registry,
+        Err(error) => panic!("the registry was refused:\n{error}"),
+    }
+}
+
+#[test]
+fn collects_tools_from_both_crates_sorted_by_name() {
+    let registry = registry();
+    let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
+    assert_eq!(
+        names,
+        ["count_sessions", "delete_user", "list_users", "lock_user"]
+    );
+    assert_eq!(registry.tools().len(), 4);
+    assert_eq!(registry.tool_origin("list_users"), Some("toolkit"));
+    assert_eq!(registry.tool_origin("delete_user"), Some("toolkit"));
+    assert_eq!(registry.tool_origin("count_sessions"), Some("registry"));
+    assert_eq!(
+        registry.tool("list_users").map(|t| t.input_schema_id()),
+        Some("toolkit::ListUsers")
+    );
+    assert!(registry.tool("list_users").is_some_and(|t| t.read_only()));
+    assert!(
+        registry
+            .tool("delete_user")
+            .is_some_and(|t| t.destructive())
+    );
+    assert!(registry.tool("no_such_tool").is_none());
+}
+
+#[test]
+fn collects_agents_sorted_by_name_with_tools_in_declaration_order() {
+    let registry = registry();
+    let names: Vec<&str> = registry.agents().map(|a| a.name()).collect();
+    assert_eq!(names, ["directory-admin", "directory_analyst"]);
+
+    let analyst = registry.agent("directory_analyst").expect("registered");
+    assert_eq!(analyst.target(), Target::Analysis);
+    assert!(analyst.is_advisor());
+    let tools: Vec<&str> = analyst.tools().iter().map(|t| t.name()).collect();
+    assert_eq!(tools, ["list_users", "count_sessions"]);
+    assert_eq!(analyst, DirectoryAnalyst::spec());
+
+    let admin = registry.agent("directory-admin").expect("registered");
+    assert_eq!(admin.target(), Target::Operator);
+    let tools: Vec<&str> = admin.tools().iter().map(|t| t.name()).collect();
+    assert_eq!(tools, ["lock_user", "delete_user", "list_users"]);
+    let mutating: Vec<&str> = admin.mutating_tools().map(|t| t.name()).collect();
+    assert_eq!(mutating, ["lock_user", "delete_user"]);
+    assert_eq!(registry.agent_origin("directory-admin"), Some("registry"));
+    assert!(std::ptr::eq(admin, DirectoryAdmin::spec()));
+}
+
+#[test]
+fn listing_is_deterministic() {
+    let listing = |registry: &Registry| {
+        let tools: Vec<String> = registry
+            .tools()
+            .map(|t| format!("{} {}", t.name(), t.descriptor_hash()))
+            .collect();
+        let agents: Vec<String> = registry.agents().map(|a| a.name().to_owned()).collect();
+        (tools, agents)
+    };
+    let first = listing(&registry());
+    for _ in 0..10 {
+        assert_eq!(listing(&registry()), first);
+    }
+}
+
+#[test]
+fn agent_specs_round_trip_through_serde() {
+    let spec = DirectoryAdmin::spec();
+    let json = serde_json::to_string(spec).expect("serializes");
+    let back: capability::AgentSpec = serde_json::from_str(&json).expect("deserializes");
+    assert_eq!(&back, spec);
+    assert!(json.contains(r#""target":"operator""#), "{json}");
+}

@@ -1,0 +1,83 @@
+//! A registry with duplicates and a lying hand-written tool is refused, with every problem named.
+
+use capability::{Capability, CapabilityManifest, Registry, RegistryProblem, advisor_agent, agent};
+
+mod billing {
+    /// Export invoices.
+    #[derive(capability::Capability)]
+    #[capability(read_only)]
+    pub struct Export;
+
+    #[capability::agent(tools(Export), name = "twin")]
+    pub struct Twin;
+}
+
+mod reports {
+    /// Export a report.
+    #[derive(capability::Capability)]
+    #[capability(read_only)]
+    pub struct Export;
+
+    #[capability::agent(tools(Export), name = "twin")]
+    pub struct Twin;
+}
+
+/// A hand-written impl that claims to be read-only while its manifest says it deletes. The
+/// compile-time gate trusts `READ_ONLY`; the registry checks the manifest.
+struct Liar;
+
+impl Capability for Liar {
+    const READ_ONLY: bool = true;
+
+    fn manifest() -> &'static CapabilityManifest {
+        toolkit::DeleteUser::manifest()
+    }
+}
+
+#[advisor_agent(tools(billing::Export, Liar))]
+struct Gullible;
+
+#[agent(tools(Liar))]
+struct Unbothered;
+
+#[test]
+fn every_problem_is_reported_with_its_origin() {
+    let error = match Registry::from_inventory() {
+        Ok(_) => panic!("an inconsistent registry was accepted"),
+        Err(error) => error,
+    };
+    assert_eq!(
+        error.problems(),
+        [
+            RegistryProblem::DuplicateTool {
+                name: "export".into(),
+                origins: vec![
+                    "registry_errors::billing".into(),
+                    "registry_errors::reports".into()
+                ],
+            },
+            RegistryProblem::DuplicateAgent {
+                name: "twin".into(),
+                origins: vec![
+                    "registry_errors::billing".into(),
+                    "registry_errors::reports".into()
+                ],
+            },
+            RegistryProblem::AdvisorBindsMutatingTool {
+                agent: "gullible".into(),
+                origin: "registry_errors".into(),
+                tools: vec!["delete_user".into()],
+            },
+        ]
+    );
+    assert_eq!(
+        error.to_string(),
+        "the tool registry was refused:\n  \
+         - 2 tools are named `export`, defined in `registry_errors::billing`, \
+         `registry_errors::reports`; give each a distinct `name = \"..\"`\n  \
+         - 2 agents are named `twin`, defined in `registry_errors::billing`, \
+         `registry_errors::reports`; give each a distinct `name = \"..\"`\n  \
+         - advisor agent `gullible` (in `registry_errors`) binds tools that are not read-only: \
+         `delete_user`"
+    );
+}
