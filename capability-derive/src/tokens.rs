@@ -61,7 +61,7 @@ mod tests {
     fn one_space_between_words_and_none_elsewhere() {
         assert_eq!(canonical(quote!(Vec<String>)), "Vec<String>");
         assert_eq!(canonical(quote!(&'static str)), "&'static str");
-        assert_eq!(canonical(quote!(&'a mut [u8; 4])), "&'a mut [u8;4]");
+        assert_eq!(canonical(quote!(&'a mut [u8; 4])), "&'a mut[u8;4]");
         assert_eq!(
             canonical(quote!(dyn Fn(u8) -> bool + Send)),
             "dyn Fn(u8)->bool+Send"
