@@ -6,7 +6,7 @@
 //! declared with [`#[advisor_agent]`](advisor_agent) may bind read-only tools only, and binding
 //! anything else is a compile error that points at the tool:
 //!
-//! ```
+//! ```rust,standalone_crate
 //! use capability::{advisor_agent, agent, Agent, Capability, Registry};
 //!
 //! /// Run a PromQL query.
@@ -160,6 +160,11 @@ pub use capability_derive::agent;
 /// assert!(std::ptr::eq(m, Fetch::<String>::manifest()));
 /// ```
 pub use capability_derive::Capability;
+
+/// The README's examples, compiled and run as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 #[doc(hidden)]
 pub mod __private {

@@ -12,7 +12,7 @@ use crate::{AgentSpec, CapabilityManifest};
 /// `#[derive(Capability)]` tool and every `#[advisor_agent]` / `#[agent]` agent linked into the
 /// program, and refuses an inconsistent set.
 ///
-/// ```
+/// ```rust,standalone_crate
 /// use capability::{Capability, Registry, advisor_agent};
 ///
 /// /// Count the pods of a namespace.
