@@ -45,6 +45,19 @@ fn read_only<T: ReadOnlyTool>() -> bool {
 }
 
 fn main() {
+    // A tool and an agent defined inside a function register like any other.
+    /// A local tool.
+    #[derive(Capability)]
+    #[capability(read_only)]
+    struct Local;
+    #[capability::advisor_agent(tools(Local))]
+    struct LocalAgent;
+    let registry = capability::Registry::from_inventory().expect("a consistent registry");
+    assert!(registry.tool("local").is_some_and(|t| t.read_only()));
+    assert_eq!(registry.agent("local_agent").map(|a| a.tools().len()), Some(1));
+    // The module path, not the function: trybuild names the crate `trybuildNNN`.
+    assert!(Local::manifest().input_schema_id().ends_with("::Local"));
+
     let m = PromQuery::manifest();
     assert_eq!(m.name(), "prom_query");
     assert!(m.read_only() && !m.destructive() && m.idempotent() && !m.open_world());
