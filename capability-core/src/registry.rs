@@ -75,21 +75,11 @@ impl Registry {
         agents.sort_by(|a, b| (a.item.name(), &a.origin).cmp(&(b.item.name(), &b.origin)));
 
         let mut problems = Vec::new();
-        for group in tools.chunk_by(|a, b| a.item.name() == b.item.name()) {
-            if group.len() > 1 {
-                problems.push(RegistryProblem::DuplicateTool {
-                    name: group[0].item.name().to_owned(),
-                    origins: group.iter().map(|r| r.origin.to_string()).collect(),
-                });
-            }
+        for (name, origins) in same_names(&tools, CapabilityManifest::name) {
+            problems.push(RegistryProblem::DuplicateTool { name, origins });
         }
-        for group in agents.chunk_by(|a, b| a.item.name() == b.item.name()) {
-            if group.len() > 1 {
-                problems.push(RegistryProblem::DuplicateAgent {
-                    name: group[0].item.name().to_owned(),
-                    origins: group.iter().map(|r| r.origin.to_string()).collect(),
-                });
-            }
+        for (name, origins) in same_names(&agents, AgentSpec::name) {
+            problems.push(RegistryProblem::DuplicateAgent { name, origins });
         }
         for agent in &agents {
             let spec = &agent.item;
@@ -142,6 +132,20 @@ impl Registry {
     pub fn agent_origin(&self, name: &str) -> Option<&str> {
         find(&self.agents, name, |a| a.name()).map(|r| r.origin.as_ref())
     }
+}
+
+/// Each name held by more than one entry of a sorted list, with the origins holding it.
+fn same_names<'r, T: Clone>(
+    sorted: &'r [Registered<T>],
+    name: fn(&T) -> &str,
+) -> impl Iterator<Item = (String, Vec<String>)> + 'r {
+    sorted
+        .chunk_by(move |a, b| name(&a.item) == name(&b.item))
+        .filter(|group| group.len() > 1)
+        .map(move |group| {
+            let origins = group.iter().map(|r| r.origin.to_string()).collect();
+            (name(&group[0].item).to_owned(), origins)
+        })
 }
 
 fn find<'r, T: Clone>(
