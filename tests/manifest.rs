@@ -95,6 +95,25 @@ fn defaults_are_the_mcp_defaults_and_fail_closed() {
 }
 
 #[test]
+fn each_hint_records_where_it_came_from() {
+    use capability::{HintKind, HintSource};
+    let m = PromQuery::manifest();
+    let source = |kind| m.hint(kind).source();
+    assert_eq!(source(HintKind::ReadOnly), HintSource::Declared);
+    assert_eq!(source(HintKind::Idempotent), HintSource::Declared);
+    assert_eq!(source(HintKind::OpenWorld), HintSource::Declared);
+    assert_eq!(m.hint(HintKind::OpenWorld).stated(), Some(false));
+    assert_eq!(source(HintKind::Destructive), HintSource::Defaulted);
+    assert_eq!(m.hint(HintKind::Destructive).stated(), None);
+    for kind in HintKind::ALL {
+        assert_eq!(
+            SaysNothing::manifest().hint(kind).source(),
+            HintSource::Defaulted
+        );
+    }
+}
+
+#[test]
 fn read_only_tool_trait_follows_the_flag() {
     fn read_only<T: ReadOnlyTool>() -> &'static CapabilityManifest {
         T::manifest()
@@ -193,11 +212,16 @@ fn tampered(edit: impl FnOnce(&mut serde_json::Value)) -> String {
 
 #[test]
 fn deserializing_refuses_a_manifest_that_breaks_the_rules() {
-    let error = tampered(|v| v["destructive"] = true.into());
-    assert!(
-        error.contains("both `read_only` and `destructive = true`"),
-        "{error}"
-    );
+    // A read-only tool made destructive by hand: the hints no longer follow from their sources.
+    let error = tampered(|v| v["destructive"]["effective"] = true.into());
+    assert!(error.contains("cannot be edited by hand"), "{error}");
+
+    // A mutating default turned read-only by hand.
+    let error = tampered(|v| {
+        v["read_only"] =
+            serde_json::json!({"effective": true, "source": "defaulted", "stated": null})
+    });
+    assert!(error.contains("cannot be edited by hand"), "{error}");
 
     let error = tampered(|v| v["name"] = "prom query".into());
     assert!(error.contains("tool name `prom query`"), "{error}");

@@ -1,6 +1,8 @@
 //! A registry with duplicates and a lying hand-written tool is refused, with every problem named.
 
-use capability::{Capability, CapabilityManifest, Registry, RegistryProblem, advisor_agent, agent};
+use capability::{
+    Capability, CapabilityManifest, MutatingReason, Registry, RegistryProblem, advisor_agent, agent,
+};
 
 mod billing {
     /// Export invoices.
@@ -46,29 +48,41 @@ fn every_problem_is_reported_with_its_origin() {
         Ok(_) => panic!("an inconsistent registry was accepted"),
         Err(error) => error,
     };
+    let problems = error.problems();
+    assert_eq!(problems.len(), 3, "{error}");
     assert_eq!(
-        error.problems(),
-        [
-            RegistryProblem::DuplicateTool {
-                name: "export".into(),
-                origins: vec![
-                    "registry_errors::billing".into(),
-                    "registry_errors::reports".into()
-                ],
-            },
-            RegistryProblem::DuplicateAgent {
-                name: "twin".into(),
-                origins: vec![
-                    "registry_errors::billing".into(),
-                    "registry_errors::reports".into()
-                ],
-            },
-            RegistryProblem::AdvisorBindsMutatingTool {
-                agent: "gullible".into(),
-                origin: "registry_errors".into(),
-                tools: vec!["delete_user".into()],
-            },
-        ]
+        problems[0],
+        RegistryProblem::DuplicateTool {
+            name: "export".into(),
+            origins: vec![
+                "registry_errors::billing".into(),
+                "registry_errors::reports".into()
+            ],
+        }
+    );
+    assert_eq!(
+        problems[1],
+        RegistryProblem::DuplicateAgent {
+            name: "twin".into(),
+            origins: vec![
+                "registry_errors::billing".into(),
+                "registry_errors::reports".into()
+            ],
+        }
+    );
+    let RegistryProblem::AdvisorBindsMutatingTool { origin, violation } = &problems[2] else {
+        panic!("expected the advisor problem, got {:?}", problems[2]);
+    };
+    assert_eq!(origin, "registry_errors");
+    assert_eq!(violation.agent(), "gullible");
+    let offenders: Vec<(&str, MutatingReason)> = violation
+        .offenders()
+        .iter()
+        .map(|o| (o.tool(), o.reason()))
+        .collect();
+    assert_eq!(
+        offenders,
+        [("directory/delete_user", MutatingReason::Defaulted)]
     );
     assert_eq!(
         error.to_string(),
@@ -77,7 +91,8 @@ fn every_problem_is_reported_with_its_origin() {
          `registry_errors::reports`; give each a distinct `name = \"..\"`\n  \
          - 2 agents are named `twin`, defined in `registry_errors::billing`, \
          `registry_errors::reports`; give each a distinct `name = \"..\"`\n  \
-         - advisor agent `gullible` (in `registry_errors`) binds tools that are not read-only: \
-         `delete_user`"
+         - in `registry_errors`: advisor agent `gullible` (research) binds a tool that is not \
+         read-only:\n      - `directory/delete_user`: nothing says it is read-only, so it counts as mutating \
+         (the MCP default)"
     );
 }

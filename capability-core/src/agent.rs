@@ -97,4 +97,109 @@ impl AgentSpec {
     pub fn mutating_tools(&self) -> impl Iterator<Item = &CapabilityManifest> {
         self.tools.iter().filter(|tool| !tool.read_only())
     }
+
+    /// Starts a spec for an agent assembled at run time.
+    ///
+    /// [`build`](AgentSpecBuilder::build) checks the spec's own shape (a valid name, a target,
+    /// no tool bound twice) but not the advisor rule: that is
+    /// [`assert_advisor_only`](crate::assert_advisor_only)'s job, which
+    /// [`Registry::persist_spec`](crate::Registry::persist_spec) runs.
+    pub fn builder(name: impl Into<String>) -> AgentSpecBuilder {
+        AgentSpecBuilder {
+            name: name.into(),
+            target: None,
+            tools: Vec::new(),
+        }
+    }
 }
+
+/// Builds an [`AgentSpec`] at run time.
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct AgentSpecBuilder {
+    name: String,
+    target: Option<Target>,
+    tools: Vec<CapabilityManifest>,
+}
+
+impl AgentSpecBuilder {
+    /// Sets the target (required).
+    pub fn target(mut self, target: Target) -> Self {
+        self.target = Some(target);
+        self
+    }
+
+    /// Binds a tool.
+    pub fn tool(mut self, manifest: CapabilityManifest) -> Self {
+        self.tools.push(manifest);
+        self
+    }
+
+    /// Binds several tools.
+    pub fn tools(mut self, manifests: impl IntoIterator<Item = CapabilityManifest>) -> Self {
+        self.tools.extend(manifests);
+        self
+    }
+
+    /// Checks the spec's shape and builds it, or reports every problem.
+    pub fn build(self) -> Result<AgentSpec, AgentSpecError> {
+        let mut problems = Vec::new();
+        if let Err(violation) = capability_rules::check_agent_name(&self.name) {
+            problems.push(violation.to_string());
+        }
+        if self.target.is_none() {
+            problems.push(
+                "no target: call `.target(..)` with `Target::Research`, `Selection`, \
+                 `Analysis` or `Operator`"
+                    .to_owned(),
+            );
+        }
+        let mut seen: Vec<(Option<&str>, &str)> = Vec::with_capacity(self.tools.len());
+        for tool in &self.tools {
+            let key = (tool.provider(), tool.name());
+            if seen.contains(&key) {
+                problems.push(format!(
+                    "tool `{}` is bound twice; bind each tool once",
+                    tool.qualified_name()
+                ));
+            }
+            seen.push(key);
+        }
+        match self.target {
+            Some(target) if problems.is_empty() => {
+                Ok(AgentSpec::new(self.name, target, self.tools))
+            }
+            _ => Err(AgentSpecError {
+                agent: self.name,
+                problems,
+            }),
+        }
+    }
+}
+
+/// An agent spec with the wrong shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentSpecError {
+    agent: String,
+    problems: Vec<String>,
+}
+
+impl AgentSpecError {
+    /// Every problem, as text.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for AgentSpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid agent spec `{}`: {}",
+            self.agent,
+            self.problems.join("; ")
+        )
+    }
+}
+
+impl std::error::Error for AgentSpecError {}

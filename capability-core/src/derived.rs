@@ -5,6 +5,7 @@
 
 use std::sync::OnceLock;
 
+use crate::hints::{HintSource, Hints};
 use crate::{AgentSpec, CapabilityManifest, Target};
 
 /// The compile-time data of one derived tool, validated by the derive.
@@ -18,14 +19,8 @@ pub struct ToolData {
     pub description: Option<&'static str>,
     /// The provider.
     pub provider: Option<&'static str>,
-    /// `readOnlyHint` after defaults.
-    pub read_only: bool,
-    /// `destructiveHint` after defaults.
-    pub destructive: bool,
-    /// `idempotentHint` after defaults.
-    pub idempotent: bool,
-    /// `openWorldHint` after defaults.
-    pub open_world: bool,
+    /// `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint` as declared.
+    pub hints: [Option<bool>; 4],
     /// Scopes, already sorted and de-duplicated.
     pub scopes: &'static [&'static str],
     /// The module path and name of the type.
@@ -60,16 +55,17 @@ impl StaticTool {
     pub fn manifest(&'static self) -> &'static CapabilityManifest {
         self.manifest.get_or_init(|| {
             let d = &self.data;
+            let hints = Hints::resolve(d.hints.map(|v| v.map(|v| (v, HintSource::Declared))));
             CapabilityManifest {
                 data: crate::manifest::ManifestData {
                     name: d.name.to_owned(),
                     title: d.title.map(str::to_owned),
                     description: d.description.map(str::to_owned),
                     provider: d.provider.map(str::to_owned),
-                    read_only: d.read_only,
-                    destructive: d.destructive,
-                    idempotent: d.idempotent,
-                    open_world: d.open_world,
+                    read_only: hints.read_only,
+                    destructive: hints.destructive,
+                    idempotent: hints.idempotent,
+                    open_world: hints.open_world,
                     required_scopes: d.scopes.iter().map(|s| (*s).to_owned()).collect(),
                     input_schema_id: d.input_schema_id.to_owned(),
                     output_schema_id: d.output_schema_id.map(str::to_owned),

@@ -5,14 +5,30 @@
 
 #![forbid(unsafe_code)]
 
+mod advisor;
 mod agent;
+mod builder;
+mod canonical;
+mod dispatch;
 pub mod gate;
+mod hints;
 mod manifest;
+mod mcp;
+mod policy;
 mod registry;
 
 #[doc(hidden)]
 pub mod derived;
 
-pub use agent::{Agent, AgentSpec, Target};
-pub use manifest::{Capability, CapabilityManifest, InvalidManifest, ReadOnlyTool};
-pub use registry::{Registry, RegistryError, RegistryProblem};
+pub use advisor::{AdvisorViolation, MutatingReason, Offender, assert_advisor_only};
+pub use agent::{Agent, AgentSpec, AgentSpecBuilder, AgentSpecError, Target};
+pub use builder::ManifestBuilder;
+pub use canonical::to_canonical_json;
+pub use dispatch::{Ceiling, Decision, Denial, DenyReason, Effect, ToolContext};
+pub use hints::{Hint, HintKind, HintSource};
+pub use manifest::{
+    Assertion, Capability, CapabilityManifest, FieldProblem, ManifestError, ReadOnlyTool,
+};
+pub use mcp::{Server, Trust};
+pub use policy::{Policy, PolicyError};
+pub use registry::{PersistError, RUNTIME_ORIGIN, Registry, RegistryError, RegistryProblem};

@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hints::{Hint, HintKind, Hints};
+
 /// A tool: a type that carries a frozen [`CapabilityManifest`].
 ///
 /// Implement it with `#[derive(Capability)]`, which also registers the tool and, for a read-only
@@ -71,9 +73,12 @@ pub trait ReadOnlyTool: Capability {}
 /// The frozen description of what a tool does and needs.
 ///
 /// The four hints mean what the MCP tool annotations `readOnlyHint`, `destructiveHint`,
-/// `idempotentHint` and `openWorldHint` mean, with the same defaults. A manifest cannot be changed
-/// once built: it has getters only. It serializes with serde and deserializes only when every
-/// manifest rule holds, so a round trip is exact and a tampered file is refused.
+/// `idempotentHint` and `openWorldHint` mean, with the same defaults; each records where it came
+/// from ([`hint`](Self::hint)), and the getters return the value decisions use. A manifest cannot
+/// be changed once built: it has getters only. It comes from `#[derive(Capability)]`, from
+/// [`CapabilityManifest::builder`], or from an MCP tool ([`CapabilityManifest::from_mcp_tool`]).
+/// It serializes with serde and deserializes only when every manifest rule holds, so a round trip
+/// is exact and a tampered file is refused.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "ManifestData", into = "ManifestData")]
 pub struct CapabilityManifest {
@@ -88,15 +93,33 @@ pub(crate) struct ManifestData {
     pub(crate) title: Option<String>,
     pub(crate) description: Option<String>,
     pub(crate) provider: Option<String>,
-    pub(crate) read_only: bool,
-    pub(crate) destructive: bool,
-    pub(crate) idempotent: bool,
-    pub(crate) open_world: bool,
+    pub(crate) read_only: Hint,
+    pub(crate) destructive: Hint,
+    pub(crate) idempotent: Hint,
+    pub(crate) open_world: Hint,
     pub(crate) required_scopes: Vec<String>,
     pub(crate) input_schema_id: String,
     pub(crate) output_schema_id: Option<String>,
     pub(crate) schema_version: String,
     pub(crate) descriptor_hash: String,
+}
+
+impl ManifestData {
+    pub(crate) fn hints(&self) -> Hints {
+        Hints {
+            read_only: self.read_only,
+            destructive: self.destructive,
+            idempotent: self.idempotent,
+            open_world: self.open_world,
+        }
+    }
+
+    pub(crate) fn set_hints(&mut self, hints: Hints) {
+        self.read_only = hints.read_only;
+        self.destructive = hints.destructive;
+        self.idempotent = hints.idempotent;
+        self.open_world = hints.open_world;
+    }
 }
 
 impl CapabilityManifest {
@@ -115,29 +138,36 @@ impl CapabilityManifest {
         self.data.description.as_deref()
     }
 
-    /// The provider (the system the tool talks to, such as `k8s`), if one was given.
+    /// The provider (the system the tool talks to, such as `k8s`; for an MCP tool, its server's
+    /// name), if any.
     pub fn provider(&self) -> Option<&str> {
         self.data.provider.as_deref()
     }
 
-    /// The tool does not modify its environment.
+    /// The tool does not modify its environment (effective value).
     pub fn read_only(&self) -> bool {
-        self.data.read_only
+        self.data.read_only.effective()
     }
 
-    /// A write may destroy rather than add. Always `false` for a read-only tool.
+    /// A write may destroy rather than add (effective value). Always `false` for a read-only
+    /// tool.
     pub fn destructive(&self) -> bool {
-        self.data.destructive
+        self.data.destructive.effective()
     }
 
-    /// Calling it again with the same arguments has no further effect.
+    /// Calling it again with the same arguments has no further effect (effective value).
     pub fn idempotent(&self) -> bool {
-        self.data.idempotent
+        self.data.idempotent.effective()
     }
 
-    /// The tool reaches an open world of external entities.
+    /// The tool reaches an open world of external entities (effective value).
     pub fn open_world(&self) -> bool {
-        self.data.open_world
+        self.data.open_world.effective()
+    }
+
+    /// One hint with its provenance: the effective value, where it came from, what was stated.
+    pub fn hint(&self, kind: HintKind) -> Hint {
+        self.data.hints().get(kind)
     }
 
     /// The scopes a caller must hold, sorted and de-duplicated.
@@ -145,12 +175,14 @@ impl CapabilityManifest {
         &self.data.required_scopes
     }
 
-    /// Identifies the tool's input type: its module path and name, such as `fleet::k8s::RestartPod`.
+    /// Identifies the tool's input type: for a derived tool its module path and name, such as
+    /// `fleet::k8s::RestartPod`; for an MCP tool `mcp:<server>/<tool>#input`.
     pub fn input_schema_id(&self) -> &str {
         &self.data.input_schema_id
     }
 
-    /// Identifies the output type given by `output = Type`, as written there; `None` without it.
+    /// Identifies the output type (`output = Type`, as written there; an MCP tool's
+    /// `outputSchema`); `None` without one.
     pub fn output_schema_id(&self) -> Option<&str> {
         self.data.output_schema_id.as_deref()
     }
@@ -162,17 +194,74 @@ impl CapabilityManifest {
 
     /// SHA-256 of the canonical descriptor, as 64 lowercase hex digits.
     ///
-    /// The descriptor covers the name, title, description, provider, the four hints, the scopes,
-    /// the generic parameters, the field names and types as written, the output type and the
-    /// version. Changing any of them changes the hash; white space, comments, the order of the
-    /// scopes or of the keys in the attribute do not.
+    /// For a derived tool the descriptor covers the name, title, description, provider, the four
+    /// hints, the scopes, the generic parameters, the field names and types as written, the
+    /// output type and the version. Changing any of them changes the hash; white space,
+    /// comments, the order of the scopes or of the keys in the attribute do not. For an MCP tool
+    /// it covers the tool's name, title, description, input and output schema and annotations,
+    /// as RFC 8785 canonical JSON.
     pub fn descriptor_hash(&self) -> &str {
         &self.data.descriptor_hash
+    }
+
+    /// `provider/name`, or the name alone for a tool without a provider: the key that policy
+    /// patterns and operator assertions match.
+    pub fn qualified_name(&self) -> String {
+        match self.provider() {
+            Some(provider) => format!("{provider}/{}", self.name()),
+            None => self.name().to_owned(),
+        }
+    }
+
+    /// The same manifest with some hints asserted by an operator. An assertion wins over what
+    /// was declared or claimed; the hints not asserted keep their source.
+    pub fn with_assertion(&self, assertion: &Assertion) -> CapabilityManifest {
+        let mut stated = self.data.hints().stated();
+        assertion.apply(&mut stated);
+        let mut data = self.data.clone();
+        data.set_hints(Hints::resolve(stated));
+        CapabilityManifest { data }
+    }
+}
+
+/// An operator's statement about one tool's hints, from a policy file. Each `Some` wins over
+/// whatever the tool's code or server said.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Assertion {
+    /// `readOnlyHint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// `destructiveHint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    /// `idempotentHint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    /// `openWorldHint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
+impl Assertion {
+    /// Replaces what was stated with what the operator asserts.
+    pub(crate) fn apply(&self, stated: &mut [crate::hints::Stated; 4]) {
+        let values = [
+            self.read_only,
+            self.destructive,
+            self.idempotent,
+            self.open_world,
+        ];
+        for (slot, value) in stated.iter_mut().zip(values) {
+            if let Some(value) = value {
+                *slot = Some((value, crate::HintSource::Asserted));
+            }
+        }
     }
 }
 
 impl fmt::Display for CapabilityManifest {
-    /// One line: the name, the hints that are set and the scopes.
+    /// One line: the name, the effective hints and the scopes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(provider) = self.provider() {
             write!(f, "{provider}/")?;
@@ -200,60 +289,138 @@ impl fmt::Display for CapabilityManifest {
     }
 }
 
-/// Why a serialized manifest was refused.
+/// A manifest that breaks the rules: every problem, each with the field it is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InvalidManifest {
-    name: String,
-    problems: Vec<String>,
+pub struct ManifestError {
+    tool: String,
+    problems: Vec<FieldProblem>,
 }
 
-impl fmt::Display for InvalidManifest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid capability manifest `{}`: ", self.name)?;
-        f.write_str(&self.problems.join("; "))
+/// One problem of a [`ManifestError`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldProblem {
+    field: String,
+    message: String,
+}
+
+impl FieldProblem {
+    /// The field, as a path: `name`, `annotations.readOnlyHint`, `required_scopes[1]`.
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// What is wrong, and what to do.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 
-impl std::error::Error for InvalidManifest {}
+impl ManifestError {
+    pub(crate) fn new(tool: impl Into<String>) -> Self {
+        ManifestError {
+            tool: tool.into(),
+            problems: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(FieldProblem {
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+
+    pub(crate) fn push_rules(&mut self, problems: Vec<capability_rules::Problem>) {
+        for problem in problems {
+            let field = match problem.subject {
+                capability_rules::Subject::Name => "name".to_owned(),
+                capability_rules::Subject::Provider => "provider".to_owned(),
+                capability_rules::Subject::Version => "version".to_owned(),
+                capability_rules::Subject::ReadOnlyAndDestructive => "destructive".to_owned(),
+                capability_rules::Subject::Scope(i) => format!("required_scopes[{i}]"),
+            };
+            self.push(field, problem.violation.to_string());
+        }
+    }
+
+    pub(crate) fn into_result(self) -> Result<(), ManifestError> {
+        if self.problems.is_empty() {
+            Ok(())
+        } else {
+            Err(self)
+        }
+    }
+
+    /// The tool's name as given (or a description of where it was, when it had none).
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// Every problem found.
+    pub fn problems(&self) -> &[FieldProblem] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid tool `{}`", self.tool)?;
+        match self.problems.as_slice() {
+            [one] => write!(f, ": `{}`: {}", one.field, one.message),
+            many => {
+                f.write_str(":")?;
+                for problem in many {
+                    write!(f, "\n  - `{}`: {}", problem.field, problem.message)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ManifestError {}
 
 impl TryFrom<ManifestData> for CapabilityManifest {
-    type Error = InvalidManifest;
+    type Error = ManifestError;
 
-    fn try_from(data: ManifestData) -> Result<Self, InvalidManifest> {
+    fn try_from(data: ManifestData) -> Result<Self, ManifestError> {
+        let mut error = ManifestError::new(&data.name);
         let draft = capability_rules::Draft {
             name: &data.name,
             provider: data.provider.as_deref(),
             version: None,
-            read_only: Some(data.read_only),
-            destructive: Some(data.destructive),
-            idempotent: Some(data.idempotent),
-            open_world: Some(data.open_world),
+            read_only: Some(data.read_only.effective()),
+            destructive: None,
+            idempotent: None,
+            open_world: None,
             scopes: data.required_scopes.iter().map(String::as_str).collect(),
         };
-        let mut problems: Vec<String> = match capability_rules::validate(&draft) {
+        match capability_rules::validate(&draft) {
             Ok(valid) if valid.scopes != data.required_scopes => {
-                vec!["`required_scopes` must be sorted and free of repeats".to_owned()]
+                error.push("required_scopes", "must be sorted and free of repeats");
             }
-            Ok(_) => Vec::new(),
-            Err(found) => found.iter().map(|p| p.violation.to_string()).collect(),
-        };
+            Ok(_) => {}
+            Err(problems) => error.push_rules(problems),
+        }
+        let hints = data.hints();
+        if Hints::resolve(hints.stated()) != hints {
+            error.push(
+                "read_only",
+                "the hints' effective values do not follow from their sources; \
+                 a manifest's hints cannot be edited by hand",
+            );
+        }
         if !is_hex_digest(&data.descriptor_hash) {
-            problems.push("`descriptor_hash` must be 64 lowercase hex digits".to_owned());
+            error.push("descriptor_hash", "must be 64 lowercase hex digits");
         }
         if data.schema_version.is_empty() {
-            problems.push("`schema_version` cannot be empty".to_owned());
+            error.push("schema_version", "cannot be empty");
         }
         if data.input_schema_id.is_empty() {
-            problems.push("`input_schema_id` cannot be empty".to_owned());
+            error.push("input_schema_id", "cannot be empty");
         }
-        if problems.is_empty() {
-            Ok(CapabilityManifest { data })
-        } else {
-            Err(InvalidManifest {
-                name: data.name,
-                problems,
-            })
-        }
+        error.into_result()?;
+        Ok(CapabilityManifest { data })
     }
 }
 

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::derived::{AgentEntry, ToolEntry};
-use crate::{AgentSpec, CapabilityManifest};
+use crate::{AdvisorViolation, AgentSpec, CapabilityManifest, assert_advisor_only};
 
 /// Every tool and agent a program knows, sorted by name.
 ///
@@ -82,17 +82,10 @@ impl Registry {
             problems.push(RegistryProblem::DuplicateAgent { name, origins });
         }
         for agent in &agents {
-            let spec = &agent.item;
-            if !spec.is_advisor() {
-                continue;
-            }
-            let mutating: Vec<String> =
-                spec.mutating_tools().map(|t| t.name().to_owned()).collect();
-            if !mutating.is_empty() {
+            if let Err(violation) = assert_advisor_only(&agent.item) {
                 problems.push(RegistryProblem::AdvisorBindsMutatingTool {
-                    agent: spec.name().to_owned(),
                     origin: agent.origin.to_string(),
-                    tools: mutating,
+                    violation,
                 });
             }
         }
@@ -100,6 +93,44 @@ impl Registry {
             Ok(Registry { tools, agents })
         } else {
             Err(RegistryError { problems })
+        }
+    }
+
+    /// Stores an agent assembled at run time, after the registration gate: an advisor spec that
+    /// binds a tool whose effective `read_only` is false is refused and never stored, and so is
+    /// a second agent with a name already taken.
+    ///
+    /// ```
+    /// use capability::{AgentSpec, CapabilityManifest, PersistError, Registry, Target};
+    ///
+    /// let mut registry = Registry::default();
+    /// let write = CapabilityManifest::builder("restart_pod").provider("k8s").build()?;
+    /// let spec = AgentSpec::builder("analyst").target(Target::Analysis).tool(write).build()?;
+    /// let refused = registry.persist_spec(spec);
+    /// assert!(matches!(refused, Err(PersistError::Advisor(_))));
+    /// assert!(registry.agent("analyst").is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn persist_spec(&mut self, spec: AgentSpec) -> Result<(), PersistError> {
+        assert_advisor_only(&spec).map_err(PersistError::Advisor)?;
+        match self
+            .agents
+            .binary_search_by(|r| r.item.name().cmp(spec.name()))
+        {
+            Ok(i) => Err(PersistError::DuplicateAgent {
+                name: spec.name().to_owned(),
+                origin: self.agents[i].origin.to_string(),
+            }),
+            Err(i) => {
+                self.agents.insert(
+                    i,
+                    Registered {
+                        item: Cow::Owned(spec),
+                        origin: Cow::Borrowed(RUNTIME_ORIGIN),
+                    },
+                );
+                Ok(())
+            }
         }
     }
 
@@ -159,6 +190,37 @@ fn find<'r, T: Clone>(
         .map(|i| &sorted[i])
 }
 
+/// The origin recorded for agents stored with [`Registry::persist_spec`].
+pub const RUNTIME_ORIGIN: &str = "<runtime>";
+
+/// Why [`Registry::persist_spec`] refused a spec. Nothing was stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PersistError {
+    /// An advisor spec binds tools that are not read-only.
+    Advisor(AdvisorViolation),
+    /// An agent with this name is already registered.
+    DuplicateAgent {
+        /// The name.
+        name: String,
+        /// Where the registered one comes from.
+        origin: String,
+    },
+}
+
+impl fmt::Display for PersistError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PersistError::Advisor(violation) => violation.fmt(f),
+            PersistError::DuplicateAgent { name, origin } => write!(
+                f,
+                "an agent named `{name}` is already registered (from `{origin}`); choose another name"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PersistError {}
+
 /// The registry was refused: every problem found, not only the first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegistryError {
@@ -192,12 +254,10 @@ pub enum RegistryProblem {
     },
     /// An advisor agent binds tools that are not read-only.
     AdvisorBindsMutatingTool {
-        /// The agent.
-        agent: String,
-        /// The module that defines it.
+        /// The module that defines the agent.
         origin: String,
-        /// The offending tools, in declaration order.
-        tools: Vec<String>,
+        /// The agent and every offending tool, with the reason.
+        violation: AdvisorViolation,
     },
 }
 
@@ -223,15 +283,9 @@ impl fmt::Display for RegistryProblem {
                 origins.len(),
                 quoted(origins)
             ),
-            RegistryProblem::AdvisorBindsMutatingTool {
-                agent,
-                origin,
-                tools,
-            } => write!(
-                f,
-                "advisor agent `{agent}` (in `{origin}`) binds tools that are not read-only: {}",
-                quoted(tools)
-            ),
+            RegistryProblem::AdvisorBindsMutatingTool { origin, violation } => {
+                write!(f, "in `{origin}`: {violation}")
+            }
         }
     }
 }
@@ -240,7 +294,9 @@ impl fmt::Display for RegistryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("the tool registry was refused:")?;
         for problem in &self.problems {
-            write!(f, "\n  - {problem}")?;
+            // A problem of several lines keeps its inner list indented under its bullet.
+            let text = problem.to_string().replace('\n', "\n    ");
+            write!(f, "\n  - {text}")?;
         }
         Ok(())
     }

@@ -42,13 +42,20 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
         &krate,
         tool.attrs.provider.as_ref().map(|p| p.value()).as_deref(),
     );
-    let flags = checked.flags;
-    let (read_only, destructive, idempotent, open_world) = (
-        flags.read_only,
-        flags.destructive,
-        flags.idempotent,
-        flags.open_world,
-    );
+    let read_only = checked.flags.read_only;
+    let opt_bool = |flag: Option<crate::attr::Flag>| match flag {
+        Some(flag) => {
+            let value = flag.value;
+            quote!(#krate::__private::Option::Some(#value))
+        }
+        None => quote!(#krate::__private::Option::None),
+    };
+    let hints = [
+        opt_bool(tool.attrs.read_only),
+        opt_bool(tool.attrs.destructive),
+        opt_bool(tool.attrs.idempotent),
+        opt_bool(tool.attrs.open_world),
+    ];
     let scopes = &checked.scopes;
     let output_id = opt_str(&krate, checked.output.as_deref());
     let schema_version = &checked.schema_version;
@@ -78,10 +85,7 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
                     title: #title,
                     description: #description,
                     provider: #provider,
-                    read_only: #read_only,
-                    destructive: #destructive,
-                    idempotent: #idempotent,
-                    open_world: #open_world,
+                    hints: [#(#hints),*],
                     scopes: &[#(#scopes),*],
                     input_schema_id: #krate::__private::concat!(
                         #krate::__private::module_path!(), "::", #ident_text

@@ -95,14 +95,19 @@ impl Descriptor<'_> {
 
     /// The SHA-256 of [`canonical_json`](Self::canonical_json), as 64 lowercase hex digits.
     pub fn hash_hex(&self) -> String {
-        let digest = Sha256::digest(self.canonical_json().as_bytes());
-        let mut hex = String::with_capacity(64);
-        for byte in digest.iter() {
-            hex.push(HEX[usize::from(byte >> 4)]);
-            hex.push(HEX[usize::from(byte & 0x0f)]);
-        }
-        hex
+        sha256_hex(self.canonical_json().as_bytes())
     }
+}
+
+/// SHA-256 of some bytes, as 64 lowercase hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest.iter() {
+        hex.push(HEX[usize::from(byte >> 4)]);
+        hex.push(HEX[usize::from(byte & 0x0f)]);
+    }
+    hex
 }
 
 const HEX: [char; 16] = [
@@ -129,6 +134,10 @@ fn opt_string(out: &mut String, value: Option<&str>) {
 }
 
 /// Writes a JSON string as RFC 8785 does: only `"`, `\` and control characters are escaped.
+pub fn write_json_string(out: &mut String, value: &str) {
+    string(out, value);
+}
+
 fn string(out: &mut String, value: &str) {
     out.push('"');
     for c in value.chars() {

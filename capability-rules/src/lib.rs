@@ -18,7 +18,7 @@
 mod descriptor;
 mod text;
 
-pub use descriptor::{Descriptor, Shape};
+pub use descriptor::{Descriptor, Shape, sha256_hex, write_json_string};
 pub use text::{closest, snake_case};
 
 use std::fmt;

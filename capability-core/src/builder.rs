@@ -1,0 +1,203 @@
+//! Manifests for tools built at run time, under exactly the derive's rules.
+
+use capability_rules::{Descriptor, Draft, Shape};
+
+use crate::CapabilityManifest;
+use crate::hints::{HintSource, Hints};
+use crate::manifest::{ManifestData, ManifestError};
+
+/// Builds a [`CapabilityManifest`] at run time: for a plugin, a `dyn` tool, or anything else the
+/// derive cannot see. [`build`](Self::build) applies the rules `#[derive(Capability)]` applies
+/// (they live in one crate, `capability-rules`, that both call).
+///
+/// ```
+/// use capability::{CapabilityManifest, HintKind, HintSource};
+///
+/// let m = CapabilityManifest::builder("list_pods")
+///     .provider("k8s")
+///     .read_only(true)
+///     .idempotent(true)
+///     .open_world(false)
+///     .scope("k8s:read")
+///     .build()?;
+/// assert!(m.read_only() && !m.destructive());
+/// assert_eq!(m.hint(HintKind::ReadOnly).source(), HintSource::Declared);
+/// assert_eq!(m.hint(HintKind::Destructive).source(), HintSource::Defaulted);
+///
+/// let error = CapabilityManifest::builder("restart pod")
+///     .read_only(true)
+///     .scope("k8s:write")
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(error.problems().len(), 2);
+/// # Ok::<(), capability::ManifestError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct ManifestBuilder {
+    name: String,
+    title: Option<String>,
+    description: Option<String>,
+    provider: Option<String>,
+    version: Option<String>,
+    hints: [Option<bool>; 4],
+    scopes: Vec<String>,
+    input_schema_id: Option<String>,
+    output_schema_id: Option<String>,
+}
+
+impl CapabilityManifest {
+    /// Starts a manifest for a tool built at run time.
+    pub fn builder(name: impl Into<String>) -> ManifestBuilder {
+        ManifestBuilder {
+            name: name.into(),
+            title: None,
+            description: None,
+            provider: None,
+            version: None,
+            hints: [None; 4],
+            scopes: Vec::new(),
+            input_schema_id: None,
+            output_schema_id: None,
+        }
+    }
+}
+
+impl ManifestBuilder {
+    /// Declares `readOnlyHint`.
+    pub fn read_only(mut self, value: bool) -> Self {
+        self.hints[0] = Some(value);
+        self
+    }
+
+    /// Declares `destructiveHint`.
+    pub fn destructive(mut self, value: bool) -> Self {
+        self.hints[1] = Some(value);
+        self
+    }
+
+    /// Declares `idempotentHint`.
+    pub fn idempotent(mut self, value: bool) -> Self {
+        self.hints[2] = Some(value);
+        self
+    }
+
+    /// Declares `openWorldHint`.
+    pub fn open_world(mut self, value: bool) -> Self {
+        self.hints[3] = Some(value);
+        self
+    }
+
+    /// Adds a required scope (order and repeats do not matter).
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scopes.push(scope.into());
+        self
+    }
+
+    /// Adds required scopes.
+    pub fn scopes<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.scopes.extend(scopes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets the provider.
+    pub fn provider(mut self, provider: impl Into<String>) -> Self {
+        self.provider = Some(provider.into());
+        self
+    }
+
+    /// Sets the title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Sets the description.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Sets the schema version (default: the first 12 hex digits of the descriptor hash).
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
+        self
+    }
+
+    /// Sets the input schema id (default: `runtime:<provider>/<name>`).
+    pub fn input_schema_id(mut self, id: impl Into<String>) -> Self {
+        self.input_schema_id = Some(id.into());
+        self
+    }
+
+    /// Sets the output schema id (default: none).
+    pub fn output_schema_id(mut self, id: impl Into<String>) -> Self {
+        self.output_schema_id = Some(id.into());
+        self
+    }
+
+    /// Applies the manifest rules and builds the manifest, or reports every broken rule.
+    pub fn build(self) -> Result<CapabilityManifest, ManifestError> {
+        let draft = Draft {
+            name: &self.name,
+            provider: self.provider.as_deref(),
+            version: self.version.as_deref(),
+            read_only: self.hints[0],
+            destructive: self.hints[1],
+            idempotent: self.hints[2],
+            open_world: self.hints[3],
+            scopes: self.scopes.iter().map(String::as_str).collect(),
+        };
+        let valid = match capability_rules::validate(&draft) {
+            Ok(valid) => valid,
+            Err(problems) => {
+                let mut error = ManifestError::new(&self.name);
+                error.push_rules(problems);
+                return Err(error);
+            }
+        };
+        let hints = Hints::resolve(self.hints.map(|v| v.map(|v| (v, HintSource::Declared))));
+        let descriptor_hash = Descriptor {
+            name: &self.name,
+            title: self.title.as_deref(),
+            description: self.description.as_deref(),
+            provider: self.provider.as_deref(),
+            flags: valid.flags,
+            scopes: &valid.scopes,
+            generics: "",
+            input: &Shape::Dynamic,
+            output: self.output_schema_id.as_deref(),
+            version: self.version.as_deref(),
+        }
+        .hash_hex();
+        let input_schema_id = self
+            .input_schema_id
+            .unwrap_or_else(|| match &self.provider {
+                Some(provider) => format!("runtime:{provider}/{}", self.name),
+                None => format!("runtime:{}", self.name),
+            });
+        let schema_version = self
+            .version
+            .unwrap_or_else(|| descriptor_hash[..12].to_owned());
+        let data = ManifestData {
+            name: self.name,
+            title: self.title,
+            description: self.description,
+            provider: self.provider,
+            read_only: hints.read_only,
+            destructive: hints.destructive,
+            idempotent: hints.idempotent,
+            open_world: hints.open_world,
+            required_scopes: valid.scopes,
+            input_schema_id,
+            output_schema_id: self.output_schema_id,
+            schema_version,
+            descriptor_hash,
+        };
+        Ok(CapabilityManifest { data })
+    }
+}

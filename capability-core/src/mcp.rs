@@ -1,0 +1,252 @@
+//! Manifests of tools from MCP servers, and the trust placed in those servers.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::CapabilityManifest;
+use crate::hints::{HintSource, Hints};
+use crate::manifest::{ManifestData, ManifestError};
+
+/// An MCP server: its name (the provider of its tools) and whether its annotations are believed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Server {
+    name: String,
+    trust: Trust,
+}
+
+/// Whether a server's tool annotations are believed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Trust {
+    /// Its annotations count as what they say.
+    Trusted,
+    /// Its annotations are recorded but count as absent (the MCP specification: clients must
+    /// treat annotations from untrusted servers as untrusted).
+    Untrusted,
+}
+
+impl Server {
+    /// A server whose annotations are believed.
+    pub fn trusted(name: impl Into<String>) -> Server {
+        Server {
+            name: name.into(),
+            trust: Trust::Trusted,
+        }
+    }
+
+    /// A server whose annotations are not believed: every tool it lists is treated as mutating,
+    /// destructive and open-world until an operator asserts otherwise.
+    pub fn untrusted(name: impl Into<String>) -> Server {
+        Server {
+            name: name.into(),
+            trust: Trust::Untrusted,
+        }
+    }
+
+    /// The server's name, which is the provider of its tools.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How far its annotations are believed.
+    pub fn trust(&self) -> Trust {
+        self.trust
+    }
+}
+
+impl fmt::Display for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let trust = match self.trust {
+            Trust::Trusted => "trusted",
+            Trust::Untrusted => "untrusted",
+        };
+        write!(f, "{} ({trust})", self.name)
+    }
+}
+
+impl CapabilityManifest {
+    /// The manifest of one tool of an MCP server's `tools/list`.
+    ///
+    /// Accepts Tool objects of the MCP schema versions 2025-11-25 and 2026-07-28: `name` and
+    /// `inputSchema` (an object schema) are required; `title`, `description`, `outputSchema`
+    /// and `annotations` are read; anything else (`_meta`, `icons`, `execution`, fields of later
+    /// versions) is ignored and never affects a decision. The annotations' hints count only when
+    /// the server is trusted; otherwise the fail-closed defaults apply and the claims stay
+    /// visible through [`hint`](Self::hint). For a tool whose effective `read_only` is true,
+    /// `destructive` is false whatever `destructiveHint` says. The provider is the server's
+    /// name. A malformed tool gives an error naming the tool and every bad field.
+    ///
+    /// ```
+    /// use capability::{CapabilityManifest, HintKind, HintSource, Server};
+    /// use serde_json::json;
+    ///
+    /// let tool = json!({
+    ///     "name": "browser_take_screenshot",
+    ///     "inputSchema": { "type": "object" },
+    ///     "annotations": { "readOnlyHint": true }
+    /// });
+    /// let m = CapabilityManifest::from_mcp_tool(&tool, &Server::untrusted("playwright"))?;
+    /// assert!(!m.read_only(), "an untrusted claim is not believed");
+    /// assert_eq!(m.hint(HintKind::ReadOnly).stated(), Some(true));
+    /// assert_eq!(m.hint(HintKind::ReadOnly).source(), HintSource::UntrustedClaim);
+    /// assert_eq!(m.provider(), Some("playwright"));
+    ///
+    /// let m = CapabilityManifest::from_mcp_tool(&tool, &Server::trusted("playwright"))?;
+    /// assert!(m.read_only() && !m.destructive());
+    /// # Ok::<(), capability::ManifestError>(())
+    /// ```
+    pub fn from_mcp_tool(
+        tool: &Value,
+        server: &Server,
+    ) -> Result<CapabilityManifest, ManifestError> {
+        let Some(object) = tool.as_object() else {
+            let mut error = ManifestError::new("<not an object>");
+            error.push(
+                "(tool)",
+                format!("expected a JSON object, found {}", kind(tool)),
+            );
+            return Err(error);
+        };
+        let name = match object.get("name") {
+            Some(Value::String(name)) => Some(name.as_str()),
+            _ => None,
+        };
+        let mut error = ManifestError::new(name.unwrap_or("<tool without a name>"));
+        match object.get("name") {
+            Some(Value::String(name)) => {
+                if let Err(violation) = capability_rules::check_tool_name(name) {
+                    error.push("name", violation.to_string());
+                }
+            }
+            Some(other) => error.push("name", format!("expected a string, found {}", kind(other))),
+            None => error.push("name", "missing; every MCP tool has a name"),
+        }
+        let title = optional_string(object, "title", "title", &mut error);
+        let description = optional_string(object, "description", "description", &mut error);
+        match object.get("inputSchema") {
+            Some(Value::Object(schema)) => match schema.get("type") {
+                Some(Value::String(t)) if t == "object" => {}
+                Some(other) => error.push(
+                    "inputSchema.type",
+                    format!("must be \"object\" (tool arguments are a JSON object), found {other}"),
+                ),
+                None => error.push(
+                    "inputSchema.type",
+                    "missing; MCP requires `\"type\": \"object\"` at the root",
+                ),
+            },
+            Some(other) => error.push(
+                "inputSchema",
+                format!("expected a JSON Schema object, found {}", kind(other)),
+            ),
+            None => error.push("inputSchema", "missing; every MCP tool has an input schema"),
+        }
+        let output_schema = match object.get("outputSchema") {
+            None => false,
+            Some(Value::Object(_)) => true,
+            Some(other) => {
+                error.push(
+                    "outputSchema",
+                    format!("expected a JSON Schema object, found {}", kind(other)),
+                );
+                false
+            }
+        };
+        let mut claims = [None; 4];
+        let mut annotation_title = None;
+        match object.get("annotations") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(annotations)) => {
+                let source = match server.trust() {
+                    crate::Trust::Trusted => HintSource::TrustedClaim,
+                    crate::Trust::Untrusted => HintSource::UntrustedClaim,
+                };
+                for (slot, kind_) in claims.iter_mut().zip(crate::HintKind::ALL) {
+                    let key = kind_.mcp_name();
+                    match annotations.get(key) {
+                        None | Some(Value::Null) => {}
+                        Some(Value::Bool(value)) => *slot = Some((*value, source)),
+                        Some(other) => error.push(
+                            format!("annotations.{key}"),
+                            format!("expected a boolean, found {}", kind(other)),
+                        ),
+                    }
+                }
+                annotation_title =
+                    optional_string(annotations, "title", "annotations.title", &mut error);
+            }
+            Some(other) => error.push(
+                "annotations",
+                format!("expected an object, found {}", kind(other)),
+            ),
+        }
+        if let Err(violation) = capability_rules::check_provider(server.name()) {
+            error.push("(server)", violation.to_string());
+        }
+        error.into_result()?;
+        let name = name.unwrap_or_default();
+        let hints = Hints::resolve(claims);
+
+        // The descriptor: what the model is shown and what the server claims about it.
+        let mut descriptor = Map::new();
+        for key in [
+            "name",
+            "title",
+            "description",
+            "inputSchema",
+            "outputSchema",
+            "annotations",
+        ] {
+            if let Some(value) = object.get(key) {
+                descriptor.insert(key.to_owned(), value.clone());
+            }
+        }
+        let canonical = crate::canonical::to_canonical_json(&Value::Object(descriptor));
+        let descriptor_hash = capability_rules::sha256_hex(canonical.as_bytes());
+        let server_name = server.name();
+        Ok(CapabilityManifest {
+            data: ManifestData {
+                name: name.to_owned(),
+                title: title.or(annotation_title),
+                description,
+                provider: Some(server_name.to_owned()),
+                read_only: hints.read_only,
+                destructive: hints.destructive,
+                idempotent: hints.idempotent,
+                open_world: hints.open_world,
+                required_scopes: Vec::new(),
+                input_schema_id: format!("mcp:{server_name}/{name}#input"),
+                output_schema_id: output_schema.then(|| format!("mcp:{server_name}/{name}#output")),
+                schema_version: descriptor_hash[..12].to_owned(),
+                descriptor_hash,
+            },
+        })
+    }
+}
+
+fn optional_string(
+    object: &Map<String, Value>,
+    key: &str,
+    field: &str,
+    error: &mut ManifestError,
+) -> Option<String> {
+    match object.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text.clone()),
+        Some(other) => {
+            error.push(field, format!("expected a string, found {}", kind(other)));
+            None
+        }
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
