@@ -1,0 +1,588 @@
+//! The role permission matrix: loading, the one decision function, and the ADR-105 example.
+
+use capability::{
+    Capability, CapabilityManifest, Ceiling, DenyReason, Effect, Policy, Server, ToolContext,
+};
+use serde_json::json;
+
+fn policy(text: &str) -> Policy {
+    match Policy::from_toml_str(text) {
+        Ok(policy) => policy,
+        Err(error) => panic!("policy refused: {error}"),
+    }
+}
+
+fn error(text: &str) -> (usize, usize, String) {
+    let e = Policy::from_toml_str(text).expect_err("must be refused");
+    (e.line(), e.column(), e.to_string())
+}
+
+#[test]
+fn load_errors_have_line_and_column() {
+    let (line, column, text) = error("[roles.monitor]\nceiling = \"read-only\"\nalow = [\"*\"]\n");
+    assert_eq!((line, column), (3, 1), "{text}");
+    assert!(text.contains("unknown field `alow`"), "{text}");
+
+    let (line, column, text) = error("[roles.monitor]\nceiling = \"read-mostly\"\n");
+    assert_eq!((line, column), (2, 11), "{text}");
+    assert!(
+        text.contains("read-only"),
+        "the error lists the accepted values: {text}"
+    );
+
+    let (line, _, text) = error("[roles.monitor\nceiling = 1\n");
+    assert_eq!(line, 1, "{text}");
+
+    let (line, column, text) =
+        error("[roles.monitor]\nceiling = \"read-only\"\nallow = [\"k8s/*\", \"k8s /list\"]\n");
+    assert_eq!((line, column), (3, 19), "{text}");
+    assert!(
+        text.contains("tool pattern `k8s /list` contains ' '"),
+        "{text}"
+    );
+
+    let (line, column, text) =
+        error("[roles.monitor]\nceiling = \"read-only\"\nscopes = [\"a:read\", \"\"]\n");
+    assert_eq!((line, column), (3, 21), "{text}");
+    assert!(text.contains("a scope cannot be empty"), "{text}");
+
+    let (line, _, text) = error("[roles.monitor]\nallow = []\n");
+    assert_eq!(line, 1, "{text}");
+    assert!(text.contains("missing field `ceiling`"), "{text}");
+
+    let (line, column, text) = error("[assertions.\"k8s/*\"]\nread_only = true\n");
+    assert_eq!((line, column), (1, 13), "{text}");
+    assert!(text.contains("does not name a tool"), "{text}");
+
+    let (line, _, text) = error("[assertions.\"k8s/x\"]\nreadonly = true\n");
+    assert_eq!(line, 2, "{text}");
+    assert!(text.contains("unknown field `readonly`"), "{text}");
+
+    assert!(text.starts_with("policy:2:"), "{text}");
+}
+
+#[test]
+fn file_errors_name_the_file() {
+    let e = Policy::from_toml_file("/nonexistent/policy.toml").expect_err("missing");
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/policy.toml: cannot read the policy")
+    );
+}
+
+fn tool(
+    provider: &str,
+    name: &str,
+    read_only: bool,
+    destructive: bool,
+    scopes: &[&str],
+) -> CapabilityManifest {
+    let mut builder = CapabilityManifest::builder(name).provider(provider);
+    builder = if read_only {
+        builder.read_only(true)
+    } else {
+        builder.destructive(destructive)
+    };
+    builder
+        .scopes(scopes.iter().copied())
+        .build()
+        .expect("valid tool")
+}
+
+#[test]
+fn deny_beats_allow_and_nothing_matching_means_deny() {
+    let p = policy(
+        r#"
+        [roles.r]
+        ceiling = "unrestricted"
+        allow = ["k8s/*"]
+        deny = ["k8s/delete_*"]
+        scopes = ["k8s:write"]
+        "#,
+    );
+    let delete = tool("k8s", "delete_pod", false, true, &["k8s:write"]);
+    let restart = tool("k8s", "restart_pod", false, true, &["k8s:write"]);
+    let other = tool("ssh", "exec", false, true, &[]);
+    assert!(p.decide("r", &restart).is_allowed());
+    assert_eq!(
+        p.decide("r", &delete).reasons(),
+        [DenyReason::DeniedByPattern {
+            pattern: "k8s/delete_*".into()
+        }]
+    );
+    assert_eq!(p.decide("r", &other).reasons(), [DenyReason::NotAllowed]);
+    assert_eq!(
+        p.decide("nobody", &restart).reasons(),
+        [DenyReason::UnknownRole {
+            role: "nobody".into()
+        }]
+    );
+    assert!(
+        p.context("nobody", "s").is_none(),
+        "an unknown role gets no grant"
+    );
+    assert!(p.visible_tools("nobody", &[restart]).is_empty());
+}
+
+#[test]
+fn decisions_give_every_reason() {
+    let p = policy(
+        r#"
+        [roles.watcher]
+        ceiling = "read-only"
+        closed_world_only = true
+        allow = ["*"]
+        scopes = ["a:read"]
+        "#,
+    );
+    let t = tool("p", "wipe", false, true, &["a:read", "b:write", "c:delete"]);
+    let d = p.decide("watcher", &t);
+    assert_eq!(
+        d.reasons(),
+        [
+            DenyReason::CeilingExceeded {
+                ceiling: Ceiling::ReadOnly,
+                effect: Effect::DestructiveWrite
+            },
+            DenyReason::OpenWorld,
+            DenyReason::MissingScopes {
+                scopes: vec!["b:write".into(), "c:delete".into()]
+            },
+        ]
+    );
+    assert_eq!(
+        d.to_string(),
+        "denied: its side effect (destructive write) exceeds the role's ceiling (read-only); it \
+         reaches an open world and the grant is closed-world only; missing scopes `b:write`, \
+         `c:delete`"
+    );
+    let json = serde_json::to_value(&d).expect("serializes");
+    assert_eq!(json["reasons"][0]["reason"], "ceiling_exceeded");
+    assert_eq!(json["reasons"][0]["effect"], "destructive-write");
+}
+
+#[test]
+fn non_destructive_ceiling_allows_additive_writes_only() {
+    let p = policy("[roles.w]\nceiling = \"non-destructive\"\nallow = [\"*\"]\n");
+    assert!(
+        p.decide("w", &tool("p", "append", false, false, &[]))
+            .is_allowed()
+    );
+    assert!(
+        p.decide("w", &tool("p", "read", true, false, &[]))
+            .is_allowed()
+    );
+    assert!(
+        !p.decide("w", &tool("p", "drop", false, true, &[]))
+            .is_allowed()
+    );
+}
+
+#[test]
+fn assertions_change_the_decision_and_untrusted_claims_do_not() {
+    let p = policy(
+        r#"
+        [roles.reader]
+        ceiling = "read-only"
+        allow = ["*"]
+
+        [assertions."browser/take_screenshot"]
+        read_only = false
+        destructive = false
+
+        [assertions."files/read_text_file"]
+        read_only = true
+        "#,
+    );
+    let screenshot = json!({
+        "name": "take_screenshot", "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": true}
+    });
+    let read = json!({
+        "name": "read_text_file", "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": true}
+    });
+    let shot =
+        CapabilityManifest::from_mcp_tool(&screenshot, &Server::trusted("browser")).expect("valid");
+    assert!(shot.read_only(), "the server claims read-only");
+    assert!(
+        !p.decide("reader", &shot).is_allowed(),
+        "the operator says it writes"
+    );
+    assert!(!p.effective_manifest(&shot).read_only());
+
+    let untrusted_read =
+        CapabilityManifest::from_mcp_tool(&read, &Server::untrusted("files")).expect("valid");
+    assert!(!untrusted_read.read_only(), "untrusted: not believed");
+    assert!(
+        p.decide("reader", &untrusted_read).is_allowed(),
+        "asserted read-only"
+    );
+
+    let untrusted_other = CapabilityManifest::from_mcp_tool(
+        &json!({"name": "read_other", "inputSchema": {"type": "object"},
+                "annotations": {"readOnlyHint": true}}),
+        &Server::untrusted("files"),
+    )
+    .expect("valid");
+    assert!(!p.decide("reader", &untrusted_other).is_allowed());
+}
+
+/// Restart a pod.
+#[derive(Capability)]
+#[capability(destructive, provider = "k8s", scopes = ["k8s:write"])]
+struct RestartPod;
+
+#[test]
+fn tool_context_authorizes_typed_and_dynamic_tools() {
+    let ctx = ToolContext::new("operator", "s-1", Ceiling::Unrestricted).with_scopes(["k8s:write"]);
+    assert_eq!(ctx.authorize_tool::<RestartPod>(), Ok(()));
+    assert_eq!(ctx.role(), "operator");
+    assert_eq!(ctx.scopes(), ["k8s:write"]);
+
+    let ctx = ToolContext::new("operator", "s-1", Ceiling::NonDestructive);
+    let denial = ctx
+        .authorize_tool::<RestartPod>()
+        .expect_err("destructive, no scope");
+    assert_eq!(denial.tool(), "k8s/restart_pod");
+    assert_eq!(
+        denial.reasons(),
+        [
+            DenyReason::CeilingExceeded {
+                ceiling: Ceiling::NonDestructive,
+                effect: Effect::DestructiveWrite
+            },
+            DenyReason::MissingScopes {
+                scopes: vec!["k8s:write".into()]
+            }
+        ]
+    );
+
+    let closed = ToolContext::new("r", "s", Ceiling::Unrestricted).closed_world_only(true);
+    let open = tool("p", "search_web", true, false, &[]);
+    assert_eq!(
+        closed.authorize(&open).expect_err("open world").reasons(),
+        [DenyReason::OpenWorld]
+    );
+}
+
+// ----- The ADR-105 example policy -----
+
+fn example_policy() -> Policy {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/policy.toml");
+    match Policy::from_toml_file(path) {
+        Ok(policy) => policy,
+        Err(error) => panic!("examples/policy.toml refused: {error}"),
+    }
+}
+
+/// An ops platform's tools, as they would arrive from the compiler, the builder and MCP.
+fn fleet() -> Vec<CapabilityManifest> {
+    let mut tools = vec![
+        tool("k8s", "list_pods", true, false, &["k8s:read"]),
+        tool("k8s", "get_pod_logs", true, false, &["k8s:read"]),
+        tool("k8s", "describe_deployment", true, false, &["k8s:read"]),
+        tool("k8s", "restart_pod", false, true, &["k8s:write"]),
+        tool("k8s", "delete_pod", false, true, &["k8s:delete"]),
+        tool("k8s", "scale_deployment", false, false, &["k8s:write"]),
+        tool("k8s", "apply_manifest", false, true, &["k8s:write"]),
+        tool("k8s", "patch_deployment", false, true, &["k8s:write"]),
+        tool("k8s", "exec_in_pod", false, true, &["k8s:exec"]),
+        tool("ssh", "ssh_exec", false, true, &["ssh:exec"]),
+        tool("prometheus", "query", true, false, &["metrics:read"]),
+        tool("prometheus", "query_range", true, false, &["metrics:read"]),
+        tool("grafana", "get_dashboard", true, false, &["grafana:read"]),
+        tool(
+            "grafana",
+            "create_annotation",
+            false,
+            false,
+            &["grafana:write"],
+        ),
+        tool("signoz", "search_traces", true, false, &["traces:read"]),
+        tool("database", "run_select", true, false, &["db:read"]),
+        tool("rag", "search_runbooks", true, false, &["rag:read"]),
+        tool("files", "read_file", true, false, &["fs:read"]),
+        tool("files", "write_report", false, false, &["fs:write"]),
+        tool("notify", "send_slack", false, false, &["notify:send"]),
+        tool("audit", "read_audit_log", true, false, &["audit:read"]),
+    ];
+    // A Kubernetes MCP server nobody vouched for, claiming its delete is read-only.
+    let k8s = Server::untrusted("k8s");
+    for (name, read_only) in [("delete_namespace", true), ("get_events", true)] {
+        let t = json!({"name": name, "inputSchema": {"type": "object"},
+                       "annotations": {"readOnlyHint": read_only}});
+        tools.push(CapabilityManifest::from_mcp_tool(&t, &k8s).expect("valid"));
+    }
+    tools
+}
+
+fn visible(policy: &Policy, role: &str, tools: &[CapabilityManifest]) -> Vec<String> {
+    policy
+        .visible_tools(role, tools)
+        .into_iter()
+        .map(CapabilityManifest::qualified_name)
+        .collect()
+}
+
+fn is_k8s_write(t: &CapabilityManifest) -> bool {
+    t.provider() == Some("k8s") && !t.read_only()
+}
+
+#[test]
+fn example_policy_monitor_and_auditor_never_see_or_call_kubernetes_writes() {
+    let policy = example_policy();
+    let tools = fleet();
+    for role in ["monitor", "auditor"] {
+        let ctx = policy.context(role, "session").expect("role exists");
+        for t in tools.iter().filter(|t| is_k8s_write(t)) {
+            assert!(
+                ctx.authorize(t).is_err(),
+                "{role} may call {}",
+                t.qualified_name()
+            );
+            assert!(!visible(&policy, role, &tools).contains(&t.qualified_name()));
+        }
+        assert!(
+            ctx.authorize(&tools[0]).is_ok(),
+            "{role} may call k8s/list_pods"
+        );
+    }
+    let monitor = visible(&policy, "monitor", &tools);
+    assert_eq!(
+        monitor,
+        [
+            "k8s/list_pods",
+            "k8s/get_pod_logs",
+            "k8s/describe_deployment",
+            "prometheus/query",
+            "prometheus/query_range",
+            "grafana/get_dashboard",
+            "signoz/search_traces",
+        ]
+    );
+}
+
+#[test]
+fn example_policy_analyst_has_no_kubernetes_or_ssh_tool() {
+    let policy = example_policy();
+    let tools = fleet();
+    let analyst = visible(&policy, "analyst", &tools);
+    assert_eq!(
+        analyst,
+        [
+            "prometheus/query",
+            "prometheus/query_range",
+            "database/run_select",
+            "rag/search_runbooks",
+            "files/read_file",
+        ]
+    );
+    let ctx = policy.context("analyst", "s").expect("role exists");
+    for t in tools
+        .iter()
+        .filter(|t| matches!(t.provider(), Some("k8s" | "ssh")))
+    {
+        assert!(
+            ctx.authorize(t).is_err(),
+            "analyst may call {}",
+            t.qualified_name()
+        );
+    }
+}
+
+#[test]
+fn example_policy_auditor_sees_only_effective_read_only_tools() {
+    let policy = example_policy();
+    let tools = fleet();
+    let shown = policy.visible_tools("auditor", &tools);
+    assert!(!shown.is_empty());
+    for t in &shown {
+        assert!(
+            policy.effective_manifest(t).read_only(),
+            "{}",
+            t.qualified_name()
+        );
+    }
+    assert!(
+        !shown.iter().any(|t| t.name() == "delete_namespace"),
+        "an untrusted read-only claim does not make a tool visible"
+    );
+    // Every tool that is read-only in effect, and nothing else: the auditor holds every read
+    // scope, and its deny patterns name no read-only tool.
+    let read_only: Vec<&CapabilityManifest> = tools.iter().filter(|t| t.read_only()).collect();
+    assert_eq!(shown, read_only);
+    assert_eq!(shown.len(), 11);
+}
+
+#[test]
+fn example_policy_operator_may_restart_a_pod() {
+    let policy = example_policy();
+    let tools = fleet();
+    let restart = tools
+        .iter()
+        .find(|t| t.name() == "restart_pod")
+        .expect("listed");
+    assert!(restart.destructive() && restart.required_scopes() == ["k8s:write"]);
+    assert!(policy.decide("operator", restart).is_allowed());
+    assert_eq!(visible(&policy, "operator", &tools).len(), tools.len());
+    assert_eq!(policy.version(), Some("adr-105-d2/2026-11-29"));
+    let roles: Vec<&str> = policy.roles().collect();
+    assert_eq!(roles, ["analyst", "auditor", "monitor", "operator"]);
+}
+
+// ----- Property: what is listed equals what is authorized -----
+
+/// A small deterministic generator (xorshift64*), so the property runs the same cases on every
+/// machine and a failure names its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[(self.next() % items.len() as u64) as usize]
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+fn random_tool(rng: &mut Rng, i: usize) -> CapabilityManifest {
+    const PROVIDERS: &[&str] = &[
+        "k8s",
+        "ssh",
+        "prometheus",
+        "grafana",
+        "signoz",
+        "database",
+        "rag",
+        "files",
+        "filesystem",
+        "notify",
+        "audit",
+        "playwright",
+    ];
+    const VERBS: &[&str] = &[
+        "list", "get", "restart", "delete", "scale", "apply", "patch", "exec", "write", "send",
+        "read", "query", "search",
+    ];
+    const SCOPES: &[&str] = &[
+        "k8s:read",
+        "k8s:write",
+        "k8s:delete",
+        "k8s:exec",
+        "metrics:read",
+        "grafana:read",
+        "grafana:write",
+        "traces:read",
+        "db:read",
+        "rag:read",
+        "fs:read",
+        "fs:write",
+        "ssh:exec",
+        "notify:send",
+        "audit:read",
+        "other:read",
+    ];
+    let provider = *rng.pick(PROVIDERS);
+    let name = format!("{}_{i}", rng.pick(VERBS));
+    if rng.chance(30) {
+        // An MCP tool, from a trusted or an untrusted server, with or without annotations.
+        let mut annotations = serde_json::Map::new();
+        for key in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
+            if rng.chance(60) {
+                annotations.insert(key.into(), json!(rng.chance(50)));
+            }
+        }
+        let t =
+            json!({"name": name, "inputSchema": {"type": "object"}, "annotations": annotations});
+        let server = if rng.chance(50) {
+            Server::trusted(provider)
+        } else {
+            Server::untrusted(provider)
+        };
+        return CapabilityManifest::from_mcp_tool(&t, &server).expect("valid");
+    }
+    let mut b = CapabilityManifest::builder(name).provider(provider);
+    let read_only = rng.chance(50);
+    if read_only {
+        b = b.read_only(true);
+    } else if rng.chance(70) {
+        b = b.destructive(rng.chance(50));
+    }
+    if rng.chance(30) {
+        b = b.open_world(false);
+    }
+    for _ in 0..(rng.next() % 3) {
+        let scope = *rng.pick(SCOPES);
+        if !(read_only && capability_verb_mutates(scope)) {
+            b = b.scope(scope);
+        }
+    }
+    b.build().expect("valid")
+}
+
+fn capability_verb_mutates(scope: &str) -> bool {
+    ["write", "delete", "exec", "send"]
+        .iter()
+        .any(|v| scope.ends_with(v))
+}
+
+#[test]
+fn property_listing_equals_authorization_for_every_role() {
+    let example = example_policy();
+    let closed = policy(
+        r#"
+        [roles.closed]
+        ceiling = "non-destructive"
+        closed_world_only = true
+        allow = ["*/list_*", "*/get_*", "files/*"]
+        deny = ["files/write_*"]
+        scopes = ["fs:read", "fs:write", "k8s:read"]
+        "#,
+    );
+    for seed in 1..=200u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let count = (rng.next() % 40) as usize;
+        let tools: Vec<CapabilityManifest> = (0..count).map(|i| random_tool(&mut rng, i)).collect();
+        for (policy, roles) in [
+            (
+                &example,
+                &["operator", "monitor", "analyst", "auditor", "unknown"][..],
+            ),
+            (&closed, &["closed", "operator"][..]),
+        ] {
+            for role in roles {
+                let listed: Vec<&CapabilityManifest> = policy.visible_tools(role, &tools);
+                let authorized: Vec<&CapabilityManifest> = match policy.context(role, "s") {
+                    Some(ctx) => tools.iter().filter(|t| ctx.authorize(t).is_ok()).collect(),
+                    None => Vec::new(),
+                };
+                let decided: Vec<&CapabilityManifest> = tools
+                    .iter()
+                    .filter(|t| policy.decide(role, t).is_allowed())
+                    .collect();
+                assert_eq!(listed, authorized, "seed {seed}, role {role}");
+                assert_eq!(listed, decided, "seed {seed}, role {role}");
+                // The ceilings hold on every listed tool.
+                if matches!(*role, "monitor" | "analyst" | "auditor") {
+                    for t in &listed {
+                        assert!(policy.effective_manifest(t).read_only(), "seed {seed}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Agents assembled at run time: their shape, the advisor-only gate and `persist_spec`.
+
+use capability::{
+    AgentSpec, Assertion, CapabilityManifest, MutatingReason, PersistError, Registry, Server,
+    Target, assert_advisor_only,
+};
+use serde_json::json;
+
+fn built(name: &str, read_only: Option<bool>) -> CapabilityManifest {
+    let builder = CapabilityManifest::builder(name).provider("tools");
+    let builder = match read_only {
+        Some(value) => builder.read_only(value),
+        None => builder,
+    };
+    builder.build().expect("valid")
+}
+
+fn mcp(name: &str, read_only: bool, server: &Server) -> CapabilityManifest {
+    let tool = json!({
+        "name": name,
+        "inputSchema": { "type": "object" },
+        "annotations": { "readOnlyHint": read_only }
+    });
+    CapabilityManifest::from_mcp_tool(&tool, server).expect("valid")
+}
+
+#[test]
+fn spec_builder_checks_the_shape_only() {
+    let error = AgentSpec::builder("bad name")
+        .tool(built("a", Some(true)))
+        .tool(built("a", Some(true)))
+        .build()
+        .expect_err("three problems");
+    assert_eq!(error.problems().len(), 3, "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("agent name `bad name` is not valid"),
+        "{text}"
+    );
+    assert!(text.contains("no target"), "{text}");
+    assert!(text.contains("tool `tools/a` is bound twice"), "{text}");
+
+    // Same name from two providers is two tools.
+    let other = CapabilityManifest::builder("a")
+        .provider("elsewhere")
+        .build()
+        .expect("valid");
+    let spec = AgentSpec::builder("analyst")
+        .target(Target::Analysis)
+        .tool(built("a", Some(true)))
+        .tool(other)
+        .build()
+        .expect("the shape is fine; the advisor rule is not checked here");
+    assert_eq!(spec.tools().len(), 2);
+    assert!(assert_advisor_only(&spec).is_err());
+}
+
+#[test]
+fn gate_names_every_offending_tool_and_why() {
+    let untrusted = Server::untrusted("browser");
+    let trusted = Server::trusted("files");
+    let asserted = built("screenshot", Some(true)).with_assertion(&Assertion {
+        read_only: Some(false),
+        ..Assertion::default()
+    });
+    let spec = AgentSpec::builder("researcher")
+        .target(Target::Research)
+        .tool(built("query", Some(true)))
+        .tool(built("restart", Some(false)))
+        .tool(built("tag", None))
+        .tool(mcp("snapshot", true, &untrusted))
+        .tool(mcp("delete", false, &trusted))
+        .tool(mcp("list", true, &trusted))
+        .tool(asserted)
+        .build()
+        .expect("shape ok");
+    let violation = assert_advisor_only(&spec).expect_err("five offenders");
+    let offenders: Vec<(&str, MutatingReason)> = violation
+        .offenders()
+        .iter()
+        .map(|o| (o.tool(), o.reason()))
+        .collect();
+    assert_eq!(
+        offenders,
+        [
+            ("tools/restart", MutatingReason::DeclaredMutating),
+            ("tools/tag", MutatingReason::Defaulted),
+            (
+                "browser/snapshot",
+                MutatingReason::UntrustedClaim {
+                    claimed_read_only: true
+                }
+            ),
+            ("files/delete", MutatingReason::ClaimedMutating),
+            ("tools/screenshot", MutatingReason::AssertedMutating),
+        ]
+    );
+    assert_eq!(
+        violation.to_string(),
+        "advisor agent `researcher` (research) binds 5 tools that are not read-only:\n  \
+         - `tools/restart`: declared mutating\n  \
+         - `tools/tag`: nothing says it is read-only, so it counts as mutating (the MCP default)\n  \
+         - `browser/snapshot`: its server claims read-only, but the server is untrusted \
+         (an operator can assert the tool read-only)\n  \
+         - `files/delete`: its trusted server says it is not read-only\n  \
+         - `tools/screenshot`: asserted mutating by an operator"
+    );
+}
+
+#[test]
+fn every_advisor_target_is_gated_and_operators_are_not() {
+    for target in [Target::Research, Target::Selection, Target::Analysis] {
+        let spec = AgentSpec::builder("a")
+            .target(target)
+            .tool(built("write", Some(false)))
+            .build()
+            .expect("shape ok");
+        assert!(assert_advisor_only(&spec).is_err(), "{target}");
+    }
+    let spec = AgentSpec::builder("ops")
+        .target(Target::Operator)
+        .tool(built("write", Some(false)))
+        .build()
+        .expect("shape ok");
+    assert_eq!(assert_advisor_only(&spec), Ok(()));
+}
+
+#[test]
+fn persist_spec_runs_the_gate_and_never_stores_a_violation() {
+    let mut registry = Registry::default();
+    let bad = AgentSpec::builder("analyst")
+        .target(Target::Analysis)
+        .tool(built("query", Some(true)))
+        .tool(mcp("take_screenshot", true, &Server::untrusted("browser")))
+        .build()
+        .expect("shape ok");
+    match registry.persist_spec(bad) {
+        Err(PersistError::Advisor(violation)) => {
+            assert_eq!(violation.offenders().len(), 1);
+            assert_eq!(violation.offenders()[0].tool(), "browser/take_screenshot");
+        }
+        other => panic!("expected the advisor gate to refuse, got {other:?}"),
+    }
+    assert!(registry.agent("analyst").is_none());
+    assert_eq!(registry.agents().len(), 0);
+
+    let good = AgentSpec::builder("analyst")
+        .target(Target::Analysis)
+        .tool(built("query", Some(true)))
+        .build()
+        .expect("shape ok");
+    registry.persist_spec(good.clone()).expect("stored");
+    assert_eq!(registry.agent("analyst"), Some(&good));
+    assert_eq!(
+        registry.agent_origin("analyst"),
+        Some(capability::RUNTIME_ORIGIN)
+    );
+
+    let ops = AgentSpec::builder("ops")
+        .target(Target::Operator)
+        .tool(built("restart", Some(false)))
+        .build()
+        .expect("shape ok");
+    registry
+        .persist_spec(ops)
+        .expect("operators may bind mutating tools");
+    let names: Vec<&str> = registry.agents().map(|a| a.name()).collect();
+    assert_eq!(names, ["analyst", "ops"]);
+
+    let again = registry.persist_spec(good);
+    assert_eq!(
+        again,
+        Err(PersistError::DuplicateAgent {
+            name: "analyst".into(),
+            origin: capability::RUNTIME_ORIGIN.into()
+        })
+    );
+}
