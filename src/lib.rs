@@ -76,8 +76,9 @@ pub use capability_core::{
     AdvisorViolation, Agent, AgentSpec, AgentSpecBuilder, AgentSpecError, Assertion, Capability,
     CapabilityManifest, Ceiling, Decision, Denial, DenyReason, Effect, FieldProblem, Hint,
     HintKind, HintSource, ManifestBuilder, ManifestError, MutatingReason, Offender, PersistError,
-    Policy, PolicyError, RUNTIME_ORIGIN, ReadOnlyTool, Registry, RegistryError, RegistryProblem,
-    Server, Target, ToolContext, Trust, assert_advisor_only, to_canonical_json,
+    Policy, PolicyError, PolicyIndex, RUNTIME_ORIGIN, ReadOnlyTool, Registry, RegistryError,
+    RegistryProblem, RoleId, Server, Target, ToolContext, Trust, assert_advisor_only,
+    to_canonical_json,
 };
 
 /// Declares an advisor agent: a research, selection or analysis agent, which only reads.

@@ -574,8 +574,23 @@ fn property_listing_equals_authorization_for_every_role() {
                     .iter()
                     .filter(|t| policy.decide(role, t).is_allowed())
                     .collect();
+                let index = policy.index(&tools);
+                let indexed: Vec<&CapabilityManifest> = match index.role(role) {
+                    Some(id) => index.visible(id).collect(),
+                    None => Vec::new(),
+                };
                 assert_eq!(listed, authorized, "seed {seed}, role {role}");
                 assert_eq!(listed, decided, "seed {seed}, role {role}");
+                assert_eq!(
+                    listed, indexed,
+                    "seed {seed}, role {role}: the compiled index"
+                );
+                if let Some(id) = index.role(role) {
+                    for (i, t) in tools.iter().enumerate() {
+                        assert_eq!(index.decide(id, i), policy.decide(role, t));
+                    }
+                    assert!(!index.is_allowed(id, tools.len()), "out of range is denied");
+                }
                 // The ceilings hold on every listed tool.
                 if matches!(*role, "monitor" | "analyst" | "auditor") {
                     for t in &listed {
@@ -584,5 +599,47 @@ fn property_listing_equals_authorization_for_every_role() {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn index_handles_more_scopes_than_one_word() {
+    let scopes: Vec<String> = (0..150).map(|i| format!("\"s{i}:read\"")).collect();
+    let text = format!(
+        "[roles.wide]\nceiling = \"read-only\"\nallow = [\"*\"]\nscopes = [{}]\n\
+         [roles.narrow]\nceiling = \"read-only\"\nallow = [\"*\"]\nscopes = [\"s0:read\"]\n",
+        scopes.join(", ")
+    );
+    let p = policy(&text);
+    let needs = |scopes: &[&str]| {
+        CapabilityManifest::builder("t")
+            .read_only(true)
+            .scopes(scopes.iter().copied())
+            .build()
+            .expect("valid")
+    };
+    let tools = [
+        needs(&["s149:read"]),
+        needs(&["s0:read", "s70:read", "s140:read"]),
+        needs(&["s0:read"]),
+        needs(&["unknown:read"]),
+        needs(&[]),
+    ];
+    let index = p.index(&tools);
+    let wide = index.role("wide").expect("role");
+    let narrow = index.role("narrow").expect("role");
+    let allowed = |role| {
+        (0..tools.len())
+            .map(|i| index.is_allowed(role, i))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(allowed(wide), [true, true, true, false, true]);
+    assert_eq!(allowed(narrow), [false, false, true, false, true]);
+    for (i, t) in tools.iter().enumerate() {
+        assert_eq!(index.is_allowed(wide, i), p.decide("wide", t).is_allowed());
+        assert_eq!(
+            index.is_allowed(narrow, i),
+            p.decide("narrow", t).is_allowed()
+        );
     }
 }

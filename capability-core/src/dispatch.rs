@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hints::Hints;
 use crate::policy::{Assertions, Pattern};
 use crate::{Capability, CapabilityManifest};
 
@@ -206,14 +205,7 @@ impl RoleRules {
             reasons.push(DenyReason::NotAllowed);
         }
         // An operator's assertion about this tool wins over what its code or server said.
-        let flags = match assertions.get(provider, name) {
-            Some(assertion) => {
-                let mut stated = tool.data.hints().stated();
-                assertion.apply(&mut stated);
-                Hints::resolve(stated).flags()
-            }
-            None => tool.data.hints().flags(),
-        };
+        let flags = assertions.flags(tool);
         let effect = Effect::of(flags.read_only, flags.destructive);
         if !self.ceiling.permits(effect) {
             reasons.push(DenyReason::CeilingExceeded {
@@ -234,6 +226,14 @@ impl RoleRules {
             reasons.push(DenyReason::MissingScopes { scopes: missing });
         }
         Decision { reasons }
+    }
+}
+
+impl RoleRules {
+    /// Whether the role's patterns let the tool through: some `allow` matches, no `deny` does.
+    pub(crate) fn admits(&self, provider: Option<&str>, name: &str) -> bool {
+        !self.deny.iter().any(|p| p.matches(provider, name))
+            && self.allow.iter().any(|p| p.matches(provider, name))
     }
 }
 

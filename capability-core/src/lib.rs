@@ -30,5 +30,5 @@ pub use manifest::{
     Assertion, Capability, CapabilityManifest, FieldProblem, ManifestError, ReadOnlyTool,
 };
 pub use mcp::{Server, Trust};
-pub use policy::{Policy, PolicyError};
+pub use policy::{Policy, PolicyError, PolicyIndex, RoleId};
 pub use registry::{PersistError, RUNTIME_ORIGIN, Registry, RegistryError, RegistryProblem};
