@@ -71,15 +71,8 @@
 
 #![forbid(unsafe_code)]
 
-pub use capability_core::gate;
-pub use capability_core::{
-    AdvisorViolation, Agent, AgentSpec, AgentSpecBuilder, AgentSpecError, Assertion, Capability,
-    CapabilityManifest, Ceiling, Decision, Denial, DenyReason, Effect, FieldProblem, Hint,
-    HintKind, HintSource, ManifestBuilder, ManifestError, MutatingReason, Offender, PersistError,
-    Policy, PolicyError, PolicyIndex, RUNTIME_ORIGIN, ReadOnlyTool, Registry, RegistryError,
-    RegistryProblem, RoleId, Server, Target, ToolContext, Trust, assert_advisor_only,
-    to_canonical_json,
-};
+// Everything public in the runtime crate, so users depend on this crate alone.
+pub use capability_core::*;
 
 /// Declares an advisor agent: a research, selection or analysis agent, which only reads.
 ///

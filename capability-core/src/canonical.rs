@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// The canonical JSON text of a value.
 pub fn to_canonical_json(value: &Value) -> String {
-    let mut out = String::with_capacity(256);
+    let mut out = String::with_capacity(1024);
     write_value(&mut out, value);
     out
 }
@@ -32,10 +32,21 @@ fn write_value(out: &mut String, value: &Value) {
             out.push(']');
         }
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+            // serde_json's default map is sorted by key bytes, which is the canonical order
+            // whenever byte order and UTF-16 order agree: write it as it comes, checking the
+            // order on the way. If a key is out of order (`preserve_order` is on somewhere in
+            // the build) or its byte and UTF-16 orders may differ, undo and sort a copy.
+            let mark = out.len();
             out.push('{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
+            let mut previous: Option<&str> = None;
+            let mut in_order = true;
+            for (i, (key, item)) in map.iter().enumerate() {
+                if previous.is_some_and(|p| p >= key.as_str()) || !byte_order_is_utf16_order(key)
+                {
+                    in_order = false;
+                    break;
+                }
+                previous = Some(key);
                 if i > 0 {
                     out.push(',');
                 }
@@ -43,9 +54,48 @@ fn write_value(out: &mut String, value: &Value) {
                 out.push(':');
                 write_value(out, item);
             }
-            out.push('}');
+            if in_order {
+                out.push('}');
+            } else {
+                out.truncate(mark);
+                let mut entries: Vec<(&str, &Value)> =
+                    map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+                write_object(out, &mut entries);
+            }
         }
     }
+}
+
+/// Writes `"key":value`.
+pub(crate) fn write_entry(out: &mut String, key: &str, value: &Value) {
+    capability_rules::write_json_string(out, key);
+    out.push(':');
+    write_value(out, value);
+}
+
+/// Writes an object from its entries, sorting them by key first.
+fn write_object(out: &mut String, entries: &mut [(&str, &Value)]) {
+    if entries.iter().all(|(k, _)| byte_order_is_utf16_order(k)) {
+        entries.sort_unstable_by_key(|(a, _)| *a);
+    } else {
+        entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+    }
+    out.push('{');
+    for (i, (key, item)) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        capability_rules::write_json_string(out, key);
+        out.push(':');
+        write_value(out, item);
+    }
+    out.push('}');
+}
+
+/// Byte (UTF-8) order and UTF-16 order agree on keys without characters at or above U+E000
+/// (those above U+FFFF become surrogates, which sort below U+E000..U+FFFF in UTF-16).
+fn byte_order_is_utf16_order(key: &str) -> bool {
+    key.is_ascii() || key.chars().all(|c| (c as u32) < 0xE000)
 }
 
 fn write_number(out: &mut String, number: &serde_json::Number) {

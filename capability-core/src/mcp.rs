@@ -187,22 +187,7 @@ impl CapabilityManifest {
         let name = name.unwrap_or_default();
         let hints = Hints::resolve(claims);
 
-        // The descriptor: what the model is shown and what the server claims about it.
-        let mut descriptor = Map::new();
-        for key in [
-            "name",
-            "title",
-            "description",
-            "inputSchema",
-            "outputSchema",
-            "annotations",
-        ] {
-            if let Some(value) = object.get(key) {
-                descriptor.insert(key.to_owned(), value.clone());
-            }
-        }
-        let canonical = crate::canonical::to_canonical_json(&Value::Object(descriptor));
-        let descriptor_hash = capability_rules::sha256_hex(canonical.as_bytes());
+        let descriptor_hash = descriptor_hash_of(object);
         let server_name = server.name();
         Ok(CapabilityManifest {
             data: ManifestData {
@@ -222,6 +207,55 @@ impl CapabilityManifest {
             },
         })
     }
+}
+
+/// The fields of an MCP tool that its descriptor hash covers: what the model is shown and what
+/// the server claims about the tool. Listed in canonical (byte) order.
+pub const MCP_DESCRIPTOR_FIELDS: [&str; 6] = [
+    "annotations",
+    "description",
+    "inputSchema",
+    "name",
+    "outputSchema",
+    "title",
+];
+
+/// The descriptor hash of an MCP tool: SHA-256 over the RFC 8785 canonical JSON of an object
+/// holding the tool's [`MCP_DESCRIPTOR_FIELDS`] that are present, as 64 lowercase hex digits.
+/// Key order and white space do not change it; any change to a description, a schema or an
+/// annotation does. Other fields (`_meta`, `icons`, `execution`) are not covered. A value that
+/// is not an object hashes as the canonical JSON of the value itself.
+///
+/// ```
+/// use serde_json::json;
+///
+/// let a = json!({"name": "echo", "inputSchema": {"type": "object"}, "_meta": {"x": 1}});
+/// let b = json!({"inputSchema": {"type": "object"}, "name": "echo"});
+/// assert_eq!(capability::mcp_descriptor_hash(&a), capability::mcp_descriptor_hash(&b));
+/// ```
+pub fn mcp_descriptor_hash(tool: &Value) -> String {
+    match tool.as_object() {
+        Some(object) => descriptor_hash_of(object),
+        None => capability_rules::sha256_hex(crate::to_canonical_json(tool).as_bytes()),
+    }
+}
+
+fn descriptor_hash_of(object: &Map<String, Value>) -> String {
+    // Borrow the fields instead of copying them into a new object (schemas can be large), and
+    // write them in the order of `MCP_DESCRIPTOR_FIELDS`, which is already the canonical one.
+    let mut canonical = String::with_capacity(4096);
+    canonical.push('{');
+    let present = MCP_DESCRIPTOR_FIELDS
+        .iter()
+        .filter_map(|key| object.get(*key).map(|value| (*key, value)));
+    for (i, (key, value)) in present.enumerate() {
+        if i > 0 {
+            canonical.push(',');
+        }
+        crate::canonical::write_entry(&mut canonical, key, value);
+    }
+    canonical.push('}');
+    capability_rules::sha256_hex(canonical.as_bytes())
 }
 
 fn optional_string(
@@ -248,5 +282,32 @@ fn kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptor_fields_are_listed_in_canonical_order() {
+        let mut sorted = MCP_DESCRIPTOR_FIELDS;
+        sorted.sort_unstable();
+        assert_eq!(sorted, MCP_DESCRIPTOR_FIELDS);
+    }
+
+    #[test]
+    fn descriptor_hash_is_the_hash_of_the_canonical_covered_fields() {
+        let tool = serde_json::json!({
+            "name": "t", "title": "T", "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true}, "_meta": {"ignored": true}
+        });
+        let covered = serde_json::json!({
+            "name": "t", "title": "T", "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true}
+        });
+        let expected =
+            capability_rules::sha256_hex(crate::to_canonical_json(&covered).as_bytes());
+        assert_eq!(mcp_descriptor_hash(&tool), expected);
     }
 }

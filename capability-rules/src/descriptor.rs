@@ -139,26 +139,60 @@ pub fn write_json_string(out: &mut String, value: &str) {
 }
 
 fn string(out: &mut String, value: &str) {
+    out.reserve(value.len() + 2);
     out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let code = u32::from(c) as usize;
-                out.push_str("\\u00");
-                out.push(HEX[code >> 4]);
-                out.push(HEX[code & 0x0f]);
+    // Copy runs of bytes that need no escape in one go; escape the rest. Most text has nothing
+    // to escape, so eight bytes at a time are checked at once (SWAR) and skipped when clean.
+    let bytes = value.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(chunk) = bytes.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            if !needs_escape(u64::from_le_bytes(word)) {
+                i += 8;
+                continue;
             }
-            c => out.push(c),
         }
+        let b = bytes[i];
+        let escape: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1f => "",
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        // `start..i` ends before an ASCII byte, so it is on a character boundary.
+        out.push_str(&value[start..i]);
+        if escape.is_empty() {
+            out.push_str("\\u00");
+            out.push(HEX[usize::from(b >> 4)]);
+            out.push(HEX[usize::from(b & 0x0f)]);
+        } else {
+            out.push_str(escape);
+        }
+        i += 1;
+        start = i;
     }
+    out.push_str(&value[start..]);
     out.push('"');
+}
+
+/// Whether any of the eight bytes is a control character, `"` or `\\`.
+fn needs_escape(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
+    below_space || has_zero(word ^ (ONES * u64::from(b'"'))) || has_zero(word ^ (ONES * u64::from(b'\\')))
 }
 
 fn shape(out: &mut String, shape: &Shape) {
@@ -265,6 +299,36 @@ mod tests {
         let mut out = String::new();
         string(&mut out, "a\u{1}\u{1f}");
         assert_eq!(out, r#""a\u0001\u001f""#);
+    }
+
+    #[test]
+    fn escaping_finds_every_special_byte_at_every_offset() {
+        for special in ['"', '\\', '\n', '\u{1}', '\u{1f}', '\t'] {
+            for offset in 0..20 {
+                let mut text: String = "a".repeat(offset);
+                text.push(special);
+                text.push_str("é€𝄞 tail");
+                let mut out = String::new();
+                string(&mut out, &text);
+                let expected = match special {
+                    '"' => "\\\"".to_owned(),
+                    '\\' => "\\\\".to_owned(),
+                    '\n' => "\\n".to_owned(),
+                    '\t' => "\\t".to_owned(),
+                    c => format!("\\u{:04x}", c as u32),
+                };
+                assert_eq!(
+                    out,
+                    format!("\"{}{expected}é€𝄞 tail\"", "a".repeat(offset)),
+                    "{special:?} at {offset}"
+                );
+            }
+        }
+        // Bytes at or above 0x80 are never escaped, and the quick check passes clean text.
+        assert!(!needs_escape(u64::from_le_bytes(*b"plain tx")));
+        assert!(needs_escape(u64::from_le_bytes(*b"a\"bcdefg")));
+        assert!(needs_escape(u64::from_le_bytes(*b"abcdefg\x1f")));
+        assert!(!needs_escape(u64::from_le_bytes([0xc3, 0xa9, 0xe2, 0x82, 0xac, 0x20, 0x7e, 0x7f])));
     }
 
     #[test]
