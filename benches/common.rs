@@ -35,18 +35,38 @@ impl Rng {
 }
 
 const PROVIDERS: &[&str] = &[
-    "k8s", "ssh", "prometheus", "grafana", "signoz", "database", "rag", "files", "notify", "audit",
+    "k8s",
+    "ssh",
+    "prometheus",
+    "grafana",
+    "signoz",
+    "database",
+    "rag",
+    "files",
+    "notify",
+    "audit",
 ];
 const READS: &[&str] = &["list", "get", "describe", "query", "search", "read"];
 const WRITES: &[&str] = &[
     "restart", "delete", "scale", "apply", "patch", "exec", "write", "send", "create",
 ];
 const READ_SCOPES: &[&str] = &[
-    "k8s:read", "metrics:read", "grafana:read", "traces:read", "db:read", "rag:read", "fs:read",
+    "k8s:read",
+    "metrics:read",
+    "grafana:read",
+    "traces:read",
+    "db:read",
+    "rag:read",
+    "fs:read",
     "audit:read",
 ];
 const WRITE_SCOPES: &[&str] = &[
-    "k8s:write", "k8s:delete", "grafana:write", "fs:write", "ssh:exec", "notify:send",
+    "k8s:write",
+    "k8s:delete",
+    "grafana:write",
+    "fs:write",
+    "ssh:exec",
+    "notify:send",
 ];
 
 /// `count` tools of an ops platform, built with the manifest builder.
@@ -56,7 +76,11 @@ pub fn tools(count: usize) -> Vec<CapabilityManifest> {
         .map(|i| {
             let provider = *rng.pick(PROVIDERS);
             let read_only = rng.chance(55);
-            let verb = if read_only { rng.pick(READS) } else { rng.pick(WRITES) };
+            let verb = if read_only {
+                rng.pick(READS)
+            } else {
+                rng.pick(WRITES)
+            };
             let mut b = CapabilityManifest::builder(format!("{verb}_{i}")).provider(provider);
             b = if read_only {
                 b.read_only(true).scope(*rng.pick(READ_SCOPES))
@@ -79,7 +103,11 @@ pub fn tools(count: usize) -> Vec<CapabilityManifest> {
 
 /// One MCP tool descriptor of about 1.5 KiB, as servers list them.
 pub fn mcp_tool(i: usize, rng: &mut Rng) -> Value {
-    let provider_verb = if rng.chance(55) { rng.pick(READS) } else { rng.pick(WRITES) };
+    let provider_verb = if rng.chance(55) {
+        rng.pick(READS)
+    } else {
+        rng.pick(WRITES)
+    };
     let mut properties = serde_json::Map::new();
     for p in 0..6 {
         properties.insert(

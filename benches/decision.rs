@@ -32,7 +32,11 @@ impl Bitmask {
         roles: &[RoleId],
         tools: &[CapabilityManifest],
     ) -> Self {
-        let mut scopes: Vec<&str> = tools.iter().flat_map(|t| t.required_scopes()).map(String::as_str).collect();
+        let mut scopes: Vec<&str> = tools
+            .iter()
+            .flat_map(|t| t.required_scopes())
+            .map(String::as_str)
+            .collect();
         scopes.sort_unstable();
         scopes.dedup();
         assert!(scopes.len() <= 64, "the baseline holds scopes in one word");
@@ -57,7 +61,8 @@ impl Bitmask {
         };
         for tool in tools {
             let m = policy.effective_manifest(tool);
-            b.tool_effect.push(effect_bit(Effect::of(m.read_only(), m.destructive())));
+            b.tool_effect
+                .push(effect_bit(Effect::of(m.read_only(), m.destructive())));
             b.tool_open.push(m.open_world());
             b.tool_scopes.push(mask(m.required_scopes()));
         }
@@ -75,7 +80,10 @@ impl Bitmask {
             let admits = (0..tools.len())
                 .filter(|&t| {
                     !index.decide(*role, t).reasons().iter().any(|r| {
-                        matches!(r, DenyReason::NotAllowed | DenyReason::DeniedByPattern { .. })
+                        matches!(
+                            r,
+                            DenyReason::NotAllowed | DenyReason::DeniedByPattern { .. }
+                        )
                     })
                 })
                 .fold(0u64, |m, t| m | 1 << t);
@@ -129,7 +137,10 @@ fn decision(c: &mut Criterion) {
             allowed += usize::from(reference);
         }
     }
-    assert!(allowed > 0 && allowed < pairs, "a matrix of one answer measures nothing");
+    assert!(
+        allowed > 0 && allowed < pairs,
+        "a matrix of one answer measures nothing"
+    );
 
     let mut group = c.benchmark_group("decision/60x4");
     group.throughput(Throughput::Elements(pairs as u64));

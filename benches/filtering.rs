@@ -40,7 +40,10 @@ fn filtering(c: &mut Criterion) {
         let tools = common::manifests(&list, &server);
         assert_eq!(tools.len(), TOOLS, "every descriptor converts");
         let shown = policy.visible_tools("monitor", &tools).len();
-        assert!(shown > 0 && shown < TOOLS, "the filter must keep some and drop some");
+        assert!(
+            shown > 0 && shown < TOOLS,
+            "the filter must keep some and drop some"
+        );
         println!(
             "{TOOLS} descriptors, {} KiB of JSON, average {} bytes; the monitor sees {shown}",
             text.len() / 1024,

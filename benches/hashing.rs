@@ -53,7 +53,9 @@ fn hashing(c: &mut Criterion) {
     group.finish();
 
     let base = median_ns(|| {
-        black_box(capability_rules::sha256_hex(black_box(canonical.as_bytes())));
+        black_box(capability_rules::sha256_hex(black_box(
+            canonical.as_bytes(),
+        )));
     });
     let full = median_ns(|| {
         black_box(capability::mcp_descriptor_hash(black_box(&tool)));

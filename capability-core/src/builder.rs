@@ -184,20 +184,22 @@ impl ManifestBuilder {
             .version
             .unwrap_or_else(|| descriptor_hash[..12].to_owned());
         let data = ManifestData {
-            name: self.name,
-            title: self.title,
-            description: self.description,
-            provider: self.provider,
+            name: self.name.into(),
+            title: self.title.map(Into::into),
+            description: self.description.map(Into::into),
+            provider: self.provider.map(Into::into),
             read_only: hints.read_only,
             destructive: hints.destructive,
             idempotent: hints.idempotent,
             open_world: hints.open_world,
             required_scopes: valid.scopes,
-            input_schema_id,
-            output_schema_id: self.output_schema_id,
-            schema_version,
-            descriptor_hash,
+            input_schema_id: input_schema_id.into(),
+            output_schema_id: self.output_schema_id.map(Into::into),
+            schema_version: schema_version.into(),
+            descriptor_hash: descriptor_hash.into(),
         };
-        Ok(CapabilityManifest { data })
+        Ok(CapabilityManifest {
+            data: std::sync::Arc::new(data),
+        })
     }
 }

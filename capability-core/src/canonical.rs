@@ -41,8 +41,7 @@ fn write_value(out: &mut String, value: &Value) {
             let mut previous: Option<&str> = None;
             let mut in_order = true;
             for (i, (key, item)) in map.iter().enumerate() {
-                if previous.is_some_and(|p| p >= key.as_str()) || !byte_order_is_utf16_order(key)
-                {
+                if previous.is_some_and(|p| p >= key.as_str()) || !byte_order_is_utf16_order(key) {
                     in_order = false;
                     break;
                 }

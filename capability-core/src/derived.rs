@@ -3,7 +3,8 @@
 //! Not a public API: reached only through `capability::__private`, whose contents may change in
 //! any release. The macros have already validated everything they put in these types.
 
-use std::sync::OnceLock;
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 
 use crate::hints::{HintSource, Hints};
 use crate::{AgentSpec, CapabilityManifest, Target};
@@ -57,21 +58,21 @@ impl StaticTool {
             let d = &self.data;
             let hints = Hints::resolve(d.hints.map(|v| v.map(|v| (v, HintSource::Declared))));
             CapabilityManifest {
-                data: crate::manifest::ManifestData {
-                    name: d.name.to_owned(),
-                    title: d.title.map(str::to_owned),
-                    description: d.description.map(str::to_owned),
-                    provider: d.provider.map(str::to_owned),
+                data: Arc::new(crate::manifest::ManifestData {
+                    name: Cow::Borrowed(d.name),
+                    title: d.title.map(Cow::Borrowed),
+                    description: d.description.map(Cow::Borrowed),
+                    provider: d.provider.map(Cow::Borrowed),
                     read_only: hints.read_only,
                     destructive: hints.destructive,
                     idempotent: hints.idempotent,
                     open_world: hints.open_world,
                     required_scopes: d.scopes.iter().map(|s| (*s).to_owned()).collect(),
-                    input_schema_id: d.input_schema_id.to_owned(),
-                    output_schema_id: d.output_schema_id.map(str::to_owned),
-                    schema_version: d.schema_version.to_owned(),
-                    descriptor_hash: d.descriptor_hash.to_owned(),
-                },
+                    input_schema_id: Cow::Borrowed(d.input_schema_id),
+                    output_schema_id: d.output_schema_id.map(Cow::Borrowed),
+                    schema_version: Cow::Borrowed(d.schema_version),
+                    descriptor_hash: Cow::Borrowed(d.descriptor_hash),
+                }),
             }
         })
     }

@@ -1,6 +1,8 @@
 //! The capability manifest of a tool and the traits that attach it to a type.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -82,26 +84,30 @@ pub trait ReadOnlyTool: Capability {}
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "ManifestData", into = "ManifestData")]
 pub struct CapabilityManifest {
-    pub(crate) data: ManifestData,
+    // Shared: an agent spec holds its tools' manifests, and cloning one is a reference count.
+    pub(crate) data: Arc<ManifestData>,
 }
+
+/// Text of a manifest: borrowed from the binary for a derived tool, owned otherwise.
+pub(crate) type Text = Cow<'static, str>;
 
 /// The serialized form of a manifest; also its storage.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ManifestData {
-    pub(crate) name: String,
-    pub(crate) title: Option<String>,
-    pub(crate) description: Option<String>,
-    pub(crate) provider: Option<String>,
+    pub(crate) name: Text,
+    pub(crate) title: Option<Text>,
+    pub(crate) description: Option<Text>,
+    pub(crate) provider: Option<Text>,
     pub(crate) read_only: Hint,
     pub(crate) destructive: Hint,
     pub(crate) idempotent: Hint,
     pub(crate) open_world: Hint,
     pub(crate) required_scopes: Vec<String>,
-    pub(crate) input_schema_id: String,
-    pub(crate) output_schema_id: Option<String>,
-    pub(crate) schema_version: String,
-    pub(crate) descriptor_hash: String,
+    pub(crate) input_schema_id: Text,
+    pub(crate) output_schema_id: Option<Text>,
+    pub(crate) schema_version: Text,
+    pub(crate) descriptor_hash: Text,
 }
 
 impl ManifestData {
@@ -218,9 +224,11 @@ impl CapabilityManifest {
     pub fn with_assertion(&self, assertion: &Assertion) -> CapabilityManifest {
         let mut stated = self.data.hints().stated();
         assertion.apply(&mut stated);
-        let mut data = self.data.clone();
+        let mut data = ManifestData::clone(&self.data);
         data.set_hints(Hints::resolve(stated));
-        CapabilityManifest { data }
+        CapabilityManifest {
+            data: Arc::new(data),
+        }
     }
 }
 
@@ -384,7 +392,7 @@ impl TryFrom<ManifestData> for CapabilityManifest {
     type Error = ManifestError;
 
     fn try_from(data: ManifestData) -> Result<Self, ManifestError> {
-        let mut error = ManifestError::new(&data.name);
+        let mut error = ManifestError::new(data.name.as_ref());
         let draft = capability_rules::Draft {
             name: &data.name,
             provider: data.provider.as_deref(),
@@ -420,13 +428,15 @@ impl TryFrom<ManifestData> for CapabilityManifest {
             error.push("input_schema_id", "cannot be empty");
         }
         error.into_result()?;
-        Ok(CapabilityManifest { data })
+        Ok(CapabilityManifest {
+            data: Arc::new(data),
+        })
     }
 }
 
 impl From<CapabilityManifest> for ManifestData {
     fn from(manifest: CapabilityManifest) -> Self {
-        manifest.data
+        Arc::unwrap_or_clone(manifest.data)
     }
 }
 

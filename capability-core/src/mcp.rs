@@ -190,21 +190,22 @@ impl CapabilityManifest {
         let descriptor_hash = descriptor_hash_of(object);
         let server_name = server.name();
         Ok(CapabilityManifest {
-            data: ManifestData {
-                name: name.to_owned(),
-                title: title.or(annotation_title),
-                description,
-                provider: Some(server_name.to_owned()),
+            data: std::sync::Arc::new(ManifestData {
+                name: name.to_owned().into(),
+                title: title.or(annotation_title).map(Into::into),
+                description: description.map(Into::into),
+                provider: Some(server_name.to_owned().into()),
                 read_only: hints.read_only,
                 destructive: hints.destructive,
                 idempotent: hints.idempotent,
                 open_world: hints.open_world,
                 required_scopes: Vec::new(),
-                input_schema_id: format!("mcp:{server_name}/{name}#input"),
-                output_schema_id: output_schema.then(|| format!("mcp:{server_name}/{name}#output")),
-                schema_version: descriptor_hash[..12].to_owned(),
-                descriptor_hash,
-            },
+                input_schema_id: format!("mcp:{server_name}/{name}#input").into(),
+                output_schema_id: output_schema
+                    .then(|| format!("mcp:{server_name}/{name}#output").into()),
+                schema_version: descriptor_hash[..12].to_owned().into(),
+                descriptor_hash: descriptor_hash.into(),
+            }),
         })
     }
 }
@@ -306,8 +307,7 @@ mod tests {
             "name": "t", "title": "T", "inputSchema": {"type": "object"},
             "annotations": {"readOnlyHint": true}
         });
-        let expected =
-            capability_rules::sha256_hex(crate::to_canonical_json(&covered).as_bytes());
+        let expected = capability_rules::sha256_hex(crate::to_canonical_json(&covered).as_bytes());
         assert_eq!(mcp_descriptor_hash(&tool), expected);
     }
 }

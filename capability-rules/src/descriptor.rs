@@ -192,7 +192,9 @@ fn needs_escape(word: u64) -> bool {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
     let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
-    below_space || has_zero(word ^ (ONES * u64::from(b'"'))) || has_zero(word ^ (ONES * u64::from(b'\\')))
+    below_space
+        || has_zero(word ^ (ONES * u64::from(b'"')))
+        || has_zero(word ^ (ONES * u64::from(b'\\')))
 }
 
 fn shape(out: &mut String, shape: &Shape) {
@@ -328,7 +330,9 @@ mod tests {
         assert!(!needs_escape(u64::from_le_bytes(*b"plain tx")));
         assert!(needs_escape(u64::from_le_bytes(*b"a\"bcdefg")));
         assert!(needs_escape(u64::from_le_bytes(*b"abcdefg\x1f")));
-        assert!(!needs_escape(u64::from_le_bytes([0xc3, 0xa9, 0xe2, 0x82, 0xac, 0x20, 0x7e, 0x7f])));
+        assert!(!needs_escape(u64::from_le_bytes([
+            0xc3, 0xa9, 0xe2, 0x82, 0xac, 0x20, 0x7e, 0x7f
+        ])));
     }
 
     #[test]
