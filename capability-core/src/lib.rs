@@ -29,6 +29,8 @@ pub use hints::{Hint, HintKind, HintSource};
 pub use manifest::{
     Assertion, Capability, CapabilityManifest, FieldProblem, ManifestError, ReadOnlyTool,
 };
+#[cfg(feature = "schemars")]
+pub use mcp::mcp_tool;
 pub use mcp::{MCP_DESCRIPTOR_FIELDS, Server, Trust, mcp_descriptor_hash};
 pub use policy::{Policy, PolicyError, PolicyIndex, RoleId};
 pub use registry::{PersistError, RUNTIME_ORIGIN, Registry, RegistryError, RegistryProblem};

@@ -3,7 +3,7 @@
 use capability::Capability;
 
 /// List the users of the directory.
-#[derive(Capability)]
+#[derive(Capability, schemars::JsonSchema)]
 #[capability(read_only, idempotent, provider = "directory", scopes = ["users:read"])]
 pub struct ListUsers {
     /// Only users whose name starts with this.

@@ -1,0 +1,445 @@
+//! The official MCP reference servers, for the integration tests.
+//!
+//! Include with `mod support;` at the root of an integration test file. The servers are pinned in
+//! `tests/mcp-servers/` at the workspace root (`package.json` and `package-lock.json`); on first use
+//! they are installed with `npm ci` into `<target dir>/mcp-servers`, once per lock file, and every
+//! test binary shares that install. A test that needs them starts with
+//! `let servers = require_servers!("my_test");`, which skips the test loudly when Node.js or npm is
+//! missing or the install fails, or panics instead when `CAPABILITY_REQUIRE_MCP_SERVERS=1` (CI).
+//!
+//! std only: no extra dev-dependencies.
+
+// Each test binary uses only part of this module.
+#![allow(dead_code)]
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The environment variable that turns a skip into a failure (CI sets it to `1`).
+pub const REQUIRE_ENV: &str = "CAPABILITY_REQUIRE_MCP_SERVERS";
+
+/// The oldest Node.js major version the pinned servers' dependencies accept
+/// (`@hono/node-server` and `glob` declare `>=20`).
+const MIN_NODE_MAJOR: u32 = 20;
+
+/// How long one test binary waits for another one's install to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(5 * 60);
+/// How long `npm ci` may run before it is killed.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// A lock file older than this was left by an install that died (it cannot still be running,
+/// since an install is killed after [`INSTALL_TIMEOUT`]), and is removed.
+const STALE_LOCK: Duration = Duration::from_secs(10 * 60);
+const POLL: Duration = Duration::from_millis(200);
+
+/// The files of `tests/mcp-servers/` that are copied into the install directory.
+const PACKAGE_JSON: &str = "package.json";
+const PACKAGE_LOCK: &str = "package-lock.json";
+/// In the install directory: a copy of what the last successful `npm ci` installed.
+const STAMP: &str = ".installed";
+/// In the install directory: held while one process installs.
+const LOCK: &str = ".install.lock";
+/// In the install directory: the output of the last `npm ci`.
+const LOG: &str = "npm-ci.log";
+
+const SCOPE: &str = "@modelcontextprotocol";
+const FILESYSTEM: &str = "server-filesystem";
+const MEMORY: &str = "server-memory";
+const EVERYTHING: &str = "server-everything";
+/// The entry point of each server, from its package's `"bin"` field.
+const ENTRY: &str = "dist/index.js";
+
+/// A reference server, ready to spawn: `program args...` with `env` added to the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    /// The npm package name without its scope, e.g. `server-memory`.
+    pub name: &'static str,
+    /// The program to run: `node`.
+    pub program: PathBuf,
+    /// Its arguments, the entry point's absolute path first.
+    pub args: Vec<String>,
+    /// Variables to add to the inherited environment.
+    pub env: Vec<(String, String)>,
+}
+
+impl McpServer {
+    /// A [`Command`] for the server over stdio: stdin and stdout piped (the JSON-RPC channel),
+    /// stderr inherited (the servers log there), so the test output shows it.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        command
+    }
+
+    /// The command line, for messages: `node /…/dist/index.js /root`.
+    pub fn command_line(&self) -> String {
+        let mut line: Vec<String> = self.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        line.push(self.program.display().to_string());
+        line.extend(self.args.iter().cloned());
+        line.join(" ")
+    }
+}
+
+/// The installed reference servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Servers {
+    /// `<install dir>/node_modules`.
+    node_modules: PathBuf,
+}
+
+impl Servers {
+    /// The install's `node_modules` directory.
+    pub fn node_modules(&self) -> &Path {
+        &self.node_modules
+    }
+
+    fn entry(&self, package: &str) -> String {
+        self.node_modules
+            .join(SCOPE)
+            .join(package)
+            .join(ENTRY)
+            .display()
+            .to_string()
+    }
+
+    /// `@modelcontextprotocol/server-filesystem`, allowed to reach `root` (and what is under it):
+    /// `node <install>/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js <root>`.
+    pub fn filesystem(&self, root: &Path) -> McpServer {
+        McpServer {
+            name: FILESYSTEM,
+            program: PathBuf::from("node"),
+            args: vec![self.entry(FILESYSTEM), absolute(root).display().to_string()],
+            env: Vec::new(),
+        }
+    }
+
+    /// `@modelcontextprotocol/server-memory`, keeping its knowledge graph in `memory_file`
+    /// (passed as `MEMORY_FILE_PATH`, made absolute: the server reads a relative one against its own
+    /// `dist` directory). The file need not exist.
+    pub fn memory(&self, memory_file: &Path) -> McpServer {
+        McpServer {
+            name: MEMORY,
+            program: PathBuf::from("node"),
+            args: vec![self.entry(MEMORY)],
+            env: vec![(
+                "MEMORY_FILE_PATH".to_owned(),
+                absolute(memory_file).display().to_string(),
+            )],
+        }
+    }
+
+    /// `@modelcontextprotocol/server-everything` over stdio (its first argument picks the transport:
+    /// `stdio`, `sse` or `streamableHttp`; stdio is the default, passed explicitly here).
+    pub fn everything(&self) -> McpServer {
+        McpServer {
+            name: EVERYTHING,
+            program: PathBuf::from("node"),
+            args: vec![self.entry(EVERYTHING), "stdio".to_owned()],
+            env: Vec::new(),
+        }
+    }
+}
+
+/// The servers, installed with `npm ci` into `<target>/mcp-servers` on first use (once per process,
+/// and again only when the pinned lock file changes); `Err` with the reason when Node.js or npm is
+/// missing or the install fails.
+pub fn servers() -> Result<Servers, String> {
+    static SERVERS: OnceLock<Result<Servers, String>> = OnceLock::new();
+    SERVERS.get_or_init(install).clone()
+}
+
+/// What `require_servers!` does: the servers, or `None` after printing `SKIPPED: <test>: <reason>`
+/// to stderr; panics instead of skipping when `CAPABILITY_REQUIRE_MCP_SERVERS=1`.
+pub fn require_servers(test: &str) -> Option<Servers> {
+    match servers() {
+        Ok(servers) => Some(servers),
+        Err(reason) if required() => {
+            panic!("{test}: the MCP reference servers are required ({REQUIRE_ENV}=1): {reason}")
+        }
+        Err(reason) => {
+            eprintln!("SKIPPED: {test}: {reason}");
+            eprintln!("(set {REQUIRE_ENV}=1 to make this a failure)");
+            None
+        }
+    }
+}
+
+fn required() -> bool {
+    std::env::var(REQUIRE_ENV).is_ok_and(|v| v.trim() == "1")
+}
+
+/// The servers, or return from the test after printing `SKIPPED: <test name>: <reason>` to stderr.
+/// Panics instead when `CAPABILITY_REQUIRE_MCP_SERVERS=1`.
+///
+/// `require_servers!("test name")` returns `()`; in a test returning something else, give the value
+/// to return: `require_servers!("test name", Ok(()))`.
+#[macro_export]
+macro_rules! require_servers {
+    ($name:expr) => {
+        $crate::require_servers!($name, ())
+    };
+    ($name:expr, $skipped:expr) => {
+        match $crate::support::require_servers($name) {
+            ::std::option::Option::Some(servers) => servers,
+            ::std::option::Option::None => return $skipped,
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Install
+
+fn install() -> Result<Servers, String> {
+    check_tools()?;
+    let source = source_dir();
+    let dir = install_dir();
+    let package_json = read(&source.join(PACKAGE_JSON))?;
+    let package_lock = read(&source.join(PACKAGE_LOCK))?;
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+
+    let _lock = InstallLock::acquire(&dir)?;
+    // What the stamp holds: both files, so a change to either reinstalls.
+    let mut wanted = package_lock.clone();
+    wanted.extend_from_slice(b"\n\0\n");
+    wanted.extend_from_slice(&package_json);
+
+    let node_modules = dir.join("node_modules");
+    let up_to_date =
+        node_modules.is_dir() && fs::read(dir.join(STAMP)).is_ok_and(|stamp| stamp == wanted);
+    if !up_to_date {
+        // No stamp while the install is incomplete, so a failed one is retried next time.
+        remove_if_present(&dir.join(STAMP))?;
+        write(&dir.join(PACKAGE_JSON), &package_json)?;
+        write(&dir.join(PACKAGE_LOCK), &package_lock)?;
+        npm_ci(&dir)?;
+        write(&dir.join(STAMP), &wanted)?;
+    }
+
+    let servers = Servers { node_modules };
+    for package in [FILESYSTEM, MEMORY, EVERYTHING] {
+        let entry = PathBuf::from(servers.entry(package));
+        if !entry.is_file() {
+            return Err(format!(
+                "{} is missing after `npm ci` in {}: is {SCOPE}/{package} in {}?",
+                entry.display(),
+                dir.display(),
+                source.join(PACKAGE_JSON).display()
+            ));
+        }
+    }
+    Ok(servers)
+}
+
+/// `node` (new enough) and `npm` answer `--version`.
+fn check_tools() -> Result<(), String> {
+    let need = format!("the MCP integration tests need Node.js {MIN_NODE_MAJOR}+ and npm");
+    let node = version("node").map_err(|e| format!("node not found: {need} ({e})"))?;
+    let major = node
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok());
+    match major {
+        Some(major) if major >= MIN_NODE_MAJOR => {}
+        _ => return Err(format!("node {node} is too old or unknown: {need}")),
+    }
+    version(npm()).map_err(|e| format!("npm not found: {need} ({e})"))?;
+    Ok(())
+}
+
+/// `<program> --version`, trimmed.
+fn version(program: &str) -> Result<String, String> {
+    let output = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("`{program} --version`: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "`{program} --version` {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+fn npm() -> &'static str {
+    if cfg!(windows) { "npm.cmd" } else { "npm" }
+}
+
+/// `npm ci --no-audit --no-fund --ignore-scripts` in `dir`, output to `dir/npm-ci.log`, killed
+/// after [`INSTALL_TIMEOUT`].
+fn npm_ci(dir: &Path) -> Result<(), String> {
+    let log_path = dir.join(LOG);
+    let log = File::create(&log_path)
+        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| format!("cannot reopen {}: {e}", log_path.display()))?;
+    let what = format!(
+        "`npm ci --no-audit --no-fund --ignore-scripts` in {}",
+        dir.display()
+    );
+    let mut child = Command::new(npm())
+        .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| format!("{what}: cannot start: {e}"))?;
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() > INSTALL_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{what}: still running after {}s, killed{}",
+                    INSTALL_TIMEOUT.as_secs(),
+                    log_tail(&log_path)
+                ));
+            }
+            Ok(None) => std::thread::sleep(POLL),
+            Err(e) => {
+                let _ = child.kill();
+                return Err(format!("{what}: cannot wait for it: {e}"));
+            }
+        }
+    };
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} failed ({status}); does this machine reach the npm registry?{}",
+            log_tail(&log_path)
+        ))
+    }
+}
+
+/// The last lines of the npm log, for an error message.
+fn log_tail(log: &Path) -> String {
+    let Ok(text) = fs::read_to_string(log) else {
+        return String::new();
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(30)..];
+    format!(
+        "\n--- last lines of {} ---\n{}",
+        log.display(),
+        tail.join("\n")
+    )
+}
+
+/// A lock file in the install directory, made with `create_new` so that one process installs at a
+/// time; removed on drop, also when the install fails or panics.
+struct InstallLock {
+    path: PathBuf,
+}
+
+impl InstallLock {
+    fn acquire(dir: &Path) -> Result<Self, String> {
+        let path = dir.join(LOCK);
+        let start = Instant::now();
+        loop {
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(mut file) => {
+                    // Who holds it, for a person looking at a stuck lock.
+                    let _ = writeln!(file, "pid {}", std::process::id());
+                    return Ok(Self { path });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    if is_stale(&path) {
+                        // Left by an install that died: take it over (a concurrent taker loses the
+                        // `create_new` race and waits).
+                        remove_if_present(&path)?;
+                        continue;
+                    }
+                    if start.elapsed() > LOCK_WAIT {
+                        return Err(format!(
+                            "waited {}s for another test binary's MCP server install to finish \
+                             ({} still exists; remove it if no install is running)",
+                            LOCK_WAIT.as_secs(),
+                            path.display()
+                        ));
+                    }
+                    std::thread::sleep(POLL);
+                }
+                Err(e) => return Err(format!("cannot create {}: {e}", path.display())),
+            }
+        }
+    }
+}
+
+impl Drop for InstallLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+fn is_stale(lock: &Path) -> bool {
+    fs::metadata(lock)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+        .is_some_and(|age| age > STALE_LOCK)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths
+
+/// The workspace root: the parent of this crate's directory.
+fn workspace_root() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .expect("a workspace member's directory has a parent")
+        .to_path_buf()
+}
+
+/// `tests/mcp-servers/` at the workspace root: the pinned `package.json` and `package-lock.json`.
+fn source_dir() -> PathBuf {
+    workspace_root().join("tests").join("mcp-servers")
+}
+
+/// `<target dir>/mcp-servers`. The target directory is the parent of `CARGO_TARGET_TMPDIR`
+/// (`<target>/tmp`, set by Cargo when it builds an integration test), else `CARGO_TARGET_DIR`,
+/// else `<workspace>/target`.
+fn install_dir() -> PathBuf {
+    let target = option_env!("CARGO_TARGET_TMPDIR")
+        .and_then(|tmp| Path::new(tmp).parent().map(Path::to_path_buf))
+        .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(|dir| absolute(Path::new(&dir))))
+        .unwrap_or_else(|| workspace_root().join("target"));
+    target.join("mcp-servers")
+}
+
+/// `path` made absolute against the current directory (left as it is if that is unknown).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn write(path: &Path, contents: &[u8]) -> Result<(), String> {
+    fs::write(path, contents).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn remove_if_present(path: &Path) -> Result<(), String> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot remove {}: {e}", path.display())),
+    }
+}
