@@ -41,7 +41,9 @@ pub fn assert_advisor_only(spec: &AgentSpec) -> Result<(), AdvisorViolation> {
             let reason = match hint.source() {
                 HintSource::Declared => MutatingReason::DeclaredMutating,
                 HintSource::Asserted => MutatingReason::AssertedMutating,
-                HintSource::TrustedClaim => MutatingReason::ClaimedMutating,
+                HintSource::TrustedClaim | HintSource::PinnedClaim => {
+                    MutatingReason::ClaimedMutating
+                }
                 HintSource::UntrustedClaim => MutatingReason::UntrustedClaim {
                     claimed_read_only: hint.stated() == Some(true),
                 },

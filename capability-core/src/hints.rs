@@ -16,6 +16,9 @@ pub enum HintSource {
     Asserted,
     /// Claimed by an MCP server the client trusts, in its tool annotations.
     TrustedClaim,
+    /// Claimed by an MCP server, and pinned: the tool's descriptor matches the one a human
+    /// approved in the lockfile. Believed while the hash matches.
+    PinnedClaim,
     /// Claimed by an MCP server the client does not trust. The MCP specification says such
     /// annotations must not be believed: the effective value is the fail-closed default, and the
     /// claim stays visible.
@@ -29,17 +32,21 @@ impl HintSource {
     pub const fn is_believed(self) -> bool {
         matches!(
             self,
-            HintSource::Declared | HintSource::Asserted | HintSource::TrustedClaim
+            HintSource::Declared
+                | HintSource::Asserted
+                | HintSource::TrustedClaim
+                | HintSource::PinnedClaim
         )
     }
 
-    /// A short lowercase name: `declared`, `asserted`, `trusted claim`, `untrusted claim`,
-    /// `defaulted`.
+    /// A short lowercase name: `declared`, `asserted`, `trusted claim`, `pinned claim`,
+    /// `untrusted claim`, `defaulted`.
     pub const fn as_str(self) -> &'static str {
         match self {
             HintSource::Declared => "declared",
             HintSource::Asserted => "asserted",
             HintSource::TrustedClaim => "trusted claim",
+            HintSource::PinnedClaim => "pinned claim",
             HintSource::UntrustedClaim => "untrusted claim",
             HintSource::Defaulted => "defaulted",
         }

@@ -12,6 +12,7 @@ mod canonical;
 mod dispatch;
 pub mod gate;
 mod hints;
+mod lock;
 mod manifest;
 mod mcp;
 mod policy;
@@ -26,6 +27,10 @@ pub use builder::ManifestBuilder;
 pub use canonical::to_canonical_json;
 pub use dispatch::{Ceiling, Decision, Denial, DenyReason, Effect, ToolContext};
 pub use hints::{Hint, HintKind, HintSource};
+pub use lock::{
+    DriftStatus, LOCKFILE_VERSION, LockError, LockedTool, Lockfile, Part, PartHashes, Review,
+    ReviewedTool,
+};
 pub use manifest::{
     Assertion, Capability, CapabilityManifest, FieldProblem, ManifestError, ReadOnlyTool,
 };

@@ -392,6 +392,14 @@ impl<'a> PolicyIndex<'a> {
     }
 }
 
+/// The line and column (both from 1, the column in characters) of a byte offset.
+pub(crate) fn position(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
 /// A policy file that could not be loaded: where, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PolicyError {
@@ -403,9 +411,7 @@ pub struct PolicyError {
 
 impl PolicyError {
     fn at(text: &str, offset: usize, message: String) -> PolicyError {
-        let before = text.get(..offset).unwrap_or(text);
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let (line, column) = position(text, offset);
         PolicyError {
             file: None,
             line,
