@@ -327,10 +327,10 @@ impl Lockfile {
             if let Some((name, _)) = pins.get_key_value(manifest.name()) {
                 seen.push(name);
             }
-            if let DriftStatus::Renamed { from } = &status {
-                if let Some((name, _)) = pins.get_key_value(from.as_str()) {
-                    seen.push(name);
-                }
+            if let DriftStatus::Renamed { from } = &status
+                && let Some((name, _)) = pins.get_key_value(from.as_str())
+            {
+                seen.push(name);
             }
             let manifest = if status == DriftStatus::Unchanged {
                 believe(manifest)
