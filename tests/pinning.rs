@@ -112,7 +112,8 @@ fn each_changed_part_is_named_and_the_tool_is_hidden() {
     let tools = fixture("server-filesystem.tools.json");
     let server = Server::trusted("filesystem");
     let lock = pinned(&tools, &server);
-    let cases: [(&str, fn(&mut Value), Vec<Part>); 5] = [
+    type Case = (&'static str, fn(&mut Value), Vec<Part>);
+    let cases: [Case; 5] = [
         (
             "read_text_file",
             |t| {
