@@ -1,0 +1,3 @@
+//! The `capability` command (being written).
+
+fn main() {}
