@@ -1,3 +1,187 @@
-//! The `capability` command (being written).
+//! `capability`: inspect, check, pin and verify the tools of an MCP server.
+//!
+//! ```text
+//! capability inspect tools.json                          # flags, where they come from, hashes
+//! capability check --policy policy.toml --role monitor -- npx server-filesystem /tmp
+//! capability pin -- node server.js                       # approve: write capability.lock
+//! capability verify -- node server.js                    # exit 1 on any drift
+//! ```
+//!
+//! Exit codes: 0 clean, 1 findings (drift), 2 bad input or usage.
 
-fn main() {}
+#![forbid(unsafe_code)]
+
+mod audit;
+mod output;
+mod source;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::source::Source;
+
+/// Inspect, check, pin and verify the tools of an MCP server.
+#[derive(Parser, Debug)]
+#[command(name = "capability", version, about, long_about = None)]
+#[command(
+    after_help = "A SOURCE is a file holding an MCP `tools/list` result ({\"tools\": [...]}) \
+or a bare array of tools, `-` for standard input, or `-- <command> [args]` for a live server \
+spoken to over stdio.\n\nExit codes: 0 clean, 1 findings (drift), 2 bad input or usage."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// One row per tool: the four effective flags and where each came from, scopes, hash.
+    Inspect(Common),
+    /// What a role may see and call, and why the rest is hidden.
+    Check {
+        /// The policy file (TOML).
+        #[arg(long, value_name = "FILE")]
+        policy: PathBuf,
+        /// The role to check.
+        #[arg(long)]
+        role: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Approve the server's current tools: write or update the lockfile.
+    Pin(Common),
+    /// Compare the server's tools with the lockfile; exit 1 on any drift.
+    Verify(Common),
+    /// Read an audit trail (JSON Lines, hash-chained).
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum AuditCommand {
+    /// Check every record and the chain; exit 1 naming the first bad record.
+    Verify {
+        /// The trail.
+        path: PathBuf,
+        /// Print JSON on standard output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Calls, denials, errors and p50/p95 latency per day, role and tool.
+    Stats {
+        /// The trail.
+        path: PathBuf,
+        /// Print JSON on standard output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+struct Common {
+    /// Whether the server's annotations are believed.
+    #[arg(long, value_enum, default_value_t = TrustArg::Untrusted)]
+    trust: TrustArg,
+    /// The lockfile.
+    #[arg(long, value_name = "FILE", default_value = "capability.lock")]
+    lock: PathBuf,
+    /// The server's name (the provider of its tools). Default: the name the server gives, or
+    /// the one recorded in the file, or the file's name.
+    #[arg(long)]
+    server: Option<String>,
+    /// Seconds to wait for a live server.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    timeout: u64,
+    /// Print JSON on standard output instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// A file, or `-` for standard input. Not with `-- <command>`.
+    #[arg(value_name = "SOURCE")]
+    file: Option<String>,
+    /// A live server: `-- <command> [args]`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum TrustArg {
+    /// Annotations are believed.
+    Trusted,
+    /// Annotations are recorded but count as the fail-closed defaults.
+    Untrusted,
+}
+
+/// A failure that ends the command, with its exit code.
+#[derive(Debug)]
+pub struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    /// Bad input or usage: exit 2.
+    pub fn input(message: impl Into<String>) -> Failure {
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let code = if error.use_stderr() { 2 } else { 0 };
+            let _ = error.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("capability: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<u8, Failure> {
+    match cli.command {
+        Command::Inspect(common) => {
+            let loaded = Source::from_args(&common)?.load(&common)?;
+            output::inspect(&loaded, &common)
+        }
+        Command::Check {
+            policy,
+            role,
+            common,
+        } => {
+            let policy = capability::Policy::from_toml_file(&policy)
+                .map_err(|e| Failure::input(e.to_string()))?;
+            if !policy.roles().any(|r| r == role) {
+                let roles: Vec<&str> = policy.roles().collect();
+                return Err(Failure::input(format!(
+                    "role `{role}` is not in the policy (it has: {}); an unknown role is denied \
+                     everything",
+                    roles.join(", ")
+                )));
+            }
+            let loaded = Source::from_args(&common)?.load(&common)?;
+            output::check(&loaded, &policy, &role, &common)
+        }
+        Command::Pin(common) => {
+            let loaded = Source::from_args(&common)?.load(&common)?;
+            output::pin(&loaded, &common)
+        }
+        Command::Verify(common) => {
+            let loaded = Source::from_args(&common)?.load(&common)?;
+            output::verify(&loaded, &common)
+        }
+        Command::Audit(AuditCommand::Verify { path, json }) => audit::verify(&path, json),
+        Command::Audit(AuditCommand::Stats { path, json }) => audit::stats(&path, json),
+    }
+}

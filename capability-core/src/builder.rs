@@ -44,6 +44,7 @@ pub struct ManifestBuilder {
     scopes: Vec<String>,
     input_schema_id: Option<String>,
     output_schema_id: Option<String>,
+    sensitive: Vec<String>,
 }
 
 impl CapabilityManifest {
@@ -59,6 +60,7 @@ impl CapabilityManifest {
             scopes: Vec::new(),
             input_schema_id: None,
             output_schema_id: None,
+            sensitive: Vec::new(),
         }
     }
 }
@@ -140,6 +142,12 @@ impl ManifestBuilder {
         self
     }
 
+    /// Marks an input field sensitive: the audit trail stores its value only as a digest.
+    pub fn sensitive(mut self, field: impl Into<String>) -> Self {
+        self.sensitive.push(field.into());
+        self
+    }
+
     /// Applies the manifest rules and builds the manifest, or reports every broken rule.
     pub fn build(self) -> Result<CapabilityManifest, ManifestError> {
         let draft = Draft {
@@ -152,15 +160,25 @@ impl ManifestBuilder {
             open_world: self.hints[3],
             scopes: self.scopes.iter().map(String::as_str).collect(),
         };
-        let valid = match capability_rules::validate(&draft) {
-            Ok(valid) => valid,
-            Err(problems) => {
-                let mut error = ManifestError::new(&self.name);
-                error.push_rules(problems);
-                return Err(error);
+        let mut error = ManifestError::new(&self.name);
+        let valid = capability_rules::validate(&draft)
+            .map_err(|problems| error.push_rules(problems))
+            .ok();
+        for (i, field) in self.sensitive.iter().enumerate() {
+            if field.is_empty() || field.chars().any(char::is_whitespace) {
+                error.push(
+                    format!("sensitive[{i}]"),
+                    format!("{field:?} is not a field name"),
+                );
             }
+        }
+        error.into_result()?;
+        let Some(valid) = valid else {
+            return Err(ManifestError::new(&self.name));
         };
         let hints = Hints::resolve(self.hints.map(|v| v.map(|v| (v, HintSource::Declared))));
+        let sensitive =
+            capability_rules::normalize_scopes(self.sensitive.iter().map(String::as_str));
         let descriptor_hash = Descriptor {
             name: &self.name,
             title: self.title.as_deref(),
@@ -172,6 +190,7 @@ impl ManifestBuilder {
             input: &Shape::Dynamic,
             output: self.output_schema_id.as_deref(),
             version: self.version.as_deref(),
+            sensitive: &sensitive,
         }
         .hash_hex();
         let input_schema_id = self
@@ -197,6 +216,7 @@ impl ManifestBuilder {
             output_schema_id: self.output_schema_id.map(Into::into),
             schema_version: schema_version.into(),
             descriptor_hash: descriptor_hash.into(),
+            sensitive_fields: sensitive,
         };
         Ok(CapabilityManifest {
             data: std::sync::Arc::new(data),

@@ -34,6 +34,8 @@ pub struct ToolData {
     pub descriptor_hash: &'static str,
     /// Where the type is defined.
     pub module_path: &'static str,
+    /// Sensitive input fields, sorted.
+    pub sensitive: &'static [&'static str],
 }
 
 /// A derived tool: its data and, once asked for, its manifest.
@@ -72,6 +74,7 @@ impl StaticTool {
                     output_schema_id: d.output_schema_id.map(Cow::Borrowed),
                     schema_version: Cow::Borrowed(d.schema_version),
                     descriptor_hash: Cow::Borrowed(d.descriptor_hash),
+                    sensitive_fields: d.sensitive.iter().map(|s| (*s).to_owned()).collect(),
                 }),
             }
         })

@@ -7,6 +7,7 @@
 
 mod advisor;
 mod agent;
+mod audit;
 mod builder;
 mod canonical;
 mod dispatch;
@@ -17,12 +18,19 @@ mod manifest;
 mod mcp;
 mod policy;
 mod registry;
+#[cfg(feature = "rmcp")]
+pub mod rmcp;
 
 #[doc(hidden)]
 pub mod derived;
 
 pub use advisor::{AdvisorViolation, MutatingReason, Offender, assert_advisor_only};
 pub use agent::{Agent, AgentSpec, AgentSpecBuilder, AgentSpecError, Target};
+pub use audit::{
+    AuditError, AuditRecord, AuditSink, AuditedDispatch, Budget, Caller, DegradeReason,
+    FlushPolicy, GENESIS, JsonlSink, MemorySink, OnAuditFailure, Outcome, ProblemKind, Redactor,
+    TrailProblem, Verdict, VerifyReport, read_jsonl, redact_sensitive, utc_now, verify_jsonl,
+};
 pub use builder::ManifestBuilder;
 pub use canonical::to_canonical_json;
 pub use dispatch::{Ceiling, Decision, Denial, DenyReason, Effect, ToolContext};

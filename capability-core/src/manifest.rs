@@ -108,6 +108,8 @@ pub(crate) struct ManifestData {
     pub(crate) output_schema_id: Option<Text>,
     pub(crate) schema_version: Text,
     pub(crate) descriptor_hash: Text,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) sensitive_fields: Vec<String>,
 }
 
 impl ManifestData {
@@ -179,6 +181,12 @@ impl CapabilityManifest {
     /// The scopes a caller must hold, sorted and de-duplicated.
     pub fn required_scopes(&self) -> &[String] {
         &self.data.required_scopes
+    }
+
+    /// Input fields whose values the audit trail stores only as their digest (the
+    /// `sensitive = [..]` key), sorted.
+    pub fn sensitive_fields(&self) -> &[String] {
+        &self.data.sensitive_fields
     }
 
     /// Identifies the tool's input type: for a derived tool its module path and name, such as

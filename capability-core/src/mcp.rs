@@ -205,6 +205,7 @@ impl CapabilityManifest {
                     .then(|| format!("mcp:{server_name}/{name}#output").into()),
                 schema_version: descriptor_hash[..12].to_owned().into(),
                 descriptor_hash: descriptor_hash.into(),
+                sensitive_fields: Vec::new(),
             }),
         })
     }

@@ -48,6 +48,8 @@ pub struct ToolAttrs {
     pub output: Option<Type>,
     /// `version = ".."`.
     pub version: Option<LitStr>,
+    /// `sensitive = ["field", ..]`.
+    pub sensitive: Option<Vec<LitStr>>,
     /// `crate = "path"`.
     pub krate: Option<syn::Path>,
     keys_seen: usize,
@@ -76,13 +78,24 @@ fn tool_key(out: &mut ToolAttrs, meta: &ParseNestedMeta<'_>, order: usize) -> sy
         "destructive" => set(&mut out.destructive, flag(meta, order)?, meta, &key),
         "idempotent" => set(&mut out.idempotent, flag(meta, order)?, meta, &key),
         "open_world" => set(&mut out.open_world, flag(meta, order)?, meta, &key),
-        "scopes" => set(&mut out.scopes, scope_list(meta)?, meta, &key),
+        "scopes" => set(
+            &mut out.scopes,
+            string_list(meta, "a scope is a string such as \"metrics:read\"")?,
+            meta,
+            &key,
+        ),
         "name" => set(&mut out.name, meta.value()?.parse()?, meta, &key),
         "title" => set(&mut out.title, meta.value()?.parse()?, meta, &key),
         "description" => set(&mut out.description, meta.value()?.parse()?, meta, &key),
         "provider" => set(&mut out.provider, meta.value()?.parse()?, meta, &key),
         "output" => set(&mut out.output, meta.value()?.parse()?, meta, &key),
         "version" => set(&mut out.version, meta.value()?.parse()?, meta, &key),
+        "sensitive" => set(
+            &mut out.sensitive,
+            string_list(meta, "a field name such as \"password\"")?,
+            meta,
+            &key,
+        ),
         "crate" => set(&mut out.krate, crate_path(meta)?, meta, &key),
         _ => Err(unknown_key(
             meta,
@@ -224,7 +237,7 @@ fn flag(meta: &ParseNestedMeta<'_>, order: usize) -> syn::Result<Flag> {
     }
 }
 
-fn scope_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<LitStr>> {
+fn string_list(meta: &ParseNestedMeta<'_>, expected: &str) -> syn::Result<Vec<LitStr>> {
     let value = meta.value()?;
     let content;
     syn::bracketed!(content in value);
@@ -234,10 +247,7 @@ fn scope_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<LitStr>> {
     for item in items {
         match syn::parse2::<LitStr>(item.clone().into()) {
             Ok(scope) => scopes.push(scope),
-            Err(_) => errors.push(syn::Error::new(
-                item.span(),
-                "a scope is a string such as \"metrics:read\"",
-            )),
+            Err(_) => errors.push(syn::Error::new(item.span(), expected)),
         }
     }
     match errors.into_error() {

@@ -29,6 +29,8 @@ pub struct CheckedTool {
     pub schema_version: String,
     /// The descriptor hash.
     pub descriptor_hash: String,
+    /// Sensitive input fields, sorted.
+    pub sensitive: Vec<String>,
 }
 
 /// Applies the manifest rules to a tool; problems go to `errors`.
@@ -56,6 +58,8 @@ pub fn tool(tool: &Tool<'_>, errors: &mut Errors) -> Option<CheckedTool> {
         open_world: attrs.open_world.map(|f| f.value),
         scopes: scopes.iter().map(String::as_str).collect(),
     };
+    // Checked before the rules so that its errors come in the same build as theirs.
+    let sensitive = sensitive_fields(tool, errors);
     let Validated { flags, scopes } = match capability_rules::validate(&draft) {
         Ok(valid) => valid,
         Err(problems) => {
@@ -72,6 +76,7 @@ pub fn tool(tool: &Tool<'_>, errors: &mut Errors) -> Option<CheckedTool> {
             return None;
         }
     };
+    let sensitive = sensitive?;
     let title = attrs.title.as_ref().map(syn::LitStr::value);
     let description = attrs
         .description
@@ -93,6 +98,7 @@ pub fn tool(tool: &Tool<'_>, errors: &mut Errors) -> Option<CheckedTool> {
         input: &tool.shape,
         output: output.as_deref(),
         version: version.as_deref(),
+        sensitive: &sensitive,
     };
     let descriptor_hash = descriptor.hash_hex();
     let schema_version = version.unwrap_or_else(|| descriptor_hash[..12].to_owned());
@@ -104,7 +110,51 @@ pub fn tool(tool: &Tool<'_>, errors: &mut Errors) -> Option<CheckedTool> {
         output,
         schema_version,
         descriptor_hash,
+        sensitive,
     })
+}
+
+/// Each `sensitive` entry must name a field of the struct (only named fields can be marked).
+fn sensitive_fields(tool: &Tool<'_>, errors: &mut Errors) -> Option<Vec<String>> {
+    let Some(listed) = &tool.attrs.sensitive else {
+        return Some(Vec::new());
+    };
+    let fields: Vec<String> = match &tool.shape {
+        capability_rules::Shape::Named(fields) => fields.iter().map(|(n, _)| n.clone()).collect(),
+        _ => {
+            errors.push(syn::Error::new(
+                listed
+                    .first()
+                    .map_or_else(|| tool.ident().span(), syn::LitStr::span),
+                format!(
+                    "`sensitive` names fields, and `{}` has no named fields",
+                    tool.ident()
+                ),
+            ));
+            return None;
+        }
+    };
+    let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+    let mut ok = true;
+    for lit in listed {
+        let value = lit.value();
+        let bare = value.strip_prefix("r#").unwrap_or(&value);
+        if !names
+            .iter()
+            .any(|n| n.strip_prefix("r#").unwrap_or(n) == bare)
+        {
+            let hint = capability_rules::closest(&value, &names)
+                .map(|near| format!("; did you mean `{near}`?"))
+                .unwrap_or_default();
+            errors.push(syn::Error::new(
+                lit.span(),
+                format!("no field `{value}` in `{}`{hint}", tool.ident()),
+            ));
+            ok = false;
+        }
+    }
+    let values: Vec<String> = listed.iter().map(syn::LitStr::value).collect();
+    ok.then(|| capability_rules::normalize_scopes(values.iter().map(String::as_str)))
 }
 
 /// The most specific token for a problem.

@@ -59,6 +59,7 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
     let scopes = &checked.scopes;
     let output_id = opt_str(&krate, checked.output.as_deref());
     let schema_version = &checked.schema_version;
+    let sensitive = &checked.sensitive;
     let descriptor_hash = &checked.descriptor_hash;
 
     // The output type is only named, never used: this makes a misspelt type a compile error at
@@ -94,6 +95,7 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
                     schema_version: #schema_version,
                     descriptor_hash: #descriptor_hash,
                     module_path: #krate::__private::module_path!(),
+                    sensitive: &[#(#sensitive),*],
                 });
 
             #[automatically_derived]

@@ -47,6 +47,9 @@ pub struct Descriptor<'a> {
     pub output: Option<&'a str>,
     /// The explicit version, if any.
     pub version: Option<&'a str>,
+    /// Input fields whose values the audit trail stores only as digests, sorted. Left out of
+    /// the canonical JSON when empty, so tools without any keep their hash.
+    pub sensitive: &'a [String],
 }
 
 impl Descriptor<'_> {
@@ -85,6 +88,17 @@ impl Descriptor<'_> {
             string(&mut out, scope);
         }
         out.push(']');
+        if !self.sensitive.is_empty() {
+            key(&mut out, "sensitive");
+            out.push('[');
+            for (i, field) in self.sensitive.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                string(&mut out, field);
+            }
+            out.push(']');
+        }
         key(&mut out, "title");
         opt_string(&mut out, self.title);
         key(&mut out, "version");
@@ -283,6 +297,7 @@ mod tests {
             input: &input,
             output: None,
             version: None,
+            sensitive: &[],
         };
         assert_eq!(
             d.canonical_json(),

@@ -36,6 +36,7 @@ pub const TOOL_KEYS: &[&str] = &[
     "provider",
     "output",
     "version",
+    "sensitive",
     "crate",
 ];
 

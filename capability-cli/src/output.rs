@@ -1,0 +1,416 @@
+//! The four subcommands' output: tables for people, stable JSON for machines.
+
+use std::io::IsTerminal;
+
+use capability::{
+    CapabilityManifest, DenyReason, DriftStatus, HintKind, HintSource, Lockfile, Policy, Trust,
+};
+use serde_json::{Value, json};
+
+use crate::source::Loaded;
+use crate::{Common, Failure};
+
+/// `inspect`: one row per tool.
+pub fn inspect(loaded: &Loaded, common: &Common) -> Result<u8, Failure> {
+    if common.json {
+        let tools: Vec<Value> = loaded
+            .manifests
+            .iter()
+            .map(|(m, drift)| tool_json(m, drift.as_ref()))
+            .collect();
+        print_json(&json!({
+            "server": loaded.server.name(),
+            "trust": trust_name(loaded.server.trust()),
+            "pinning": pinning_json(loaded),
+            "tools": tools,
+        }));
+        return Ok(0);
+    }
+    let color = Color::detect();
+    let mut rows = vec![vec![
+        "TOOL".to_owned(),
+        "READ-ONLY".to_owned(),
+        "DESTRUCTIVE".to_owned(),
+        "IDEMPOTENT".to_owned(),
+        "OPEN-WORLD".to_owned(),
+        "SCOPES".to_owned(),
+        "HASH".to_owned(),
+        "PIN".to_owned(),
+    ]];
+    for (m, drift) in &loaded.manifests {
+        let flag = |kind| {
+            let hint = m.hint(kind);
+            format!(
+                "{} {}",
+                if hint.effective() { "yes" } else { "no" },
+                source_short(hint.source(), hint.stated())
+            )
+        };
+        rows.push(vec![
+            m.name().to_owned(),
+            flag(HintKind::ReadOnly),
+            flag(HintKind::Destructive),
+            flag(HintKind::Idempotent),
+            flag(HintKind::OpenWorld),
+            if m.required_scopes().is_empty() {
+                "-".to_owned()
+            } else {
+                m.required_scopes().join(" ")
+            },
+            m.descriptor_hash()[..12].to_owned(),
+            drift.as_ref().map_or("-".to_owned(), |d| d.to_string()),
+        ]);
+    }
+    println!(
+        "{} tools from {} (server `{}`, {})",
+        loaded.manifests.len(),
+        loaded.origin,
+        loaded.server.name(),
+        trust_name(loaded.server.trust())
+    );
+    print_table(&rows, &color, |row| {
+        if row.get(1).is_some_and(|c| c.starts_with("yes")) {
+            None
+        } else if row.get(2).is_some_and(|c| c.starts_with("yes")) {
+            Some(Color::RED)
+        } else {
+            Some(Color::YELLOW)
+        }
+    });
+    println!(
+        "\nEach flag: the effective value, then where it came from: declared, asserted, claim \
+         (trusted server), pinned (claim matching capability.lock), untrusted (claim not \
+         believed, the value in parentheses), default (MCP default)."
+    );
+    println!("{}", pinning_text(loaded));
+    Ok(0)
+}
+
+/// `check`: what a role may see, and why the rest is hidden.
+pub fn check(loaded: &Loaded, policy: &Policy, role: &str, common: &Common) -> Result<u8, Failure> {
+    let mut visible = Vec::new();
+    let mut hidden: Vec<(String, Vec<String>)> = Vec::new();
+    for (m, drift) in &loaded.manifests {
+        if loaded.review.is_some() {
+            if let Some(reason) = drift_reason(drift.as_ref(), loaded) {
+                hidden.push((m.name().to_owned(), vec![reason]));
+                continue;
+            }
+        }
+        let decision = policy.decide(role, m);
+        if decision.is_allowed() {
+            visible.push(m.name().to_owned());
+        } else {
+            let reasons = decision
+                .reasons()
+                .iter()
+                .map(DenyReason::to_string)
+                .collect();
+            hidden.push((m.name().to_owned(), reasons));
+        }
+    }
+    if common.json {
+        let hidden: Vec<Value> = hidden
+            .iter()
+            .map(|(name, reasons)| json!({ "name": name, "reasons": reasons }))
+            .collect();
+        print_json(&json!({
+            "server": loaded.server.name(),
+            "role": role,
+            "policy_version": policy.version(),
+            "pinning": pinning_json(loaded),
+            "visible": visible,
+            "hidden": hidden,
+        }));
+        return Ok(0);
+    }
+    let color = Color::detect();
+    println!(
+        "role `{role}` on server `{}` ({}): {} of {} tools visible",
+        loaded.server.name(),
+        trust_name(loaded.server.trust()),
+        visible.len(),
+        loaded.manifests.len()
+    );
+    println!("\nVISIBLE");
+    if visible.is_empty() {
+        println!("  (none)");
+    }
+    for name in &visible {
+        println!("  {}", color.paint(Color::GREEN, name));
+    }
+    println!("\nHIDDEN");
+    if hidden.is_empty() {
+        println!("  (none)");
+    }
+    for (name, reasons) in &hidden {
+        println!(
+            "  {}: {}",
+            color.paint(Color::RED, name),
+            reasons.join("; ")
+        );
+    }
+    println!("\n{}", pinning_text(loaded));
+    Ok(0)
+}
+
+/// `pin`: approve the current tools.
+pub fn pin(loaded: &Loaded, common: &Common) -> Result<u8, Failure> {
+    let before = loaded.review.as_ref().filter(|r| r.is_pinned());
+    let summary = match before {
+        Some(review) => {
+            let count = |f: fn(&DriftStatus) -> bool| {
+                review.tools().iter().filter(|t| f(t.status())).count()
+            };
+            format!(
+                "{} changed, {} added, {} renamed, {} removed since the last pin",
+                count(|s| matches!(s, DriftStatus::Changed { .. })),
+                count(|s| matches!(s, DriftStatus::Added)),
+                count(|s| matches!(s, DriftStatus::Renamed { .. })),
+                review.removed().len()
+            )
+        }
+        None => "first pin of this server".to_owned(),
+    };
+    let mut lock = loaded.lock.clone().unwrap_or_default();
+    lock.pin(&loaded.server, &loaded.tools)
+        .map_err(|e| Failure::input(format!("{}: {e}", loaded.origin)))?;
+    write_lock(&lock, common)?;
+    if common.json {
+        print_json(&json!({
+            "server": loaded.server.name(),
+            "lockfile": common.lock.display().to_string(),
+            "pinned": loaded.tools.len(),
+            "summary": summary,
+        }));
+    } else {
+        println!(
+            "pinned {} tools of server `{}` in {} ({summary})",
+            loaded.tools.len(),
+            loaded.server.name(),
+            common.lock.display()
+        );
+    }
+    Ok(0)
+}
+
+/// `verify`: exit 1 on drift.
+pub fn verify(loaded: &Loaded, common: &Common) -> Result<u8, Failure> {
+    let Some(review) = &loaded.review else {
+        return Err(Failure::input(format!(
+            "no lockfile at {}: approve the server first with `capability pin`",
+            common.lock.display()
+        )));
+    };
+    let clean = review.is_pinned() && review.is_clean();
+    if common.json {
+        let drifted: Vec<Value> = review
+            .tools()
+            .iter()
+            .filter(|t| *t.status() != DriftStatus::Unchanged)
+            .map(|t| drift_json(t.manifest().name(), t.status()))
+            .collect();
+        print_json(&json!({
+            "server": review.server(),
+            "pinned": review.is_pinned(),
+            "clean": clean,
+            "tools": review.tools().len(),
+            "drifted": drifted,
+            "removed": review.removed(),
+        }));
+    } else if clean {
+        println!("{review}");
+    } else {
+        let color = Color::detect();
+        println!("{}", color.paint(Color::RED, &review.to_string()));
+        if review.is_pinned() {
+            println!(
+                "\nDrifted tools are hidden from every role until a human approves them again \
+                 with `capability pin`."
+            );
+        }
+    }
+    Ok(if clean { 0 } else { 1 })
+}
+
+fn write_lock(lock: &Lockfile, common: &Common) -> Result<(), Failure> {
+    // Write beside the target and rename, so a crash never leaves half a lockfile.
+    let path = &common.lock;
+    let tmp = path.with_extension("lock.tmp");
+    std::fs::write(&tmp, lock.to_toml_string())
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))
+}
+
+fn drift_reason(drift: Option<&DriftStatus>, loaded: &Loaded) -> Option<String> {
+    let review = loaded.review.as_ref()?;
+    if !review.is_pinned() {
+        return Some(format!(
+            "server `{}` is not pinned in the lockfile; approve it with `capability pin`",
+            review.server()
+        ));
+    }
+    match drift? {
+        DriftStatus::Unchanged => None,
+        other => Some(format!(
+            "{other} since it was pinned; approve it again with `capability pin`"
+        )),
+    }
+}
+
+fn tool_json(m: &CapabilityManifest, drift: Option<&DriftStatus>) -> Value {
+    let hint = |kind| {
+        let h = m.hint(kind);
+        json!({ "source": source_key(h.source()), "stated": h.stated() })
+    };
+    json!({
+        "name": m.name(),
+        "title": m.title(),
+        "read_only": m.read_only(),
+        "destructive": m.destructive(),
+        "idempotent": m.idempotent(),
+        "open_world": m.open_world(),
+        "hints": {
+            "read_only": hint(HintKind::ReadOnly),
+            "destructive": hint(HintKind::Destructive),
+            "idempotent": hint(HintKind::Idempotent),
+            "open_world": hint(HintKind::OpenWorld),
+        },
+        "scopes": m.required_scopes(),
+        "descriptor_hash": m.descriptor_hash(),
+        "drift": drift.map(|d| drift_json(m.name(), d)["status"].clone()),
+    })
+}
+
+fn drift_json(name: &str, status: &DriftStatus) -> Value {
+    match status {
+        DriftStatus::Unchanged => json!({ "name": name, "status": "unchanged" }),
+        DriftStatus::Added => json!({ "name": name, "status": "added" }),
+        DriftStatus::Renamed { from } => {
+            json!({ "name": name, "status": "renamed", "from": from })
+        }
+        DriftStatus::Changed { parts } => {
+            let parts: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
+            json!({ "name": name, "status": "changed", "parts": parts })
+        }
+    }
+}
+
+fn pinning_json(loaded: &Loaded) -> Value {
+    match &loaded.review {
+        None => json!({ "lockfile": false, "note": "nothing is pinned" }),
+        Some(review) => json!({
+            "lockfile": true,
+            "server_pinned": review.is_pinned(),
+            "clean": review.is_pinned() && review.is_clean(),
+        }),
+    }
+}
+
+fn pinning_text(loaded: &Loaded) -> String {
+    match &loaded.review {
+        None => "No lockfile: nothing is pinned; decisions come from trust and policy alone. \
+                 `capability pin` approves the current tools."
+            .to_owned(),
+        Some(review) => review.to_string(),
+    }
+}
+
+fn trust_name(trust: Trust) -> &'static str {
+    match trust {
+        Trust::Trusted => "trusted",
+        Trust::Untrusted => "untrusted",
+    }
+}
+
+fn source_key(source: HintSource) -> &'static str {
+    match source {
+        HintSource::Declared => "declared",
+        HintSource::Asserted => "asserted",
+        HintSource::TrustedClaim => "trusted_claim",
+        HintSource::PinnedClaim => "pinned_claim",
+        HintSource::UntrustedClaim => "untrusted_claim",
+        HintSource::Defaulted => "defaulted",
+    }
+}
+
+fn source_short(source: HintSource, stated: Option<bool>) -> String {
+    match source {
+        HintSource::Declared => "declared".to_owned(),
+        HintSource::Asserted => "asserted".to_owned(),
+        HintSource::TrustedClaim => "claim".to_owned(),
+        HintSource::PinnedClaim => "pinned".to_owned(),
+        HintSource::UntrustedClaim => match stated {
+            Some(true) => "untrusted (yes)".to_owned(),
+            Some(false) => "untrusted (no)".to_owned(),
+            None => "untrusted".to_owned(),
+        },
+        HintSource::Defaulted => "default".to_owned(),
+    }
+}
+
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
+}
+
+fn print_table(
+    rows: &[Vec<String>],
+    color: &Color,
+    paint: impl Fn(&[String]) -> Option<&'static str>,
+) {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for (i, row) in rows.iter().enumerate() {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            if c + 1 < row.len() {
+                line.extend(std::iter::repeat_n(' ', widths[c] - cell.chars().count()));
+            }
+        }
+        match (i, paint(row)) {
+            (0, _) | (_, None) => println!("{line}"),
+            (_, Some(code)) => println!("{}", color.paint(code, &line)),
+        }
+    }
+}
+
+/// ANSI colours on a terminal, unless `NO_COLOR` is set (https://no-color.org).
+struct Color {
+    on: bool,
+}
+
+impl Color {
+    const RED: &'static str = "31";
+    const GREEN: &'static str = "32";
+    const YELLOW: &'static str = "33";
+
+    fn detect() -> Color {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Color {
+            on: !no_color && std::io::stdout().is_terminal(),
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+}

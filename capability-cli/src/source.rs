@@ -1,0 +1,255 @@
+//! Where the tools come from: a file, standard input, or a live server; and what they are.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use capability::{CapabilityManifest, DriftStatus, Lockfile, Review, Server};
+use serde_json::Value;
+
+use crate::{Common, Failure, TrustArg};
+
+/// A source of tools, as given on the command line.
+pub enum Source {
+    /// A JSON file.
+    File(PathBuf),
+    /// JSON on standard input.
+    Stdin,
+    /// A live server spoken to over stdio.
+    Live {
+        program: OsString,
+        args: Vec<OsString>,
+    },
+}
+
+/// The tools of a source, read and reviewed.
+pub struct Loaded {
+    /// How the source is named in messages.
+    pub origin: String,
+    /// The server, with the trust asked for.
+    pub server: Server,
+    /// The tools as the server sent them.
+    pub tools: Vec<Value>,
+    /// Each tool's manifest (claims believed only as trust and pins allow) and, when a lockfile
+    /// is in use, its drift.
+    pub manifests: Vec<(CapabilityManifest, Option<DriftStatus>)>,
+    /// The lockfile's review of the server, when a lockfile is in use.
+    pub review: Option<Review>,
+    /// The lockfile, when one exists.
+    pub lock: Option<Lockfile>,
+}
+
+impl Source {
+    /// The source the arguments name.
+    pub fn from_args(common: &Common) -> Result<Source, Failure> {
+        match (&common.file, common.command.split_first()) {
+            (Some(_), Some(_)) => Err(Failure::input(
+                "give either a file or `-- <command>`, not both",
+            )),
+            (None, None) => Err(Failure::input(
+                "no source: give a file, `-` for standard input, or `-- <command> [args]`",
+            )),
+            (Some(file), None) if file == "-" => Ok(Source::Stdin),
+            (Some(file), None) => Ok(Source::File(PathBuf::from(file))),
+            (None, Some((program, args))) => Ok(Source::Live {
+                program: program.clone(),
+                args: args.to_vec(),
+            }),
+        }
+    }
+
+    /// Reads the tools and reviews them against the lockfile, if there is one.
+    pub fn load(self, common: &Common) -> Result<Loaded, Failure> {
+        let (origin, default_name, tools) = match self {
+            Source::File(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    Failure::input(format!("cannot read `{}`: {e}", path.display()))
+                })?;
+                let origin = format!("`{}`", path.display());
+                let (name, tools) = parse_tools(&text, &origin)?;
+                (origin, name.or_else(|| file_stem(&path)), tools)
+            }
+            Source::Stdin => {
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .map_err(|e| Failure::input(format!("cannot read standard input: {e}")))?;
+                let origin = "standard input".to_owned();
+                let (name, tools) = parse_tools(&text, &origin)?;
+                (origin, name, tools)
+            }
+            Source::Live { program, args } => {
+                let live = fetch_live(&program, &args, common.timeout)?;
+                let origin = format!("`{}`", program.to_string_lossy());
+                (origin, Some(live.server_name), live.tools)
+            }
+        };
+        let name = match (&common.server, default_name) {
+            (Some(name), _) => name.clone(),
+            (None, Some(name)) => provider_name(&name),
+            (None, None) => {
+                return Err(Failure::input(
+                    "the source does not say which server it is: name it with `--server <name>`",
+                ));
+            }
+        };
+        if let Err(violation) = capability::CapabilityManifest::builder("probe")
+            .provider(name.as_str())
+            .build()
+        {
+            return Err(Failure::input(format!(
+                "`--server {name}`: {}",
+                violation.problems()[0].message()
+            )));
+        }
+        let server = match common.trust {
+            TrustArg::Trusted => Server::trusted(name.as_str()),
+            TrustArg::Untrusted => Server::untrusted(name.as_str()),
+        };
+        let lock = Lockfile::load(&common.lock).map_err(|e| Failure::input(e.to_string()))?;
+        let (manifests, review) = match &lock {
+            Some(lock) => {
+                let review = lock
+                    .review(&server, &tools)
+                    .map_err(|e| Failure::input(format!("{origin}: {e}")))?;
+                let manifests = review
+                    .tools()
+                    .iter()
+                    .map(|t| (t.manifest().clone(), Some(t.status().clone())))
+                    .collect();
+                (manifests, Some(review))
+            }
+            None => {
+                let manifests = tools
+                    .iter()
+                    .map(|tool| {
+                        CapabilityManifest::from_mcp_tool(tool, &server)
+                            .map(|m| (m, None))
+                            .map_err(|e| Failure::input(format!("{origin}: {e}")))
+                    })
+                    .collect::<Result<Vec<_>, Failure>>()?;
+                (manifests, None)
+            }
+        };
+        Ok(Loaded {
+            origin,
+            server,
+            tools,
+            manifests,
+            review,
+            lock,
+        })
+    }
+}
+
+/// The tools of a `tools/list` result, a JSON-RPC response holding one, or a bare array; and
+/// the server's name when the text records it (`{"server": {"name": ..}}`).
+fn parse_tools(text: &str, origin: &str) -> Result<(Option<String>, Vec<Value>), Failure> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| Failure::input(format!("{origin} is not JSON: {e}")))?;
+    let server_name = value
+        .get("server")
+        .and_then(|s| s.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let list = match &value {
+        Value::Array(_) => &value,
+        Value::Object(object) => match (object.get("tools"), object.get("result")) {
+            (Some(tools), _) => tools,
+            (None, Some(result)) => result.get("tools").unwrap_or(&Value::Null),
+            (None, None) => &Value::Null,
+        },
+        _ => &Value::Null,
+    };
+    match list {
+        Value::Array(tools) => Ok((server_name, tools.clone())),
+        _ => Err(Failure::input(format!(
+            "{origin}: expected an MCP tools/list result ({{\"tools\": [...]}}) or an array of tools"
+        ))),
+    }
+}
+
+fn file_stem(path: &Path) -> Option<String> {
+    let stem = path.file_stem()?.to_string_lossy();
+    // `server-filesystem.tools.json` names the server `server-filesystem`.
+    Some(stem.split('.').next().unwrap_or(&stem).to_owned())
+}
+
+/// A server's own name made into a provider name: characters outside `A-Z a-z 0-9 _ - .`
+/// become `-`.
+fn provider_name(name: &str) -> String {
+    let mapped: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = mapped.trim_matches('-');
+    let mut out: String = trimmed.chars().take(64).collect();
+    if out.is_empty() {
+        out.push_str("server");
+    }
+    out
+}
+
+fn fetch_live(
+    program: &OsString,
+    args: &[OsString],
+    timeout: u64,
+) -> Result<capability::rmcp::LiveTools, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::input(format!("cannot start the async runtime: {e}")))?;
+    runtime
+        .block_on(capability::rmcp::list_server_tools(
+            program,
+            args,
+            &[],
+            Duration::from_secs(timeout),
+        ))
+        .map_err(|e| Failure::input(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_names_become_provider_names() {
+        assert_eq!(
+            provider_name("mcp-servers/everything"),
+            "mcp-servers-everything"
+        );
+        assert_eq!(
+            provider_name("secure-filesystem-server"),
+            "secure-filesystem-server"
+        );
+        assert_eq!(provider_name("@scope/x"), "scope-x");
+        assert_eq!(provider_name("///"), "server");
+    }
+
+    #[test]
+    fn tool_lists_in_every_shape() {
+        let tools = r#"[{"name": "a", "inputSchema": {"type": "object"}}]"#;
+        assert_eq!(parse_tools(tools, "x").map(|(_, t)| t.len()).ok(), Some(1));
+        let result = format!(r#"{{"tools": {tools}, "server": {{"name": "s"}}}}"#);
+        assert_eq!(
+            parse_tools(&result, "x").map(|(n, t)| (n, t.len())).ok(),
+            Some((Some("s".to_owned()), 1))
+        );
+        let rpc = format!(r#"{{"jsonrpc": "2.0", "id": 1, "result": {{"tools": {tools}}}}}"#);
+        assert_eq!(parse_tools(&rpc, "x").map(|(_, t)| t.len()).ok(), Some(1));
+        let bad = parse_tools(r#"{"nope": 1}"#, "`f.json`")
+            .err()
+            .map(|f| f.message);
+        assert!(bad.is_some_and(|m| m.contains("expected an MCP tools/list result")));
+        let bad = parse_tools("{", "`f.json`").err().map(|f| f.message);
+        assert!(bad.is_some_and(|m| m.starts_with("`f.json` is not JSON")));
+    }
+}
