@@ -81,7 +81,11 @@ impl Source {
             }
             Source::Live { program, args } => {
                 let live = fetch_live(&program, &args, common.timeout)?;
-                let origin = format!("`{}`", program.to_string_lossy());
+                let words: Vec<String> = std::iter::once(&program)
+                    .chain(&args)
+                    .map(|w| w.to_string_lossy().into_owned())
+                    .collect();
+                let origin = format!("`{}`", words.join(" "));
                 (origin, Some(live.server_name), live.tools)
             }
         };

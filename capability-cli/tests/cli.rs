@@ -498,3 +498,101 @@ fn live_server_errors_are_clear() {
         text(&out.stderr)
     );
 }
+
+// ----- Audit trails -----
+
+fn audit_demo_trail(dir: &Path) -> PathBuf {
+    // A trail written by the library, as `cargo run --example audit_demo` writes one.
+    use std::sync::Arc;
+    let path = dir.join("audit.jsonl");
+    let sink = Arc::new(
+        capability::JsonlSink::open(&path, capability::FlushPolicy::EveryRecord).expect("open"),
+    );
+    let dispatch = capability::AuditedDispatch::new(sink).with_budget(capability::Budget {
+        max_calls: 100,
+        max_denials: 100,
+    });
+    let read = capability::CapabilityManifest::builder("list_pods")
+        .provider("k8s")
+        .read_only(true)
+        .build()
+        .expect("valid");
+    let write = capability::CapabilityManifest::builder("restart_pod")
+        .provider("k8s")
+        .build()
+        .expect("valid");
+    let ctx = capability::ToolContext::new("monitor", "s", capability::Ceiling::ReadOnly);
+    let caller = capability::Caller {
+        agent: "a",
+        step: None,
+    };
+    for i in 0..10u32 {
+        let _: capability::Outcome<u32, String> =
+            dispatch.call(&ctx, caller, &read, &json!({ "i": i }), || {
+                if i == 3 { Err("boom".into()) } else { Ok(i) }
+            });
+    }
+    let _: capability::Outcome<u32, String> =
+        dispatch.call(&ctx, caller, &write, &json!({}), || Ok(0));
+    path
+}
+
+#[test]
+fn audit_verify_and_stats() {
+    let dir = scratch("audit");
+    let path = audit_demo_trail(&dir);
+    let out = capability(&dir, &["audit", "verify", "audit.jsonl"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "audit.jsonl: 11 records, chain intact\n");
+
+    let out = capability(&dir, &["audit", "stats", "audit.jsonl", "--json"]);
+    assert_eq!(code(&out), 0);
+    let stats = json_out(&out);
+    let rows = stats["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    let list = rows
+        .iter()
+        .find(|r| r["tool"] == "k8s/list_pods")
+        .expect("row");
+    assert_eq!(
+        (
+            list["calls"].as_u64(),
+            list["errors"].as_u64(),
+            list["denials"].as_u64()
+        ),
+        (Some(10), Some(1), Some(0))
+    );
+    assert!(list["p50_latency_us"].is_u64() && list["p95_latency_us"].is_u64());
+    let restart = rows
+        .iter()
+        .find(|r| r["tool"] == "k8s/restart_pod")
+        .expect("row");
+    assert_eq!(restart["denials"], 1);
+    assert_eq!(restart["p50_latency_us"], Value::Null);
+
+    // Tampered, reordered and truncated trails exit 1 and name the first bad record.
+    let original = std::fs::read_to_string(&path).expect("read");
+    let lines: Vec<&str> = original.lines().collect();
+    let mut edited: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+    edited[4] = edited[4].replace("\"role\":\"monitor\"", "\"role\":\"admin\"");
+    let mut reordered: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+    reordered.swap(6, 7);
+    let cases = [
+        (edited.join("\n") + "\n", "line 5: the record was edited"),
+        (reordered.join("\n") + "\n", "line 7: the chain is broken"),
+        (
+            original[..original.len() - 25].to_owned(),
+            "line 11: torn tail",
+        ),
+    ];
+    for (content, message) in cases {
+        std::fs::write(&path, content).expect("write");
+        let out = capability(&dir, &["audit", "verify", "audit.jsonl"]);
+        assert_eq!(code(&out), 1, "{}", text(&out.stdout));
+        assert!(text(&out.stdout).contains(message), "{}", text(&out.stdout));
+        let out = capability(&dir, &["audit", "verify", "--json", "audit.jsonl"]);
+        assert_eq!(json_out(&out)["intact"], false);
+    }
+    let out = capability(&dir, &["audit", "verify", "missing.jsonl"]);
+    assert_eq!(code(&out), 2);
+}

@@ -74,10 +74,8 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::pin::Pin;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ::rmcp::model::{
@@ -91,8 +89,8 @@ use ::rmcp::service::{
 use ::rmcp::transport::IntoTransport;
 use ::rmcp::{Peer, RoleClient, ServiceError};
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
-use tokio::process::{Child, ChildStderr, Command};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use tokio::time::Instant;
 
 use crate::{CapabilityManifest, DenyReason, DriftStatus, HintKind, Lockfile, ManifestError};
@@ -892,8 +890,8 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 const STDERR_TAIL_BYTES: usize = 4096;
 /// How many lines of it an error shows.
 const STDERR_TAIL_LINES: usize = 10;
-/// How long to wait for the end of it once the server is gone.
-const STDERR_SETTLE: Duration = Duration::from_millis(500);
+/// How long to wait for the end of the server's output once it is gone.
+const OUTPUT_SETTLE: Duration = Duration::from_millis(500);
 /// How much of a line that is not JSON-RPC is kept.
 const NOT_MCP_BYTES: usize = 200;
 
@@ -959,13 +957,7 @@ pub async fn list_server_tools(
             error: std::io::Error::other("its standard streams could not be captured"),
         });
     };
-    let mut stderr = StderrTail::collect(stderr);
-    let seen = Arc::new(Mutex::new(StdoutSeen::default()));
-    let stdout = Tap {
-        inner: stdout,
-        seen: Arc::clone(&seen),
-        line: LineState::Start,
-    };
+    let (mut output, stdout) = Output::watch(stdout, stderr);
 
     let outcome = tokio::time::timeout_at(deadline, session((stdout, stdin))).await;
     let result = match outcome {
@@ -981,25 +973,25 @@ pub async fn list_server_tools(
             }
             Ok(live)
         }
-        Ok(Err(failure)) => Err(failed(command, failure, &mut child, &seen, &mut stderr).await),
+        Ok(Err(failure)) => Err(failed(command, failure, &mut child, &mut output).await),
         Err(_elapsed) => {
             let _ = child.kill().await;
-            stderr.settle().await;
-            Err(match not_mcp(&seen) {
+            output.settle().await;
+            Err(match output.not_mcp() {
                 Some(stdout) => LiveError::NotMcp {
                     command,
                     stdout,
-                    stderr: stderr.text(),
+                    stderr: output.stderr(),
                 },
                 None => LiveError::Timeout {
                     command,
                     timeout,
-                    stderr: stderr.text(),
+                    stderr: output.stderr(),
                 },
             })
         }
     };
-    stderr.stop();
+    output.stop();
     result
 }
 
@@ -1085,8 +1077,7 @@ async fn failed(
     command: String,
     failure: SessionFailure,
     child: &mut Child,
-    seen: &Mutex<StdoutSeen>,
-    stderr: &mut StderrTail,
+    output: &mut Output,
 ) -> LiveError {
     let status = if failure.is_closed() {
         // It closed its output: most likely it is exiting.
@@ -1100,19 +1091,19 @@ async fn failed(
     if status.is_none() {
         let _ = child.kill().await;
     }
-    stderr.settle().await;
-    if let Some(stdout) = not_mcp(seen) {
+    output.settle().await;
+    if let Some(stdout) = output.not_mcp() {
         return LiveError::NotMcp {
             command,
             stdout,
-            stderr: stderr.text(),
+            stderr: output.stderr(),
         };
     }
     if failure.is_closed() || status.is_some() {
         return LiveError::Exited {
             command,
             status,
-            stderr: stderr.text(),
+            stderr: output.stderr(),
         };
     }
     let message = match failure {
@@ -1134,7 +1125,7 @@ async fn failed(
     LiveError::Protocol {
         command,
         message,
-        stderr: stderr.text(),
+        stderr: output.stderr(),
     }
 }
 
@@ -1169,16 +1160,6 @@ fn handshake_message(error: &ClientInitializeError) -> String {
     }
 }
 
-/// The first line the server wrote that is not JSON-RPC, when it never wrote one that is.
-fn not_mcp(seen: &Mutex<StdoutSeen>) -> Option<String> {
-    let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-    if seen.json_lines > 0 {
-        return None;
-    }
-    let line = seen.first_other.as_ref()?;
-    Some(String::from_utf8_lossy(line).trim_end().to_owned())
-}
-
 /// What the server wrote on its standard output, as far as telling MCP from anything else goes.
 #[derive(Default)]
 struct StdoutSeen {
@@ -1198,16 +1179,22 @@ enum LineState {
     Other { capture: bool },
 }
 
-/// The server's standard output, watched on its way to rmcp.
-struct Tap<R> {
-    inner: R,
-    seen: Arc<Mutex<StdoutSeen>>,
+/// Sorts the server's standard output into lines that look like JSON and lines that do not.
+struct LineWatcher {
+    seen: StdoutSeen,
     line: LineState,
 }
 
-impl<R> Tap<R> {
+impl LineWatcher {
+    fn new() -> Self {
+        LineWatcher {
+            seen: StdoutSeen::default(),
+            line: LineState::Start,
+        }
+    }
+
     fn observe(&mut self, bytes: &[u8]) {
-        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let seen = &mut self.seen;
         for &byte in bytes {
             self.line = match (self.line, byte) {
                 (_, b'\n') => LineState::Start,
@@ -1235,36 +1222,55 @@ impl<R> Tap<R> {
             };
         }
     }
-}
 
-impl<R: AsyncRead + Unpin> AsyncRead for Tap<R> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = poll {
-            this.observe(&buf.filled()[before..]);
+    /// The first line that is not JSON-RPC, when no line was.
+    fn not_mcp(&self) -> Option<String> {
+        if self.seen.json_lines > 0 {
+            return None;
         }
-        poll
+        let line = self.seen.first_other.as_ref()?;
+        Some(String::from_utf8_lossy(line).trim_end().to_owned())
     }
 }
 
-/// The last few KiB of the server's standard error, read as it comes so the server never blocks
-/// on a full pipe.
-struct StderrTail {
-    tail: Arc<Mutex<Vec<u8>>>,
-    reader: tokio::task::JoinHandle<()>,
+/// The server's output, read as it comes, so that what it wrote is known even when rmcp stopped
+/// reading (a failed write to a server that exited ends the session before its output is read),
+/// and so that it never blocks on a full standard error pipe. Standard output is watched and
+/// passed on to rmcp; the last few KiB of standard error are kept.
+struct Output {
+    watcher: Arc<Mutex<LineWatcher>>,
+    stdout_pump: tokio::task::JoinHandle<()>,
+    stderr_tail: Arc<Mutex<Vec<u8>>>,
+    stderr_reader: tokio::task::JoinHandle<()>,
 }
 
-impl StderrTail {
-    fn collect(mut stderr: ChildStderr) -> StderrTail {
-        let tail = Arc::new(Mutex::new(Vec::new()));
-        let keep = Arc::clone(&tail);
-        let reader = tokio::spawn(async move {
+impl Output {
+    /// Starts reading; returns the stream rmcp reads the server's standard output from.
+    fn watch(mut stdout: ChildStdout, mut stderr: ChildStderr) -> (Output, DuplexStream) {
+        let watcher = Arc::new(Mutex::new(LineWatcher::new()));
+        let (for_rmcp, mut pipe) = tokio::io::duplex(64 * 1024);
+        let watch = Arc::clone(&watcher);
+        let stdout_pump = tokio::spawn(async move {
+            let mut chunk = vec![0u8; 16 * 1024];
+            let mut forwarding = true;
+            while let Ok(n) = stdout.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                let bytes = &chunk[..n];
+                watch
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .observe(bytes);
+                // Once rmcp is gone, keep watching until the server closes its output.
+                if forwarding && pipe.write_all(bytes).await.is_err() {
+                    forwarding = false;
+                }
+            }
+        });
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        let keep = Arc::clone(&stderr_tail);
+        let stderr_reader = tokio::spawn(async move {
             let mut chunk = [0u8; 1024];
             while let Ok(n) = stderr.read(&mut chunk).await {
                 if n == 0 {
@@ -1278,18 +1284,39 @@ impl StderrTail {
                 }
             }
         });
-        StderrTail { tail, reader }
+        let output = Output {
+            watcher,
+            stdout_pump,
+            stderr_tail,
+            stderr_reader,
+        };
+        (output, for_rmcp)
     }
 
     /// Waits a moment for the rest of what the server wrote (it has exited or been killed; a
-    /// process it started may still hold the pipe open, hence the limit).
+    /// process it started may still hold the pipes open, hence the limit).
     async fn settle(&mut self) {
-        let _ = tokio::time::timeout(STDERR_SETTLE, &mut self.reader).await;
+        let both = async {
+            let _ = (&mut self.stdout_pump).await;
+            let _ = (&mut self.stderr_reader).await;
+        };
+        let _ = tokio::time::timeout(OUTPUT_SETTLE, both).await;
     }
 
-    /// The last lines, trimmed.
-    fn text(&self) -> String {
-        let tail = self.tail.lock().unwrap_or_else(PoisonError::into_inner);
+    /// The first line the server wrote that is not JSON-RPC, when it never wrote one that is.
+    fn not_mcp(&self) -> Option<String> {
+        self.watcher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .not_mcp()
+    }
+
+    /// The last lines of its standard error, trimmed.
+    fn stderr(&self) -> String {
+        let tail = self
+            .stderr_tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let text = String::from_utf8_lossy(&tail);
         let lines: Vec<&str> = text
             .lines()
@@ -1301,7 +1328,8 @@ impl StderrTail {
     }
 
     fn stop(self) {
-        self.reader.abort();
+        self.stdout_pump.abort();
+        self.stderr_reader.abort();
     }
 }
 
@@ -1318,22 +1346,18 @@ mod tests {
     }
 
     #[test]
-    fn the_tap_tells_json_from_other_output() {
-        let seen = Arc::new(Mutex::new(StdoutSeen::default()));
-        let mut tap = Tap {
-            inner: (),
-            seen: Arc::clone(&seen),
-            line: LineState::Start,
-        };
-        tap.observe(b"Server running on std");
-        tap.observe(b"io\n  {\"jsonrpc\"");
-        tap.observe(b":\"2.0\"}\nanother line\n");
-        let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-        assert_eq!(seen.json_lines, 1);
+    fn the_watcher_tells_json_from_other_output() {
+        let mut watcher = LineWatcher::new();
+        watcher.observe(b"Server running on std");
+        assert_eq!(watcher.not_mcp().as_deref(), Some("Server running on std"));
+        watcher.observe(b"io\n  {\"jsonrpc\"");
+        watcher.observe(b":\"2.0\"}\nanother line\n");
+        assert_eq!(watcher.seen.json_lines, 1);
         assert_eq!(
-            seen.first_other.as_deref(),
+            watcher.seen.first_other.as_deref(),
             Some(&b"Server running on stdio"[..])
         );
+        assert_eq!(watcher.not_mcp(), None, "it also wrote JSON");
     }
 
     #[test]
