@@ -900,11 +900,25 @@ impl AuditedDispatch {
     }
 
     fn write(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
-        emit_trace(&record);
+        let (session, tool) = (record.session.clone(), record.tool.clone());
         let written = self.sink.append(record);
-        if written.is_err() && self.on_failure == OnAuditFailure::AllowAndCount {
-            let dropped = self.sink.discard_pending();
-            self.lost.fetch_add(dropped, Ordering::Relaxed);
+        match &written {
+            // The event carries the record as written: with its `seq` and `hash`.
+            Ok(record) => emit_trace(record),
+            Err(error) => {
+                tracing::event!(
+                    target: "capability::audit",
+                    tracing::Level::ERROR,
+                    session = %session,
+                    tool = %tool,
+                    error = %error,
+                    "audit record not written"
+                );
+                if self.on_failure == OnAuditFailure::AllowAndCount {
+                    let dropped = self.sink.discard_pending();
+                    self.lost.fetch_add(dropped, Ordering::Relaxed);
+                }
+            }
         }
         written
     }

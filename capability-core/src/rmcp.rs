@@ -560,7 +560,10 @@ impl GovernedClient {
             for manifest in &manifests {
                 *count.entry(manifest.name()).or_default() += 1;
             }
-            manifests.iter().map(|m| count[m.name()] > 1).collect()
+            manifests
+                .iter()
+                .map(|m| count.get(m.name()).is_some_and(|n| *n > 1))
+                .collect()
         };
 
         // The candidates, and which of them the policy shows the role (`visible_tools` keeps
@@ -889,7 +892,7 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// How much of a server's standard error is kept for error messages.
 const STDERR_TAIL_BYTES: usize = 4096;
 /// How many lines of it an error shows.
-const STDERR_TAIL_LINES: usize = 10;
+const STDERR_TAIL_LINES: usize = 20;
 /// How long to wait for the end of the server's output once it is gone.
 const OUTPUT_SETTLE: Duration = Duration::from_millis(500);
 /// How much of a line that is not JSON-RPC is kept.
@@ -997,7 +1000,7 @@ pub async fn list_server_tools(
 
 /// Why the session with a live server failed.
 enum SessionFailure {
-    Handshake(ClientInitializeError),
+    Handshake(Box<ClientInitializeError>),
     Listing(ListFailure),
     Json(ManifestError),
 }
@@ -1034,7 +1037,7 @@ where
 {
     let running = connect_client(transport)
         .await
-        .map_err(SessionFailure::Handshake)?;
+        .map_err(|error| SessionFailure::Handshake(Box::new(error)))?;
     let info = running.peer().peer_info();
     let server_name = info
         .as_ref()
@@ -1079,7 +1082,10 @@ async fn failed(
     child: &mut Child,
     output: &mut Output,
 ) -> LiveError {
-    let status = if failure.is_closed() {
+    // Closing the connection closed the server's input, so it may be exiting now whatever went
+    // wrong; its status tells something only when it went away first (`is_closed`).
+    let closed = failure.is_closed();
+    let status = if closed {
         // It closed its output: most likely it is exiting.
         tokio::time::timeout(EXIT_GRACE, child.wait())
             .await
@@ -1099,7 +1105,7 @@ async fn failed(
             stderr: output.stderr(),
         };
     }
-    if failure.is_closed() || status.is_some() {
+    if closed {
         return LiveError::Exited {
             command,
             status,

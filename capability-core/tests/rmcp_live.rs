@@ -138,6 +138,22 @@ async fn a_rejected_handshake_says_so() {
 }
 
 #[tokio::test]
+async fn a_pagination_loop_is_an_error() {
+    let body = format!(
+        r#"    *'"method":"server/discover"'*) reply "$id" '"error":{{"code":-32601,"message":"Method not found"}}' ;;
+    *'"method":"initialize"'*) reply "$id" '"result":{{"protocolVersion":"2025-11-25","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"loop","version":"1"}}}}' ;;
+    *'"method":"tools/list"'*) reply "$id" '"result":{{"tools":[{TOOL_C}],"nextCursor":"again"}}' ;;"#
+    );
+    let error = sh_server(&body, TIMEOUT).await.expect_err("loops");
+    assert!(matches!(error, LiveError::Protocol { .. }), "{error}");
+    assert_eq!(
+        error.to_string(),
+        "`sh`: `tools/list` failed: the server returned the cursor \"again\" twice (a pagination \
+         loop)"
+    );
+}
+
+#[tokio::test]
 async fn a_missing_program_cannot_be_started() {
     let error = run("capability-test-no-such-program", &[], TIMEOUT)
         .await
