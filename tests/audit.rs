@@ -436,7 +436,7 @@ fn a_full_disk_denies_calls_by_default() {
     let dispatch = AuditedDispatch::new(sink.clone());
     let ctx = monitor("s");
     let ran = AtomicUsize::new(0);
-    let mut call = || -> Outcome<u8, String> {
+    let call = || -> Outcome<u8, String> {
         dispatch.call(&ctx, CALLER, &list_pods(), &json!({}), || {
             ran.fetch_add(1, Ordering::SeqCst);
             Ok(1)
@@ -632,16 +632,33 @@ fn each_record_is_also_a_tracing_event() {
     tracing::subscriber::with_default(collector.clone(), || {
         let dispatch = AuditedDispatch::new(sink.clone());
         let ctx = monitor("traced");
-        let _: Outcome<u8, String> = dispatch.call(&ctx, CALLER, &list_pods(), &json!({}), || Ok(1));
-        let _: Outcome<u8, String> = dispatch.call(&ctx, CALLER, &restart_pod(), &json!({}), || Ok(1));
+        let _: Outcome<u8, String> =
+            dispatch.call(&ctx, CALLER, &list_pods(), &json!({}), || Ok(1));
+        let _: Outcome<u8, String> =
+            dispatch.call(&ctx, CALLER, &restart_pod(), &json!({}), || Ok(1));
     });
     let events = collector.0.lock().expect("lock").clone();
     assert_eq!(events.len(), 2, "one event per record");
     let get = |event: &[(String, String)], name: &str| {
-        event.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        event
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
     };
-    for name in ["agent", "role", "session", "tool", "descriptor_hash", "verdict", "input_digest"] {
-        assert!(get(&events[0], name).is_some(), "field {name} missing: {:?}", events[0]);
+    for name in [
+        "agent",
+        "role",
+        "session",
+        "tool",
+        "descriptor_hash",
+        "verdict",
+        "input_digest",
+    ] {
+        assert!(
+            get(&events[0], name).is_some(),
+            "field {name} missing: {:?}",
+            events[0]
+        );
     }
     assert_eq!(get(&events[0], "tool").as_deref(), Some("list_pods"));
     assert_eq!(get(&events[0], "seq").as_deref(), Some("1"));

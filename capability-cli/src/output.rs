@@ -91,11 +91,11 @@ pub fn check(loaded: &Loaded, policy: &Policy, role: &str, common: &Common) -> R
     let mut visible = Vec::new();
     let mut hidden: Vec<(String, Vec<String>)> = Vec::new();
     for (m, drift) in &loaded.manifests {
-        if loaded.review.is_some() {
-            if let Some(reason) = drift_reason(drift.as_ref(), loaded) {
-                hidden.push((m.name().to_owned(), vec![reason]));
-                continue;
-            }
+        if loaded.review.is_some()
+            && let Some(reason) = drift_reason(drift.as_ref(), loaded)
+        {
+            hidden.push((m.name().to_owned(), vec![reason]));
+            continue;
         }
         let decision = policy.decide(role, m);
         if decision.is_allowed() {
@@ -389,7 +389,7 @@ fn print_table(
     }
 }
 
-/// ANSI colours on a terminal, unless `NO_COLOR` is set (https://no-color.org).
+/// ANSI colours on a terminal, unless `NO_COLOR` is set (<https://no-color.org>).
 struct Color {
     on: bool,
 }

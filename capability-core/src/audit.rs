@@ -1027,7 +1027,7 @@ mod tests {
     fn utc_formatting() {
         assert_eq!(format_utc(0, 0), "1970-01-01T00:00:00.000Z");
         assert_eq!(format_utc(951_782_400, 5), "2000-02-29T00:00:00.005Z");
-        assert_eq!(format_utc(1_795_999_999, 999), "2026-11-29T06:53:19.999Z");
+        assert_eq!(format_utc(1_795_999_999, 999), "2026-11-30T00:53:19.999Z");
         assert_eq!(format_utc(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
     }
 }

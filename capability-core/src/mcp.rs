@@ -215,7 +215,7 @@ impl CapabilityManifest {
     /// This tool as an MCP `Tool` object, for a server's `tools/list`: name, title,
     /// description, the minimal input schema `{"type": "object"}`, and the effective hints as
     /// `annotations` with the MCP spellings (all four, always, so that no client falls back to
-    /// its own defaults). With the `schemars` feature, [`mcp_tool`](crate::mcp_tool) gives the
+    /// its own defaults). With the `schemars` feature, `capability::mcp_tool::<T>()` gives the
     /// type's real input schema instead.
     ///
     /// ```
