@@ -73,6 +73,14 @@
 
 // Everything public in the runtime crate, so users depend on this crate alone.
 pub use capability_core::*;
+// The gated write path: proposals, approvals, the write gate, authority grants.
+pub use capability_gate::{
+    AdvisorSession, Approval, Approved, Attenuation, AuthorityGrant, CLOCK_TOLERANCE_SECS, Check,
+    Clock, Execute, GateError, GrantError, PROPOSAL_VERSION, PolicyDecision, Proposal,
+    ProposalFile, Rejected, Revocations, Run, SigningKey, SystemClock, VerifyingKey, WriteGate,
+    generate_key, public_key_from_text, public_key_to_text, secret_key_from_text,
+    secret_key_to_text,
+};
 
 /// Declares an advisor agent: a research, selection or analysis agent, which only reads.
 ///

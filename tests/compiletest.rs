@@ -34,4 +34,5 @@ fn ui() {
     t.compile_fail("ui-tests/capability/*.rs");
     t.compile_fail("ui-tests/advisor/*.rs");
     t.compile_fail("ui-tests/agent/*.rs");
+    t.compile_fail("ui-tests/gate/*.rs");
 }

@@ -45,5 +45,5 @@ pub use manifest::{
 #[cfg(feature = "schemars")]
 pub use mcp::mcp_tool;
 pub use mcp::{MCP_DESCRIPTOR_FIELDS, Server, Trust, mcp_descriptor_hash};
-pub use policy::{Policy, PolicyError, PolicyIndex, RoleId};
+pub use policy::{Pattern as ToolPattern, Policy, PolicyError, PolicyIndex, RoleId};
 pub use registry::{PersistError, RUNTIME_ORIGIN, Registry, RegistryError, RegistryProblem};

@@ -501,13 +501,17 @@ impl Assertions {
 }
 
 /// A glob over `provider/tool`: `*` matches any run of characters (`/` included), `?` one.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Pattern {
+/// The patterns of policy files and authority grants.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct Pattern {
     text: String,
 }
 
 impl Pattern {
-    pub(crate) fn new(text: String) -> Result<Pattern, String> {
+    /// Checks and builds a pattern: `provider/tool` made of `A-Z a-z 0-9 _ - .` with `*` and
+    /// `?` as wildcards, at most one `/`.
+    pub fn new(text: String) -> Result<Pattern, String> {
         let ok_char = |c: char| c.is_ascii_alphanumeric() || "_-./*?".contains(c);
         if text.is_empty() {
             return Err("a tool pattern cannot be empty; use `*` for every tool".to_owned());
@@ -526,19 +530,21 @@ impl Pattern {
         Ok(Pattern { text })
     }
 
-    pub(crate) fn any() -> Pattern {
+    /// `*`: every tool.
+    pub fn any() -> Pattern {
         Pattern {
             text: "*".to_owned(),
         }
     }
 
-    pub(crate) fn as_str(&self) -> &str {
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
         &self.text
     }
 
     /// Whether the pattern matches `provider/name` (or `name` without a provider), without
     /// building that string.
-    pub(crate) fn matches(&self, provider: Option<&str>, name: &str) -> bool {
+    pub fn matches(&self, provider: Option<&str>, name: &str) -> bool {
         let subject = Subject { provider, name };
         glob(self.text.as_bytes(), &subject)
     }

@@ -1,0 +1,441 @@
+//! The write gate: the only way from a proposal to a mutation.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use capability_core::{Agent, Capability, CapabilityManifest, ReadOnlyTool};
+use ed25519_dalek::VerifyingKey;
+use serde_json::Value;
+
+use crate::proposal::{Approval, Proposal};
+
+/// A proposal the gate approved: the only thing [`Execute::execute`] accepts.
+///
+/// It has no public constructor and is not `Clone`, `Default` or `Deserialize`, whatever `T`
+/// is: the one way to get one is [`WriteGate::approve`], and it is used up by executing it.
+///
+/// ```compile_fail
+/// # use capability::{Approved, Capability};
+/// #[derive(Capability)]
+/// #[capability(destructive)]
+/// struct RestartPod;
+/// let forged = Approved::<RestartPod> { args: RestartPod };
+/// ```
+pub struct Approved<T: Capability> {
+    args: T,
+    approval_id: String,
+    approver: String,
+}
+
+impl<T: Capability> Approved<T> {
+    /// The approved arguments.
+    pub fn args(&self) -> &T {
+        &self.args
+    }
+
+    /// The approval's unique id.
+    pub fn approval_id(&self) -> &str {
+        &self.approval_id
+    }
+
+    /// Who approved.
+    pub fn approver(&self) -> &str {
+        &self.approver
+    }
+
+    /// Uses the approval up, for the tool's [`Execute::execute`].
+    pub fn into_args(self) -> T {
+        self.args
+    }
+}
+
+impl<T: Capability> fmt::Debug for Approved<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Approved")
+            .field("tool", &T::manifest().name())
+            .field("approval_id", &self.approval_id)
+            .field("approver", &self.approver)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A mutating tool: it runs only with an [`Approved`] proposal, taken by value (so once).
+///
+/// ```compile_fail
+/// # use capability::{Approved, Capability, Execute};
+/// #[derive(Capability)]
+/// #[capability(destructive)]
+/// struct RestartPod;
+/// impl Execute for RestartPod {
+///     type Output = ();
+///     fn execute(approved: Approved<Self>) {}
+/// }
+/// RestartPod::execute(RestartPod); // not approved: does not compile
+/// ```
+pub trait Execute: Capability + Sized {
+    /// What it returns.
+    type Output;
+    /// Runs the tool.
+    fn execute(approved: Approved<Self>) -> Self::Output;
+}
+
+/// A read-only tool: runs without approval.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be run directly: only read-only tools that implement `Run` can",
+    label = "not a `Run` tool",
+    note = "a mutating tool runs only through `Execute::execute`, with a proposal the `WriteGate` approved: propose it with `session.propose(..)`",
+    note = "a read-only tool (`#[capability(read_only)]`) runs directly once it implements `Run`"
+)]
+pub trait Run: ReadOnlyTool + Sized {
+    /// What it returns.
+    type Output;
+    /// Runs the tool.
+    fn run(self) -> Self::Output;
+}
+
+/// What an advisor agent can do with tools: run read-only ones and propose the rest. It has no
+/// way to execute a mutating tool.
+///
+/// ```compile_fail
+/// # use capability::{advisor_agent, AdvisorSession, Approved, Capability, Execute, Run};
+/// #[derive(Capability)]
+/// #[capability(destructive)]
+/// struct RestartPod;
+/// impl Execute for RestartPod { type Output = (); fn execute(_: Approved<Self>) {} }
+/// #[advisor_agent(tools())]
+/// struct Analyst;
+/// let session = AdvisorSession::<Analyst>::new().unwrap();
+/// session.run(RestartPod); // `RestartPod` is not a read-only tool
+/// ```
+pub struct AdvisorSession<A: Agent> {
+    agent: std::marker::PhantomData<fn() -> A>,
+}
+
+impl<A: Agent> AdvisorSession<A> {
+    /// A session for advisor `A`; `None` when `A` is not an advisor.
+    pub fn new() -> Option<Self> {
+        A::spec().is_advisor().then_some(AdvisorSession {
+            agent: std::marker::PhantomData,
+        })
+    }
+
+    /// Runs a read-only tool.
+    pub fn run<T: Run>(&self, tool: T) -> T::Output {
+        tool.run()
+    }
+
+    /// Proposes a mutating tool's call, for the gate.
+    pub fn propose<T: Capability + serde::Serialize>(
+        &self,
+        args: T,
+        rationale: impl Into<String>,
+    ) -> Result<Proposal<T>, GateError> {
+        Proposal::new(args, A::spec().name(), rationale)
+    }
+}
+
+/// A check on a proposal's arguments before approval (validation, or a preflight such as a
+/// limit check or a dry run).
+pub trait Check: Send + Sync {
+    /// The check's name, for errors.
+    fn name(&self) -> &str;
+    /// `Ok` to pass; `Err(reason)` to refuse.
+    fn check(&self, tool: &CapabilityManifest, args: &Value) -> Result<(), String>;
+}
+
+/// A clock in seconds since the Unix epoch.
+pub trait Clock: Send + Sync {
+    /// Now.
+    fn now(&self) -> u64;
+}
+
+/// The system clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+}
+
+/// How far back the clock may step (NTP corrections) before the gate refuses to decide.
+pub const CLOCK_TOLERANCE_SECS: u64 = 5;
+
+/// Turns proposals into [`Approved`] ones when every check passes and a known approver signed.
+///
+/// It holds only the approvers' public keys: an agent process cannot forge an approval.
+pub struct WriteGate {
+    approvers: HashMap<String, VerifyingKey>,
+    validators: Vec<Box<dyn Check>>,
+    preflights: Vec<Box<dyn Check>>,
+    clock: Box<dyn Clock>,
+    used: Mutex<HashSet<String>>,
+    latest: Mutex<u64>,
+}
+
+impl fmt::Debug for WriteGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut approvers: Vec<&String> = self.approvers.keys().collect();
+        approvers.sort();
+        f.debug_struct("WriteGate")
+            .field("approvers", &approvers)
+            .field("validators", &self.validators.len())
+            .field("preflights", &self.preflights.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for WriteGate {
+    fn default() -> Self {
+        WriteGate::new()
+    }
+}
+
+impl WriteGate {
+    /// A gate with no approvers (it approves nothing until one is added) and the system clock.
+    pub fn new() -> Self {
+        WriteGate {
+            approvers: HashMap::new(),
+            validators: Vec::new(),
+            preflights: Vec::new(),
+            clock: Box::new(SystemClock),
+            used: Mutex::new(HashSet::new()),
+            latest: Mutex::new(0),
+        }
+    }
+
+    /// Trusts this approver's public key.
+    pub fn approver(mut self, name: impl Into<String>, key: VerifyingKey) -> Self {
+        self.approvers.insert(name.into(), key);
+        self
+    }
+
+    /// Adds a validation check.
+    pub fn validator(mut self, check: impl Check + 'static) -> Self {
+        self.validators.push(Box::new(check));
+        self
+    }
+
+    /// Adds a preflight check.
+    pub fn preflight(mut self, check: impl Check + 'static) -> Self {
+        self.preflights.push(Box::new(check));
+        self
+    }
+
+    /// Uses another clock (tests).
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Box::new(clock);
+        self
+    }
+
+    /// Approves a proposal, or refuses it and gives it back with the reason. Checks, in
+    /// order: the clock did not step back; every validator and preflight passes; an approval is
+    /// present, from a known approver, correctly signed, for this tool, these exact arguments
+    /// and this descriptor, not expired, and not used before. The approval is then used up.
+    pub fn approve<T: Capability>(
+        &self,
+        proposal: Proposal<T>,
+        approval: Option<&Approval>,
+    ) -> Result<Approved<T>, Rejected<T>> {
+        match self.check(&proposal, approval) {
+            Ok(approval) => Ok(Approved {
+                args: proposal.args,
+                approval_id: approval.id.clone(),
+                approver: approval.approver.clone(),
+            }),
+            Err(error) => Err(Rejected { proposal, error }),
+        }
+    }
+
+    fn check<'a, T: Capability>(
+        &self,
+        proposal: &Proposal<T>,
+        approval: Option<&'a Approval>,
+    ) -> Result<&'a Approval, GateError> {
+        let now = self.clock.now();
+        {
+            let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+            if now + CLOCK_TOLERANCE_SECS < *latest {
+                return Err(GateError::ClockWentBack {
+                    now,
+                    latest: *latest,
+                });
+            }
+            *latest = (*latest).max(now);
+        }
+        let manifest = T::manifest();
+        let file = &proposal.file;
+        for (kind, checks) in [
+            ("validation", &self.validators),
+            ("preflight", &self.preflights),
+        ] {
+            for check in checks {
+                if let Err(reason) = check.check(manifest, &file.args) {
+                    return Err(GateError::CheckFailed {
+                        kind,
+                        check: check.name().to_owned(),
+                        reason,
+                    });
+                }
+            }
+        }
+        let Some(approval) = approval else {
+            return Err(GateError::Unsigned);
+        };
+        let Some(key) = self.approvers.get(&approval.approver) else {
+            return Err(GateError::UnknownApprover(approval.approver.clone()));
+        };
+        if !approval.verify(key) {
+            return Err(GateError::BadSignature(approval.approver.clone()));
+        }
+        if approval.tool != manifest.name() {
+            return Err(GateError::OtherTool {
+                approved: approval.tool.clone(),
+                proposed: manifest.name().to_owned(),
+            });
+        }
+        if approval.args_digest != file.args_digest {
+            return Err(GateError::ArgumentsChanged);
+        }
+        if approval.descriptor_hash != manifest.descriptor_hash() {
+            return Err(GateError::DescriptorChanged);
+        }
+        if now >= approval.expires_at {
+            return Err(GateError::Expired {
+                expired_at: approval.expires_at,
+                now,
+            });
+        }
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        if !used.insert(approval.id.clone()) {
+            return Err(GateError::Replay(approval.id.clone()));
+        }
+        Ok(approval)
+    }
+}
+
+/// A refused proposal, given back with the reason.
+pub struct Rejected<T: Capability> {
+    /// The proposal, unchanged.
+    pub proposal: Proposal<T>,
+    /// Why.
+    pub error: GateError,
+}
+
+impl<T: Capability> fmt::Debug for Rejected<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the gate refused, or a file could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GateError {
+    /// No approval was given.
+    Unsigned,
+    /// The approver is not one the gate trusts.
+    UnknownApprover(String),
+    /// The signature is not the approver's.
+    BadSignature(String),
+    /// The approval is for another tool.
+    OtherTool {
+        /// The approved tool.
+        approved: String,
+        /// The proposed tool.
+        proposed: String,
+    },
+    /// The arguments differ from the approved ones.
+    ArgumentsChanged,
+    /// The tool's descriptor changed since the approval.
+    DescriptorChanged,
+    /// The approval has expired.
+    Expired {
+        /// When it expired.
+        expired_at: u64,
+        /// Now.
+        now: u64,
+    },
+    /// The approval was used already.
+    Replay(String),
+    /// The clock stepped back further than the tolerance: time checks cannot be trusted.
+    ClockWentBack {
+        /// Now.
+        now: u64,
+        /// The latest time seen.
+        latest: u64,
+    },
+    /// A validation or preflight check refused.
+    CheckFailed {
+        /// `validation` or `preflight`.
+        kind: &'static str,
+        /// The check.
+        check: String,
+        /// Its reason.
+        reason: String,
+    },
+    /// A proposal, approval or key could not be read.
+    Malformed {
+        /// What.
+        what: String,
+        /// Why.
+        why: String,
+    },
+}
+
+impl fmt::Display for GateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GateError::Unsigned => f.write_str(
+                "not approved: no signed approval; a human must sign the proposal \
+                 (`capability approve`)",
+            ),
+            GateError::UnknownApprover(who) => {
+                write!(
+                    f,
+                    "not approved: `{who}` is not an approver this gate trusts"
+                )
+            }
+            GateError::BadSignature(who) => write!(
+                f,
+                "not approved: the signature is not `{who}`'s (forged or altered approval)"
+            ),
+            GateError::OtherTool { approved, proposed } => write!(
+                f,
+                "not approved: the approval is for `{approved}`, the proposal for `{proposed}`"
+            ),
+            GateError::ArgumentsChanged => f.write_str(
+                "not approved: the arguments differ from the approved ones; sign the new proposal",
+            ),
+            GateError::DescriptorChanged => f.write_str(
+                "not approved: the tool's descriptor changed since the approval; review it again",
+            ),
+            GateError::Expired { expired_at, now } => write!(
+                f,
+                "not approved: the approval expired at {expired_at} (now {now})"
+            ),
+            GateError::Replay(id) => {
+                write!(f, "not approved: approval {id} was used already (replay)")
+            }
+            GateError::ClockWentBack { now, latest } => write!(
+                f,
+                "not approved: the clock went back from {latest} to {now}; time checks cannot \
+                 be trusted until it is right"
+            ),
+            GateError::CheckFailed {
+                kind,
+                check,
+                reason,
+            } => write!(f, "not approved: {kind} check `{check}` refused: {reason}"),
+            GateError::Malformed { what, why } => write!(f, "cannot read {what}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for GateError {}

@@ -1,0 +1,324 @@
+//! Authority grants: issued, attenuated for sub-agents, revoked; and decisions as values.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use capability_core::{CapabilityManifest, Ceiling, Effect, Policy, ToolPattern};
+use serde::{Deserialize, Serialize};
+
+/// What one grant (and each grant it was attenuated from) allows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+struct Constraint {
+    id: String,
+    issuer: String,
+    ceiling: Ceiling,
+    /// Sorted, de-duplicated.
+    scopes: Vec<String>,
+    pattern: ToolPattern,
+    expires_at: u64,
+}
+
+/// Authority to call tools: a ceiling, scopes, a tool pattern, an expiry and its issuer.
+///
+/// A holder can [`attenuate`](Self::attenuate) it into a narrower grant for a sub-agent; the
+/// narrower grant is checked against every grant it comes from, so it never authorizes what
+/// its parent denies. Revoking a grant ([`Revocations::revoke`]) revokes everything attenuated
+/// from it. Grants are held in the process that issued them: they serialize (for the audit
+/// trail) but do not deserialize.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuthorityGrant {
+    /// From the root grant to this one.
+    chain: Vec<Constraint>,
+}
+
+/// The narrowing of a grant: each `Some` must be at most the parent's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Attenuation {
+    /// A lower (or equal) ceiling.
+    pub ceiling: Option<Ceiling>,
+    /// A subset of the scopes.
+    pub scopes: Option<Vec<String>>,
+    /// A narrower pattern.
+    pub pattern: Option<String>,
+    /// An earlier (or equal) expiry.
+    pub expires_at: Option<u64>,
+}
+
+impl AuthorityGrant {
+    /// Issues a root grant.
+    pub fn issue(
+        issuer: impl Into<String>,
+        ceiling: Ceiling,
+        scopes: impl IntoIterator<Item = impl Into<String>>,
+        pattern: &str,
+        expires_at: u64,
+    ) -> Result<AuthorityGrant, GrantError> {
+        let pattern = ToolPattern::new(pattern.to_owned()).map_err(GrantError::Pattern)?;
+        Ok(AuthorityGrant {
+            chain: vec![Constraint {
+                id: new_id()?,
+                issuer: issuer.into(),
+                ceiling,
+                scopes: sorted(scopes.into_iter().map(Into::into).collect()),
+                pattern,
+                expires_at,
+            }],
+        })
+    }
+
+    fn own(&self) -> &Constraint {
+        // A grant always has its own constraint, last in the chain.
+        &self.chain[self.chain.len() - 1]
+    }
+
+    /// The grant's id.
+    pub fn id(&self) -> &str {
+        &self.own().id
+    }
+
+    /// Who issued it (for an attenuated grant: the holder of the parent).
+    pub fn issuer(&self) -> &str {
+        &self.own().issuer
+    }
+
+    /// The ids of the grants it was attenuated from, root first.
+    pub fn ancestors(&self) -> impl Iterator<Item = &str> {
+        self.chain[..self.chain.len() - 1]
+            .iter()
+            .map(|c| c.id.as_str())
+    }
+
+    /// A narrower grant for a sub-agent; anything that would widen it is an error.
+    pub fn attenuate(
+        &self,
+        holder: impl Into<String>,
+        narrowing: Attenuation,
+    ) -> Result<AuthorityGrant, GrantError> {
+        let parent = self.own();
+        let ceiling = narrowing.ceiling.unwrap_or(parent.ceiling);
+        if ceiling > parent.ceiling {
+            return Err(GrantError::Widens(format!(
+                "ceiling {ceiling} is above the parent's {}",
+                parent.ceiling
+            )));
+        }
+        let scopes = narrowing
+            .scopes
+            .map_or_else(|| parent.scopes.clone(), sorted);
+        if let Some(extra) = scopes
+            .iter()
+            .find(|s| parent.scopes.binary_search(s).is_err())
+        {
+            return Err(GrantError::Widens(format!(
+                "scope `{extra}` is not in the parent grant"
+            )));
+        }
+        let pattern = match narrowing.pattern {
+            None => parent.pattern.clone(),
+            Some(text) => {
+                let pattern = ToolPattern::new(text).map_err(GrantError::Pattern)?;
+                if !narrower(&pattern, &parent.pattern) {
+                    return Err(GrantError::Widens(format!(
+                        "pattern `{}` is not provably within the parent's `{}` (use the same \
+                         pattern, or extend the parent's prefix before its trailing `*`)",
+                        pattern.as_str(),
+                        parent.pattern.as_str()
+                    )));
+                }
+                pattern
+            }
+        };
+        let expires_at = narrowing.expires_at.unwrap_or(parent.expires_at);
+        if expires_at > parent.expires_at {
+            return Err(GrantError::Widens(format!(
+                "expiry {expires_at} is after the parent's {}",
+                parent.expires_at
+            )));
+        }
+        let mut chain = self.chain.clone();
+        chain.push(Constraint {
+            id: new_id()?,
+            issuer: holder.into(),
+            ceiling,
+            scopes,
+            pattern,
+            expires_at,
+        });
+        Ok(AuthorityGrant { chain })
+    }
+
+    /// The decision for one tool at time `now`: every grant of the chain must allow it, and
+    /// none may be revoked. Consults revocation before anything else.
+    pub fn decide(
+        &self,
+        tool: &CapabilityManifest,
+        now: u64,
+        revocations: &Revocations,
+    ) -> PolicyDecision {
+        let mut reasons = Vec::new();
+        if let Some(revoked) = self
+            .chain
+            .iter()
+            .find(|c| revocations.revoked.contains(&c.id))
+        {
+            reasons.push(format!("grant {} is revoked", revoked.id));
+        }
+        let effect = Effect::of(tool.read_only(), tool.destructive());
+        for c in &self.chain {
+            if now >= c.expires_at {
+                reasons.push(format!("grant {} expired at {}", c.id, c.expires_at));
+            }
+            if !c.pattern.matches(tool.provider(), tool.name()) {
+                reasons.push(format!(
+                    "grant {} covers `{}` only",
+                    c.id,
+                    c.pattern.as_str()
+                ));
+            }
+            if !c.ceiling.permits(effect) {
+                reasons.push(format!(
+                    "grant {}: the side effect ({effect}) exceeds its ceiling ({})",
+                    c.id, c.ceiling
+                ));
+            }
+            let missing: Vec<&str> = tool
+                .required_scopes()
+                .iter()
+                .filter(|s| c.scopes.binary_search(s).is_err())
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                reasons.push(format!(
+                    "grant {} lacks scopes {}",
+                    c.id,
+                    missing.join(", ")
+                ));
+            }
+        }
+        reasons.dedup();
+        PolicyDecision {
+            allowed: reasons.is_empty(),
+            reasons,
+            tool: tool.qualified_name(),
+            descriptor_hash: tool.descriptor_hash().to_owned(),
+            role: None,
+            grant: Some(self.id().to_owned()),
+            policy_version: None,
+            decided_at: now,
+        }
+    }
+}
+
+/// Whether `child` matches only what `parent` matches, by a simple sufficient rule: the parent
+/// is `*`, the two are equal, or the parent is `prefix*` (one trailing `*`) and the child
+/// starts with `prefix`.
+fn narrower(child: &ToolPattern, parent: &ToolPattern) -> bool {
+    let (c, p) = (child.as_str(), parent.as_str());
+    if p == "*" || c == p {
+        return true;
+    }
+    match p.strip_suffix('*') {
+        Some(prefix) if !prefix.contains(['*', '?']) => c.starts_with(prefix),
+        _ => false,
+    }
+}
+
+fn sorted(mut scopes: Vec<String>) -> Vec<String> {
+    scopes.sort();
+    scopes.dedup();
+    scopes
+}
+
+fn new_id() -> Result<String, GrantError> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| GrantError::Randomness(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Revoked grant ids. Revoking a grant revokes everything attenuated from it, since every
+/// decision checks the whole chain.
+#[derive(Clone, Debug, Default)]
+pub struct Revocations {
+    revoked: HashSet<String>,
+}
+
+impl Revocations {
+    /// No revocations.
+    pub fn new() -> Self {
+        Revocations::default()
+    }
+
+    /// Revokes a grant, and with it every grant attenuated from it.
+    pub fn revoke(&mut self, id: impl Into<String>) {
+        self.revoked.insert(id.into());
+    }
+
+    /// Whether a grant, or one it comes from, is revoked.
+    pub fn is_revoked(&self, grant: &AuthorityGrant) -> bool {
+        grant.chain.iter().any(|c| self.revoked.contains(&c.id))
+    }
+}
+
+/// A grant that could not be issued or attenuated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GrantError {
+    /// The narrowing would widen the grant.
+    Widens(String),
+    /// The pattern is not valid.
+    Pattern(String),
+    /// No randomness for an id.
+    Randomness(String),
+}
+
+impl fmt::Display for GrantError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GrantError::Widens(why) => {
+                write!(f, "an attenuated grant cannot widen its parent: {why}")
+            }
+            GrantError::Pattern(why) => f.write_str(why),
+            GrantError::Randomness(why) => write!(f, "no randomness for a grant id: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for GrantError {}
+
+/// A decision as a value, for the audit trail: allow or deny, every reason, and what produced
+/// it (a role of a policy and its version, or a grant).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyDecision {
+    /// Allowed or not.
+    pub allowed: bool,
+    /// Every reason to deny (empty when allowed).
+    pub reasons: Vec<String>,
+    /// The tool, as `provider/name`.
+    pub tool: String,
+    /// The tool's descriptor hash.
+    pub descriptor_hash: String,
+    /// The role, when a policy decided.
+    pub role: Option<String>,
+    /// The grant, when a grant decided.
+    pub grant: Option<String>,
+    /// The policy's version, when it has one.
+    pub policy_version: Option<String>,
+    /// When, in seconds since the Unix epoch.
+    pub decided_at: u64,
+}
+
+impl PolicyDecision {
+    /// A policy's decision for a role, as a value.
+    pub fn of_policy(policy: &Policy, role: &str, tool: &CapabilityManifest, now: u64) -> Self {
+        let decision = policy.decide(role, tool);
+        PolicyDecision {
+            allowed: decision.is_allowed(),
+            reasons: decision.reasons().iter().map(ToString::to_string).collect(),
+            tool: tool.qualified_name(),
+            descriptor_hash: tool.descriptor_hash().to_owned(),
+            role: Some(role.to_owned()),
+            grant: None,
+            policy_version: policy.version().map(str::to_owned),
+            decided_at: now,
+        }
+    }
+}
