@@ -248,7 +248,10 @@ impl WriteGate {
                 approval_id: approval.id.clone(),
                 approver: approval.approver.clone(),
             }),
-            Err(error) => Err(Rejected { proposal, error }),
+            Err(error) => Err(Rejected {
+                proposal: Box::new(proposal),
+                error,
+            }),
         }
     }
 
@@ -321,8 +324,8 @@ impl WriteGate {
 
 /// A refused proposal, given back with the reason.
 pub struct Rejected<T: Capability> {
-    /// The proposal, unchanged.
-    pub proposal: Proposal<T>,
+    /// The proposal, unchanged (boxed: it can be large).
+    pub proposal: Box<Proposal<T>>,
     /// Why.
     pub error: GateError,
 }

@@ -1,0 +1,315 @@
+//! The gated write path: every reason the gate refuses, and the approval used once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use capability::{
+    Approval, Approved, Capability, CapabilityManifest, Check, Clock, Execute, GateError, Proposal,
+    ProposalFile, WriteGate, generate_key, public_key_from_text, public_key_to_text,
+    secret_key_from_text, secret_key_to_text,
+};
+use serde_json::Value;
+
+/// Restart a pod.
+#[derive(Capability, serde::Serialize, Clone)]
+#[capability(destructive, provider = "k8s", scopes = ["k8s:write"])]
+struct RestartPod {
+    namespace: String,
+    name: String,
+}
+
+/// Scale a deployment.
+#[derive(Capability, serde::Serialize)]
+#[capability(destructive = false, provider = "k8s", scopes = ["k8s:write"])]
+struct Scale {
+    deployment: String,
+    replicas: u32,
+}
+
+impl Execute for RestartPod {
+    type Output = String;
+    fn execute(approved: Approved<Self>) -> String {
+        let pod = approved.into_args();
+        format!("restarted {}/{}", pod.namespace, pod.name)
+    }
+}
+
+#[derive(Clone)]
+struct TestClock(Arc<AtomicU64>);
+
+impl Clock for TestClock {
+    fn now(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+const NOW: u64 = 1_800_000_000;
+
+fn pod(name: &str) -> RestartPod {
+    RestartPod {
+        namespace: "checkout".into(),
+        name: name.into(),
+    }
+}
+
+struct Setup {
+    gate: WriteGate,
+    key: capability::SigningKey,
+    clock: TestClock,
+}
+
+fn setup() -> Setup {
+    let key = generate_key().expect("randomness");
+    let clock = TestClock(Arc::new(AtomicU64::new(NOW)));
+    let gate = WriteGate::new()
+        .approver("alice", key.verifying_key())
+        .clock(clock.clone());
+    Setup { gate, key, clock }
+}
+
+fn proposal(name: &str) -> Proposal<RestartPod> {
+    Proposal::new(pod(name), "analyst", "api-0 is wedged: 500s since 10:02").expect("serializable")
+}
+
+fn sign(setup: &Setup, proposal: &Proposal<RestartPod>) -> Approval {
+    Approval::sign(proposal.file(), "alice", &setup.key, NOW + 600).expect("signed")
+}
+
+fn refusal<T: Capability>(result: Result<Approved<T>, capability::Rejected<T>>) -> GateError {
+    match result {
+        Ok(_) => panic!("the gate approved"),
+        Err(rejected) => rejected.error,
+    }
+}
+
+#[test]
+fn the_whole_path_runs_the_tool_once() {
+    let s = setup();
+    let p = proposal("api-0");
+    assert_eq!(p.file().tool, "restart_pod");
+    assert_eq!(
+        p.file().descriptor_hash,
+        RestartPod::manifest().descriptor_hash()
+    );
+    let unsigned = s.gate.approve(p, None).expect_err("unsigned");
+    assert_eq!(unsigned.error, GateError::Unsigned);
+    let p = *unsigned.proposal;
+    let approval = sign(&s, &p);
+    let approved = s.gate.approve(p, Some(&approval)).expect("approved");
+    assert_eq!(approved.approver(), "alice");
+    assert_eq!(approved.approval_id(), approval.id);
+    assert_eq!(RestartPod::execute(approved), "restarted checkout/api-0");
+    // The same approval again: refused.
+    let error = refusal(s.gate.approve(proposal("api-0"), Some(&approval)));
+    assert_eq!(error, GateError::Replay(approval.id.clone()));
+}
+
+#[test]
+fn changed_arguments_and_other_tools_are_refused() {
+    let s = setup();
+    let approval = sign(&s, &proposal("api-0"));
+    let error = refusal(s.gate.approve(proposal("api-1"), Some(&approval)));
+    assert_eq!(error, GateError::ArgumentsChanged);
+
+    let scale = Proposal::new(
+        Scale {
+            deployment: "api".into(),
+            replicas: 3,
+        },
+        "analyst",
+        "load",
+    )
+    .expect("ok");
+    let error = refusal(s.gate.approve(scale, Some(&approval)));
+    assert!(matches!(error, GateError::OtherTool { .. }), "{error}");
+}
+
+#[test]
+fn a_changed_descriptor_invalidates_the_approval() {
+    let s = setup();
+    let p = proposal("api-0");
+    // An approval made against another version of the tool's descriptor.
+    let mut old = p.file().clone();
+    old.descriptor_hash = "0".repeat(64);
+    let approval = Approval::sign(&old, "alice", &s.key, NOW + 600).expect("signed");
+    let error = refusal(s.gate.approve(p, Some(&approval)));
+    assert_eq!(error, GateError::DescriptorChanged);
+}
+
+#[test]
+fn signatures_must_be_an_approvers_and_intact() {
+    let s = setup();
+    let p = proposal("api-0");
+    let mallory = generate_key().expect("key");
+    let forged = Approval::sign(p.file(), "alice", &mallory, NOW + 600).expect("signed");
+    assert_eq!(
+        refusal(s.gate.approve(proposal("api-0"), Some(&forged))),
+        GateError::BadSignature("alice".into())
+    );
+    let stranger = Approval::sign(p.file(), "mallory", &mallory, NOW + 600).expect("signed");
+    assert_eq!(
+        refusal(s.gate.approve(proposal("api-0"), Some(&stranger))),
+        GateError::UnknownApprover("mallory".into())
+    );
+    // Extending the expiry of a real approval breaks its signature.
+    let mut extended = sign(&s, &p);
+    extended.expires_at += 86_400;
+    assert_eq!(
+        refusal(s.gate.approve(proposal("api-0"), Some(&extended))),
+        GateError::BadSignature("alice".into())
+    );
+    let mut garbage = sign(&s, &p);
+    garbage.signature = "zz".into();
+    assert_eq!(
+        refusal(s.gate.approve(p, Some(&garbage))),
+        GateError::BadSignature("alice".into())
+    );
+}
+
+#[test]
+fn expiry_and_a_clock_set_back() {
+    let s = setup();
+    let p = proposal("api-0");
+    let approval = sign(&s, &p);
+    s.clock.0.store(NOW + 600, Ordering::SeqCst);
+    let error = refusal(s.gate.approve(p, Some(&approval)));
+    assert_eq!(
+        error,
+        GateError::Expired {
+            expired_at: NOW + 600,
+            now: NOW + 600
+        }
+    );
+    assert!(error.to_string().contains("expired"));
+
+    // Setting the clock back to make the approval valid again is noticed.
+    s.clock.0.store(NOW, Ordering::SeqCst);
+    let error = refusal(s.gate.approve(proposal("api-0"), Some(&approval)));
+    assert_eq!(
+        error,
+        GateError::ClockWentBack {
+            now: NOW,
+            latest: NOW + 600
+        }
+    );
+    // A small step back (NTP) is tolerated.
+    s.clock.0.store(NOW + 597, Ordering::SeqCst);
+    let p = proposal("api-0");
+    let fresh = Approval::sign(p.file(), "alice", &s.key, NOW + 900).expect("signed");
+    assert!(s.gate.approve(p, Some(&fresh)).is_ok());
+}
+
+struct MaxReplicas(u64);
+
+impl Check for MaxReplicas {
+    fn name(&self) -> &str {
+        "max-replicas"
+    }
+    fn check(&self, _tool: &CapabilityManifest, args: &Value) -> Result<(), String> {
+        match args.get("replicas").and_then(Value::as_u64) {
+            Some(n) if n > self.0 => Err(format!("{n} replicas is over the limit of {}", self.0)),
+            _ => Ok(()),
+        }
+    }
+}
+
+struct DryRun;
+
+impl Check for DryRun {
+    fn name(&self) -> &str {
+        "dry-run"
+    }
+    fn check(&self, _tool: &CapabilityManifest, args: &Value) -> Result<(), String> {
+        if args.get("deployment").and_then(Value::as_str) == Some("missing") {
+            Err("deployment `missing` not found".into())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[test]
+fn validation_and_preflight_must_pass_first() {
+    let key = generate_key().expect("key");
+    let gate = WriteGate::new()
+        .approver("alice", key.verifying_key())
+        .validator(MaxReplicas(10))
+        .preflight(DryRun);
+    let scale = |deployment: &str, replicas| {
+        Proposal::new(
+            Scale {
+                deployment: deployment.into(),
+                replicas,
+            },
+            "analyst",
+            "load",
+        )
+        .expect("ok")
+    };
+    let sign =
+        |p: &Proposal<Scale>| Approval::sign(p.file(), "alice", &key, u64::MAX).expect("signed");
+
+    let p = scale("api", 50);
+    let a = sign(&p);
+    let error = refusal(gate.approve(p, Some(&a)));
+    assert_eq!(
+        error.to_string(),
+        "not approved: validation check `max-replicas` refused: 50 replicas is over the limit of 10"
+    );
+    let p = scale("missing", 3);
+    let a = sign(&p);
+    let error = refusal(gate.approve(p, Some(&a)));
+    assert!(
+        matches!(
+            error,
+            GateError::CheckFailed {
+                kind: "preflight",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let p = scale("api", 3);
+    let a = sign(&p);
+    assert!(gate.approve(p, Some(&a)).is_ok());
+}
+
+#[test]
+fn files_round_trip_and_bad_files_are_refused() {
+    let s = setup();
+    let p = proposal("api-0");
+    let text = p.to_json();
+    let file = ProposalFile::from_json(&text).expect("reads back");
+    assert_eq!(&file, p.file());
+
+    let mut edited: Value = serde_json::from_str(&text).expect("json");
+    edited["args"]["name"] = "api-9".into();
+    let error = ProposalFile::from_json(&edited.to_string()).expect_err("edited");
+    assert!(
+        error
+            .to_string()
+            .contains("`args_digest` does not match `args`"),
+        "{error}"
+    );
+    let error = ProposalFile::from_json("{ nope").expect_err("malformed");
+    assert!(
+        error
+            .to_string()
+            .starts_with("cannot read the proposal file"),
+        "{error}"
+    );
+
+    let approval = Approval::sign(&file, "alice", &s.key, NOW + 60).expect("signed");
+    assert_eq!(
+        Approval::from_json(&approval.to_json()).expect("reads back"),
+        approval
+    );
+    assert!(Approval::from_json("[]").is_err());
+
+    let key = secret_key_from_text(&secret_key_to_text(&s.key)).expect("reads back");
+    assert_eq!(key.to_bytes(), s.key.to_bytes());
+    let public = public_key_from_text(&public_key_to_text(&s.key.verifying_key())).expect("reads");
+    assert_eq!(public, s.key.verifying_key());
+    assert!(secret_key_from_text("1234").is_err());
+    assert!(public_key_from_text("not hex").is_err());
+}
