@@ -234,13 +234,9 @@ fn property_an_attenuated_grant_never_authorizes_what_its_parent_denies() {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let scopes: Vec<&str> = SCOPES.iter().copied().filter(|_| rng.chance(70)).collect();
         let pattern: &str = rng.pick::<&str>(PATTERNS);
-        let Ok(mut grant) = AuthorityGrant::issue(
-            "root",
-            *rng.pick(CEILINGS),
-            scopes,
-            pattern,
-            NOW + 3600,
-        ) else {
+        let Ok(mut grant) =
+            AuthorityGrant::issue("root", *rng.pick(CEILINGS), scopes, pattern, NOW + 3600)
+        else {
             continue;
         };
         let mut revocations = Revocations::new();

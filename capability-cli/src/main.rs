@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+mod approve;
 mod audit;
 mod output;
 mod source;
@@ -55,6 +56,29 @@ enum Command {
     Pin(Common),
     /// Compare the server's tools with the lockfile; exit 1 on any drift.
     Verify(Common),
+    /// Sign a proposal file: a human's approval for the write gate.
+    Approve {
+        /// The approver's secret key file (from `capability keygen`).
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// The approver's name, as the write gate knows them.
+        #[arg(long)]
+        approver: String,
+        /// How long the approval stays valid, in seconds.
+        #[arg(long, default_value_t = 3600, value_name = "SECONDS")]
+        expires_in: u64,
+        /// Where to write the approval (default: standard output).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// The proposal file.
+        proposal: PathBuf,
+    },
+    /// Make an approver's key pair: FILE (secret) and FILE.pub (for the write gate).
+    Keygen {
+        /// The secret key file to write; the public key goes to FILE.pub.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
     /// Read an audit trail (JSON Lines, hash-chained).
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -181,6 +205,14 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             let loaded = Source::from_args(&common)?.load(&common)?;
             output::verify(&loaded, &common)
         }
+        Command::Approve {
+            key,
+            approver,
+            expires_in,
+            out,
+            proposal,
+        } => approve::approve(&key, &approver, expires_in, out.as_deref(), &proposal),
+        Command::Keygen { out } => approve::keygen(&out),
         Command::Audit(AuditCommand::Verify { path, json }) => audit::verify(&path, json),
         Command::Audit(AuditCommand::Stats { path, json }) => audit::stats(&path, json),
     }

@@ -596,3 +596,105 @@ fn audit_verify_and_stats() {
     let out = capability(&dir, &["audit", "verify", "missing.jsonl"]);
     assert_eq!(code(&out), 2);
 }
+
+// ----- The human side of the write gate -----
+
+/// Restart a pod.
+#[derive(capability::Capability, serde::Serialize)]
+#[capability(destructive, provider = "k8s", scopes = ["k8s:write"])]
+struct RestartPod {
+    name: String,
+}
+
+#[test]
+fn keygen_then_approve_a_proposal_the_gate_accepts() {
+    let dir = scratch("approve");
+    let out = capability(&dir, &["keygen", "--out", "alice.key"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let out = capability(&dir, &["keygen", "--out", "alice.key"]);
+    assert_eq!(code(&out), 2, "never overwrites a key");
+    let public = capability::public_key_from_text(
+        &std::fs::read_to_string(dir.join("alice.key.pub")).expect("public key"),
+    )
+    .expect("a public key");
+
+    let proposal = capability::Proposal::new(
+        RestartPod {
+            name: "api-0".into(),
+        },
+        "analyst",
+        "wedged",
+    )
+    .expect("proposal");
+    std::fs::write(dir.join("proposal.json"), proposal.to_json()).expect("write");
+    let out = capability(
+        &dir,
+        &[
+            "approve",
+            "--key",
+            "alice.key",
+            "--approver",
+            "alice",
+            "--out",
+            "approval.json",
+            "proposal.json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("approving `restart_pod`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let approval = capability::Approval::from_json(
+        &std::fs::read_to_string(dir.join("approval.json")).expect("approval"),
+    )
+    .expect("an approval");
+    let gate = capability::WriteGate::new().approver("alice", public);
+    let approved = gate
+        .approve(proposal, Some(&approval))
+        .expect("the gate accepts it");
+    assert_eq!(approved.approver(), "alice");
+
+    // An edited proposal file and a bad key are refused.
+    let mut edited: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("proposal.json")).expect("read"))
+            .expect("json");
+    edited["args"]["name"] = json!("api-9");
+    std::fs::write(dir.join("edited.json"), edited.to_string()).expect("write");
+    let out = capability(
+        &dir,
+        &[
+            "approve",
+            "--key",
+            "alice.key",
+            "--approver",
+            "alice",
+            "edited.json",
+        ],
+    );
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out.stderr).contains("the arguments were edited"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::write(dir.join("bad.key"), "not a key").expect("write");
+    let out = capability(
+        &dir,
+        &[
+            "approve",
+            "--key",
+            "bad.key",
+            "--approver",
+            "alice",
+            "proposal.json",
+        ],
+    );
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out.stderr).contains("expected 64 hex digits"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -1,0 +1,83 @@
+//! `capability approve` and `capability keygen`: the human side of the write gate.
+
+use std::path::{Path, PathBuf};
+
+use capability::{Approval, ProposalFile, SystemClock};
+
+use crate::Failure;
+
+fn read(path: &Path, what: &str) -> Result<String, Failure> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Failure::input(format!("cannot read the {what} `{}`: {e}", path.display())))
+}
+
+/// Signs a proposal file with a key file.
+pub fn approve(
+    key: &Path,
+    approver: &str,
+    expires_in: u64,
+    out: Option<&Path>,
+    proposal: &Path,
+) -> Result<u8, Failure> {
+    let file = ProposalFile::from_json(&read(proposal, "proposal")?)
+        .map_err(|e| Failure::input(format!("`{}`: {e}", proposal.display())))?;
+    let secret = capability::secret_key_from_text(&read(key, "key file")?)
+        .map_err(|e| Failure::input(format!("`{}`: {e}", key.display())))?;
+    let now = capability::Clock::now(&SystemClock);
+    let approval = Approval::sign(&file, approver, &secret, now.saturating_add(expires_in))
+        .map_err(|e| Failure::input(e.to_string()))?;
+    eprintln!(
+        "approving `{}` for {} (proposed by {}: {}), valid {expires_in} s, approval {}",
+        file.tool, file.args, file.proposer, file.rationale, approval.id
+    );
+    let text = approval.to_json();
+    match out {
+        Some(path) => std::fs::write(path, text + "\n")
+            .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", path.display())))?,
+        None => println!("{text}"),
+    }
+    Ok(0)
+}
+
+/// Writes a new key pair.
+pub fn keygen(out: &Path) -> Result<u8, Failure> {
+    let key = capability::generate_key().map_err(|e| Failure::input(e.to_string()))?;
+    let public: PathBuf = {
+        let mut name = out.as_os_str().to_owned();
+        name.push(".pub");
+        name.into()
+    };
+    if out.exists() {
+        return Err(Failure::input(format!(
+            "`{}` exists; not overwriting a key",
+            out.display()
+        )));
+    }
+    write_secret(out, &capability::secret_key_to_text(&key))?;
+    std::fs::write(
+        &public,
+        capability::public_key_to_text(&key.verifying_key()),
+    )
+    .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", public.display())))?;
+    println!(
+        "wrote the secret key to {} and the public key to {}",
+        out.display(),
+        public.display()
+    );
+    Ok(0)
+}
+
+fn write_secret(path: &Path, text: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", path.display())))
+}

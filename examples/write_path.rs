@@ -1,0 +1,129 @@
+//! The one gated write path, end to end, with a real key pair: an analyst proposes a change,
+//! the gate refuses it unsigned, a human signs it, the gate approves, the tool runs once, and
+//! the replay fails.
+//!
+//! ```text
+//! cargo run --example write_path
+//! ```
+//!
+//! The human's step is what `capability approve` does; the example prints the commands.
+
+use std::process::ExitCode;
+
+use capability::{
+    AdvisorSession, Approval, Approved, Capability, Execute, ProposalFile, Run, WriteGate,
+    advisor_agent,
+};
+
+/// List the pods of a namespace.
+#[derive(Capability, serde::Serialize)]
+#[capability(read_only, provider = "k8s", scopes = ["k8s:read"])]
+struct ListPods {
+    namespace: String,
+}
+
+impl Run for ListPods {
+    type Output = Vec<String>;
+    fn run(self) -> Vec<String> {
+        vec![
+            format!("{}/api-0 CrashLoopBackOff", self.namespace),
+            format!("{}/api-1 Running", self.namespace),
+        ]
+    }
+}
+
+/// Restart a pod: it deletes the pod and its controller starts a new one.
+#[derive(Capability, serde::Serialize)]
+#[capability(destructive, provider = "k8s", scopes = ["k8s:write"])]
+struct RestartPod {
+    namespace: String,
+    name: String,
+}
+
+impl Execute for RestartPod {
+    type Output = String;
+    fn execute(approved: Approved<Self>) -> String {
+        let pod = approved.into_args();
+        format!("restarted {}/{}", pod.namespace, pod.name)
+    }
+}
+
+#[advisor_agent(tools(ListPods), target = "analysis")]
+struct Analyst;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("write_path: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = std::env::temp_dir().join(format!("capability-write-path-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+
+    // The approver's key pair (`capability keygen --out alice.key`). The gate gets only the
+    // public half.
+    let key = capability::generate_key()?;
+    std::fs::write(dir.join("alice.key"), capability::secret_key_to_text(&key))?;
+    let gate = WriteGate::new().approver("alice", key.verifying_key());
+
+    // 1. The analyst reads (read-only tools run directly) and proposes a restart.
+    let session = AdvisorSession::<Analyst>::new().ok_or("Analyst is an advisor")?;
+    let pods = session.run(ListPods {
+        namespace: "checkout".into(),
+    });
+    println!("1. analyst reads: {pods:?}");
+    let proposal = session.propose(
+        RestartPod {
+            namespace: "checkout".into(),
+            name: "api-0".into(),
+        },
+        "api-0 is in CrashLoopBackOff since 10:02; a restart clears the wedged connection pool",
+    )?;
+    let proposal_path = dir.join("proposal.json");
+    std::fs::write(&proposal_path, proposal.to_json())?;
+    println!("   proposal written to {}", proposal_path.display());
+
+    // 2. The gate refuses it unsigned.
+    let rejected = match gate.approve(proposal, None) {
+        Ok(_) => return Err("the gate approved an unsigned proposal".into()),
+        Err(rejected) => rejected,
+    };
+    println!("2. gate, unsigned: {}", rejected.error);
+
+    // 3. A human reviews the file and signs it:
+    //    capability approve --key alice.key --approver alice --out approval.json proposal.json
+    let file = ProposalFile::from_json(&std::fs::read_to_string(&proposal_path)?)?;
+    let secret =
+        capability::secret_key_from_text(&std::fs::read_to_string(dir.join("alice.key"))?)?;
+    let now = capability::Clock::now(&capability::SystemClock);
+    let approval = Approval::sign(&file, "alice", &secret, now + 900)?;
+    println!("3. alice signs approval {} (valid 15 minutes)", approval.id);
+
+    // 4. The gate approves; the tool runs, once.
+    let approved = match gate.approve(*rejected.proposal, Some(&approval)) {
+        Ok(approved) => approved,
+        Err(rejected) => return Err(rejected.error.into()),
+    };
+    println!("4. gate: approved by {}", approved.approver());
+    println!("   {}", RestartPod::execute(approved));
+
+    // 5. The same approval, replayed on a new proposal: refused.
+    let again = session.propose(
+        RestartPod {
+            namespace: "checkout".into(),
+            name: "api-0".into(),
+        },
+        "once more",
+    )?;
+    match gate.approve(again, Some(&approval)) {
+        Ok(_) => return Err("the gate accepted a replayed approval".into()),
+        Err(rejected) => println!("5. replay: {}", rejected.error),
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
