@@ -39,7 +39,7 @@
 //!
 //! The same analyst binding `RestartPod` does not build:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0277
 //! use capability::{advisor_agent, Capability};
 //!
 //! #[derive(Capability)]

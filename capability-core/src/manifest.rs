@@ -54,7 +54,7 @@ pub trait Capability {
 ///
 /// A mutating tool does not satisfy the bound:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// use capability::{Capability, ReadOnlyTool};
 ///
 /// fn give_to_advisor<T: ReadOnlyTool>() {}

@@ -16,7 +16,7 @@ use crate::proposal::{Approval, Proposal};
 /// It has no public constructor and is not `Clone`, `Default` or `Deserialize`, whatever `T`
 /// is: the one way to get one is [`WriteGate::approve`], and it is used up by executing it.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0451
 /// # use capability::{Approved, Capability};
 /// #[derive(Capability)]
 /// #[capability(destructive)]
@@ -63,7 +63,7 @@ impl<T: Capability> fmt::Debug for Approved<T> {
 
 /// A mutating tool: it runs only with an [`Approved`] proposal, taken by value (so once).
 ///
-/// ```compile_fail
+/// ```compile_fail,E0308
 /// # use capability::{Approved, Capability, Execute};
 /// #[derive(Capability)]
 /// #[capability(destructive)]
@@ -98,7 +98,7 @@ pub trait Run: ReadOnlyTool + Sized {
 /// What an advisor agent can do with tools: run read-only ones and propose the rest. It has no
 /// way to execute a mutating tool.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// # use capability::{advisor_agent, AdvisorSession, Approved, Capability, Execute, Run};
 /// #[derive(Capability)]
 /// #[capability(destructive)]
