@@ -5,11 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use capability::{
-    AuditSink, AuditedDispatch, Budget, Caller, Capability, CapabilityManifest, Ceiling,
-    DegradeReason, FlushPolicy, JsonlSink, MemorySink, OnAuditFailure, Outcome, ProblemKind,
-    ToolContext, Verdict, verify_jsonl,
+    AuditSink, AuditedDispatch, Budget, Caller, Capability, Ceiling, DegradeReason, FlushPolicy,
+    JsonlSink, MemorySink, OnAuditFailure, Outcome, ProblemKind, ToolContext, Verdict,
+    verify_jsonl,
 };
 use serde_json::{Value, json};
+
+mod common;
+use common::{list_pods, monitor, restart_pod};
 
 /// Log in to the console.
 #[derive(Capability)]
@@ -20,27 +23,6 @@ struct Login {
     user: String,
     password: String,
     otp: Option<String>,
-}
-
-fn list_pods() -> CapabilityManifest {
-    CapabilityManifest::builder("list_pods")
-        .provider("k8s")
-        .read_only(true)
-        .scope("k8s:read")
-        .build()
-        .expect("valid")
-}
-
-fn restart_pod() -> CapabilityManifest {
-    CapabilityManifest::builder("restart_pod")
-        .provider("k8s")
-        .scope("k8s:write")
-        .build()
-        .expect("valid")
-}
-
-fn monitor(session: &str) -> ToolContext {
-    ToolContext::new("monitor", session, Ceiling::ReadOnly).with_scopes(["k8s:read"])
 }
 
 const CALLER: Caller<'static> = Caller {

@@ -4,36 +4,16 @@
 
 use std::sync::Arc;
 
-use capability::{
-    AuditedDispatch, Caller, CapabilityManifest, Ceiling, MemorySink, Outcome, ToolContext,
-};
+use capability::{AuditedDispatch, Caller, MemorySink, Outcome};
 use serde_json::json;
+
+mod common;
+use common::{list_pods, monitor, restart_pod};
 
 const CALLER: Caller<'static> = Caller {
     agent: "watcher",
     step: Some("triage"),
 };
-
-fn list_pods() -> CapabilityManifest {
-    CapabilityManifest::builder("list_pods")
-        .provider("k8s")
-        .read_only(true)
-        .scope("k8s:read")
-        .build()
-        .expect("valid")
-}
-
-fn restart_pod() -> CapabilityManifest {
-    CapabilityManifest::builder("restart_pod")
-        .provider("k8s")
-        .scope("k8s:write")
-        .build()
-        .expect("valid")
-}
-
-fn monitor(session: &str) -> ToolContext {
-    ToolContext::new("monitor", session, Ceiling::ReadOnly).with_scopes(["k8s:read"])
-}
 
 #[test]
 fn each_record_is_also_a_tracing_event() {

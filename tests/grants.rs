@@ -4,6 +4,9 @@ use capability::{
     Attenuation, AuthorityGrant, CapabilityManifest, Ceiling, Policy, PolicyDecision, Revocations,
 };
 
+mod common;
+use common::Rng;
+
 const NOW: u64 = 1_800_000_000;
 
 fn tool(
@@ -169,24 +172,6 @@ fn root_id_len(d: &PolicyDecision) -> &str {
     id
 }
 
-/// xorshift64*: the same cases on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[(self.next() % items.len() as u64) as usize]
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
-
 const SCOPES: &[&str] = &[
     "k8s:read",
     "k8s:write",
@@ -231,7 +216,7 @@ fn property_an_attenuated_grant_never_authorizes_what_its_parent_denies() {
     let mut checked = 0;
     let mut allowed = 0;
     for seed in 1..=300u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut rng = Rng::seeded(seed);
         let scopes: Vec<&str> = SCOPES.iter().copied().filter(|_| rng.chance(70)).collect();
         let pattern: &str = rng.pick::<&str>(PATTERNS);
         let Ok(mut grant) =

@@ -5,6 +5,9 @@ use capability::{
 };
 use serde_json::json;
 
+mod common;
+use common::Rng;
+
 fn policy(text: &str) -> Policy {
     match Policy::from_toml_str(text) {
         Ok(policy) => policy,
@@ -433,27 +436,6 @@ fn example_policy_operator_may_restart_a_pod() {
 
 // ----- Property: what is listed equals what is authorized -----
 
-/// A small deterministic generator (xorshift64*), so the property runs the same cases on every
-/// machine and a failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[(self.next() % items.len() as u64) as usize]
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
-
 fn random_tool(rng: &mut Rng, i: usize) -> CapabilityManifest {
     const PROVIDERS: &[&str] = &[
         "k8s",
@@ -554,7 +536,7 @@ fn property_listing_equals_authorization_for_every_role() {
         "#,
     );
     for seed in 1..=200u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut rng = Rng::seeded(seed);
         let count = (rng.next() % 40) as usize;
         let tools: Vec<CapabilityManifest> = (0..count).map(|i| random_tool(&mut rng, i)).collect();
         for (policy, roles) in [

@@ -1,0 +1,58 @@
+//! Helpers shared by the integration tests: `mod common;` in a test file.
+
+#![allow(dead_code)]
+
+use capability::{CapabilityManifest, Ceiling, ToolContext};
+
+/// A small deterministic generator (xorshift64*): property tests run the same cases on every
+/// machine, and a failure names its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A generator for one seed.
+    pub fn seeded(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// One of the items.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[(self.next() % items.len() as u64) as usize]
+    }
+
+    /// True `percent` times in a hundred.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// `k8s/list_pods`: read-only, scope `k8s:read`.
+pub fn list_pods() -> CapabilityManifest {
+    CapabilityManifest::builder("list_pods")
+        .provider("k8s")
+        .read_only(true)
+        .scope("k8s:read")
+        .build()
+        .expect("valid")
+}
+
+/// `k8s/restart_pod`: mutating (the defaults), scope `k8s:write`.
+pub fn restart_pod() -> CapabilityManifest {
+    CapabilityManifest::builder("restart_pod")
+        .provider("k8s")
+        .scope("k8s:write")
+        .build()
+        .expect("valid")
+}
+
+/// A read-only grant holding `k8s:read`, for role `monitor`.
+pub fn monitor(session: &str) -> ToolContext {
+    ToolContext::new("monitor", session, Ceiling::ReadOnly).with_scopes(["k8s:read"])
+}
