@@ -98,6 +98,19 @@ impl AuditRecord {
         let value = serde_json::to_value(self).unwrap_or(Value::Null);
         crate::to_canonical_json(&value)
     }
+
+    /// Sets `hash` and returns the line, converting the record to JSON once.
+    fn seal(&mut self) -> String {
+        let mut value = serde_json::to_value(&*self).unwrap_or(Value::Null);
+        if let Some(object) = value.as_object_mut() {
+            object.remove("hash");
+        }
+        self.hash = capability_rules::sha256_hex(crate::to_canonical_json(&value).as_bytes());
+        if let Some(object) = value.as_object_mut() {
+            object.insert("hash".to_owned(), Value::String(self.hash.clone()));
+        }
+        crate::to_canonical_json(&value)
+    }
 }
 
 /// Where audit records go.
@@ -275,8 +288,7 @@ impl AuditSink for JsonlSink {
         let mut state = lock(&self.state);
         record.seq = state.seq + 1;
         record.prev = state.prev.clone();
-        record.hash = record.compute_hash();
-        let mut line = record.to_line().into_bytes();
+        let mut line = record.seal().into_bytes();
         line.push(b'\n');
         state.buffer.extend_from_slice(&line);
         state.pending += 1;
