@@ -146,6 +146,7 @@ pub use capability_derive::agent;
 /// | `provider` | `".."` | none |
 /// | `output` | a type | none |
 /// | `version` | `".."` | first 12 hex digits of the descriptor hash |
+/// | `sensitive` | `["field", ..]`, named fields the audit trail stores as digests | none |
 /// | `crate` | `".."`, the facade's path | `"::capability"` |
 ///
 /// ```
