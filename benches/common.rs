@@ -14,25 +14,10 @@ pub fn example_policy() -> Policy {
     }
 }
 
-/// A small xorshift generator: no dependency, same sequence everywhere.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[(self.next() % items.len() as u64) as usize]
-    }
-
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
+// The same deterministic generator the tests use.
+#[path = "../tests/common/mod.rs"]
+mod shared;
+pub use shared::Rng;
 
 const PROVIDERS: &[&str] = &[
     "k8s",

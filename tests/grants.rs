@@ -1,31 +1,11 @@
 //! Authority grants: issue, attenuate, revoke; and decisions as values.
 
-use capability::{
-    Attenuation, AuthorityGrant, CapabilityManifest, Ceiling, Policy, PolicyDecision, Revocations,
-};
+use capability::{Attenuation, AuthorityGrant, Ceiling, Policy, PolicyDecision, Revocations};
 
 mod common;
-use common::Rng;
+use common::{Rng, tool};
 
 const NOW: u64 = 1_800_000_000;
-
-fn tool(
-    provider: &str,
-    name: &str,
-    read_only: bool,
-    destructive: bool,
-    scopes: &[&str],
-) -> CapabilityManifest {
-    let b = CapabilityManifest::builder(name)
-        .provider(provider)
-        .scopes(scopes.iter().copied());
-    let b = if read_only {
-        b.read_only(true)
-    } else {
-        b.destructive(destructive)
-    };
-    b.build().expect("valid")
-}
 
 fn root() -> AuthorityGrant {
     AuthorityGrant::issue(

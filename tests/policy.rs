@@ -6,7 +6,7 @@ use capability::{
 use serde_json::json;
 
 mod common;
-use common::Rng;
+use common::{Rng, tool};
 
 fn policy(text: &str) -> Policy {
     match Policy::from_toml_str(text) {
@@ -71,25 +71,6 @@ fn file_errors_name_the_file() {
         e.to_string()
             .starts_with("/nonexistent/policy.toml: cannot read the policy")
     );
-}
-
-fn tool(
-    provider: &str,
-    name: &str,
-    read_only: bool,
-    destructive: bool,
-    scopes: &[&str],
-) -> CapabilityManifest {
-    let mut builder = CapabilityManifest::builder(name).provider(provider);
-    builder = if read_only {
-        builder.read_only(true)
-    } else {
-        builder.destructive(destructive)
-    };
-    builder
-        .scopes(scopes.iter().copied())
-        .build()
-        .expect("valid tool")
 }
 
 #[test]

@@ -56,3 +56,22 @@ pub fn restart_pod() -> CapabilityManifest {
 pub fn monitor(session: &str) -> ToolContext {
     ToolContext::new("monitor", session, Ceiling::ReadOnly).with_scopes(["k8s:read"])
 }
+
+/// A tool built at run time: read-only, or mutating and destructive or not, with scopes.
+pub fn tool(
+    provider: &str,
+    name: &str,
+    read_only: bool,
+    destructive: bool,
+    scopes: &[&str],
+) -> CapabilityManifest {
+    let builder = CapabilityManifest::builder(name)
+        .provider(provider)
+        .scopes(scopes.iter().copied());
+    let builder = if read_only {
+        builder.read_only(true)
+    } else {
+        builder.destructive(destructive)
+    };
+    builder.build().expect("valid tool")
+}
