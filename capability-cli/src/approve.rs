@@ -1,10 +1,12 @@
 //! `capability approve` and `capability keygen`: the human side of the write gate.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use capability::{Approval, ProposalFile, SystemClock};
 
 use crate::Failure;
+use crate::out::{self, Out};
 
 fn read(path: &Path, what: &str) -> Result<String, Failure> {
     std::fs::read_to_string(path)
@@ -16,8 +18,9 @@ pub fn approve(
     key: &Path,
     approver: &str,
     expires_in: u64,
-    out: Option<&Path>,
+    approval_file: Option<&Path>,
     proposal: &Path,
+    out: &mut Out,
 ) -> Result<u8, Failure> {
     let file = ProposalFile::from_json(&read(proposal, "proposal")?)
         .map_err(|e| Failure::input(format!("`{}`: {e}", proposal.display())))?;
@@ -26,44 +29,45 @@ pub fn approve(
     let now = capability::Clock::now(&SystemClock);
     let approval = Approval::sign(&file, approver, &secret, now.saturating_add(expires_in))
         .map_err(|e| Failure::input(e.to_string()))?;
-    eprintln!(
+    out::note(format_args!(
         "approving `{}` for {} (proposed by {}: {}), valid {expires_in} s, approval {}",
         file.tool, file.args, file.proposer, file.rationale, approval.id
-    );
+    ));
     let text = approval.to_json();
-    match out {
+    match approval_file {
         Some(path) => std::fs::write(path, text + "\n")
             .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", path.display())))?,
-        None => println!("{text}"),
+        None => writeln!(out, "{text}")?,
     }
     Ok(0)
 }
 
 /// Writes a new key pair.
-pub fn keygen(out: &Path) -> Result<u8, Failure> {
+pub fn keygen(key_file: &Path, out: &mut Out) -> Result<u8, Failure> {
     let key = capability::generate_key().map_err(|e| Failure::input(e.to_string()))?;
     let public: PathBuf = {
-        let mut name = out.as_os_str().to_owned();
+        let mut name = key_file.as_os_str().to_owned();
         name.push(".pub");
         name.into()
     };
-    if out.exists() {
+    if key_file.exists() {
         return Err(Failure::input(format!(
             "`{}` exists; not overwriting a key",
-            out.display()
+            key_file.display()
         )));
     }
-    write_secret(out, &capability::secret_key_to_text(&key))?;
+    write_secret(key_file, &capability::secret_key_to_text(&key))?;
     std::fs::write(
         &public,
         capability::public_key_to_text(&key.verifying_key()),
     )
     .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", public.display())))?;
-    println!(
+    writeln!(
+        out,
         "wrote the secret key to {} and the public key to {}",
-        out.display(),
+        key_file.display(),
         public.display()
-    );
+    )?;
     Ok(0)
 }
 

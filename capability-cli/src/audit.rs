@@ -1,22 +1,25 @@
 //! `capability audit verify` and `capability audit stats`.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 
 use capability::{AuditRecord, Verdict};
 use serde_json::json;
 
 use crate::Failure;
+use crate::out::{self, Out};
 
 /// Checks the trail; exit 1 names the first bad record.
-pub fn verify(path: &Path, json: bool) -> Result<u8, Failure> {
+pub fn verify(path: &Path, json: bool, out: &mut Out) -> Result<u8, Failure> {
     let report = capability::verify_jsonl(path).map_err(|e| Failure::input(e.to_string()))?;
     let code = u8::from(report.problem.is_some());
     if json {
         let problem = report.problem.as_ref().map(
             |p| json!({ "line": p.line, "kind": kind_name(&p.kind), "message": p.to_string() }),
         );
-        println!(
+        writeln!(
+            out,
             "{}",
             json!({
                 "path": path.display().to_string(),
@@ -24,19 +27,21 @@ pub fn verify(path: &Path, json: bool) -> Result<u8, Failure> {
                 "records": report.records,
                 "problem": problem,
             })
-        );
+        )?;
     } else {
         match &report.problem {
-            None => println!(
+            None => writeln!(
+                out,
                 "{}: {} records, chain intact",
                 path.display(),
                 report.records
-            ),
-            Some(problem) => println!(
+            )?,
+            Some(problem) => writeln!(
+                out,
                 "{}: {problem} ({} intact records before it)",
                 path.display(),
                 report.records
-            ),
+            )?,
         }
     }
     Ok(code)
@@ -61,7 +66,7 @@ struct Row {
 
 /// Per day, role and tool: calls, denials, errors, p50/p95 latency. A broken trail is counted
 /// up to its first bad record, said so on standard error, and exits 1.
-pub fn stats(path: &Path, json: bool) -> Result<u8, Failure> {
+pub fn stats(path: &Path, json: bool, out: &mut Out) -> Result<u8, Failure> {
     let (records, report) =
         capability::read_jsonl(path).map_err(|e| Failure::input(e.to_string()))?;
     let mut rows: BTreeMap<(String, String, String), Row> = BTreeMap::new();
@@ -82,11 +87,11 @@ pub fn stats(path: &Path, json: bool) -> Result<u8, Failure> {
         }
     }
     if let Some(problem) = &report.problem {
-        eprintln!(
+        out::note(format_args!(
             "capability: {}: {problem}; the statistics cover the {} records before it",
             path.display(),
             report.records
-        );
+        ));
     }
     let code = u8::from(report.problem.is_some());
     if json {
@@ -101,16 +106,12 @@ pub fn stats(path: &Path, json: bool) -> Result<u8, Failure> {
                 })
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "path": path.display().to_string(),
-                "records": report.records,
-                "intact": report.problem.is_none(),
-                "rows": rows,
-            }))
-            .unwrap_or_default()
-        );
+        out.json(&json!({
+            "path": path.display().to_string(),
+            "records": report.records,
+            "intact": report.problem.is_none(),
+            "rows": rows,
+        }))?;
         return Ok(code);
     }
     let mut table = vec![
@@ -154,9 +155,9 @@ pub fn stats(path: &Path, json: bool) -> Result<u8, Failure> {
                 }
             })
             .collect();
-        println!("{}", cells.join("  ").trim_end());
+        writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
-    println!("\n{} records from {}", report.records, path.display());
+    writeln!(out, "\n{} records from {}", report.records, path.display())?;
     Ok(code)
 }
 

@@ -13,15 +13,18 @@
 
 mod approve;
 mod audit;
+mod out;
 mod output;
 mod source;
 
 use std::ffi::OsString;
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::out::Out;
 use crate::source::Source;
 
 /// Inspect, check, pin and verify the tools of an MCP server.
@@ -143,6 +146,9 @@ enum TrustArg {
 pub struct Failure {
     code: u8,
     message: String,
+    /// Standard output is a pipe whose reader has gone (`capability inspect | head -1`): it has
+    /// all the output it wanted, so the program ends quietly, with exit code 0.
+    closed_pipe: bool,
 }
 
 impl Failure {
@@ -151,33 +157,58 @@ impl Failure {
         Failure {
             code: 2,
             message: message.into(),
+            closed_pipe: false,
+        }
+    }
+}
+
+/// A write to standard output failed: the only I/O errors that reach `?` in the commands
+/// (reading and writing files map their errors to a message naming the file).
+impl From<io::Error> for Failure {
+    fn from(error: io::Error) -> Failure {
+        Failure {
+            closed_pipe: error.kind() == io::ErrorKind::BrokenPipe,
+            ..Failure::input(format!("cannot write to standard output: {error}"))
         }
     }
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(error) => {
-            let code = if error.use_stderr() { 2 } else { 0 };
-            let _ = error.print();
-            return ExitCode::from(code);
-        }
-    };
-    match run(cli) {
+    let mut out = Out::stdout();
+    let result = parse_and_run(&mut out);
+    // What was written before a failure still goes out, and before the failure is told.
+    let flushed = out.flush().map_err(Failure::from);
+    match result.and_then(|code| flushed.map(|()| code)) {
         Ok(code) => ExitCode::from(code),
+        Err(failure) if failure.closed_pipe => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("capability: {}", failure.message);
+            out::note(format_args!("capability: {}", failure.message));
             ExitCode::from(failure.code)
         }
     }
 }
 
-fn run(cli: Cli) -> Result<u8, Failure> {
+fn parse_and_run(out: &mut Out) -> Result<u8, Failure> {
+    match Cli::try_parse() {
+        Ok(cli) => run(cli, out),
+        // `--help` and `--version` on standard output (exit 0), usage errors on standard error
+        // (exit 2). A usage message that cannot be written is still a usage error.
+        Err(error) if error.use_stderr() => {
+            let _ = error.print();
+            Ok(2)
+        }
+        Err(error) => {
+            error.print()?;
+            Ok(0)
+        }
+    }
+}
+
+fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
     match cli.command {
         Command::Inspect(common) => {
             let loaded = Source::from_args(&common)?.load(&common)?;
-            output::inspect(&loaded, &common)
+            output::inspect(&loaded, &common, out)
         }
         Command::Check {
             policy,
@@ -195,25 +226,32 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 )));
             }
             let loaded = Source::from_args(&common)?.load(&common)?;
-            output::check(&loaded, &policy, &role, &common)
+            output::check(&loaded, &policy, &role, &common, out)
         }
         Command::Pin(common) => {
             let loaded = Source::from_args(&common)?.load(&common)?;
-            output::pin(&loaded, &common)
+            output::pin(&loaded, &common, out)
         }
         Command::Verify(common) => {
             let loaded = Source::from_args(&common)?.load(&common)?;
-            output::verify(&loaded, &common)
+            output::verify(&loaded, &common, out)
         }
         Command::Approve {
             key,
             approver,
             expires_in,
-            out,
+            out: out_file,
             proposal,
-        } => approve::approve(&key, &approver, expires_in, out.as_deref(), &proposal),
-        Command::Keygen { out } => approve::keygen(&out),
-        Command::Audit(AuditCommand::Verify { path, json }) => audit::verify(&path, json),
-        Command::Audit(AuditCommand::Stats { path, json }) => audit::stats(&path, json),
+        } => approve::approve(
+            &key,
+            &approver,
+            expires_in,
+            out_file.as_deref(),
+            &proposal,
+            out,
+        ),
+        Command::Keygen { out: key_file } => approve::keygen(&key_file, out),
+        Command::Audit(AuditCommand::Verify { path, json }) => audit::verify(&path, json, out),
+        Command::Audit(AuditCommand::Stats { path, json }) => audit::stats(&path, json, out),
     }
 }

@@ -1,32 +1,33 @@
 //! The four subcommands' output: tables for people, stable JSON for machines.
 
-use std::io::IsTerminal;
+use std::io::Write;
 
 use capability::{
     CapabilityManifest, DenyReason, DriftStatus, HintKind, HintSource, Lockfile, Policy, Trust,
 };
 use serde_json::{Value, json};
 
+use crate::out::Out;
 use crate::source::Loaded;
 use crate::{Common, Failure};
 
 /// `inspect`: one row per tool.
-pub fn inspect(loaded: &Loaded, common: &Common) -> Result<u8, Failure> {
+pub fn inspect(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Failure> {
     if common.json {
         let tools: Vec<Value> = loaded
             .manifests
             .iter()
             .map(|(m, drift)| tool_json(m, drift.as_ref()))
             .collect();
-        print_json(&json!({
+        out.json(&json!({
             "server": loaded.server.name(),
             "trust": trust_name(loaded.server.trust()),
             "pinning": pinning_json(loaded),
             "tools": tools,
-        }));
+        }))?;
         return Ok(0);
     }
-    let color = Color::detect();
+    let color = Color::detect(out);
     let mut rows = vec![vec![
         "TOOL".to_owned(),
         "READ-ONLY".to_owned(),
@@ -61,14 +62,15 @@ pub fn inspect(loaded: &Loaded, common: &Common) -> Result<u8, Failure> {
             drift.as_ref().map_or("-".to_owned(), |d| d.to_string()),
         ]);
     }
-    println!(
+    writeln!(
+        out,
         "{} tools from {} (server `{}`, {})",
         loaded.manifests.len(),
         loaded.origin,
         loaded.server.name(),
         trust_name(loaded.server.trust())
-    );
-    print_table(&rows, &color, |row| {
+    )?;
+    print_table(out, &rows, &color, |row| {
         if row.get(1).is_some_and(|c| c.starts_with("yes")) {
             None
         } else if row.get(2).is_some_and(|c| c.starts_with("yes")) {
@@ -76,18 +78,25 @@ pub fn inspect(loaded: &Loaded, common: &Common) -> Result<u8, Failure> {
         } else {
             Some(Color::YELLOW)
         }
-    });
-    println!(
+    })?;
+    writeln!(
+        out,
         "\nEach flag: the effective value, then where it came from: declared, asserted, claim \
          (trusted server), pinned (claim matching capability.lock), untrusted (claim not \
          believed, the value in parentheses), default (MCP default)."
-    );
-    println!("{}", pinning_text(loaded));
+    )?;
+    writeln!(out, "{}", pinning_text(loaded))?;
     Ok(0)
 }
 
 /// `check`: what a role may see, and why the rest is hidden.
-pub fn check(loaded: &Loaded, policy: &Policy, role: &str, common: &Common) -> Result<u8, Failure> {
+pub fn check(
+    loaded: &Loaded,
+    policy: &Policy,
+    role: &str,
+    common: &Common,
+    out: &mut Out,
+) -> Result<u8, Failure> {
     let mut visible = Vec::new();
     let mut hidden: Vec<(String, Vec<String>)> = Vec::new();
     for (m, drift) in &loaded.manifests {
@@ -114,48 +123,50 @@ pub fn check(loaded: &Loaded, policy: &Policy, role: &str, common: &Common) -> R
             .iter()
             .map(|(name, reasons)| json!({ "name": name, "reasons": reasons }))
             .collect();
-        print_json(&json!({
+        out.json(&json!({
             "server": loaded.server.name(),
             "role": role,
             "policy_version": policy.version(),
             "pinning": pinning_json(loaded),
             "visible": visible,
             "hidden": hidden,
-        }));
+        }))?;
         return Ok(0);
     }
-    let color = Color::detect();
-    println!(
+    let color = Color::detect(out);
+    writeln!(
+        out,
         "role `{role}` on server `{}` ({}): {} of {} tools visible",
         loaded.server.name(),
         trust_name(loaded.server.trust()),
         visible.len(),
         loaded.manifests.len()
-    );
-    println!("\nVISIBLE");
+    )?;
+    writeln!(out, "\nVISIBLE")?;
     if visible.is_empty() {
-        println!("  (none)");
+        writeln!(out, "  (none)")?;
     }
     for name in &visible {
-        println!("  {}", color.paint(Color::GREEN, name));
+        writeln!(out, "  {}", color.paint(Color::GREEN, name))?;
     }
-    println!("\nHIDDEN");
+    writeln!(out, "\nHIDDEN")?;
     if hidden.is_empty() {
-        println!("  (none)");
+        writeln!(out, "  (none)")?;
     }
     for (name, reasons) in &hidden {
-        println!(
+        writeln!(
+            out,
             "  {}: {}",
             color.paint(Color::RED, name),
             reasons.join("; ")
-        );
+        )?;
     }
-    println!("\n{}", pinning_text(loaded));
+    writeln!(out, "\n{}", pinning_text(loaded))?;
     Ok(0)
 }
 
 /// `pin`: approve the current tools.
-pub fn pin(loaded: &Loaded, common: &Common) -> Result<u8, Failure> {
+pub fn pin(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Failure> {
     let before = loaded.review.as_ref().filter(|r| r.is_pinned());
     let summary = match before {
         Some(review) => {
@@ -177,25 +188,26 @@ pub fn pin(loaded: &Loaded, common: &Common) -> Result<u8, Failure> {
         .map_err(|e| Failure::input(format!("{}: {e}", loaded.origin)))?;
     write_lock(&lock, common)?;
     if common.json {
-        print_json(&json!({
+        out.json(&json!({
             "server": loaded.server.name(),
             "lockfile": common.lock.display().to_string(),
             "pinned": loaded.tools.len(),
             "summary": summary,
-        }));
+        }))?;
     } else {
-        println!(
+        writeln!(
+            out,
             "pinned {} tools of server `{}` in {} ({summary})",
             loaded.tools.len(),
             loaded.server.name(),
             common.lock.display()
-        );
+        )?;
     }
     Ok(0)
 }
 
 /// `verify`: exit 1 on drift.
-pub fn verify(loaded: &Loaded, common: &Common) -> Result<u8, Failure> {
+pub fn verify(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Failure> {
     let Some(review) = &loaded.review else {
         return Err(Failure::input(format!(
             "no lockfile at {}: approve the server first with `capability pin`",
@@ -210,24 +222,25 @@ pub fn verify(loaded: &Loaded, common: &Common) -> Result<u8, Failure> {
             .filter(|t| *t.status() != DriftStatus::Unchanged)
             .map(|t| drift_json(t.manifest().name(), t.status()))
             .collect();
-        print_json(&json!({
+        out.json(&json!({
             "server": review.server(),
             "pinned": review.is_pinned(),
             "clean": clean,
             "tools": review.tools().len(),
             "drifted": drifted,
             "removed": review.removed(),
-        }));
+        }))?;
     } else if clean {
-        println!("{review}");
+        writeln!(out, "{review}")?;
     } else {
-        let color = Color::detect();
-        println!("{}", color.paint(Color::RED, &review.to_string()));
+        let color = Color::detect(out);
+        writeln!(out, "{}", color.paint(Color::RED, &review.to_string()))?;
         if review.is_pinned() {
-            println!(
+            writeln!(
+                out,
                 "\nDrifted tools are hidden from every role until a human approves them again \
                  with `capability pin`."
-            );
+            )?;
         }
     }
     Ok(if clean { 0 } else { 1 })
@@ -349,18 +362,12 @@ fn source_short(source: HintSource, stated: Option<bool>) -> String {
     }
 }
 
-fn print_json(value: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
-    );
-}
-
 fn print_table(
+    out: &mut Out,
     rows: &[Vec<String>],
     color: &Color,
     paint: impl Fn(&[String]) -> Option<&'static str>,
-) {
+) -> std::io::Result<()> {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -383,10 +390,11 @@ fn print_table(
             }
         }
         match (i, paint(row)) {
-            (0, _) | (_, None) => println!("{line}"),
-            (_, Some(code)) => println!("{}", color.paint(code, &line)),
+            (0, _) | (_, None) => writeln!(out, "{line}")?,
+            (_, Some(code)) => writeln!(out, "{}", color.paint(code, &line))?,
         }
     }
+    Ok(())
 }
 
 /// ANSI colours on a terminal, unless `NO_COLOR` is set (<https://no-color.org>).
@@ -399,10 +407,10 @@ impl Color {
     const GREEN: &'static str = "32";
     const YELLOW: &'static str = "33";
 
-    fn detect() -> Color {
+    fn detect(out: &Out) -> Color {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Color {
-            on: !no_color && std::io::stdout().is_terminal(),
+            on: !no_color && out.is_terminal(),
         }
     }
 
