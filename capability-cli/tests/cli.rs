@@ -2,8 +2,10 @@
 
 mod support;
 
+use std::fs::File;
+use std::io::{BufRead, BufReader, PipeWriter};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
@@ -697,4 +699,168 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
         "{}",
         text(&out.stderr)
     );
+}
+
+// ----- Closed pipes and full disks -----
+
+/// `capability args` with standard output going to `stdout`, standard error captured.
+fn capability_into(dir: &Path, args: &[&str], stdout: impl Into<Stdio>) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_capability"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run capability")
+}
+
+/// The write end of a pipe whose read end is already closed: `capability … | true` where
+/// `true` has exited before the first write.
+fn closed_pipe() -> PipeWriter {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    writer
+}
+
+/// Exit 0, and nothing on standard error about the pipe: no panic, no error message.
+fn assert_quiet(args: &[&str], out: &Output) {
+    let stderr = text(&out.stderr);
+    for word in ["panicked", "Broken pipe", "capability:"] {
+        assert!(
+            !stderr.contains(word),
+            "{args:?}: {word:?} on stderr:\n{stderr}"
+        );
+    }
+    assert_eq!(code(out), 0, "{args:?}: {stderr}");
+}
+
+/// A tool list far larger than a pipe's buffer (64 KiB on Linux), as a table or as JSON.
+fn many_tools(dir: &Path) -> PathBuf {
+    let tools: Vec<Value> = (0..3000)
+        .map(|i| {
+            json!({
+                "name": format!("tool_{i:04}"),
+                "description": "A tool among many.",
+                "inputSchema": { "type": "object" },
+                "annotations": { "readOnlyHint": i % 2 == 0 },
+            })
+        })
+        .collect();
+    let path = dir.join("many.tools.json");
+    std::fs::write(&path, json!({ "tools": tools }).to_string()).expect("write");
+    path
+}
+
+#[test]
+fn inspect_piped_into_head_1_exits_0_quietly() {
+    // `capability inspect many.tools.json | head -1`: the reader takes one line and goes away
+    // while the command still has most of its output to write.
+    let dir = scratch("head_1");
+    let path = many_tools(&dir).to_string_lossy().into_owned();
+    for (args, first_line) in [
+        (vec!["inspect", path.as_str()], "3000 tools from `"),
+        (vec!["inspect", "--json", path.as_str()], "{"),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_capability"))
+            .args(&args)
+            .current_dir(&dir)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read one line");
+        // The reader is dropped here: the pipe's read end is closed.
+        assert!(line.starts_with(first_line), "{args:?}: {line}");
+        let out = child.wait_with_output().expect("wait");
+        assert_quiet(&args, &out);
+    }
+}
+
+#[test]
+fn a_closed_pipe_ends_every_command_quietly() {
+    let dir = scratch("closed_pipe");
+    let file = fixture("server-filesystem.tools.json");
+    let path = file.to_string_lossy().into_owned();
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[roles.reader]\nceiling = \"read-only\"\nallow = [\"*\"]\n",
+    )
+    .expect("policy");
+    audit_demo_trail(&dir);
+    let proposal = capability::Proposal::new(
+        RestartPod {
+            name: "api-0".into(),
+        },
+        "analyst",
+        "wedged",
+    )
+    .expect("proposal");
+    std::fs::write(dir.join("proposal.json"), proposal.to_json()).expect("write");
+    let check = ["check", "--policy", "policy.toml", "--role", "reader"];
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["inspect", &path],
+        vec!["inspect", "--json", &path],
+        [&check[..], &[&path]].concat(),
+        [&check[..], &["--json", &path]].concat(),
+        // `pin` writes the lockfile that `verify` reads, then says so on the closed pipe.
+        vec!["pin", &path],
+        vec!["verify", &path],
+        vec!["verify", "--json", &path],
+        vec!["audit", "verify", "audit.jsonl"],
+        vec!["audit", "verify", "--json", "audit.jsonl"],
+        vec!["audit", "stats", "audit.jsonl"],
+        vec!["audit", "stats", "--json", "audit.jsonl"],
+        vec!["keygen", "--out", "alice.key"],
+        vec![
+            "approve",
+            "--key",
+            "alice.key",
+            "--approver",
+            "alice",
+            "proposal.json",
+        ],
+        vec!["--help"],
+        vec!["--version"],
+    ];
+    for args in &commands {
+        let out = capability_into(&dir, args, closed_pipe());
+        assert_quiet(args, &out);
+    }
+    assert!(
+        dir.join("capability.lock").is_file(),
+        "pin wrote its lockfile"
+    );
+    assert!(dir.join("alice.key.pub").is_file(), "keygen wrote its keys");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_exits_2_with_a_one_line_message() {
+    let dir = scratch("dev_full");
+    audit_demo_trail(&dir);
+    let file = fixture("server-filesystem.tools.json");
+    let path = file.to_string_lossy().into_owned();
+    for args in [
+        vec!["inspect", path.as_str()],
+        vec!["inspect", "--json", path.as_str()],
+        vec!["audit", "stats", "audit.jsonl"],
+        vec!["audit", "stats", "--json", "audit.jsonl"],
+        vec!["--help"],
+    ] {
+        let full = File::create("/dev/full").expect("/dev/full");
+        let out = capability_into(&dir, &args, full);
+        let stderr = text(&out.stderr);
+        assert_eq!(code(&out), 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line:\n{stderr}");
+        assert!(
+            stderr.starts_with("capability: cannot write to standard output: ")
+                && stderr.contains("No space left on device"),
+            "{args:?}: {stderr}"
+        );
+    }
 }
