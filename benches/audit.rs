@@ -8,10 +8,11 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capability::{
-    AuditedDispatch, Budget, Caller, CapabilityManifest, Ceiling, FlushPolicy, JsonlSink,
-    MemorySink, Outcome, ToolContext,
+use capability::CapabilityManifest;
+use capability::audit::{
+    AuditedDispatch, Budget, Caller, FlushPolicy, JsonlSink, MemorySink, Outcome,
 };
+use capability::authz::{Ceiling, ToolContext};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 

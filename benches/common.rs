@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use capability::mcp::McpManifest;
 use capability::{CapabilityManifest, Policy, Server};
 use serde_json::{Value, json};
 

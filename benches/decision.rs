@@ -7,7 +7,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use capability::{CapabilityManifest, DenyReason, Effect, Policy, PolicyIndex, RoleId};
+use capability::authz::{DenyReason, Effect, PolicyIndex, RoleId};
+use capability::{CapabilityManifest, Policy};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 #[path = "common.rs"]

@@ -31,11 +31,11 @@ fn hashing(c: &mut Criterion) {
     // What the hash covers, already canonical: the baseline hashes exactly these bytes.
     let mut covered = tool.clone();
     if let Some(object) = covered.as_object_mut() {
-        object.retain(|k, _| capability::MCP_DESCRIPTOR_FIELDS.contains(&k.as_str()));
+        object.retain(|k, _| capability::mcp::MCP_DESCRIPTOR_FIELDS.contains(&k.as_str()));
     }
-    let canonical = capability::to_canonical_json(&covered);
+    let canonical = capability::json::to_canonical_json(&covered);
     assert_eq!(
-        capability::mcp_descriptor_hash(&tool),
+        capability::mcp::mcp_descriptor_hash(&tool),
         capability_rules::sha256_hex(canonical.as_bytes()),
         "the two contenders must hash the same bytes"
     );
@@ -48,7 +48,7 @@ fn hashing(c: &mut Criterion) {
         b.iter(|| capability_rules::sha256_hex(black_box(canonical.as_bytes())))
     });
     group.bench_function("canonicalise+sha256", |b| {
-        b.iter(|| capability::mcp_descriptor_hash(black_box(&tool)))
+        b.iter(|| capability::mcp::mcp_descriptor_hash(black_box(&tool)))
     });
     group.finish();
 
@@ -58,7 +58,7 @@ fn hashing(c: &mut Criterion) {
         )));
     });
     let full = median_ns(|| {
-        black_box(capability::mcp_descriptor_hash(black_box(&tool)));
+        black_box(capability::mcp::mcp_descriptor_hash(black_box(&tool)));
     });
     println!(
         "median: sha256 {base:.0} ns, canonicalise+sha256 {full:.0} ns: {:.2}x (target 2.5x)",

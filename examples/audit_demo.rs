@@ -10,9 +10,8 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use capability::{
-    AuditedDispatch, Budget, Caller, Capability, FlushPolicy, JsonlSink, Outcome, Policy,
-};
+use capability::audit::{AuditedDispatch, Budget, Caller, FlushPolicy, JsonlSink, Outcome};
+use capability::{Capability, Policy};
 use serde_json::json;
 
 /// List the pods of a namespace.

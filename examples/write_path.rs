@@ -10,10 +10,8 @@
 
 use std::process::ExitCode;
 
-use capability::{
-    AdvisorSession, Approval, Approved, Capability, Execute, ProposalFile, Run, WriteGate,
-    advisor_agent,
-};
+use capability::gate::{Approval, ProposalFile};
+use capability::{AdvisorSession, Approved, Capability, Execute, Run, WriteGate, advisor_agent};
 
 /// List the pods of a namespace.
 #[derive(Capability, serde::Serialize)]
@@ -67,8 +65,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // The approver's key pair (`capability keygen --out alice.key`). The gate gets only the
     // public half.
-    let key = capability::generate_key()?;
-    std::fs::write(dir.join("alice.key"), capability::secret_key_to_text(&key))?;
+    let key = capability::gate::generate_key()?;
+    std::fs::write(
+        dir.join("alice.key"),
+        capability::gate::secret_key_to_text(&key),
+    )?;
     let gate = WriteGate::new().approver("alice", key.verifying_key());
 
     // 1. The analyst reads (read-only tools run directly) and proposes a restart.
@@ -99,8 +100,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     //    capability approve --key alice.key --approver alice --out approval.json proposal.json
     let file = ProposalFile::from_json(&std::fs::read_to_string(&proposal_path)?)?;
     let secret =
-        capability::secret_key_from_text(&std::fs::read_to_string(dir.join("alice.key"))?)?;
-    let now = capability::Clock::now(&capability::SystemClock);
+        capability::gate::secret_key_from_text(&std::fs::read_to_string(dir.join("alice.key"))?)?;
+    let now = capability::gate::Clock::now(&capability::gate::SystemClock);
     let approval = Approval::sign(&file, "alice", &secret, now + 900)?;
     println!("3. alice signs approval {} (valid 15 minutes)", approval.id);
 

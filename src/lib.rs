@@ -34,7 +34,7 @@
 //!
 //! let registry = Registry::from_inventory()?;
 //! assert!(registry.tool("restart_pod").is_some_and(|t| t.destructive()));
-//! # Ok::<(), capability::RegistryError>(())
+//! # Ok::<(), capability::registry::RegistryError>(())
 //! ```
 //!
 //! The same analyst binding `RestartPod` does not build:
@@ -71,16 +71,39 @@
 
 #![forbid(unsafe_code)]
 
-// Everything public in the runtime crate, so users depend on this crate alone.
-pub use capability_core::*;
-// The gated write path: proposals, approvals, the write gate, authority grants.
-pub use capability_gate::{
-    AdvisorSession, Approval, Approved, Attenuation, AuthorityGrant, CLOCK_TOLERANCE_SECS, Check,
-    Clock, Execute, GateError, GrantError, PROPOSAL_VERSION, PolicyDecision, Proposal,
-    ProposalFile, Rejected, Revocations, Run, SigningKey, SystemClock, VerifyingKey, WriteGate,
-    generate_key, public_key_from_text, public_key_to_text, secret_key_from_text,
-    secret_key_to_text,
+// The curated root: what nearly every user names. Everything else lives in a module below.
+pub use capability_core::authz::Decision;
+pub use capability_core::manifest::ManifestError;
+pub use capability_core::{
+    Agent, AgentSpec, Capability, CapabilityManifest, Policy, ReadOnlyTool, Registry, Target,
+    assert_advisor_only,
 };
+#[cfg(feature = "gate")]
+pub use capability_gate::{AdvisorSession, Approved, Execute, Proposal, Run, WriteGate};
+pub use capability_mcp::Server;
+
+pub use capability_core::{agent, authz, json, manifest, registry};
+
+/// The audit trail: audited dispatch, records, sinks, budgets (crate `capability-audit`).
+pub mod audit {
+    pub use capability_audit::*;
+}
+
+/// The MCP side: tools from MCP servers, export, descriptor pinning (crate `capability-mcp`).
+pub mod mcp {
+    pub use capability_mcp::*;
+}
+
+/// rmcp: conversions, listing, the governed client (feature `rmcp`).
+#[cfg(feature = "rmcp")]
+pub use capability_mcp::rmcp;
+
+/// The gated write path: proposals, signed approvals, the write gate, authority grants (feature
+/// `gate`, on by default; crate `capability-gate`).
+#[cfg(feature = "gate")]
+pub mod gate {
+    pub use capability_gate::*;
+}
 
 /// Declares an advisor agent: a research, selection or analysis agent, which only reads.
 ///
@@ -175,9 +198,5 @@ pub struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod __private {
     //! What generated code names. Not a public API.
-    pub use capability_core::derived::*;
-    pub use core::marker::PhantomData;
-    pub use core::option::Option;
-    pub use core::{concat, module_path, unreachable};
-    pub use inventory;
+    pub use capability_core::__private::*;
 }

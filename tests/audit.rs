@@ -4,11 +4,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use capability::{
-    AuditSink, AuditedDispatch, Budget, Caller, Capability, Ceiling, DegradeReason, FlushPolicy,
-    JsonlSink, MemorySink, OnAuditFailure, Outcome, ProblemKind, ToolContext, Verdict,
-    verify_jsonl,
+use capability::Capability;
+use capability::audit::{
+    AuditSink, AuditedDispatch, Budget, Caller, DegradeReason, FlushPolicy, JsonlSink, MemorySink,
+    OnAuditFailure, Outcome, ProblemKind, Verdict, verify_jsonl,
 };
+use capability::authz::{Ceiling, ToolContext};
 use serde_json::{Value, json};
 
 mod common;
@@ -114,7 +115,7 @@ fn every_call_leaves_one_record_and_denied_calls_never_run() {
         (Some(false), Some("apiserver timeout"))
     );
     // The chain links them.
-    assert_eq!(records[0].prev, capability::GENESIS);
+    assert_eq!(records[0].prev, capability::audit::GENESIS);
     assert_eq!(records[1].prev, records[0].hash);
     assert_eq!(records[2].prev, records[1].hash);
     for r in &records {
@@ -149,7 +150,7 @@ fn sensitive_fields_are_stored_as_digests() {
 /// SHA-256 of the canonical JSON, with an independent SHA-256.
 fn capability_rules_digest(value: &Value) -> String {
     use std::fmt::Write;
-    let canonical = capability::to_canonical_json(value);
+    let canonical = capability::json::to_canonical_json(value);
     let digest = sha256(canonical.as_bytes());
     digest.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");
@@ -473,7 +474,7 @@ fn an_unwritable_trail_is_a_clear_error() {
     );
 }
 
-fn empty_record() -> capability::AuditRecord {
+fn empty_record() -> capability::audit::AuditRecord {
     serde_json::from_value(json!({
         "seq": 0, "time": "2026-01-01T00:00:00.000Z", "agent": "a", "role": "r", "session": "s",
         "step": null, "provider": null, "tool": "t", "descriptor_hash": "x", "policy_version": null,

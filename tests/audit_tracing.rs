@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use capability::{AuditedDispatch, Caller, MemorySink, Outcome};
+use capability::audit::{AuditedDispatch, Caller, MemorySink, Outcome};
 use serde_json::json;
 
 mod common;

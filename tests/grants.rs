@@ -1,6 +1,8 @@
 //! Authority grants: issue, attenuate, revoke; and decisions as values.
 
-use capability::{Attenuation, AuthorityGrant, Ceiling, Policy, PolicyDecision, Revocations};
+use capability::Policy;
+use capability::authz::Ceiling;
+use capability::gate::{Attenuation, AuthorityGrant, PolicyDecision, Revocations};
 
 mod common;
 use common::{Rng, tool};

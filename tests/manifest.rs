@@ -96,7 +96,7 @@ fn defaults_are_the_mcp_defaults_and_fail_closed() {
 
 #[test]
 fn each_hint_records_where_it_came_from() {
-    use capability::{HintKind, HintSource};
+    use capability::manifest::{HintKind, HintSource};
     let m = PromQuery::manifest();
     let source = |kind| m.hint(kind).source();
     assert_eq!(source(HintKind::ReadOnly), HintSource::Declared);

@@ -1,7 +1,10 @@
 //! Derived tools exported as MCP `Tool` objects: valid against the official MCP schema, and read
 //! back to the same effective flags.
 
-use capability::{Capability, CapabilityManifest, HintKind, Server, mcp_tool};
+use capability::manifest::HintKind;
+use capability::mcp::McpManifest;
+use capability::mcp::mcp_tool;
+use capability::{Capability, CapabilityManifest, Server};
 use serde_json::{Value, json};
 
 /// Run a PromQL query.

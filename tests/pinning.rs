@@ -1,8 +1,8 @@
 //! Descriptor pinning: the lockfile, drift reports, and what a changed tool may do.
 
-use capability::{
-    DriftStatus, HintKind, HintSource, Lockfile, Part, Policy, Server, mcp_descriptor_hash,
-};
+use capability::manifest::{HintKind, HintSource};
+use capability::mcp::{DriftStatus, Lockfile, Part, mcp_descriptor_hash};
+use capability::{Policy, Server};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> Vec<Value> {
@@ -19,7 +19,7 @@ fn pinned(tools: &[Value], server: &Server) -> Lockfile {
     Lockfile::from_toml_str(&lock.to_toml_string()).expect("our own lockfile reads back")
 }
 
-fn status_of<'r>(review: &'r capability::Review, name: &str) -> &'r DriftStatus {
+fn status_of<'r>(review: &'r capability::mcp::Review, name: &str) -> &'r DriftStatus {
     review
         .tools()
         .iter()
@@ -41,13 +41,13 @@ fn published_descriptor_hash_vectors() {
     for v in vectors {
         let tool = &v["tool"];
         let mut covered = serde_json::Map::new();
-        for key in capability::MCP_DESCRIPTOR_FIELDS {
+        for key in capability::mcp::MCP_DESCRIPTOR_FIELDS {
             if let Some(value) = tool.get(key) {
                 covered.insert(key.to_owned(), value.clone());
             }
         }
         assert_eq!(
-            capability::to_canonical_json(&Value::Object(covered)),
+            capability::json::to_canonical_json(&Value::Object(covered)),
             v["canonical"].as_str().expect("text"),
             "{}",
             v["label"]

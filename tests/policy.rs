@@ -1,8 +1,8 @@
 //! The role permission matrix: loading, the one decision function, and the ADR-105 example.
 
-use capability::{
-    Capability, CapabilityManifest, Ceiling, DenyReason, Effect, Policy, Server, ToolContext,
-};
+use capability::authz::{Ceiling, DenyReason, Effect, ToolContext};
+use capability::mcp::McpManifest;
+use capability::{Capability, CapabilityManifest, Policy, Server};
 use serde_json::json;
 
 mod common;

@@ -1,9 +1,10 @@
 //! Agents assembled at run time: their shape, the advisor-only gate and `persist_spec`.
 
-use capability::{
-    AgentSpec, Assertion, CapabilityManifest, MutatingReason, PersistError, Registry, Server,
-    Target, assert_advisor_only,
-};
+use capability::agent::MutatingReason;
+use capability::manifest::Assertion;
+use capability::mcp::McpManifest;
+use capability::registry::PersistError;
+use capability::{AgentSpec, CapabilityManifest, Registry, Server, Target, assert_advisor_only};
 use serde_json::json;
 
 fn built(name: &str, read_only: Option<bool>) -> CapabilityManifest {
@@ -153,7 +154,7 @@ fn persist_spec_runs_the_gate_and_never_stores_a_violation() {
     assert_eq!(registry.agent("analyst"), Some(&good));
     assert_eq!(
         registry.agent_origin("analyst"),
-        Some(capability::RUNTIME_ORIGIN)
+        Some(capability::registry::RUNTIME_ORIGIN)
     );
 
     let ops = AgentSpec::builder("ops")
@@ -172,7 +173,7 @@ fn persist_spec_runs_the_gate_and_never_stores_a_violation() {
         again,
         Err(PersistError::DuplicateAgent {
             name: "analyst".into(),
-            origin: capability::RUNTIME_ORIGIN.into()
+            origin: capability::registry::RUNTIME_ORIGIN.into()
         })
     );
 }

@@ -1,8 +1,8 @@
 //! A registry with duplicates and a lying hand-written tool is refused, with every problem named.
 
-use capability::{
-    Capability, CapabilityManifest, MutatingReason, Registry, RegistryProblem, advisor_agent, agent,
-};
+use capability::agent::MutatingReason;
+use capability::registry::RegistryProblem;
+use capability::{Capability, CapabilityManifest, Registry, advisor_agent, agent};
 
 mod billing {
     /// Export invoices.

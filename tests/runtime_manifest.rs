@@ -1,9 +1,9 @@
 //! Manifests built at run time follow exactly the derive's rules, and MCP tools are read
 //! fail-closed: untrusted claims are recorded but not believed.
 
-use capability::{
-    Assertion, Capability, CapabilityManifest, HintKind, HintSource, ManifestError, Server,
-};
+use capability::manifest::{Assertion, HintKind, HintSource};
+use capability::mcp::McpManifest;
+use capability::{Capability, CapabilityManifest, ManifestError, Server};
 use serde_json::{Value, json};
 
 /// Run a PromQL query.

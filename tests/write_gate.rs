@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use capability::{
-    Approval, Approved, Capability, CapabilityManifest, Check, Clock, Execute, GateError, Proposal,
-    ProposalFile, WriteGate, generate_key, public_key_from_text, public_key_to_text,
-    secret_key_from_text, secret_key_to_text,
+use capability::gate::{
+    Approval, Check, Clock, GateError, ProposalFile, generate_key, public_key_from_text,
+    public_key_to_text, secret_key_from_text, secret_key_to_text,
 };
+use capability::{Approved, Capability, CapabilityManifest, Execute, Proposal, WriteGate};
 use serde_json::Value;
 
 /// Restart a pod.
@@ -54,7 +54,7 @@ fn pod(name: &str) -> RestartPod {
 
 struct Setup {
     gate: WriteGate,
-    key: capability::SigningKey,
+    key: capability::gate::SigningKey,
     clock: TestClock,
 }
 
@@ -75,7 +75,7 @@ fn sign(setup: &Setup, proposal: &Proposal<RestartPod>) -> Approval {
     Approval::sign(proposal.file(), "alice", &setup.key, NOW + 600).expect("signed")
 }
 
-fn refusal<T: Capability>(result: Result<Approved<T>, capability::Rejected<T>>) -> GateError {
+fn refusal<T: Capability>(result: Result<Approved<T>, capability::gate::Rejected<T>>) -> GateError {
     match result {
         Ok(_) => panic!("the gate approved"),
         Err(rejected) => rejected.error,

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use capability::{Approval, ProposalFile, SystemClock};
+use capability::gate::{Approval, ProposalFile, SystemClock};
 
 use crate::Failure;
 use crate::out::{self, Out};
@@ -24,9 +24,9 @@ pub fn approve(
 ) -> Result<u8, Failure> {
     let file = ProposalFile::from_json(&read(proposal, "proposal")?)
         .map_err(|e| Failure::input(format!("`{}`: {e}", proposal.display())))?;
-    let secret = capability::secret_key_from_text(&read(key, "key file")?)
+    let secret = capability::gate::secret_key_from_text(&read(key, "key file")?)
         .map_err(|e| Failure::input(format!("`{}`: {e}", key.display())))?;
-    let now = capability::Clock::now(&SystemClock);
+    let now = capability::gate::Clock::now(&SystemClock);
     let approval = Approval::sign(&file, approver, &secret, now.saturating_add(expires_in))
         .map_err(|e| Failure::input(e.to_string()))?;
     out::note(format_args!(
@@ -44,7 +44,7 @@ pub fn approve(
 
 /// Writes a new key pair.
 pub fn keygen(key_file: &Path, out: &mut Out) -> Result<u8, Failure> {
-    let key = capability::generate_key().map_err(|e| Failure::input(e.to_string()))?;
+    let key = capability::gate::generate_key().map_err(|e| Failure::input(e.to_string()))?;
     let public: PathBuf = {
         let mut name = key_file.as_os_str().to_owned();
         name.push(".pub");
@@ -56,10 +56,10 @@ pub fn keygen(key_file: &Path, out: &mut Out) -> Result<u8, Failure> {
             key_file.display()
         )));
     }
-    write_secret(key_file, &capability::secret_key_to_text(&key))?;
+    write_secret(key_file, &capability::gate::secret_key_to_text(&key))?;
     std::fs::write(
         &public,
-        capability::public_key_to_text(&key.verifying_key()),
+        capability::gate::public_key_to_text(&key.verifying_key()),
     )
     .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", public.display())))?;
     writeln!(

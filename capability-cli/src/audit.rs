@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use capability::{AuditRecord, Verdict};
+use capability::audit::{AuditRecord, Verdict};
 use serde_json::json;
 
 use crate::Failure;
@@ -12,7 +12,8 @@ use crate::out::{self, Out};
 
 /// Checks the trail; exit 1 names the first bad record.
 pub fn verify(path: &Path, json: bool, out: &mut Out) -> Result<u8, Failure> {
-    let report = capability::verify_jsonl(path).map_err(|e| Failure::input(e.to_string()))?;
+    let report =
+        capability::audit::verify_jsonl(path).map_err(|e| Failure::input(e.to_string()))?;
     let code = u8::from(report.problem.is_some());
     if json {
         let problem = report.problem.as_ref().map(
@@ -47,12 +48,12 @@ pub fn verify(path: &Path, json: bool, out: &mut Out) -> Result<u8, Failure> {
     Ok(code)
 }
 
-fn kind_name(kind: &capability::ProblemKind) -> &'static str {
+fn kind_name(kind: &capability::audit::ProblemKind) -> &'static str {
     match kind {
-        capability::ProblemKind::TornTail => "torn_tail",
-        capability::ProblemKind::Malformed(_) => "malformed",
-        capability::ProblemKind::Edited => "edited",
-        capability::ProblemKind::ChainBroken { .. } => "chain_broken",
+        capability::audit::ProblemKind::TornTail => "torn_tail",
+        capability::audit::ProblemKind::Malformed(_) => "malformed",
+        capability::audit::ProblemKind::Edited => "edited",
+        capability::audit::ProblemKind::ChainBroken { .. } => "chain_broken",
     }
 }
 
@@ -68,7 +69,7 @@ struct Row {
 /// up to its first bad record, said so on standard error, and exits 1.
 pub fn stats(path: &Path, json: bool, out: &mut Out) -> Result<u8, Failure> {
     let (records, report) =
-        capability::read_jsonl(path).map_err(|e| Failure::input(e.to_string()))?;
+        capability::audit::read_jsonl(path).map_err(|e| Failure::input(e.to_string()))?;
     let mut rows: BTreeMap<(String, String, String), Row> = BTreeMap::new();
     for record in &records {
         let row = rows.entry(key(record)).or_default();

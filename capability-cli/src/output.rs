@@ -2,9 +2,10 @@
 
 use std::io::Write;
 
-use capability::{
-    CapabilityManifest, DenyReason, DriftStatus, HintKind, HintSource, Lockfile, Policy, Trust,
-};
+use capability::authz::DenyReason;
+use capability::manifest::{HintKind, HintSource};
+use capability::mcp::{DriftStatus, Lockfile, Trust};
+use capability::{CapabilityManifest, Policy};
 use serde_json::{Value, json};
 
 use crate::out::Out;
@@ -330,10 +331,7 @@ fn pinning_text(loaded: &Loaded) -> String {
 }
 
 fn trust_name(trust: Trust) -> &'static str {
-    match trust {
-        Trust::Trusted => "trusted",
-        Trust::Untrusted => "untrusted",
-    }
+    trust.as_str()
 }
 
 fn source_key(source: HintSource) -> &'static str {

@@ -5,7 +5,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use capability::{CapabilityManifest, DriftStatus, Lockfile, Review, Server};
+use capability::mcp::McpManifest;
+use capability::mcp::{DriftStatus, Lockfile, Review};
+use capability::{CapabilityManifest, Server};
 use serde_json::Value;
 
 use crate::{Common, Failure, TrustArg};
@@ -205,13 +207,13 @@ fn fetch_live(
     program: &OsString,
     args: &[OsString],
     timeout: u64,
-) -> Result<capability::rmcp::LiveTools, Failure> {
+) -> Result<capability_cli::supervise::LiveTools, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::input(format!("cannot start the async runtime: {e}")))?;
     runtime
-        .block_on(capability::rmcp::list_server_tools(
+        .block_on(capability_cli::supervise::list_server_tools(
             program,
             args,
             &[],

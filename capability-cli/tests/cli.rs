@@ -88,7 +88,7 @@ fn check_inspect(dir: &Path, source: &[&str], tools: &[Value]) {
         assert_eq!(flags_of(row), expected_flags(tool), "{}", tool["name"]);
         assert_eq!(
             row["descriptor_hash"].as_str(),
-            Some(capability::mcp_descriptor_hash(tool).as_str())
+            Some(capability::mcp::mcp_descriptor_hash(tool).as_str())
         );
     }
     let mut args = vec!["inspect", "--json"];
@@ -508,12 +508,14 @@ fn audit_demo_trail(dir: &Path) -> PathBuf {
     use std::sync::Arc;
     let path = dir.join("audit.jsonl");
     let sink = Arc::new(
-        capability::JsonlSink::open(&path, capability::FlushPolicy::EveryRecord).expect("open"),
+        capability::audit::JsonlSink::open(&path, capability::audit::FlushPolicy::EveryRecord)
+            .expect("open"),
     );
-    let dispatch = capability::AuditedDispatch::new(sink).with_budget(capability::Budget {
-        max_calls: 100,
-        max_denials: 100,
-    });
+    let dispatch =
+        capability::audit::AuditedDispatch::new(sink).with_budget(capability::audit::Budget {
+            max_calls: 100,
+            max_denials: 100,
+        });
     let read = capability::CapabilityManifest::builder("list_pods")
         .provider("k8s")
         .read_only(true)
@@ -523,18 +525,19 @@ fn audit_demo_trail(dir: &Path) -> PathBuf {
         .provider("k8s")
         .build()
         .expect("valid");
-    let ctx = capability::ToolContext::new("monitor", "s", capability::Ceiling::ReadOnly);
-    let caller = capability::Caller {
+    let ctx =
+        capability::authz::ToolContext::new("monitor", "s", capability::authz::Ceiling::ReadOnly);
+    let caller = capability::audit::Caller {
         agent: "a",
         step: None,
     };
     for i in 0..10u32 {
-        let _: capability::Outcome<u32, String> =
+        let _: capability::audit::Outcome<u32, String> =
             dispatch.call(&ctx, caller, &read, &json!({ "i": i }), || {
                 if i == 3 { Err("boom".into()) } else { Ok(i) }
             });
     }
-    let _: capability::Outcome<u32, String> =
+    let _: capability::audit::Outcome<u32, String> =
         dispatch.call(&ctx, caller, &write, &json!({}), || Ok(0));
     path
 }
@@ -615,7 +618,7 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     let out = capability(&dir, &["keygen", "--out", "alice.key"]);
     assert_eq!(code(&out), 2, "never overwrites a key");
-    let public = capability::public_key_from_text(
+    let public = capability::gate::public_key_from_text(
         &std::fs::read_to_string(dir.join("alice.key.pub")).expect("public key"),
     )
     .expect("a public key");
@@ -648,7 +651,7 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
         "{}",
         text(&out.stderr)
     );
-    let approval = capability::Approval::from_json(
+    let approval = capability::gate::Approval::from_json(
         &std::fs::read_to_string(dir.join("approval.json")).expect("approval"),
     )
     .expect("an approval");

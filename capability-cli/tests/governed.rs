@@ -87,7 +87,7 @@ async fn governed_client_on_server_everything() {
             .as_object()
             .cloned();
         let result = client.call_tool(echo).await;
-        if trust.trust() == capability::Trust::Trusted {
+        if trust.trust() == capability::mcp::Trust::Trusted {
             let result = result.expect("echo is read-only and visible");
             let text = serde_json::to_string(&result).expect("json");
             assert!(text.contains("governed hello"), "{text}");

@@ -1,49 +1,33 @@
-//! Runtime types of `capability`: capability manifests, agent specs and the registry.
+//! The model and the decision of `capability`: capability manifests, agents, the registry and
+//! authorization.
 //!
-//! Use these through the facade crate `capability`, which also provides the macros that build
-//! them. This crate has no macros of its own.
+//! Depend on the facade crate `capability` instead: it re-exports what users need and provides
+//! the macros that build these types. This crate is for the other crates of the workspace, which
+//! build on the model (`capability-audit`, `capability-mcp`, `capability-gate`); it has no
+//! macros, no cryptography, no async runtime and no I/O beyond reading policy files, so every
+//! crate can depend on it cheaply.
+//!
+//! - [`manifest`]: `Capability`, `ReadOnlyTool`, `CapabilityManifest`, its hints and their
+//!   provenance, the builder.
+//! - [`agent`]: `Agent`, `AgentSpec`, `Target`, and the advisor rule checked at run time.
+//! - [`registry`]: every derived tool and agent of a program.
+//! - [`authz`]: the one decision, policies, the compiled index, `ToolContext`, `Authorize`.
+//! - [`json`]: the canonical JSON writer that descriptor hashes and digests use.
+//! - [`toml_file`]: the error type of a TOML file with its line and column.
 
 #![forbid(unsafe_code)]
 
-mod advisor;
-mod agent;
-mod audit;
-mod builder;
-mod canonical;
-mod dispatch;
-pub mod gate;
-mod hints;
-mod lock;
-mod manifest;
-mod mcp;
-mod policy;
-mod registry;
-#[cfg(feature = "rmcp")]
-pub mod rmcp;
+pub mod agent;
+pub mod authz;
+pub mod json;
+pub mod manifest;
+pub mod registry;
+pub mod toml_file;
 
 #[doc(hidden)]
-pub mod derived;
+pub mod __private;
 
-pub use advisor::{AdvisorViolation, MutatingReason, Offender, assert_advisor_only};
-pub use agent::{Agent, AgentSpec, AgentSpecBuilder, AgentSpecError, Target};
-pub use audit::{
-    AuditError, AuditRecord, AuditSink, AuditedDispatch, Budget, Caller, DegradeReason,
-    FlushPolicy, GENESIS, JsonlSink, MemorySink, OnAuditFailure, Outcome, ProblemKind, Redactor,
-    TrailProblem, Verdict, VerifyReport, read_jsonl, redact_sensitive, utc_now, verify_jsonl,
-};
-pub use builder::ManifestBuilder;
-pub use canonical::to_canonical_json;
-pub use dispatch::{Ceiling, Decision, Denial, DenyReason, Effect, ToolContext};
-pub use hints::{Hint, HintKind, HintSource};
-pub use lock::{
-    DriftStatus, LOCKFILE_VERSION, LockError, LockedTool, Lockfile, Part, PartHashes, Review,
-    ReviewedTool,
-};
-pub use manifest::{
-    Assertion, Capability, CapabilityManifest, FieldProblem, ManifestError, ReadOnlyTool,
-};
-#[cfg(feature = "schemars")]
-pub use mcp::mcp_tool;
-pub use mcp::{MCP_DESCRIPTOR_FIELDS, Server, Trust, mcp_descriptor_hash};
-pub use policy::{Pattern as ToolPattern, Policy, PolicyError, PolicyIndex, RoleId};
-pub use registry::{PersistError, RUNTIME_ORIGIN, Registry, RegistryError, RegistryProblem};
+pub use agent::{Agent, AgentSpec, Target, assert_advisor_only};
+pub use authz::Policy;
+pub use manifest::{Capability, CapabilityManifest, ReadOnlyTool};
+pub use registry::Registry;

@@ -3,8 +3,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::derived::{AgentEntry, ToolEntry};
-use crate::{AdvisorViolation, AgentSpec, CapabilityManifest, assert_advisor_only};
+use crate::__private::{AgentEntry, ToolEntry};
+use crate::agent::{AdvisorViolation, AgentSpec, assert_advisor_only};
+use crate::manifest::CapabilityManifest;
 
 /// Every tool and agent a program knows, sorted by name.
 ///
@@ -27,7 +28,7 @@ use crate::{AdvisorViolation, AgentSpec, CapabilityManifest, assert_advisor_only
 /// let tool = registry.tool("count_pods").expect("registered");
 /// assert!(tool.read_only());
 /// assert_eq!(registry.agent("census").map(|a| a.tools().len()), Some(1));
-/// # Ok::<(), capability::RegistryError>(())
+/// # Ok::<(), capability::registry::RegistryError>(())
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
@@ -101,7 +102,8 @@ impl Registry {
     /// a second agent with a name already taken.
     ///
     /// ```
-    /// use capability::{AgentSpec, CapabilityManifest, PersistError, Registry, Target};
+    /// use capability::{AgentSpec, CapabilityManifest, Registry, Target};
+    /// use capability::registry::PersistError;
     ///
     /// let mut registry = Registry::default();
     /// let write = CapabilityManifest::builder("restart_pod").provider("k8s").build()?;

@@ -72,7 +72,7 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
     let read_only_impl = read_only.then(|| {
         quote! {
             #[automatically_derived]
-            impl #impl_generics #krate::ReadOnlyTool for #ident #ty_generics #where_clause {}
+            impl #impl_generics #krate::__private::ReadOnlyTool for #ident #ty_generics #where_clause {}
         }
     });
 
@@ -99,10 +99,10 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
                 });
 
             #[automatically_derived]
-            impl #impl_generics #krate::Capability for #ident #ty_generics #where_clause {
+            impl #impl_generics #krate::__private::Capability for #ident #ty_generics #where_clause {
                 const READ_ONLY: bool = #read_only;
 
-                fn manifest() -> &'static #krate::CapabilityManifest {
+                fn manifest() -> &'static #krate::__private::CapabilityManifest {
                     #output_check
                     __CAPABILITY_TOOL.manifest()
                 }
@@ -132,16 +132,16 @@ pub fn agent_tools(agent: &Agent<'_>) -> TokenStream {
         let span = tool.span();
         if advisor {
             quote_spanned! {span=>
-                #krate::gate::bind_advisor_tool::<
-                    #tool, #ident, { <#tool as #krate::Capability>::READ_ONLY }
+                #krate::__private::bind_advisor_tool::<
+                    #tool, #ident, { <#tool as #krate::__private::Capability>::READ_ONLY }
                 >()
             }
         } else {
-            quote_spanned! {span=> <#tool as #krate::Capability>::manifest }
+            quote_spanned! {span=> <#tool as #krate::__private::Capability>::manifest }
         }
     });
     quote! {
-        static __CAPABILITY_TOOLS: [fn() -> &'static #krate::CapabilityManifest; #len] = [
+        static __CAPABILITY_TOOLS: [fn() -> &'static #krate::__private::CapabilityManifest; #len] = [
             #(#elements),*
         ];
     }
@@ -157,14 +157,14 @@ pub fn agent(agent: &Agent<'_>, checked: &CheckedAgent) -> TokenStream {
         static __CAPABILITY_AGENT: #krate::__private::StaticAgent =
             #krate::__private::StaticAgent::new(
                 #name,
-                #krate::Target::#target,
+                #krate::__private::Target::#target,
                 #krate::__private::module_path!(),
                 &__CAPABILITY_TOOLS,
             );
 
         #[automatically_derived]
-        impl #krate::Agent for #ident {
-            fn spec() -> &'static #krate::AgentSpec {
+        impl #krate::__private::Agent for #ident {
+            fn spec() -> &'static #krate::__private::AgentSpec {
                 __CAPABILITY_AGENT.spec()
             }
         }

@@ -23,15 +23,15 @@ pub fn tool(tool: &Tool<'_>) -> TokenStream {
     let read_only_impl = read_only.then(|| {
         quote! {
             #[automatically_derived]
-            impl #impl_generics #krate::ReadOnlyTool for #ident #ty_generics #where_clause {}
+            impl #impl_generics #krate::__private::ReadOnlyTool for #ident #ty_generics #where_clause {}
         }
     });
     quote! {
         #[automatically_derived]
-        impl #impl_generics #krate::Capability for #ident #ty_generics #where_clause {
+        impl #impl_generics #krate::__private::Capability for #ident #ty_generics #where_clause {
             const READ_ONLY: bool = #read_only;
 
-            fn manifest() -> &'static #krate::CapabilityManifest {
+            fn manifest() -> &'static #krate::__private::CapabilityManifest {
                 #krate::__private::unreachable!("the capability attributes have compile errors")
             }
         }
@@ -49,8 +49,8 @@ pub fn agent(agent: &Agent<'_>) -> TokenStream {
     let ident = &item.ident;
     quote! {
         #[automatically_derived]
-        impl #krate::Agent for #ident {
-            fn spec() -> &'static #krate::AgentSpec {
+        impl #krate::__private::Agent for #ident {
+            fn spec() -> &'static #krate::__private::AgentSpec {
                 #krate::__private::unreachable!("the agent attribute has compile errors")
             }
         }

@@ -3,12 +3,13 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use capability_core::{Agent, Capability, CapabilityManifest, ReadOnlyTool};
 use ed25519_dalek::VerifyingKey;
 use serde_json::Value;
 
+use crate::clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
+use crate::error::GateError;
 use crate::proposal::{Approval, Proposal};
 
 /// A proposal the gate approved: the only thing [`Execute::execute`] accepts.
@@ -144,27 +145,6 @@ pub trait Check: Send + Sync {
     /// `Ok` to pass; `Err(reason)` to refuse.
     fn check(&self, tool: &CapabilityManifest, args: &Value) -> Result<(), String>;
 }
-
-/// A clock in seconds since the Unix epoch.
-pub trait Clock: Send + Sync {
-    /// Now.
-    fn now(&self) -> u64;
-}
-
-/// The system clock.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    }
-}
-
-/// How far back the clock may step (NTP corrections) before the gate refuses to decide.
-pub const CLOCK_TOLERANCE_SECS: u64 = 5;
 
 /// Turns proposals into [`Approved`] ones when every check passes and a known approver signed.
 ///
@@ -337,108 +317,3 @@ impl<T: Capability> fmt::Debug for Rejected<T> {
             .finish_non_exhaustive()
     }
 }
-
-/// Why the gate refused, or a file could not be read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GateError {
-    /// No approval was given.
-    Unsigned,
-    /// The approver is not one the gate trusts.
-    UnknownApprover(String),
-    /// The signature is not the approver's.
-    BadSignature(String),
-    /// The approval is for another tool.
-    OtherTool {
-        /// The approved tool.
-        approved: String,
-        /// The proposed tool.
-        proposed: String,
-    },
-    /// The arguments differ from the approved ones.
-    ArgumentsChanged,
-    /// The tool's descriptor changed since the approval.
-    DescriptorChanged,
-    /// The approval has expired.
-    Expired {
-        /// When it expired.
-        expired_at: u64,
-        /// Now.
-        now: u64,
-    },
-    /// The approval was used already.
-    Replay(String),
-    /// The clock stepped back further than the tolerance: time checks cannot be trusted.
-    ClockWentBack {
-        /// Now.
-        now: u64,
-        /// The latest time seen.
-        latest: u64,
-    },
-    /// A validation or preflight check refused.
-    CheckFailed {
-        /// `validation` or `preflight`.
-        kind: &'static str,
-        /// The check.
-        check: String,
-        /// Its reason.
-        reason: String,
-    },
-    /// A proposal, approval or key could not be read.
-    Malformed {
-        /// What.
-        what: String,
-        /// Why.
-        why: String,
-    },
-}
-
-impl fmt::Display for GateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GateError::Unsigned => f.write_str(
-                "not approved: no signed approval; a human must sign the proposal \
-                 (`capability approve`)",
-            ),
-            GateError::UnknownApprover(who) => {
-                write!(
-                    f,
-                    "not approved: `{who}` is not an approver this gate trusts"
-                )
-            }
-            GateError::BadSignature(who) => write!(
-                f,
-                "not approved: the signature is not `{who}`'s (forged or altered approval)"
-            ),
-            GateError::OtherTool { approved, proposed } => write!(
-                f,
-                "not approved: the approval is for `{approved}`, the proposal for `{proposed}`"
-            ),
-            GateError::ArgumentsChanged => f.write_str(
-                "not approved: the arguments differ from the approved ones; sign the new proposal",
-            ),
-            GateError::DescriptorChanged => f.write_str(
-                "not approved: the tool's descriptor changed since the approval; review it again",
-            ),
-            GateError::Expired { expired_at, now } => write!(
-                f,
-                "not approved: the approval expired at {expired_at} (now {now})"
-            ),
-            GateError::Replay(id) => {
-                write!(f, "not approved: approval {id} was used already (replay)")
-            }
-            GateError::ClockWentBack { now, latest } => write!(
-                f,
-                "not approved: the clock went back from {latest} to {now}; time checks cannot \
-                 be trusted until it is right"
-            ),
-            GateError::CheckFailed {
-                kind,
-                check,
-                reason,
-            } => write!(f, "not approved: {kind} check `{check}` refused: {reason}"),
-            GateError::Malformed { what, why } => write!(f, "cannot read {what}: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for GateError {}

@@ -3,7 +3,8 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use capability_core::{CapabilityManifest, Ceiling, Effect, Policy, ToolPattern};
+use capability_core::authz::{Ceiling, Effect, Pattern as ToolPattern, Policy};
+use capability_core::manifest::CapabilityManifest;
 use serde::{Deserialize, Serialize};
 
 /// What one grant (and each grant it was attenuated from) allows.

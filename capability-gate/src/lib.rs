@@ -9,15 +9,16 @@
 
 #![forbid(unsafe_code)]
 
+mod clock;
+mod error;
 mod gate;
 mod grant;
 mod proposal;
 
+pub use clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
-pub use gate::{
-    AdvisorSession, Approved, CLOCK_TOLERANCE_SECS, Check, Clock, Execute, GateError, Rejected,
-    Run, SystemClock, WriteGate,
-};
+pub use error::GateError;
+pub use gate::{AdvisorSession, Approved, Check, Execute, Rejected, Run, WriteGate};
 pub use grant::{Attenuation, AuthorityGrant, GrantError, PolicyDecision, Revocations};
 pub use proposal::{
     Approval, PROPOSAL_VERSION, Proposal, ProposalFile, generate_key, public_key_from_text,

@@ -7,7 +7,8 @@ use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::GateError;
+use crate::clock::{Clock, SystemClock};
+use crate::error::GateError;
 
 /// A request to run a mutating tool, built by an agent (an advisor included). Building one
 /// runs nothing; only a [`WriteGate`](crate::WriteGate) turns it into an
@@ -42,7 +43,7 @@ impl<T: Capability> Proposal<T> {
                 args: value,
                 proposer: proposer.into(),
                 rationale: rationale.into(),
-                created_at: crate::Clock::now(&crate::SystemClock),
+                created_at: SystemClock.now(),
             },
             args,
         })
@@ -184,7 +185,7 @@ impl Approval {
             "expires_at": self.expires_at,
         });
         let mut bytes = b"capability approval v1\n".to_vec();
-        bytes.extend_from_slice(capability_core::to_canonical_json(&fields).as_bytes());
+        bytes.extend_from_slice(capability_core::json::to_canonical_json(&fields).as_bytes());
         bytes
     }
 
@@ -258,7 +259,7 @@ pub fn public_key_from_text(text: &str) -> Result<VerifyingKey, GateError> {
 }
 
 pub(crate) fn digest(value: &Value) -> String {
-    capability_rules::sha256_hex(capability_core::to_canonical_json(value).as_bytes())
+    capability_rules::sha256_hex(capability_core::json::to_canonical_json(value).as_bytes())
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -2,7 +2,8 @@
 
 #![allow(dead_code)]
 
-use capability::{CapabilityManifest, Ceiling, ToolContext};
+use capability::CapabilityManifest;
+use capability::authz::{Ceiling, ToolContext};
 
 /// A small deterministic generator (xorshift64*): property tests run the same cases on every
 /// machine, and a failure names its seed.

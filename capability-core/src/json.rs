@@ -66,7 +66,7 @@ fn write_value(out: &mut String, value: &Value) {
 }
 
 /// Writes `"key":value`.
-pub(crate) fn write_entry(out: &mut String, key: &str, value: &Value) {
+pub fn write_entry(out: &mut String, key: &str, value: &Value) {
     capability_rules::write_json_string(out, key);
     out.push(':');
     write_value(out, value);

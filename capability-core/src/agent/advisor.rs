@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use crate::hints::{HintKind, HintSource};
-use crate::{AgentSpec, Target};
+use super::{AgentSpec, Target};
+use crate::manifest::{HintKind, HintSource};
 
 /// Rejects an advisor agent (research, selection, analysis) that binds any tool whose effective
 /// `read_only` is false, and names every such tool with the reason. Operators pass.

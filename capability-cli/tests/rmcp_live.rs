@@ -1,12 +1,12 @@
-//! `capability::rmcp::list_server_tools` against real processes: commands found on any Linux
+//! `capability_cli::supervise::list_server_tools` against real processes: commands found on any Linux
 //! machine, and tiny MCP servers written in `sh` (one per protocol generation).
 
-#![cfg(all(feature = "rmcp", unix))]
+#![cfg(unix)]
 
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use capability_core::rmcp::{LiveError, LiveTools, list_server_tools};
+use capability_cli::supervise::{LiveError, LiveTools, list_server_tools};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(10);

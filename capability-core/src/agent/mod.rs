@@ -4,7 +4,15 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::CapabilityManifest;
+mod advisor;
+mod bindable;
+
+pub use advisor::{AdvisorViolation, MutatingReason, Offender, assert_advisor_only};
+pub use bindable::AdvisorBindable;
+#[doc(hidden)]
+pub use bindable::bind_advisor_tool;
+
+use crate::manifest::CapabilityManifest;
 
 /// What an agent is for. The first three are advisor targets: such an agent only reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -102,7 +110,7 @@ impl AgentSpec {
     ///
     /// [`build`](AgentSpecBuilder::build) checks the spec's own shape (a valid name, a target,
     /// no tool bound twice) but not the advisor rule: that is
-    /// [`assert_advisor_only`](crate::assert_advisor_only)'s job, which
+    /// [`assert_advisor_only`]'s job, which
     /// [`Registry::persist_spec`](crate::Registry::persist_spec) runs.
     pub fn builder(name: impl Into<String>) -> AgentSpecBuilder {
         AgentSpecBuilder {

@@ -1,4 +1,4 @@
-//! The compile-time advisor gate: what `#[advisor_agent]` asserts for every tool it binds.
+//! The compile-time advisor rule: what `#[advisor_agent]` asserts for every tool it binds.
 //!
 //! A proc macro cannot see other items, so `#[advisor_agent]` cannot know whether a tool it names
 //! is read-only. The trait system links the two macros instead. For every bound tool `T` of an
@@ -13,22 +13,8 @@
 //! [`Capability`] alone, with its own message, and a mutating tool fails here, with a message
 //! naming the tool and the agent, at the tool's path inside the attribute. It is a trait bound,
 //! not a comparison of names: a type alias or a tool from another crate is checked the same way.
-//!
-//! ```
-//! use capability::gate::AdvisorBindable;
-//! use capability::Capability;
-//!
-//! /// Read a metric.
-//! #[derive(Capability)]
-//! #[capability(read_only)]
-//! struct PromQuery;
-//!
-//! struct Analyst;
-//! fn bindable<T: AdvisorBindable<Analyst, true>>() {}
-//! bindable::<PromQuery>();
-//! ```
 
-use crate::{Capability, CapabilityManifest};
+use crate::manifest::{Capability, CapabilityManifest};
 
 /// Implemented for a tool whose `READ_ONLY` is `true`, whatever the agent: the bound an advisor
 /// agent `Agent` puts on each tool it binds.
@@ -42,7 +28,8 @@ pub trait AdvisorBindable<Agent: ?Sized, const READ_ONLY: bool>: Capability {}
 
 impl<T: ?Sized + Capability, A: ?Sized> AdvisorBindable<A, true> for T {}
 
-/// The manifest of a tool that advisor `A` may bind; does not compile for any other tool.
+/// The manifest of a tool that advisor `A` may bind; does not compile for any other tool. Called
+/// by the code `#[advisor_agent]` generates (through `capability::__private`), not by hand.
 pub const fn bind_advisor_tool<T, A, const READ_ONLY: bool>() -> fn() -> &'static CapabilityManifest
 where
     T: ?Sized + AdvisorBindable<A, READ_ONLY>,

@@ -6,14 +6,15 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
-use capability_core::rmcp::{
+use capability::authz::{Ceiling, DenyReason, Effect};
+use capability::manifest::{HintKind, HintSource};
+use capability::mcp::McpManifest;
+use capability::mcp::{DriftStatus, Lockfile, Part};
+use capability::rmcp::{
     GovernedClient, GovernedError, WithheldReason, connect_client, manifest_from_rmcp,
     to_rmcp_annotations, to_rmcp_tool,
 };
-use capability_core::{
-    CapabilityManifest, Ceiling, DenyReason, DriftStatus, Effect, HintKind, HintSource, Lockfile,
-    Part, Policy, Server,
-};
+use capability::{CapabilityManifest, Policy, Server};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientConfig, ContentBlock, ErrorData,
     Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,

@@ -6,8 +6,9 @@
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
-use crate::hints::{HintSource, Hints};
-use crate::{AgentSpec, CapabilityManifest, Target};
+use crate::agent::{AgentSpec, Target};
+use crate::manifest::hints::{HintSource, Hints};
+use crate::manifest::{CapabilityManifest, ManifestData};
 
 /// The compile-time data of one derived tool, validated by the derive.
 #[derive(Debug)]
@@ -60,7 +61,7 @@ impl StaticTool {
             let d = &self.data;
             let hints = Hints::resolve(d.hints.map(|v| v.map(|v| (v, HintSource::Declared))));
             CapabilityManifest {
-                data: Arc::new(crate::manifest::ManifestData {
+                data: Arc::new(ManifestData {
                     name: Cow::Borrowed(d.name),
                     title: d.title.map(Cow::Borrowed),
                     description: d.description.map(Cow::Borrowed),

@@ -2,16 +2,16 @@
 
 use capability_rules::{Descriptor, Draft, Shape};
 
-use crate::CapabilityManifest;
-use crate::hints::{HintSource, Hints};
-use crate::manifest::{ManifestData, ManifestError};
+use super::hints::{HintKind, HintSource, Hints};
+use super::{CapabilityManifest, ManifestData, ManifestError};
 
 /// Builds a [`CapabilityManifest`] at run time: for a plugin, a `dyn` tool, or anything else the
 /// derive cannot see. [`build`](Self::build) applies the rules `#[derive(Capability)]` applies
 /// (they live in one crate, `capability-rules`, that both call).
 ///
 /// ```
-/// use capability::{CapabilityManifest, HintKind, HintSource};
+/// use capability::CapabilityManifest;
+/// use capability::manifest::{HintKind, HintSource};
 ///
 /// let m = CapabilityManifest::builder("list_pods")
 ///     .provider("k8s")
@@ -45,6 +45,8 @@ pub struct ManifestBuilder {
     input_schema_id: Option<String>,
     output_schema_id: Option<String>,
     sensitive: Vec<String>,
+    stated_by: HintSource,
+    descriptor_hash: Option<String>,
 }
 
 impl CapabilityManifest {
@@ -61,11 +63,25 @@ impl CapabilityManifest {
             input_schema_id: None,
             output_schema_id: None,
             sensitive: Vec::new(),
+            stated_by: HintSource::Declared,
+            descriptor_hash: None,
         }
     }
 }
 
 impl ManifestBuilder {
+    /// States one hint (see [`stated_by`](Self::stated_by) for who states it).
+    pub fn hint(mut self, kind: HintKind, value: bool) -> Self {
+        let slot = match kind {
+            HintKind::ReadOnly => 0,
+            HintKind::Destructive => 1,
+            HintKind::Idempotent => 2,
+            HintKind::OpenWorld => 3,
+        };
+        self.hints[slot] = Some(value);
+        self
+    }
+
     /// Declares `readOnlyHint`.
     pub fn read_only(mut self, value: bool) -> Self {
         self.hints[0] = Some(value);
@@ -148,19 +164,49 @@ impl ManifestBuilder {
         self
     }
 
+    /// Who stated the hints given to this builder (default: [`HintSource::Declared`], the code
+    /// itself). For a tool described by someone else, such as an MCP server, pass the claim's
+    /// source: a claim's hints are resolved by the same rule as everything else (an untrusted
+    /// claim is recorded and not believed), and a claim that contradicts itself (read-only and
+    /// destructive) is not an error, since only believed values count. [`HintSource::Defaulted`]
+    /// is not a source of a statement, and [`build`](Self::build) refuses it.
+    pub fn stated_by(mut self, source: HintSource) -> Self {
+        self.stated_by = source;
+        self
+    }
+
+    /// Sets the descriptor hash of a tool described outside Rust (an MCP Tool object): 64
+    /// lowercase hex digits, computed by whoever read that description. Without it, the hash
+    /// is computed from what the builder was given, as for a derived tool.
+    pub fn descriptor_hash(mut self, hash: impl Into<String>) -> Self {
+        self.descriptor_hash = Some(hash.into());
+        self
+    }
+
     /// Applies the manifest rules and builds the manifest, or reports every broken rule.
     pub fn build(self) -> Result<CapabilityManifest, ManifestError> {
+        // The rules about hints (read-only and destructive together) bind what the code
+        // declares; a claim is only a claim, resolved below like any other statement.
+        let declared = self.stated_by == HintSource::Declared;
         let draft = Draft {
             name: &self.name,
             provider: self.provider.as_deref(),
             version: self.version.as_deref(),
-            read_only: self.hints[0],
-            destructive: self.hints[1],
-            idempotent: self.hints[2],
-            open_world: self.hints[3],
+            read_only: self.hints[0].filter(|_| declared),
+            destructive: self.hints[1].filter(|_| declared),
+            idempotent: self.hints[2].filter(|_| declared),
+            open_world: self.hints[3].filter(|_| declared),
             scopes: self.scopes.iter().map(String::as_str).collect(),
         };
         let mut error = ManifestError::new(&self.name);
+        if self.stated_by == HintSource::Defaulted {
+            error.push("stated_by", "`defaulted` is not a source of a statement");
+        }
+        if let Some(hash) = &self.descriptor_hash
+            && !super::is_hex_digest(hash)
+        {
+            error.push("descriptor_hash", "must be 64 lowercase hex digits");
+        }
         let valid = capability_rules::validate(&draft)
             .map_err(|problems| error.push_rules(problems))
             .ok();
@@ -176,23 +222,27 @@ impl ManifestBuilder {
         let Some(valid) = valid else {
             return Err(ManifestError::new(&self.name));
         };
-        let hints = Hints::resolve(self.hints.map(|v| v.map(|v| (v, HintSource::Declared))));
+        let source = self.stated_by;
+        let hints = Hints::resolve(self.hints.map(|v| v.map(|v| (v, source))));
         let sensitive =
             capability_rules::normalize_scopes(self.sensitive.iter().map(String::as_str));
-        let descriptor_hash = Descriptor {
-            name: &self.name,
-            title: self.title.as_deref(),
-            description: self.description.as_deref(),
-            provider: self.provider.as_deref(),
-            flags: valid.flags,
-            scopes: &valid.scopes,
-            generics: "",
-            input: &Shape::Dynamic,
-            output: self.output_schema_id.as_deref(),
-            version: self.version.as_deref(),
-            sensitive: &sensitive,
-        }
-        .hash_hex();
+        let computed = || {
+            Descriptor {
+                name: &self.name,
+                title: self.title.as_deref(),
+                description: self.description.as_deref(),
+                provider: self.provider.as_deref(),
+                flags: valid.flags,
+                scopes: &valid.scopes,
+                generics: "",
+                input: &Shape::Dynamic,
+                output: self.output_schema_id.as_deref(),
+                version: self.version.as_deref(),
+                sensitive: &sensitive,
+            }
+            .hash_hex()
+        };
+        let descriptor_hash = self.descriptor_hash.unwrap_or_else(computed);
         let input_schema_id = self
             .input_schema_id
             .unwrap_or_else(|| match &self.provider {

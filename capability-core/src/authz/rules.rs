@@ -1,13 +1,14 @@
 //! The decision: may this role (or this agent's session) call this tool? One function answers it
 //! for listing and for dispatch.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{Assertions, Pattern};
-use crate::{Capability, CapabilityManifest};
+use super::pattern::Pattern;
+use crate::manifest::hints::Hints;
+use crate::manifest::{Assertion, CapabilityManifest};
 
 /// The most a grant lets a tool do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -154,10 +155,21 @@ impl Decision {
         &self.reasons
     }
 
-    pub(crate) fn deny(reason: DenyReason) -> Decision {
+    /// A denial for one reason.
+    pub fn deny(reason: DenyReason) -> Decision {
         Decision {
             reasons: vec![reason],
         }
+    }
+
+    /// A decision with these reasons: allowed when there are none.
+    pub fn from_reasons(reasons: Vec<DenyReason>) -> Decision {
+        Decision { reasons }
+    }
+
+    /// The reasons, by value.
+    pub fn into_reasons(self) -> Vec<DenyReason> {
+        self.reasons
     }
 }
 
@@ -190,8 +202,8 @@ pub(crate) struct RoleRules {
 }
 
 impl RoleRules {
-    /// The one decision function: listing ([`Policy::visible_tools`](crate::Policy::visible_tools))
-    /// and dispatch ([`ToolContext::authorize`], [`Policy::decide`](crate::Policy::decide)) all
+    /// The one decision function: listing ([`Policy::visible_tools`](super::Policy::visible_tools))
+    /// and dispatch ([`ToolContext::authorize`](super::ToolContext::authorize), [`Policy::decide`](super::Policy::decide)) all
     /// come here.
     pub(crate) fn decide(&self, assertions: &Assertions, tool: &CapabilityManifest) -> Decision {
         let provider = tool.provider();
@@ -245,180 +257,40 @@ fn is_subset(needed: &[String], granted: &[String]) -> bool {
         .all(|scope| granted.by_ref().any(|g| g == scope))
 }
 
-/// The grant of one agent in one session: its role, side-effect ceiling and scopes. It
-/// authorizes each call before the call happens.
-///
-/// Build one from a policy with [`Policy::context`](crate::Policy::context) (the role's tool
-/// patterns and the policy's operator assertions then apply too), or by hand with
-/// [`ToolContext::new`] for a grant that is not in a policy file.
-///
-/// ```
-/// use capability::{Capability, Ceiling, DenyReason, ToolContext};
-///
-/// /// Restart a pod.
-/// #[derive(Capability)]
-/// #[capability(destructive, provider = "k8s", scopes = ["k8s:write"])]
-/// struct RestartPod;
-///
-/// let ctx = ToolContext::new("monitor", "session-7", Ceiling::ReadOnly).with_scopes(["k8s:read"]);
-/// let denial = ctx.authorize_tool::<RestartPod>().unwrap_err();
-/// assert!(matches!(denial.reasons()[0], DenyReason::CeilingExceeded { .. }));
-/// assert_eq!(
-///     denial.to_string(),
-///     "role `monitor` (session `session-7`) may not call `k8s/restart_pod`: its side effect \
-///      (destructive write) exceeds the role's ceiling (read-only); missing scopes `k8s:write`"
-/// );
-/// ```
-#[derive(Clone, Debug)]
-pub struct ToolContext {
-    session: String,
-    rules: Arc<RoleRules>,
-    assertions: Arc<Assertions>,
+/// Operator assertions, by provider (empty for none) and tool name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Assertions {
+    by_provider: HashMap<String, HashMap<String, Assertion>>,
 }
 
-impl ToolContext {
-    /// A grant outside any policy: every tool name is allowed, within the ceiling and scopes.
-    pub fn new(role: impl Into<String>, session: impl Into<String>, ceiling: Ceiling) -> Self {
-        ToolContext {
-            session: session.into(),
-            rules: Arc::new(RoleRules {
-                name: role.into(),
-                ceiling,
-                closed_world_only: false,
-                scopes: Vec::new(),
-                allow: vec![Pattern::any()],
-                deny: Vec::new(),
-            }),
-            assertions: Arc::new(Assertions::default()),
-        }
-    }
-
-    pub(crate) fn from_policy(
-        session: String,
-        rules: Arc<RoleRules>,
-        assertions: Arc<Assertions>,
-    ) -> Self {
-        ToolContext {
-            session,
-            rules,
-            assertions,
-        }
-    }
-
-    /// Grants these scopes (in addition to those already granted).
-    pub fn with_scopes<I, S>(mut self, scopes: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        let rules = Arc::make_mut(&mut self.rules);
-        rules.scopes.extend(scopes.into_iter().map(Into::into));
-        rules.scopes.sort();
-        rules.scopes.dedup();
-        self
-    }
-
-    /// Allows closed-world tools only (`open_world` false).
-    pub fn closed_world_only(mut self, yes: bool) -> Self {
-        Arc::make_mut(&mut self.rules).closed_world_only = yes;
-        self
-    }
-
-    /// The role.
-    pub fn role(&self) -> &str {
-        &self.rules.name
-    }
-
-    /// The session.
-    pub fn session(&self) -> &str {
-        &self.session
-    }
-
-    /// The side-effect ceiling.
-    pub fn ceiling(&self) -> Ceiling {
-        self.rules.ceiling
-    }
-
-    /// The granted scopes, sorted.
-    pub fn scopes(&self) -> &[String] {
-        &self.rules.scopes
-    }
-
-    /// The decision for a tool, whatever it is.
-    pub fn decide(&self, tool: &CapabilityManifest) -> Decision {
-        self.rules.decide(&self.assertions, tool)
-    }
-
-    /// Authorizes a call of this tool, before it happens.
-    pub fn authorize(&self, tool: &CapabilityManifest) -> Result<(), Denial> {
-        let decision = self.decide(tool);
-        if decision.is_allowed() {
-            Ok(())
-        } else {
-            Err(Denial {
-                role: self.rules.name.clone(),
-                session: self.session.clone(),
-                tool: tool.qualified_name(),
-                reasons: decision.reasons,
-            })
-        }
-    }
-
-    /// Authorizes a call of a typed tool, before it happens.
-    pub fn authorize_tool<T: Capability + ?Sized>(&self) -> Result<(), Denial> {
-        self.authorize(T::manifest())
-    }
-}
-
-/// A call that was not authorized: who, which tool, and every reason.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Denial {
-    role: String,
-    session: String,
-    tool: String,
-    reasons: Vec<DenyReason>,
-}
-
-impl Denial {
-    /// The role.
-    pub fn role(&self) -> &str {
-        &self.role
-    }
-
-    /// The session.
-    pub fn session(&self) -> &str {
-        &self.session
-    }
-
-    /// The tool, as `provider/name`.
-    pub fn tool(&self) -> &str {
-        &self.tool
-    }
-
-    /// Every reason, as typed data.
-    pub fn reasons(&self) -> &[DenyReason] {
-        &self.reasons
-    }
-}
-
-impl fmt::Display for Denial {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "role `{}` (session `{}`) may not call `{}`: ",
-            self.role, self.session, self.tool
-        )?;
-        for (i, reason) in self.reasons.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
+impl Assertions {
+    /// A tool's effective hints, with the assertion about it (if any) applied.
+    pub(crate) fn flags(&self, tool: &CapabilityManifest) -> capability_rules::Flags {
+        match self.get(tool.provider(), tool.name()) {
+            Some(assertion) => {
+                let mut stated = tool.data.hints().stated();
+                assertion.apply(&mut stated);
+                Hints::resolve(stated).flags()
             }
-            reason.fmt(f)?;
+            None => tool.data.hints().flags(),
         }
-        Ok(())
+    }
+
+    /// Records the operator's assertion about `provider/name` (`""` for no provider).
+    pub(crate) fn insert(&mut self, provider: &str, name: &str, assertion: Assertion) {
+        self.by_provider
+            .entry(provider.to_owned())
+            .or_default()
+            .insert(name.to_owned(), assertion);
+    }
+
+    pub(crate) fn get(&self, provider: Option<&str>, name: &str) -> Option<&Assertion> {
+        if self.by_provider.is_empty() {
+            return None;
+        }
+        self.by_provider.get(provider.unwrap_or(""))?.get(name)
     }
 }
-
-impl std::error::Error for Denial {}
 
 #[cfg(test)]
 mod tests {

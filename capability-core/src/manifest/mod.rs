@@ -6,7 +6,15 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hints::{Hint, HintKind, Hints};
+mod builder;
+mod error;
+pub(crate) mod hints;
+
+pub use builder::ManifestBuilder;
+pub use error::{FieldProblem, ManifestError};
+pub use hints::{Hint, HintKind, HintSource};
+
+use hints::Hints;
 
 /// A tool: a type that carries a frozen [`CapabilityManifest`].
 ///
@@ -78,7 +86,7 @@ pub trait ReadOnlyTool: Capability {}
 /// `idempotentHint` and `openWorldHint` mean, with the same defaults; each records where it came
 /// from ([`hint`](Self::hint)), and the getters return the value decisions use. A manifest cannot
 /// be changed once built: it has getters only. It comes from `#[derive(Capability)]`, from
-/// [`CapabilityManifest::builder`], or from an MCP tool ([`CapabilityManifest::from_mcp_tool`]).
+/// [`CapabilityManifest::builder`], or from an MCP tool (`capability::mcp::McpManifest::from_mcp_tool`).
 /// It serializes with serde and deserializes only when every manifest rule holds, so a round trip
 /// is exact and a tampered file is refused.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -261,7 +269,7 @@ pub struct Assertion {
 
 impl Assertion {
     /// Replaces what was stated with what the operator asserts.
-    pub(crate) fn apply(&self, stated: &mut [crate::hints::Stated; 4]) {
+    pub(crate) fn apply(&self, stated: &mut [hints::Stated; 4]) {
         let values = [
             self.read_only,
             self.destructive,
@@ -270,7 +278,7 @@ impl Assertion {
         ];
         for (slot, value) in stated.iter_mut().zip(values) {
             if let Some(value) = value {
-                *slot = Some((value, crate::HintSource::Asserted));
+                *slot = Some((value, HintSource::Asserted));
             }
         }
     }
@@ -304,97 +312,6 @@ impl fmt::Display for CapabilityManifest {
         Ok(())
     }
 }
-
-/// A manifest that breaks the rules: every problem, each with the field it is about.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ManifestError {
-    tool: String,
-    problems: Vec<FieldProblem>,
-}
-
-/// One problem of a [`ManifestError`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldProblem {
-    field: String,
-    message: String,
-}
-
-impl FieldProblem {
-    /// The field, as a path: `name`, `annotations.readOnlyHint`, `required_scopes[1]`.
-    pub fn field(&self) -> &str {
-        &self.field
-    }
-
-    /// What is wrong, and what to do.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl ManifestError {
-    pub(crate) fn new(tool: impl Into<String>) -> Self {
-        ManifestError {
-            tool: tool.into(),
-            problems: Vec::new(),
-        }
-    }
-
-    pub(crate) fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(FieldProblem {
-            field: field.into(),
-            message: message.into(),
-        });
-    }
-
-    pub(crate) fn push_rules(&mut self, problems: Vec<capability_rules::Problem>) {
-        for problem in problems {
-            let field = match problem.subject {
-                capability_rules::Subject::Name => "name".to_owned(),
-                capability_rules::Subject::Provider => "provider".to_owned(),
-                capability_rules::Subject::Version => "version".to_owned(),
-                capability_rules::Subject::ReadOnlyAndDestructive => "destructive".to_owned(),
-                capability_rules::Subject::Scope(i) => format!("required_scopes[{i}]"),
-            };
-            self.push(field, problem.violation.to_string());
-        }
-    }
-
-    pub(crate) fn into_result(self) -> Result<(), ManifestError> {
-        if self.problems.is_empty() {
-            Ok(())
-        } else {
-            Err(self)
-        }
-    }
-
-    /// The tool's name as given (or a description of where it was, when it had none).
-    pub fn tool(&self) -> &str {
-        &self.tool
-    }
-
-    /// Every problem found.
-    pub fn problems(&self) -> &[FieldProblem] {
-        &self.problems
-    }
-}
-
-impl fmt::Display for ManifestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid tool `{}`", self.tool)?;
-        match self.problems.as_slice() {
-            [one] => write!(f, ": `{}`: {}", one.field, one.message),
-            many => {
-                f.write_str(":")?;
-                for problem in many {
-                    write!(f, "\n  - `{}`: {}", problem.field, problem.message)?;
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
-impl std::error::Error for ManifestError {}
 
 impl TryFrom<ManifestData> for CapabilityManifest {
     type Error = ManifestError;

@@ -1,0 +1,41 @@
+//! An audit trail that could not be written or read.
+
+use std::fmt;
+
+use crate::*;
+
+/// An audit trail that could not be written or read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuditError {
+    /// The file could not be opened, read or written (full disk, read-only file, ...).
+    Io {
+        /// The file.
+        path: String,
+        /// The operating system's message.
+        message: String,
+    },
+    /// An existing trail is broken: appending to it is refused.
+    Broken {
+        /// The file.
+        path: String,
+        /// Where it broke.
+        problem: TrailProblem,
+    },
+}
+
+impl fmt::Display for AuditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuditError::Io { path, message } => {
+                write!(f, "cannot write the audit trail {path}: {message}")
+            }
+            AuditError::Broken { path, problem } => write!(
+                f,
+                "the audit trail {path} is broken ({problem}); verify it with `capability audit \
+                 verify` and start a new file"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AuditError {}

@@ -1,0 +1,46 @@
+//! The audit trail of `capability`: every tool call decided, recorded, run and recorded again.
+//!
+//! [`AuditedDispatch`] is the one entry point for a tool call. It asks any decider
+//! ([`Authorize`](capability_core::authz::Authorize): a policy's role, an authority grant) before
+//! the call, runs the tool only when allowed, and leaves one [`AuditRecord`] per call in an
+//! [`AuditSink`]. The per-session [`Budget`] turns runaway agent loops into a degrade.
+//!
+//! Use it through the facade, `capability::audit`. Depend on this crate directly only to write a
+//! sink of your own; a program that only declares tools and agents does not need it.
+//!
+//! - [`record`]: the record and its hash chain.
+//! - [`sink`]: the `AuditSink` seam and the in-memory sink; [`jsonl`]: the JSON Lines file sink;
+//!   [`verify`]: reading and verifying a JSON Lines trail.
+//! - [`dispatch`]: `AuditedDispatch`; [`budget`]: budgets and degrade.
+//! - [`redact`]: sensitive fields; [`trace`]: records as `tracing` events; [`time`]: timestamps.
+
+#![forbid(unsafe_code)]
+
+pub mod budget;
+pub mod dispatch;
+pub mod error;
+pub mod jsonl;
+pub mod record;
+pub mod redact;
+pub mod sink;
+pub mod time;
+pub mod trace;
+pub mod verify;
+
+pub use budget::{Budget, DegradeReason, OnAuditFailure, Outcome};
+pub use dispatch::{AuditedDispatch, Caller, Redactor};
+pub use error::AuditError;
+pub use jsonl::{FlushPolicy, JsonlSink};
+pub use record::{AuditRecord, GENESIS, Verdict};
+pub use redact::redact_sensitive;
+pub use sink::{AuditSink, MemorySink};
+pub use time::utc_now;
+pub use verify::{ProblemKind, TrailProblem, VerifyReport, read_jsonl, verify_jsonl};
+
+/// Locks a mutex, going on with its data after a panic elsewhere: a poisoned lock must not stop
+/// the trail, and every writer leaves the data consistent between statements.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

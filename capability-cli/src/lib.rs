@@ -1,0 +1,10 @@
+//! The library half of the `capability` command: spawning and supervising a live MCP server to
+//! list its tools ([`supervise`]). The command itself (`src/main.rs`) is the user interface; this
+//! part is a library so that its tests can drive it against real processes.
+//!
+//! Process supervision lives here, in the command line's crate, and nowhere in the libraries:
+//! no library crate of the workspace enables `tokio/process`.
+
+#![forbid(unsafe_code)]
+
+pub mod supervise;

@@ -1,0 +1,19 @@
+//! What `#[derive(Capability)]`, `#[advisor_agent]` and `#[agent]` expand to call.
+//!
+//! Not a public API: generated code reaches it only through `capability::__private`, whose
+//! contents may change in any release. Nothing here is documented for users, and nothing a user
+//! writes by hand should name it.
+
+mod derived;
+
+pub use crate::agent::bind_advisor_tool;
+pub use derived::{AgentEntry, StaticAgent, StaticTool, ToolData, ToolEntry};
+
+// The public names generated code uses, reached through this module so that a user's own item
+// called `Capability` or `Agent` can never capture what the macros mean.
+pub use crate::agent::{Agent, AgentSpec, Target};
+pub use crate::manifest::{Capability, CapabilityManifest, ReadOnlyTool};
+pub use core::marker::PhantomData;
+pub use core::option::Option;
+pub use core::{concat, module_path, unreachable};
+pub use inventory;

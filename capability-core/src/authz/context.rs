@@ -1,0 +1,214 @@
+//! The grant of one agent in one session, and a call it refused.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::Authorize;
+use super::pattern::Pattern;
+use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules};
+use crate::manifest::{Capability, CapabilityManifest};
+
+/// The grant of one agent in one session: its role, side-effect ceiling and scopes. It
+/// authorizes each call before the call happens.
+///
+/// Build one from a policy with [`Policy::context`](crate::Policy::context) (the role's tool
+/// patterns and the policy's operator assertions then apply too), or by hand with
+/// [`ToolContext::new`] for a grant that is not in a policy file.
+///
+/// ```
+/// use capability::Capability;
+/// use capability::authz::{Ceiling, DenyReason, ToolContext};
+///
+/// /// Restart a pod.
+/// #[derive(Capability)]
+/// #[capability(destructive, provider = "k8s", scopes = ["k8s:write"])]
+/// struct RestartPod;
+///
+/// let ctx = ToolContext::new("monitor", "session-7", Ceiling::ReadOnly).with_scopes(["k8s:read"]);
+/// let denial = ctx.authorize_tool::<RestartPod>().unwrap_err();
+/// assert!(matches!(denial.reasons()[0], DenyReason::CeilingExceeded { .. }));
+/// assert_eq!(
+///     denial.to_string(),
+///     "role `monitor` (session `session-7`) may not call `k8s/restart_pod`: its side effect \
+///      (destructive write) exceeds the role's ceiling (read-only); missing scopes `k8s:write`"
+/// );
+/// ```
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    session: String,
+    rules: Arc<RoleRules>,
+    assertions: Arc<Assertions>,
+    policy_version: Option<Arc<str>>,
+}
+
+impl ToolContext {
+    /// A grant outside any policy: every tool name is allowed, within the ceiling and scopes.
+    pub fn new(role: impl Into<String>, session: impl Into<String>, ceiling: Ceiling) -> Self {
+        ToolContext {
+            session: session.into(),
+            rules: Arc::new(RoleRules {
+                name: role.into(),
+                ceiling,
+                closed_world_only: false,
+                scopes: Vec::new(),
+                allow: vec![Pattern::any()],
+                deny: Vec::new(),
+            }),
+            assertions: Arc::new(Assertions::default()),
+            policy_version: None,
+        }
+    }
+
+    pub(crate) fn from_policy(
+        session: String,
+        rules: Arc<RoleRules>,
+        assertions: Arc<Assertions>,
+        policy_version: Option<Arc<str>>,
+    ) -> Self {
+        ToolContext {
+            session,
+            rules,
+            assertions,
+            policy_version,
+        }
+    }
+
+    /// Grants these scopes (in addition to those already granted).
+    pub fn with_scopes<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let rules = Arc::make_mut(&mut self.rules);
+        rules.scopes.extend(scopes.into_iter().map(Into::into));
+        rules.scopes.sort();
+        rules.scopes.dedup();
+        self
+    }
+
+    /// Allows closed-world tools only (`open_world` false).
+    pub fn closed_world_only(mut self, yes: bool) -> Self {
+        Arc::make_mut(&mut self.rules).closed_world_only = yes;
+        self
+    }
+
+    /// The role.
+    pub fn role(&self) -> &str {
+        &self.rules.name
+    }
+
+    /// The session.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// The side-effect ceiling.
+    pub fn ceiling(&self) -> Ceiling {
+        self.rules.ceiling
+    }
+
+    /// The granted scopes, sorted.
+    pub fn scopes(&self) -> &[String] {
+        &self.rules.scopes
+    }
+
+    /// The decision for a tool, whatever it is.
+    pub fn decide(&self, tool: &CapabilityManifest) -> Decision {
+        Authorize::decide(self, tool)
+    }
+
+    /// Authorizes a call of this tool, before it happens.
+    pub fn authorize(&self, tool: &CapabilityManifest) -> Result<(), Denial> {
+        Authorize::authorize(self, tool)
+    }
+
+    /// Authorizes a call of a typed tool, before it happens.
+    pub fn authorize_tool<T: Capability + ?Sized>(&self) -> Result<(), Denial> {
+        self.authorize(T::manifest())
+    }
+}
+
+/// A call that was not authorized: who, which tool, and every reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Denial {
+    role: String,
+    session: String,
+    tool: String,
+    reasons: Vec<DenyReason>,
+}
+
+impl Authorize for ToolContext {
+    fn decide(&self, tool: &CapabilityManifest) -> Decision {
+        self.rules.decide(&self.assertions, tool)
+    }
+
+    fn principal(&self) -> &str {
+        &self.rules.name
+    }
+
+    fn session(&self) -> &str {
+        &self.session
+    }
+
+    fn policy_version(&self) -> Option<&str> {
+        self.policy_version.as_deref()
+    }
+}
+
+impl Denial {
+    /// A refusal of `tool` for `principal` in `session`, with every reason.
+    pub fn new(
+        principal: &str,
+        session: &str,
+        tool: &CapabilityManifest,
+        reasons: Vec<DenyReason>,
+    ) -> Denial {
+        Denial {
+            role: principal.to_owned(),
+            session: session.to_owned(),
+            tool: tool.qualified_name(),
+            reasons,
+        }
+    }
+
+    /// The role.
+    pub fn role(&self) -> &str {
+        &self.role
+    }
+
+    /// The session.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// The tool, as `provider/name`.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// Every reason, as typed data.
+    pub fn reasons(&self) -> &[DenyReason] {
+        &self.reasons
+    }
+}
+
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "role `{}` (session `{}`) may not call `{}`: ",
+            self.role, self.session, self.tool
+        )?;
+        for (i, reason) in self.reasons.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            reason.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Denial {}

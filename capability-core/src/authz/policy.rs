@@ -1,0 +1,229 @@
+//! The role permission matrix: roles with a ceiling, tool patterns and scopes, and operator
+//! assertions about specific tools, loaded from TOML.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::context::ToolContext;
+use super::pattern::Pattern;
+use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules};
+use crate::manifest::{Assertion, CapabilityManifest};
+use crate::toml_file::{self, TomlError};
+
+/// A policy file that could not be loaded: where, and why.
+pub type PolicyError = TomlError;
+
+/// What a policy is called in messages about a file without a name.
+const WHAT: &str = "policy";
+
+/// A role permission matrix (ADR-105 D2).
+///
+/// Each role has a side-effect ceiling, `allow` and `deny` patterns over `provider/tool` names
+/// (globs: `*` matches any run of characters, `/` included; `?` one character), and the scopes
+/// it holds. Deny beats allow; a tool that no `allow` pattern matches is denied; an unknown role
+/// is denied, never defaulted to another. Operator assertions (`[assertions."provider/tool"]`)
+/// say what a specific tool really does, and win over its code or server.
+///
+/// ```
+/// use capability::{CapabilityManifest, Policy};
+///
+/// let policy = Policy::from_toml_str(r#"
+///     version = "2026-11"
+///
+///     [roles.auditor]
+///     ceiling = "read-only"
+///     allow = ["*"]
+///     deny = ["ssh/*"]
+///     scopes = ["k8s:read"]
+///
+///     [assertions."browser/take_screenshot"]
+///     read_only = false      # it writes a file, whatever the server says
+/// "#)?;
+///
+/// let list = CapabilityManifest::builder("list_pods").provider("k8s").read_only(true)
+///     .scope("k8s:read").build()?;
+/// let restart = CapabilityManifest::builder("restart_pod").provider("k8s")
+///     .scope("k8s:write").build()?;
+/// assert!(policy.decide("auditor", &list).is_allowed());
+/// assert!(!policy.decide("auditor", &restart).is_allowed());
+/// assert!(!policy.decide("intern", &list).is_allowed(), "unknown roles are denied");
+///
+/// let tools = [list, restart];
+/// let shown: Vec<&CapabilityManifest> = policy.visible_tools("auditor", &tools);
+/// assert_eq!(shown.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Policy {
+    version: Option<String>,
+    /// Sorted by name.
+    pub(super) roles: Vec<Arc<RoleRules>>,
+    pub(super) assertions: Arc<Assertions>,
+}
+
+impl Policy {
+    /// Loads a policy from TOML text. A syntax error, an unknown key, a bad value, a bad pattern
+    /// or scope: each gives an error with its line and column.
+    pub fn from_toml_str(text: &str) -> Result<Policy, PolicyError> {
+        let at = |offset: usize, message: String| TomlError::at(WHAT, text, offset, message);
+        let file: PolicyFile = toml_file::parse(WHAT, text)?;
+        let mut roles = Vec::with_capacity(file.roles.len());
+        for (name, role) in file.roles {
+            let scopes = role
+                .scopes
+                .iter()
+                .map(|scope| {
+                    capability_rules::check_scope(scope.get_ref())
+                        .map(|()| scope.get_ref().clone())
+                        .map_err(|v| at(scope.span().start, v.to_string()))
+                })
+                .collect::<Result<Vec<String>, TomlError>>()?;
+            let patterns = |list: Vec<Spanned<String>>| {
+                list.into_iter()
+                    .map(|p| {
+                        let start = p.span().start;
+                        Pattern::new(p.into_inner()).map_err(|message| at(start, message))
+                    })
+                    .collect::<Result<Vec<Pattern>, TomlError>>()
+            };
+            roles.push(Arc::new(RoleRules {
+                name,
+                ceiling: role.ceiling,
+                closed_world_only: role.closed_world_only,
+                scopes: capability_rules::normalize_scopes(scopes.iter().map(String::as_str)),
+                allow: patterns(role.allow)?,
+                deny: patterns(role.deny)?,
+            }));
+        }
+        let mut assertions = Assertions::default();
+        for (key, assertion) in file.assertions {
+            let (provider, name) = match key.get_ref().split_once('/') {
+                Some((provider, name)) => (provider, name),
+                None => ("", key.get_ref().as_str()),
+            };
+            let valid = capability_rules::check_tool_name(name).is_ok()
+                && (provider.is_empty() || capability_rules::check_provider(provider).is_ok());
+            if !valid {
+                return Err(at(
+                    key.span().start,
+                    format!(
+                        "`{}` does not name a tool; write `provider/tool` or `tool`, \
+                         without patterns",
+                        key.get_ref()
+                    ),
+                ));
+            }
+            assertions.insert(provider, name, assertion);
+        }
+        Ok(Policy {
+            version: file.version,
+            roles,
+            assertions: Arc::new(assertions),
+        })
+    }
+
+    /// Loads a policy from a TOML file; errors name the file.
+    pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Policy, PolicyError> {
+        let path = path.as_ref();
+        let text = toml_file::read(WHAT, path, false)?.unwrap_or_default();
+        Policy::from_toml_str(&text).map_err(|error| error.in_file(path))
+    }
+
+    /// The `version` the policy file declares, if any.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// The roles, sorted by name.
+    pub fn roles(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.roles.iter().map(|r| r.name.as_str())
+    }
+
+    fn role(&self, role: &str) -> Option<&Arc<RoleRules>> {
+        self.roles
+            .binary_search_by(|r| r.name.as_str().cmp(role))
+            .ok()
+            .map(|i| &self.roles[i])
+    }
+
+    /// The one decision function: may `role` call `tool`? Used for listing and for dispatch.
+    pub fn decide(&self, role: &str, tool: &CapabilityManifest) -> Decision {
+        match self.role(role) {
+            Some(rules) => rules.decide(&self.assertions, tool),
+            None => Decision::deny(DenyReason::UnknownRole {
+                role: role.to_owned(),
+            }),
+        }
+    }
+
+    /// The tools `role` may call, in their order: filter a tool list with this before
+    /// converting it to an LLM provider's schema, so a role never sees what it may not call.
+    /// An unknown role sees nothing.
+    pub fn visible_tools<'t>(
+        &self,
+        role: &str,
+        tools: &'t [CapabilityManifest],
+    ) -> Vec<&'t CapabilityManifest> {
+        match self.role(role) {
+            Some(rules) => tools
+                .iter()
+                .filter(|tool| rules.decide(&self.assertions, tool).is_allowed())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The grant of `role` for one session, to authorize each call; `None` for an unknown role.
+    pub fn context(&self, role: &str, session: impl Into<String>) -> Option<ToolContext> {
+        self.role(role).map(|rules| {
+            ToolContext::from_policy(
+                session.into(),
+                Arc::clone(rules),
+                Arc::clone(&self.assertions),
+                self.version.as_deref().map(Arc::from),
+            )
+        })
+    }
+
+    /// The effective hints of a tool, with the operator's assertion about it applied.
+    pub(crate) fn effective_flags(&self, tool: &CapabilityManifest) -> capability_rules::Flags {
+        self.assertions.flags(tool)
+    }
+
+    /// The manifest as the policy sees it: with the operator's assertion about it applied, if
+    /// there is one.
+    pub fn effective_manifest(&self, tool: &CapabilityManifest) -> CapabilityManifest {
+        match self.assertions.get(tool.provider(), tool.name()) {
+            Some(assertion) => tool.with_assertion(assertion),
+            None => tool.clone(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    version: Option<String>,
+    #[serde(default)]
+    roles: BTreeMap<String, RoleFile>,
+    #[serde(default)]
+    assertions: BTreeMap<Spanned<String>, Assertion>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoleFile {
+    ceiling: Ceiling,
+    #[serde(default)]
+    closed_world_only: bool,
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    deny: Vec<Spanned<String>>,
+    #[serde(default)]
+    scopes: Vec<Spanned<String>>,
+}

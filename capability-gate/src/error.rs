@@ -1,0 +1,108 @@
+//! Why the gate refused a proposal, or a proposal, approval or key file could not be read.
+
+use std::fmt;
+
+/// Why the gate refused, or a file could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GateError {
+    /// No approval was given.
+    Unsigned,
+    /// The approver is not one the gate trusts.
+    UnknownApprover(String),
+    /// The signature is not the approver's.
+    BadSignature(String),
+    /// The approval is for another tool.
+    OtherTool {
+        /// The approved tool.
+        approved: String,
+        /// The proposed tool.
+        proposed: String,
+    },
+    /// The arguments differ from the approved ones.
+    ArgumentsChanged,
+    /// The tool's descriptor changed since the approval.
+    DescriptorChanged,
+    /// The approval has expired.
+    Expired {
+        /// When it expired.
+        expired_at: u64,
+        /// Now.
+        now: u64,
+    },
+    /// The approval was used already.
+    Replay(String),
+    /// The clock stepped back further than the tolerance: time checks cannot be trusted.
+    ClockWentBack {
+        /// Now.
+        now: u64,
+        /// The latest time seen.
+        latest: u64,
+    },
+    /// A validation or preflight check refused.
+    CheckFailed {
+        /// `validation` or `preflight`.
+        kind: &'static str,
+        /// The check.
+        check: String,
+        /// Its reason.
+        reason: String,
+    },
+    /// A proposal, approval or key could not be read.
+    Malformed {
+        /// What.
+        what: String,
+        /// Why.
+        why: String,
+    },
+}
+
+impl fmt::Display for GateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GateError::Unsigned => f.write_str(
+                "not approved: no signed approval; a human must sign the proposal \
+                 (`capability approve`)",
+            ),
+            GateError::UnknownApprover(who) => {
+                write!(
+                    f,
+                    "not approved: `{who}` is not an approver this gate trusts"
+                )
+            }
+            GateError::BadSignature(who) => write!(
+                f,
+                "not approved: the signature is not `{who}`'s (forged or altered approval)"
+            ),
+            GateError::OtherTool { approved, proposed } => write!(
+                f,
+                "not approved: the approval is for `{approved}`, the proposal for `{proposed}`"
+            ),
+            GateError::ArgumentsChanged => f.write_str(
+                "not approved: the arguments differ from the approved ones; sign the new proposal",
+            ),
+            GateError::DescriptorChanged => f.write_str(
+                "not approved: the tool's descriptor changed since the approval; review it again",
+            ),
+            GateError::Expired { expired_at, now } => write!(
+                f,
+                "not approved: the approval expired at {expired_at} (now {now})"
+            ),
+            GateError::Replay(id) => {
+                write!(f, "not approved: approval {id} was used already (replay)")
+            }
+            GateError::ClockWentBack { now, latest } => write!(
+                f,
+                "not approved: the clock went back from {latest} to {now}; time checks cannot \
+                 be trusted until it is right"
+            ),
+            GateError::CheckFailed {
+                kind,
+                check,
+                reason,
+            } => write!(f, "not approved: {kind} check `{check}` refused: {reason}"),
+            GateError::Malformed { what, why } => write!(f, "cannot read {what}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for GateError {}
