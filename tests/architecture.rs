@@ -10,6 +10,8 @@
 //!    every file can be read in one sitting.
 //! 3. **`capability-core` is at most 35% of the library code** (about a third), so the core
 //!    stays small and the rest lives in crates that are reviewed and built on their own.
+//! 4. **No library crate enables tokio's `process` feature**: spawning and supervising
+//!    processes is the command line's job (`capability-cli`), never a library's.
 //!
 //! Crates and modules are discovered from the file system (the workspace members in the root
 //! `Cargo.toml`, each crate's `src/`, the `mod` declarations and `use` re-exports of
@@ -114,6 +116,47 @@ fn core_is_at_most_35_percent_of_the_library_code() {
     println!("Non-test lines of library code per crate:\n{table}");
 }
 
+/// The one crate that may spawn processes: the command line supervises live MCP servers.
+const SPAWNS_PROCESSES: &str = "capability-cli";
+
+#[test]
+fn no_library_crate_enables_tokio_process() {
+    let crates = library_crates();
+    let offenders: Vec<&str> = crates
+        .iter()
+        .filter(|krate| krate.name != SPAWNS_PROCESSES)
+        .filter(|krate| {
+            let dependencies = toml_section(&krate.manifest, "dependencies");
+            dependencies
+                .lines()
+                .any(|line| line.trim_start().starts_with("tokio") && line.contains("\"process\""))
+        })
+        .map(|krate| krate.name.as_str())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "\nthese library crates enable tokio's `process` feature in [dependencies]; spawning and \
+         supervising processes belongs to `{SPAWNS_PROCESSES}`: {offenders:?}\n"
+    );
+}
+
+/// The lines of one `[section]` of a TOML file (up to the next section header).
+fn toml_section(toml: &str, section: &str) -> String {
+    let header = format!("[{section}]");
+    let mut inside = false;
+    let mut lines = String::new();
+    for line in toml.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            inside = trimmed == header;
+        } else if inside {
+            lines.push_str(line);
+            lines.push('\n');
+        }
+    }
+    lines
+}
+
 fn percent(part: usize, total: usize) -> f64 {
     if total == 0 {
         0.0
@@ -129,6 +172,8 @@ fn percent(part: usize, total: usize) -> f64 {
 /// A library crate and every `.rs` file under its `src/`.
 struct Crate {
     name: String,
+    /// The crate's `Cargo.toml`, as text.
+    manifest: String,
     files: Vec<SourceFile>,
 }
 
@@ -150,7 +195,8 @@ fn library_crates() -> Vec<Crate> {
     dirs.iter()
         .map(|dir| {
             let crate_dir = root.join(dir);
-            let name = toml_string_value(&read(&crate_dir.join("Cargo.toml")), "package", "name")
+            let manifest = read(&crate_dir.join("Cargo.toml"));
+            let name = toml_string_value(&manifest, "package", "name")
                 .unwrap_or_else(|| panic!("{dir}/Cargo.toml has no [package] name"));
             let src = crate_dir.join("src");
             let files = rust_files(&src)
@@ -165,7 +211,11 @@ fn library_crates() -> Vec<Crate> {
                     )
                 })
                 .collect();
-            Crate { name, files }
+            Crate {
+                name,
+                manifest,
+                files,
+            }
         })
         .collect()
 }
