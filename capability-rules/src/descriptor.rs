@@ -115,18 +115,8 @@ impl Descriptor<'_> {
 
 /// SHA-256 of some bytes, as 64 lowercase hex digits.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest.iter() {
-        hex.push(HEX[usize::from(byte >> 4)]);
-        hex.push(HEX[usize::from(byte & 0x0f)]);
-    }
-    hex
+    crate::hex::encode(&Sha256::digest(bytes))
 }
-
-const HEX: [char; 16] = [
-    '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f',
-];
 
 fn key(out: &mut String, name: &str) {
     if !out.ends_with('{') {
@@ -188,8 +178,7 @@ fn string(out: &mut String, value: &str) {
         out.push_str(&value[start..i]);
         if escape.is_empty() {
             out.push_str("\\u00");
-            out.push(HEX[usize::from(b >> 4)]);
-            out.push(HEX[usize::from(b & 0x0f)]);
+            crate::hex::encode_to(out, &[b]);
         } else {
             out.push_str(escape);
         }
