@@ -3,6 +3,16 @@
 //! The descriptor is canonical JSON: keys in byte order, no white space, strings escaped the way
 //! RFC 8785 escapes them. It is written by hand here (no serde) so that nothing a user's build
 //! turns on, such as serde_json's `preserve_order`, can change a hash.
+//!
+//! Why a second JSON writer, when `capability_core::json` is the canonical writer of a
+//! `serde_json::Value`: the derive macro hashes descriptors at compile time, so this crate is a
+//! dependency of the proc-macro crate, and everything it depends on is compiled into every build
+//! of the macros. It stays on `sha2` alone, with no `serde_json`, and it cannot use
+//! `capability-core`, which depends on it. So this writer knows only the descriptor's fixed shape
+//! (strings, booleans, `null`, arrays and the [`Shape`] tree), with its keys written in order by
+//! hand (all ASCII, where byte order is RFC 8785's UTF-16 order). The string escaping is shared:
+//! `capability_core::json` writes every string with [`write_json_string`], and a test there
+//! checks that a descriptor's JSON is its own canonical form.
 
 use sha2::{Digest, Sha256};
 
