@@ -10,7 +10,7 @@
 
 use std::process::ExitCode;
 
-use capability::gate::{Approval, ProposalFile};
+use capability::gate::{Approval, ProposalFile, SecretKey};
 use capability::{AdvisorSession, Approved, Capability, Execute, Run, WriteGate, advisor_agent};
 
 /// List the pods of a namespace.
@@ -65,12 +65,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // The approver's key pair (`capability keygen --out alice.key`). The gate gets only the
     // public half.
-    let key = capability::gate::generate_key()?;
-    std::fs::write(
-        dir.join("alice.key"),
-        capability::gate::secret_key_to_text(&key),
-    )?;
-    let gate = WriteGate::new().approver("alice", key.verifying_key());
+    let key = SecretKey::generate()?;
+    std::fs::write(dir.join("alice.key"), key.to_text())?;
+    let gate = WriteGate::new().approver("alice", key.public_key());
 
     // 1. The analyst reads (read-only tools run directly) and proposes a restart.
     let session = AdvisorSession::<Analyst>::new().ok_or("Analyst is an advisor")?;
@@ -99,8 +96,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // 3. A human reviews the file and signs it:
     //    capability approve --key alice.key --approver alice --out approval.json proposal.json
     let file = ProposalFile::from_json(&std::fs::read_to_string(&proposal_path)?)?;
-    let secret =
-        capability::gate::secret_key_from_text(&std::fs::read_to_string(dir.join("alice.key"))?)?;
+    let secret = SecretKey::from_text(&std::fs::read_to_string(dir.join("alice.key"))?)?;
     let now = capability::gate::Clock::now(&capability::gate::SystemClock);
     let approval = Approval::sign(&file, "alice", &secret, now + 900)?;
     println!("3. alice signs approval {} (valid 15 minutes)", approval.id);

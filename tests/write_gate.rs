@@ -3,10 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use capability::gate::{
-    Approval, Check, Clock, GateError, ProposalFile, generate_key, public_key_from_text,
-    public_key_to_text, secret_key_from_text, secret_key_to_text,
-};
+use capability::gate::{Approval, Check, Clock, GateError, ProposalFile, PublicKey, SecretKey};
 use capability::{Approved, Capability, CapabilityManifest, Execute, Proposal, WriteGate};
 use serde_json::Value;
 
@@ -54,15 +51,15 @@ fn pod(name: &str) -> RestartPod {
 
 struct Setup {
     gate: WriteGate,
-    key: capability::gate::SigningKey,
+    key: SecretKey,
     clock: TestClock,
 }
 
 fn setup() -> Setup {
-    let key = generate_key().expect("randomness");
+    let key = SecretKey::generate().expect("randomness");
     let clock = TestClock(Arc::new(AtomicU64::new(NOW)));
     let gate = WriteGate::new()
-        .approver("alice", key.verifying_key())
+        .approver("alice", key.public_key())
         .clock(clock.clone());
     Setup { gate, key, clock }
 }
@@ -140,7 +137,7 @@ fn a_changed_descriptor_invalidates_the_approval() {
 fn signatures_must_be_an_approvers_and_intact() {
     let s = setup();
     let p = proposal("api-0");
-    let mallory = generate_key().expect("key");
+    let mallory = SecretKey::generate().expect("key");
     let forged = Approval::sign(p.file(), "alice", &mallory, NOW + 600).expect("signed");
     assert_eq!(
         refusal(s.gate.approve(proposal("api-0"), Some(&forged))),
@@ -230,9 +227,9 @@ impl Check for DryRun {
 
 #[test]
 fn validation_and_preflight_must_pass_first() {
-    let key = generate_key().expect("key");
+    let key = SecretKey::generate().expect("key");
     let gate = WriteGate::new()
-        .approver("alice", key.verifying_key())
+        .approver("alice", key.public_key())
         .validator(MaxReplicas(10))
         .preflight(DryRun);
     let scale = |deployment: &str, replicas| {
@@ -306,10 +303,62 @@ fn files_round_trip_and_bad_files_are_refused() {
     );
     assert!(Approval::from_json("[]").is_err());
 
-    let key = secret_key_from_text(&secret_key_to_text(&s.key)).expect("reads back");
-    assert_eq!(key.to_bytes(), s.key.to_bytes());
-    let public = public_key_from_text(&public_key_to_text(&s.key.verifying_key())).expect("reads");
-    assert_eq!(public, s.key.verifying_key());
-    assert!(secret_key_from_text("1234").is_err());
-    assert!(public_key_from_text("not hex").is_err());
+    let key = SecretKey::from_text(&s.key.to_text()).expect("reads back");
+    assert_eq!(key.public_key(), s.key.public_key());
+    let public = PublicKey::from_text(&s.key.public_key().to_text()).expect("reads");
+    assert_eq!(public, s.key.public_key());
+    assert!(SecretKey::from_text("1234").is_err());
+    assert!(PublicKey::from_text("not hex").is_err());
+}
+
+#[test]
+fn key_files_are_64_hex_digits_and_bad_ones_are_refused() {
+    let s = setup();
+    let text = s.key.to_text();
+    let digits = text.strip_suffix('\n').expect("ends with a newline");
+    assert_eq!(digits.len(), 64);
+    assert!(
+        digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    );
+    // A file a person edited: capitals and white space around the digits still read.
+    let edited = format!("  {}\r\n", digits.to_uppercase());
+    let key = SecretKey::from_text(&edited).expect("capitals and white space");
+    assert_eq!(key.public_key(), s.key.public_key());
+    let public = s.key.public_key().to_text();
+    assert_eq!(public.trim_end(), s.key.public_key().to_string());
+    assert_ne!(public, text, "the public key file is not the secret one");
+
+    for bad in [
+        "",
+        "00",
+        &digits[..63],
+        &format!("{digits}0"),
+        &format!("{digits}00"),
+    ] {
+        let error = SecretKey::from_text(bad).expect_err("too short or too long");
+        assert!(error.to_string().contains("64 hex digits"), "{error}");
+        assert!(PublicKey::from_text(bad).is_err(), "{bad:?}");
+    }
+    let mut not_hex = digits.to_owned();
+    not_hex.replace_range(10..11, "g");
+    assert!(SecretKey::from_text(&not_hex).is_err());
+    assert!(PublicKey::from_text(&not_hex).is_err());
+    // A two-byte character where two digits should be: refused, no panic.
+    let mut accented = digits.to_owned();
+    accented.replace_range(0..2, "é");
+    assert!(SecretKey::from_text(&accented).is_err());
+    assert!(PublicKey::from_text(&accented).is_err());
+    // The secret never shows in debug output.
+    assert!(!format!("{:?}", s.key).contains(digits));
+}
+
+#[test]
+fn a_weak_public_key_is_refused() {
+    // The identity point: with it as an approver's key, an approval with R = identity and
+    // s = 0 would pass a lax check for any proposal. An edited `.pub` file must not get there.
+    let identity = format!("01{}", "00".repeat(31));
+    let error = PublicKey::from_text(&identity).expect_err("a weak key");
+    assert!(error.to_string().contains("weak"), "{error}");
 }

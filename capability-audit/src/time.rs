@@ -1,9 +1,26 @@
-//! Timestamps of records.
+//! Timestamps of records: UTC, to the millisecond, formatted by the `time` crate.
 
+use std::num::NonZeroU8;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Iso8601;
+use time::format_description::well_known::iso8601::{Config, EncodedConfig, TimePrecision};
+
+/// ISO 8601 as records write it: `YYYY-MM-DDTHH:MM:SS.mmmZ` (the milliseconds truncated, never
+/// rounded up into the next second).
+const RECORD_TIME: EncodedConfig = Config::DEFAULT
+    .set_time_precision(TimePrecision::Second {
+        decimal_digits: NonZeroU8::new(3),
+    })
+    .encode();
+
+/// The latest time the format can hold, written when the clock is past it.
+const LATEST: &str = "9999-12-31T23:59:59.999Z";
 
 /// The current time, UTC, as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub fn utc_now() -> String {
+    // A clock set before 1970 gives the epoch, as it always has.
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);
@@ -11,24 +28,11 @@ pub fn utc_now() -> String {
 }
 
 fn format_utc(secs: u64, millis: u32) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let nanos = i128::from(secs) * 1_000_000_000 + i128::from(millis.min(999)) * 1_000_000;
+    OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|time| time.format(&Iso8601::<RECORD_TIME>).ok())
+        .unwrap_or_else(|| LATEST.to_owned())
 }
 
 #[cfg(test)]
@@ -41,5 +45,21 @@ mod tests {
         assert_eq!(format_utc(951_782_400, 5), "2000-02-29T00:00:00.005Z");
         assert_eq!(format_utc(1_795_999_999, 999), "2026-11-30T00:53:19.999Z");
         assert_eq!(format_utc(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn leap_days_and_the_edges_of_the_format() {
+        // 1900 and 2100 are not leap years; 2000 and 2024 are.
+        assert_eq!(format_utc(951_868_799, 999), "2000-02-29T23:59:59.999Z");
+        assert_eq!(format_utc(1_709_164_800, 0), "2024-02-29T00:00:00.000Z");
+        assert_eq!(format_utc(4_107_542_400, 0), "2100-03-01T00:00:00.000Z");
+        assert_eq!(format_utc(253_402_300_799, 999), LATEST);
+        // Past year 9999 (or a nonsense clock): the latest time, not a panic or a longer text.
+        assert_eq!(format_utc(253_402_300_800, 0), LATEST);
+        assert_eq!(format_utc(u64::MAX, 999), LATEST);
+        assert_eq!(format_utc(0, 5_000), "1970-01-01T00:00:00.999Z");
+        let now = utc_now();
+        assert_eq!(now.len(), LATEST.len(), "{now}");
+        assert!(now.as_str() > "2025" && now.ends_with('Z'), "{now}");
     }
 }

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use capability::gate::{Approval, ProposalFile, SystemClock};
+use capability::gate::{Approval, ProposalFile, SecretKey, SystemClock};
 
 use crate::Failure;
 use crate::out::{self, Out};
@@ -24,7 +24,7 @@ pub fn approve(
 ) -> Result<u8, Failure> {
     let file = ProposalFile::from_json(&read(proposal, "proposal")?)
         .map_err(|e| Failure::input(format!("`{}`: {e}", proposal.display())))?;
-    let secret = capability::gate::secret_key_from_text(&read(key, "key file")?)
+    let secret = SecretKey::from_text(&read(key, "key file")?)
         .map_err(|e| Failure::input(format!("`{}`: {e}", key.display())))?;
     let now = capability::gate::Clock::now(&SystemClock);
     let approval = Approval::sign(&file, approver, &secret, now.saturating_add(expires_in))
@@ -44,7 +44,7 @@ pub fn approve(
 
 /// Writes a new key pair.
 pub fn keygen(key_file: &Path, out: &mut Out) -> Result<u8, Failure> {
-    let key = capability::gate::generate_key().map_err(|e| Failure::input(e.to_string()))?;
+    let key = SecretKey::generate().map_err(|e| Failure::input(e.to_string()))?;
     let public: PathBuf = {
         let mut name = key_file.as_os_str().to_owned();
         name.push(".pub");
@@ -56,12 +56,9 @@ pub fn keygen(key_file: &Path, out: &mut Out) -> Result<u8, Failure> {
             key_file.display()
         )));
     }
-    write_secret(key_file, &capability::gate::secret_key_to_text(&key))?;
-    std::fs::write(
-        &public,
-        capability::gate::public_key_to_text(&key.verifying_key()),
-    )
-    .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", public.display())))?;
+    write_secret(key_file, &key.to_text())?;
+    std::fs::write(&public, key.public_key().to_text())
+        .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", public.display())))?;
     writeln!(
         out,
         "wrote the secret key to {} and the public key to {}",

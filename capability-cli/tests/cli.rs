@@ -618,7 +618,7 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     let out = capability(&dir, &["keygen", "--out", "alice.key"]);
     assert_eq!(code(&out), 2, "never overwrites a key");
-    let public = capability::gate::public_key_from_text(
+    let public = capability::gate::PublicKey::from_text(
         &std::fs::read_to_string(dir.join("alice.key.pub")).expect("public key"),
     )
     .expect("a public key");

@@ -1,5 +1,10 @@
 //! Canonical JSON (RFC 8785, JCS) of a `serde_json::Value`, for descriptor hashes.
 //!
+//! This is the one writer of canonical JSON for `serde_json` values: MCP descriptor hashes,
+//! lockfile parts, audit records and digests, approvals all go through it. (The derive macro's
+//! descriptor has its own small writer in `capability-rules`, which must not depend on
+//! `serde_json`; both escape strings with the same `capability_rules::write_json_string`.)
+//!
 //! Keys are sorted explicitly, by UTF-16 code units as RFC 8785 says, while writing: the order
 //! of a `serde_json::Map` is never relied on (any crate in a build can turn on serde_json's
 //! `preserve_order`). Numbers are written as ECMAScript writes them (`1.5e-7`, `1e+21`, `100`);
@@ -65,20 +70,63 @@ fn write_value(out: &mut String, value: &Value) {
     }
 }
 
-/// Writes `"key":value`.
-pub fn write_entry(out: &mut String, key: &str, value: &Value) {
-    capability_rules::write_json_string(out, key);
-    out.push(':');
-    write_value(out, value);
+/// The canonical JSON text of the object made of these entries, in any order (a repeated key is
+/// written once, with its first value).
+///
+/// For an object made of some fields of another without copying them, as the MCP descriptor
+/// hash does:
+///
+/// ```
+/// use capability::json::{to_canonical_json, to_canonical_json_object};
+/// use serde_json::json;
+///
+/// let tool = json!({"name": "echo", "_meta": {"x": 1}, "description": "Echo."});
+/// let covered = ["name", "description"].map(|key| (key, &tool[key]));
+/// assert_eq!(to_canonical_json_object(covered), r#"{"description":"Echo.","name":"echo"}"#);
+/// assert_eq!(
+///     to_canonical_json_object(covered),
+///     to_canonical_json(&json!({"name": "echo", "description": "Echo."})),
+/// );
+/// ```
+pub fn to_canonical_json_object<'a>(
+    entries: impl IntoIterator<Item = (&'a str, &'a Value)>,
+) -> String {
+    let mut entries: Vec<(&str, &Value)> = entries.into_iter().collect();
+    // A stable sort keeps repeated keys in their order, so `dedup` keeps the first.
+    sort_keys(&mut entries, true);
+    entries.dedup_by(|(a, _), (b, _)| a == b);
+    // Room for a typical MCP tool descriptor (schemas included) without growing.
+    let mut out = String::with_capacity(4096);
+    write_sorted(&mut out, &entries);
+    out
 }
 
-/// Writes an object from its entries, sorting them by key first.
+/// Writes an object from its entries (distinct keys), sorting them by key first.
 fn write_object(out: &mut String, entries: &mut [(&str, &Value)]) {
-    if entries.iter().all(|(k, _)| byte_order_is_utf16_order(k)) {
-        entries.sort_unstable_by_key(|(a, _)| *a);
+    sort_keys(entries, false);
+    write_sorted(out, entries);
+}
+
+/// Sorts entries by key in RFC 8785 order (UTF-16 code units); `stable` keeps entries with the
+/// same key in their order.
+fn sort_keys(entries: &mut [(&str, &Value)], stable: bool) {
+    let utf16 = !entries.iter().all(|(k, _)| byte_order_is_utf16_order(k));
+    let order = |(a, _): &(&str, &Value), (b, _): &(&str, &Value)| {
+        if utf16 {
+            a.encode_utf16().cmp(b.encode_utf16())
+        } else {
+            a.cmp(b)
+        }
+    };
+    if stable {
+        entries.sort_by(order);
     } else {
-        entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+        entries.sort_unstable_by(order);
     }
+}
+
+/// Writes an object from entries already in canonical order.
+fn write_sorted(out: &mut String, entries: &[(&str, &Value)]) {
     out.push('{');
     for (i, (key, item)) in entries.iter().enumerate() {
         if i > 0 {
@@ -197,6 +245,64 @@ mod tests {
             let value: Value = serde_json::from_str(text).expect("valid JSON");
             assert_eq!(to_canonical_json(&value), want, "{text}");
         }
+    }
+
+    #[test]
+    fn an_object_from_entries_is_sorted_and_keeps_the_first_of_a_repeated_key() {
+        let (one, two, three) = (json!(1), json!(2), json!(3));
+        let entries = [
+            ("\u{fb33}", &one),
+            ("b", &two),
+            ("\u{10000}", &three),
+            ("b", &one),
+        ];
+        assert_eq!(
+            to_canonical_json_object(entries),
+            "{\"b\":2,\"\u{10000}\":3,\"\u{fb33}\":1}"
+        );
+        assert_eq!(to_canonical_json_object([]), "{}");
+        let tool = json!({"z": [1, {"y": true, "x": null}], "a": "é\u{1}"});
+        let map = tool.as_object().expect("an object");
+        assert_eq!(
+            to_canonical_json_object(map.iter().map(|(k, v)| (k.as_str(), v))),
+            to_canonical_json(&tool)
+        );
+    }
+
+    /// The derive macro's descriptor is written by `capability-rules`, not here: the two
+    /// writers must agree, or a descriptor would not be canonical JSON.
+    #[test]
+    fn a_descriptor_from_capability_rules_is_already_canonical() {
+        use capability_rules::{Descriptor, Flags, Shape};
+        let scopes = vec!["a:read".to_owned(), "\u{e9}\u{1f}:read".to_owned()];
+        let sensitive = vec!["token".to_owned()];
+        let input = Shape::Enum(vec![
+            ("Unit".into(), Shape::Unit),
+            (
+                "Named".into(),
+                Shape::Named(vec![("q\"uote".into(), "Vec<\\u8>".into())]),
+            ),
+            (
+                "Tuple".into(),
+                Shape::Tuple(vec!["\u{10000}\u{fb33}".into()]),
+            ),
+        ]);
+        let descriptor = Descriptor {
+            name: "probe",
+            title: Some("Tab\there, new\nline, \u{7f} and \u{2028}"),
+            description: None,
+            provider: Some("k8s"),
+            flags: Flags::resolve(Some(true), None, None, None).expect("valid"),
+            scopes: &scopes,
+            generics: "<T: Clone>",
+            input: &input,
+            output: Some("Result<(), String>"),
+            version: None,
+            sensitive: &sensitive,
+        };
+        let written = descriptor.canonical_json();
+        let value: Value = serde_json::from_str(&written).expect("valid JSON");
+        assert_eq!(to_canonical_json(&value), written);
     }
 
     #[test]

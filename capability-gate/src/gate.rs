@@ -5,11 +5,11 @@ use std::fmt;
 use std::sync::{Mutex, PoisonError};
 
 use capability_core::{Agent, Capability, CapabilityManifest, ReadOnlyTool};
-use ed25519_dalek::VerifyingKey;
 use serde_json::Value;
 
 use crate::clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 use crate::error::GateError;
+use crate::key::PublicKey;
 use crate::proposal::{Approval, Proposal};
 
 /// A proposal the gate approved: the only thing [`Execute::execute`] accepts.
@@ -150,7 +150,7 @@ pub trait Check: Send + Sync {
 ///
 /// It holds only the approvers' public keys: an agent process cannot forge an approval.
 pub struct WriteGate {
-    approvers: HashMap<String, VerifyingKey>,
+    approvers: HashMap<String, PublicKey>,
     validators: Vec<Box<dyn Check>>,
     preflights: Vec<Box<dyn Check>>,
     clock: Box<dyn Clock>,
@@ -190,7 +190,7 @@ impl WriteGate {
     }
 
     /// Trusts this approver's public key.
-    pub fn approver(mut self, name: impl Into<String>, key: VerifyingKey) -> Self {
+    pub fn approver(mut self, name: impl Into<String>, key: PublicKey) -> Self {
         self.approvers.insert(name.into(), key);
         self
     }

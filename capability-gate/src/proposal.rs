@@ -3,12 +3,12 @@
 use std::fmt;
 
 use capability_core::Capability;
-use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::GateError;
+use crate::key::{PublicKey, SecretKey};
 
 /// A request to run a mutating tool, built by an agent (an advisor included). Building one
 /// runs nothing; only a [`WriteGate`](crate::WriteGate) turns it into an
@@ -153,7 +153,7 @@ impl Approval {
     pub fn sign(
         proposal: &ProposalFile,
         approver: impl Into<String>,
-        key: &SigningKey,
+        key: &SecretKey,
         expires_at: u64,
     ) -> Result<Approval, GateError> {
         let mut id = [0u8; 16];
@@ -162,7 +162,7 @@ impl Approval {
             why: format!("no randomness available: {e}"),
         })?;
         let mut approval = Approval {
-            id: hex(&id),
+            id: capability_rules::hex::encode(&id),
             tool: proposal.tool.clone(),
             descriptor_hash: proposal.descriptor_hash.clone(),
             args_digest: proposal.args_digest.clone(),
@@ -170,7 +170,7 @@ impl Approval {
             expires_at,
             signature: String::new(),
         };
-        approval.signature = hex(&key.sign(&approval.signed_bytes()).to_bytes());
+        approval.signature = key.sign_hex(&approval.signed_bytes());
         Ok(approval)
     }
 
@@ -190,15 +190,8 @@ impl Approval {
     }
 
     /// Whether the signature is this approver's.
-    pub(crate) fn verify(&self, key: &VerifyingKey) -> bool {
-        let Some(bytes) = unhex(&self.signature) else {
-            return false;
-        };
-        let Ok(bytes) = <[u8; 64]>::try_from(bytes.as_slice()) else {
-            return false;
-        };
-        key.verify(&self.signed_bytes(), &Signature::from_bytes(&bytes))
-            .is_ok()
+    pub(crate) fn verify(&self, key: &PublicKey) -> bool {
+        key.verify_hex(&self.signed_bytes(), &self.signature)
     }
 
     /// Reads an approval file.
@@ -215,63 +208,6 @@ impl Approval {
     }
 }
 
-/// A fresh key pair, from the operating system's randomness.
-pub fn generate_key() -> Result<SigningKey, GateError> {
-    let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).map_err(|e| GateError::Malformed {
-        what: "the key".to_owned(),
-        why: format!("no randomness available: {e}"),
-    })?;
-    Ok(SigningKey::from_bytes(&seed))
-}
-
-/// A secret key file's text: the 32-byte seed in hex.
-pub fn secret_key_to_text(key: &SigningKey) -> String {
-    format!("{}\n", hex(&key.to_bytes()))
-}
-
-/// Reads a secret key file.
-pub fn secret_key_from_text(text: &str) -> Result<SigningKey, GateError> {
-    let bytes = unhex(text.trim()).and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok());
-    match bytes {
-        Some(seed) => Ok(SigningKey::from_bytes(&seed)),
-        None => Err(GateError::Malformed {
-            what: "the secret key file".to_owned(),
-            why: "expected 64 hex digits (an Ed25519 seed)".to_owned(),
-        }),
-    }
-}
-
-/// A public key file's text: the 32-byte verifying key in hex.
-pub fn public_key_to_text(key: &VerifyingKey) -> String {
-    format!("{}\n", hex(&key.to_bytes()))
-}
-
-/// Reads a public key file.
-pub fn public_key_from_text(text: &str) -> Result<VerifyingKey, GateError> {
-    unhex(text.trim())
-        .and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok())
-        .and_then(|b| VerifyingKey::from_bytes(&b).ok())
-        .ok_or_else(|| GateError::Malformed {
-            what: "the public key file".to_owned(),
-            why: "expected 64 hex digits (an Ed25519 public key)".to_owned(),
-        })
-}
-
 pub(crate) fn digest(value: &Value) -> String {
     capability_rules::sha256_hex(capability_core::json::to_canonical_json(value).as_bytes())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-        .collect()
 }

@@ -35,20 +35,11 @@ pub fn mcp_descriptor_hash(tool: &Value) -> String {
 }
 
 fn descriptor_hash_of(object: &Map<String, Value>) -> String {
-    // Borrow the fields instead of copying them into a new object (schemas can be large), and
-    // write them in the order of `MCP_DESCRIPTOR_FIELDS`, which is already the canonical one.
-    let mut canonical = String::with_capacity(4096);
-    canonical.push('{');
+    // Borrow the fields instead of copying them into a new object (schemas can be large).
     let present = MCP_DESCRIPTOR_FIELDS
         .iter()
         .filter_map(|key| object.get(*key).map(|value| (*key, value)));
-    for (i, (key, value)) in present.enumerate() {
-        if i > 0 {
-            canonical.push(',');
-        }
-        capability_core::json::write_entry(&mut canonical, key, value);
-    }
-    canonical.push('}');
+    let canonical = capability_core::json::to_canonical_json_object(present);
     capability_rules::sha256_hex(canonical.as_bytes())
 }
 

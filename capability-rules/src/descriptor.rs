@@ -3,6 +3,16 @@
 //! The descriptor is canonical JSON: keys in byte order, no white space, strings escaped the way
 //! RFC 8785 escapes them. It is written by hand here (no serde) so that nothing a user's build
 //! turns on, such as serde_json's `preserve_order`, can change a hash.
+//!
+//! Why a second JSON writer, when `capability_core::json` is the canonical writer of a
+//! `serde_json::Value`: the derive macro hashes descriptors at compile time, so this crate is a
+//! dependency of the proc-macro crate, and everything it depends on is compiled into every build
+//! of the macros. It stays on `sha2` alone, with no `serde_json`, and it cannot use
+//! `capability-core`, which depends on it. So this writer knows only the descriptor's fixed shape
+//! (strings, booleans, `null`, arrays and the [`Shape`] tree), with its keys written in order by
+//! hand (all ASCII, where byte order is RFC 8785's UTF-16 order). The string escaping is shared:
+//! `capability_core::json` writes every string with [`write_json_string`], and a test there
+//! checks that a descriptor's JSON is its own canonical form.
 
 use sha2::{Digest, Sha256};
 
@@ -115,18 +125,8 @@ impl Descriptor<'_> {
 
 /// SHA-256 of some bytes, as 64 lowercase hex digits.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest.iter() {
-        hex.push(HEX[usize::from(byte >> 4)]);
-        hex.push(HEX[usize::from(byte & 0x0f)]);
-    }
-    hex
+    crate::hex::encode(&Sha256::digest(bytes))
 }
-
-const HEX: [char; 16] = [
-    '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f',
-];
 
 fn key(out: &mut String, name: &str) {
     if !out.ends_with('{') {
@@ -188,8 +188,7 @@ fn string(out: &mut String, value: &str) {
         out.push_str(&value[start..i]);
         if escape.is_empty() {
             out.push_str("\\u00");
-            out.push(HEX[usize::from(b >> 4)]);
-            out.push(HEX[usize::from(b & 0x0f)]);
+            crate::hex::encode_to(out, &[b]);
         } else {
             out.push_str(escape);
         }

@@ -8,7 +8,8 @@
 //! - the validation of one draft manifest ([`validate`]), with every problem reported at once,
 //! - the MCP defaults for the four hints ([`Flags::resolve`]),
 //! - the canonical descriptor and its SHA-256 hash ([`Descriptor`]),
-//! - small helpers the messages need ([`snake_case`], [`closest`]).
+//! - small helpers the messages need ([`snake_case`], [`closest`]),
+//! - the one hex encoder and decoder of the workspace ([`hex`]).
 //!
 //! Nothing here knows about spans or tokens: each problem names its [`Subject`] and the caller
 //! decides where to point.
@@ -16,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 mod descriptor;
+pub mod hex;
 mod text;
 
 pub use descriptor::{Descriptor, Shape, sha256_hex, write_json_string};

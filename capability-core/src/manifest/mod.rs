@@ -366,5 +366,5 @@ impl From<CapabilityManifest> for ManifestData {
 }
 
 fn is_hex_digest(text: &str) -> bool {
-    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    capability_rules::hex::is_lower_hex(text, 64)
 }

@@ -88,9 +88,7 @@ impl Lockfile {
         let mut servers = BTreeMap::new();
         for (server, entry) in repr.servers {
             for (name, tool) in &entry.tools {
-                let hex = |s: &str, len: usize| {
-                    s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-                };
+                let hex = capability_rules::hex::is_lower_hex;
                 let parts_ok = Part::ALL.iter().all(|p| hex(tool.parts.get(*p), 16));
                 if !hex(&tool.hash, 64) || !parts_ok {
                     return Err(TomlError::at(
