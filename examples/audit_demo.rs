@@ -1,8 +1,14 @@
 //! A small fleet run through the audited dispatch: allowed calls, denied calls, a failing tool,
 //! and a session that degrades. Every call leaves one hash-chained record in a JSON Lines file.
 //!
+//! The trail's digests (the database connection string, which the tool marks sensitive, and
+//! every input and output digest) are HMAC-SHA-256 under a secret digest key: give a key file
+//! (64 hex digits) to make them correlate across runs; without one, each run uses a random key.
+//! Verifying the trail needs no key.
+//!
 //! ```text
-//! cargo run --example audit_demo -- audit.jsonl
+//! openssl rand -hex 32 > digest.key
+//! cargo run --example audit_demo -- audit.jsonl digest.key
 //! cargo run -p capability-cli -- audit verify audit.jsonl
 //! cargo run -p capability-cli -- audit stats audit.jsonl
 //! ```
@@ -10,7 +16,9 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use capability::audit::{AuditedDispatch, Budget, Caller, FlushPolicy, JsonlSink, Outcome};
+use capability::audit::{
+    AuditedDispatch, Budget, Caller, DigestKey, FlushPolicy, JsonlSink, Outcome,
+};
 use capability::{Capability, Policy};
 use serde_json::json;
 
@@ -45,8 +53,20 @@ struct RunSelect {
 
 fn main() -> ExitCode {
     let Some(path) = std::env::args_os().nth(1) else {
-        eprintln!("usage: cargo run --example audit_demo -- <audit.jsonl>");
+        eprintln!("usage: cargo run --example audit_demo -- <audit.jsonl> [<digest key file>]");
         return ExitCode::from(2);
+    };
+    let key = match std::env::args_os().nth(2).map(|file| {
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| format!("cannot read {}: {e}", file.to_string_lossy()))?;
+        DigestKey::from_hex(&text).map_err(|e| format!("{}: {e}", file.to_string_lossy()))
+    }) {
+        None => None,
+        Some(Ok(key)) => Some(key),
+        Some(Err(error)) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
+        }
     };
     let policy_path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/policy.toml");
     let policy = match Policy::from_toml_file(policy_path) {
@@ -57,7 +77,11 @@ fn main() -> ExitCode {
         }
     };
     let sink = match JsonlSink::open(&path, FlushPolicy::EveryRecord) {
-        Ok(sink) => Arc::new(sink),
+        // Without a key file, the sink's own random key: digests of this run only.
+        Ok(sink) => Arc::new(match key {
+            Some(key) => sink.with_digest_key(key),
+            None => sink,
+        }),
         Err(error) => {
             eprintln!("{error}");
             return ExitCode::from(1);
@@ -159,8 +183,8 @@ fn main() -> ExitCode {
         )),
     );
 
-    // The analyst queries the database (its connection string is stored as a digest); one
-    // query fails.
+    // The analyst queries the database (its connection string is stored as a keyed digest);
+    // one query fails.
     show("analyst", "run_select", describe(dispatch.call_tool::<RunSelect, _, _>(&analyst, analyst_caller, &json!({"sql": "SELECT count(*) FROM orders WHERE status = 'failed'", "connection": "postgres://reader:s3cret@replica/shop"}), || Ok(json!(1284)))));
     show("analyst", "run_select", describe(dispatch.call_tool::<RunSelect, _, _>(&analyst, analyst_caller, &json!({"sql": "SELECT * FROM ordres", "connection": "postgres://reader:s3cret@replica/shop"}), || Err::<serde_json::Value, _>("relation \"ordres\" does not exist".to_owned()))));
 

@@ -26,10 +26,11 @@ pub struct Caller<'a> {
     pub step: Option<&'a str>,
 }
 
-/// A redaction hook: given the tool and its input, hide what must not be stored. The default
-/// replaces each of the tool's [sensitive fields](CapabilityManifest::sensitive_fields) by its
-/// digest.
-pub type Redactor = Arc<dyn Fn(&CapabilityManifest, &mut Value) + Send + Sync>;
+/// A redaction hook: given the tool, the sink's [digest key](AuditSink::digest_key) and the
+/// input, hide what must not be stored. The default ([`redact_sensitive`]) replaces each of the
+/// tool's [sensitive fields](CapabilityManifest::sensitive_fields) by its keyed digest
+/// ([`DigestKey::digest_json`]); a hook of your own can call it and hide more.
+pub type Redactor = Arc<dyn Fn(&CapabilityManifest, &DigestKey, &mut Value) + Send + Sync>;
 
 /// The one entry point for a tool call: decide, record, run, record the outcome.
 ///
@@ -180,17 +181,21 @@ impl AuditedDispatch {
     }
 
     /// Decides and, for a call that will not run, records it. `Ok` carries the record of a
-    /// call that may run.
+    /// call that may run (none when the sink has no digest key).
     fn before(
         &self,
         ctx: &(impl Authorize + ?Sized),
         caller: Caller<'_>,
         tool: &CapabilityManifest,
         input: &Value,
-    ) -> Result<Pending, Early> {
+    ) -> Result<Option<Pending<'_>>, Early> {
+        let key = match self.sink.digest_key() {
+            Ok(key) => key,
+            Err(error) => return self.unkeyed(ctx, tool, error),
+        };
         let canonical = capability_core::json::to_canonical_json(input);
         let mut redacted = input.clone();
-        (self.redactor)(tool, &mut redacted);
+        (self.redactor)(tool, key, &mut redacted);
         let mut record = AuditRecord {
             seq: 0,
             time: utc_now(),
@@ -208,7 +213,9 @@ impl AuditedDispatch {
             verdict: Verdict::Allowed,
             reasons: Vec::new(),
             input: redacted,
-            input_digest: capability_rules::sha256_hex(canonical.as_bytes()),
+            // Keyed, like the sensitive fields: an unkeyed digest of the whole input would let
+            // anyone holding the trail confirm a guessed value of one of them.
+            input_digest: key.digest(canonical.as_bytes()),
             input_size: canonical.len() as u64,
             output_digest: None,
             output_size: None,
@@ -218,45 +225,7 @@ impl AuditedDispatch {
             prev: String::new(),
             hash: String::new(),
         };
-        let early = {
-            let mut sessions = lock(&self.sessions);
-            let state = sessions.entry(ctx.session().to_owned()).or_default();
-            if state.degraded {
-                Some(Early::Degrade(DegradeReason::AlreadyDegraded))
-            } else if state.calls >= self.budget.max_calls {
-                state.degraded = true;
-                Some(Early::Degrade(DegradeReason::BudgetExhausted {
-                    max_calls: self.budget.max_calls,
-                }))
-            } else {
-                state.calls += 1;
-                match ctx.authorize(tool) {
-                    Ok(()) => None,
-                    Err(denial) => {
-                        state.denials += 1;
-                        let lacks_permission = denial
-                            .reasons()
-                            .iter()
-                            .any(|r| !matches!(r, DenyReason::UnknownRole { .. }));
-                        if state.denials > self.budget.max_denials && lacks_permission {
-                            state.degraded = true;
-                            Some(Early::Degrade(if self.budget.max_denials == 0 {
-                                DegradeReason::Denied {
-                                    denial: denial.to_string(),
-                                }
-                            } else {
-                                DegradeReason::TooManyDenials {
-                                    max_denials: self.budget.max_denials,
-                                }
-                            }))
-                        } else {
-                            Some(Early::Denied(denial))
-                        }
-                    }
-                }
-            }
-        };
-        match early {
+        match self.decide(ctx, tool) {
             Some(early) => {
                 match &early {
                     Early::Denied(denial) => {
@@ -283,24 +252,97 @@ impl AuditedDispatch {
                     let _ = self.write(record);
                     return Err(Early::AuditFailed(error));
                 }
-                Ok(Pending { record })
+                Ok(Some(Pending { record, key }))
             }
+        }
+    }
+
+    /// The sink has no digest key: no record can be made without exposing what the key
+    /// protects, so the call goes as one whose record cannot be written (denied under
+    /// [`OnAuditFailure::Deny`], run and counted as lost under `AllowAndCount`).
+    fn unkeyed(
+        &self,
+        ctx: &(impl Authorize + ?Sized),
+        tool: &CapabilityManifest,
+        error: AuditError,
+    ) -> Result<Option<Pending<'_>>, Early> {
+        let early = self.decide(ctx, tool);
+        not_written(ctx.session(), tool.name(), &error);
+        if self.on_failure == OnAuditFailure::AllowAndCount {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        match early {
+            Some(early) => Err(early),
+            None if self.on_failure == OnAuditFailure::Deny => Err(Early::AuditFailed(error)),
+            None => Ok(None),
+        }
+    }
+
+    /// The session's budget and the decider: `None` when the call may run.
+    fn decide(&self, ctx: &(impl Authorize + ?Sized), tool: &CapabilityManifest) -> Option<Early> {
+        let mut sessions = lock(&self.sessions);
+        let state = sessions.entry(ctx.session().to_owned()).or_default();
+        if state.degraded {
+            return Some(Early::Degrade(DegradeReason::AlreadyDegraded));
+        }
+        if state.calls >= self.budget.max_calls {
+            state.degraded = true;
+            return Some(Early::Degrade(DegradeReason::BudgetExhausted {
+                max_calls: self.budget.max_calls,
+            }));
+        }
+        state.calls += 1;
+        let denial = ctx.authorize(tool).err()?;
+        state.denials += 1;
+        let lacks_permission = denial
+            .reasons()
+            .iter()
+            .any(|r| !matches!(r, DenyReason::UnknownRole { .. }));
+        if state.denials > self.budget.max_denials && lacks_permission {
+            state.degraded = true;
+            Some(Early::Degrade(if self.budget.max_denials == 0 {
+                DegradeReason::Denied {
+                    denial: denial.to_string(),
+                }
+            } else {
+                DegradeReason::TooManyDenials {
+                    max_denials: self.budget.max_denials,
+                }
+            }))
+        } else {
+            Some(Early::Denied(denial))
         }
     }
 
     fn after<O: Serialize, E: fmt::Display>(
         &self,
-        pending: Pending,
+        pending: Option<Pending<'_>>,
         elapsed: Duration,
         result: Result<O, E>,
     ) -> Outcome<O, E> {
-        let mut record = pending.record;
+        if let Some(pending) = pending {
+            self.record_outcome(pending, elapsed, &result);
+        }
+        match result {
+            Ok(output) => Outcome::Done(output),
+            Err(error) => Outcome::Failed(error),
+        }
+    }
+
+    fn record_outcome<O: Serialize, E: fmt::Display>(
+        &self,
+        pending: Pending<'_>,
+        elapsed: Duration,
+        result: &Result<O, E>,
+    ) {
+        let Pending { mut record, key } = pending;
         record.latency_us = Some(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
-        match &result {
+        match result {
             Ok(output) => {
                 let value = serde_json::to_value(output).unwrap_or(Value::Null);
                 let canonical = capability_core::json::to_canonical_json(&value);
-                record.output_digest = Some(capability_rules::sha256_hex(canonical.as_bytes()));
+                // Keyed too: an output can carry what a sensitive field holds (a token, a row).
+                record.output_digest = Some(key.digest(canonical.as_bytes()));
                 record.output_size = Some(canonical.len() as u64);
                 record.success = Some(true);
             }
@@ -312,10 +354,6 @@ impl AuditedDispatch {
         // The call has happened. Under `Deny`, a record that cannot be written stays pending
         // in the sink and is written as soon as it can be; until then no other call runs.
         let _ = self.write(record);
-        match result {
-            Ok(output) => Outcome::Done(output),
-            Err(error) => Outcome::Failed(error),
-        }
     }
 
     fn write(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
@@ -325,14 +363,7 @@ impl AuditedDispatch {
             // The event carries the record as written: with its `seq` and `hash`.
             Ok(record) => emit_trace(record),
             Err(error) => {
-                tracing::event!(
-                    target: "capability::audit",
-                    tracing::Level::ERROR,
-                    session = %session,
-                    tool = %tool,
-                    error = %error,
-                    "audit record not written"
-                );
+                not_written(&session, &tool, error);
                 if self.on_failure == OnAuditFailure::AllowAndCount {
                     let dropped = self.sink.discard_pending();
                     self.lost.fetch_add(dropped, Ordering::Relaxed);
@@ -343,8 +374,21 @@ impl AuditedDispatch {
     }
 }
 
-struct Pending {
+fn not_written(session: &str, tool: &str, error: &AuditError) {
+    tracing::event!(
+        target: "capability::audit",
+        tracing::Level::ERROR,
+        session = %session,
+        tool = %tool,
+        error = %error,
+        "audit record not written"
+    );
+}
+
+/// The record of a call that may run, and the key its output digest is made with.
+struct Pending<'s> {
     record: AuditRecord,
+    key: &'s DigestKey,
 }
 
 enum Early {

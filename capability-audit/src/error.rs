@@ -21,6 +21,9 @@ pub enum AuditError {
         /// Where it broke.
         problem: TrailProblem,
     },
+    /// The sink has no digest key (none configured, and no randomness for one): no record can
+    /// be made without exposing the values the key protects.
+    DigestKey(KeyError),
 }
 
 impl fmt::Display for AuditError {
@@ -34,6 +37,9 @@ impl fmt::Display for AuditError {
                 "the audit trail {path} is broken ({problem}); verify it with `capability audit \
                  verify` and start a new file"
             ),
+            AuditError::DigestKey(error) => {
+                write!(f, "the audit trail has no digest key: {error}")
+            }
         }
     }
 }

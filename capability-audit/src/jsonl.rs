@@ -26,6 +26,7 @@ pub struct JsonlSink {
     path: PathBuf,
     policy: FlushPolicy,
     state: Mutex<FileState>,
+    key: SinkKey,
 }
 
 #[derive(Debug)]
@@ -46,6 +47,9 @@ struct FileState {
 impl JsonlSink {
     /// Opens (or creates) a trail for appending. An existing trail is verified first, and a
     /// broken one is refused: appending would hide where it broke.
+    ///
+    /// Its digests are keyed with a random key of this sink alone unless you give one with
+    /// [`with_digest_key`](Self::with_digest_key); verifying the trail needs no key.
     pub fn open(path: impl AsRef<Path>, policy: FlushPolicy) -> Result<JsonlSink, AuditError> {
         let path = path.as_ref().to_path_buf();
         let io = |e: std::io::Error| AuditError::Io {
@@ -84,7 +88,30 @@ impl JsonlSink {
                 written_prev: prev,
                 failed: false,
             }),
+            key: SinkKey::default(),
         })
+    }
+
+    /// Uses `key` for the keyed digests of the records (sensitive fields, input and output
+    /// digests): give the same key to every sink of a trail for its digests to correlate.
+    ///
+    /// ```
+    /// use capability::audit::{DigestKey, FlushPolicy, JsonlSink};
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("jsonl-key-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// # let key_file = dir.join("digest.key");
+    /// # std::fs::write(&key_file, format!("{}\n", DigestKey::generate()?.expose_hex()))?;
+    /// let key = DigestKey::from_hex(&std::fs::read_to_string(&key_file)?)?;
+    /// let sink = JsonlSink::open(dir.join("audit.jsonl"), FlushPolicy::EveryRecord)?
+    ///     .with_digest_key(key);
+    /// # drop(sink);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_digest_key(mut self, key: DigestKey) -> Self {
+        self.key = SinkKey::configured(key);
+        self
     }
 
     /// Writes buffered records out.
@@ -166,6 +193,10 @@ impl AuditSink for JsonlSink {
         state.prev = state.written_prev.clone();
         state.failed = false;
         dropped
+    }
+
+    fn digest_key(&self) -> Result<&DigestKey, AuditError> {
+        self.key.get()
     }
 }
 

@@ -12,7 +12,8 @@
 //! - [`sink`]: the `AuditSink` seam and the in-memory sink; [`jsonl`]: the JSON Lines file sink;
 //!   [`verify`]: reading and verifying a JSON Lines trail.
 //! - [`dispatch`]: `AuditedDispatch`; [`budget`]: budgets and degrade.
-//! - [`redact`]: sensitive fields; [`trace`]: records as `tracing` events; [`time`]: timestamps.
+//! - [`redact`]: sensitive fields; [`key`]: the secret key of the trail's digests;
+//!   [`trace`]: records as `tracing` events; [`time`]: timestamps.
 
 #![forbid(unsafe_code)]
 
@@ -20,6 +21,7 @@ pub mod budget;
 pub mod dispatch;
 pub mod error;
 pub mod jsonl;
+pub mod key;
 pub mod record;
 pub mod redact;
 pub mod sink;
@@ -31,8 +33,10 @@ pub use budget::{Budget, DegradeReason, OnAuditFailure, Outcome};
 pub use dispatch::{AuditedDispatch, Caller, Redactor};
 pub use error::AuditError;
 pub use jsonl::{FlushPolicy, JsonlSink};
+pub use key::{DIGEST_KEY_LEN, DigestKey, KEYED_DIGEST_PREFIX, KeyError};
 pub use record::{AuditRecord, GENESIS, Verdict};
 pub use redact::redact_sensitive;
+pub(crate) use sink::SinkKey;
 pub use sink::{AuditSink, MemorySink};
 pub use time::utc_now;
 pub use verify::{ProblemKind, TrailProblem, VerifyReport, read_jsonl, verify_jsonl};

@@ -48,13 +48,17 @@ pub struct AuditRecord {
     pub verdict: Verdict,
     /// Why (denial reasons, degrade reason, audit failure), as text.
     pub reasons: Vec<String>,
-    /// The input, with the tool's sensitive fields replaced by their digest.
+    /// The input, with the tool's sensitive fields replaced by their keyed digest
+    /// (`hmac-sha256:<hex>`, see [`redact_sensitive`](crate::redact_sensitive)).
     pub input: Value,
-    /// SHA-256 of the input's canonical JSON (before redaction).
+    /// The keyed digest of the input's canonical JSON before redaction: `hmac-sha256:<hex>`,
+    /// HMAC-SHA-256 under the sink's [digest key](crate::AuditSink::digest_key). The same input
+    /// under the same key gives the same digest; without the key it confirms no guess.
     pub input_digest: String,
     /// Size of the input's canonical JSON, in bytes.
     pub input_size: u64,
-    /// SHA-256 of the output's canonical JSON, when the tool ran and succeeded.
+    /// The keyed digest of the output's canonical JSON (as for `input_digest`), when the tool
+    /// ran and succeeded.
     pub output_digest: Option<String>,
     /// Size of the output's canonical JSON, in bytes.
     pub output_size: Option<u64>,

@@ -1,6 +1,6 @@
 //! Where records go: the `AuditSink` seam, and the in-memory sink for tests.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use crate::*;
 
@@ -22,18 +22,37 @@ pub trait AuditSink: Send + Sync {
     fn discard_pending(&self) -> u64 {
         0
     }
+
+    /// The secret key of this trail's keyed digests: sensitive fields, `input_digest` and
+    /// `output_digest` are HMAC-SHA-256 under it, so the trail alone confirms no guessed value.
+    /// The sink keeps it and never writes it into a record.
+    ///
+    /// The sinks of this crate take one with `with_digest_key`; without one, each sink instance
+    /// makes a random key of its own on first use, so its digests stay secret but do not
+    /// correlate with those of another sink or another process (nor can anyone confirm a guess
+    /// against them, the owner included). An error (no key, and no randomness for one) means
+    /// no record can be made: the dispatcher then treats the call as one whose record cannot be
+    /// written ([`OnAuditFailure`]).
+    fn digest_key(&self) -> Result<&DigestKey, AuditError>;
 }
 
 /// A sink that keeps the records in memory: for tests and short-lived programs.
 #[derive(Debug, Default)]
 pub struct MemorySink {
     records: Mutex<Vec<AuditRecord>>,
+    key: SinkKey,
 }
 
 impl MemorySink {
-    /// An empty sink.
+    /// An empty sink, with a random digest key of its own (see [`AuditSink::digest_key`]).
     pub fn new() -> Self {
         MemorySink::default()
+    }
+
+    /// Uses `key` for the keyed digests of the records.
+    pub fn with_digest_key(mut self, key: DigestKey) -> Self {
+        self.key = SinkKey::configured(key);
+        self
     }
 
     /// A copy of every record so far.
@@ -52,5 +71,28 @@ impl AuditSink for MemorySink {
         record.hash = record.compute_hash();
         records.push(record.clone());
         Ok(record)
+    }
+
+    fn digest_key(&self) -> Result<&DigestKey, AuditError> {
+        self.key.get()
+    }
+}
+
+/// A sink's digest key: the one configured, or else a random one made on first use (and
+/// retried while the operating system gives no randomness).
+#[derive(Debug, Default)]
+pub(crate) struct SinkKey(OnceLock<DigestKey>);
+
+impl SinkKey {
+    pub(crate) fn configured(key: DigestKey) -> SinkKey {
+        SinkKey(OnceLock::from(key))
+    }
+
+    pub(crate) fn get(&self) -> Result<&DigestKey, AuditError> {
+        if let Some(key) = self.0.get() {
+            return Ok(key);
+        }
+        let key = DigestKey::generate().map_err(AuditError::DigestKey)?;
+        Ok(self.0.get_or_init(|| key))
     }
 }
