@@ -1171,3 +1171,99 @@ fn a_live_servers_self_declared_name_selects_no_assertion() {
     assert_eq!(result["server_name_from"], "policy");
     assert_eq!(result["visible"], json!(["write_file"]));
 }
+
+#[test]
+fn a_bad_servers_table_is_refused_with_its_position() {
+    let dir = scratch("bad_servers");
+    std::fs::write(dir.join("tools.json"), "[]").expect("write");
+    let role = "[roles.reader]\nceiling = \"read-only\"\nallow = [\"*\"]\n";
+    let cases = [
+        (
+            "[servers.\"bad name\"]\nfile = \"tools.json\"\n",
+            "server `bad name`",
+        ),
+        ("[servers.fs]\n", "says neither `command`"),
+        ("[servers.fs]\ncommand = []\n", "names a program first"),
+        ("[servers.fs]\nfile = \"\"\n", "`file` is empty"),
+        ("[servers.fs]\ncmd = [\"node\"]\n", "unknown field `cmd`"),
+        (
+            "[servers.a]\nfile = \"tools.json\"\n[servers.b]\nfile = \"./tools.json\"\n",
+            "servers `a`, `b` of the policy all match this source",
+        ),
+    ];
+    for (servers, message) in cases {
+        std::fs::write(dir.join("policy.toml"), format!("{role}\n{servers}")).expect("policy");
+        for args in [
+            vec![
+                "check",
+                "--policy",
+                "policy.toml",
+                "--role",
+                "reader",
+                "tools.json",
+            ],
+            vec!["inspect", "--policy", "policy.toml", "tools.json"],
+        ] {
+            let out = capability(&dir, &args);
+            let stderr = text(&out.stderr);
+            assert_eq!(code(&out), 2, "{servers}: {stderr}");
+            assert!(stderr.contains(message), "{servers}: {stderr}");
+            assert!(out.stdout.is_empty());
+        }
+    }
+    // Where the table has an error, the message says where.
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!("{role}\n[servers.\"a]b\"]\nfile = \"tools.json\"\n"),
+    )
+    .expect("policy");
+    let out = capability(&dir, &["inspect", "--policy", "policy.toml", "tools.json"]);
+    assert!(
+        text(&out.stderr).contains("policy.toml:5:"),
+        "{}",
+        text(&out.stderr)
+    );
+    // `--server` wins over the table, and is itself checked.
+    let out = capability(
+        &dir,
+        &[
+            "inspect",
+            "--json",
+            "--policy",
+            "policy.toml",
+            "--server",
+            "a]b",
+            "tools.json",
+        ],
+    );
+    assert_eq!(code(&out), 2);
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!("{role}\n[servers.fs]\nfile = \"tools.json\"\n"),
+    )
+    .expect("policy");
+    let out = capability(
+        &dir,
+        &[
+            "inspect",
+            "--json",
+            "--policy",
+            "policy.toml",
+            "--server",
+            "other",
+            "tools.json",
+        ],
+    );
+    assert_eq!(json_out(&out)["server"], "other");
+    assert_eq!(json_out(&out)["server_name_from"], "flag");
+    let out = capability(
+        &dir,
+        &["inspect", "--json", "--policy", "policy.toml", "tools.json"],
+    );
+    assert_eq!(json_out(&out)["server"], "fs");
+    assert_eq!(json_out(&out)["server_name_from"], "policy");
+    assert!(
+        out.stderr.is_empty(),
+        "a name from the policy needs no note"
+    );
+}
