@@ -5,6 +5,8 @@ use capability::mcp::{DriftStatus, Lockfile, Part, mcp_descriptor_hash};
 use capability::{Policy, Server};
 use serde_json::{Value, json};
 
+mod common;
+
 fn fixture(name: &str) -> Vec<Value> {
     let path = format!("{}/tests/fixtures/mcp/{name}", env!("CARGO_MANIFEST_DIR"));
     let value: Value =
@@ -315,4 +317,151 @@ fn bad_lockfiles_are_refused_with_a_position() {
         "{e}"
     );
     assert_eq!(Lockfile::load("/nonexistent/capability.lock"), Ok(None));
+}
+
+/// The lockfile text with one line of one tool's section replaced, as a hand edit would.
+fn edit_tool_line(text: &str, section: &str, from: &str, to: &str) -> String {
+    let start = text.find(section).expect("the tool's section");
+    let at = start + text[start..].find(from).expect("the line");
+    format!("{}{to}{}", &text[..at], &text[at + from.len()..])
+}
+
+#[test]
+fn an_edited_flag_in_the_lockfile_is_drift_and_hides_the_tool() {
+    let tools = fixture("server-filesystem.tools.json");
+    let server = Server::untrusted("filesystem");
+    let text = pinned(&tools, &server).to_toml_string();
+    // Someone marks `write_file` read-only in the lockfile; its descriptor is untouched.
+    let edited = edit_tool_line(
+        &text,
+        "[servers.filesystem.tools.write_file]",
+        "read_only = false",
+        "read_only = true",
+    );
+    let lock = Lockfile::from_toml_str(&edited).expect("still a valid lockfile");
+    let review = lock.review(&server, &tools).expect("valid");
+    assert_ne!(
+        status_of(&review, "write_file"),
+        &DriftStatus::Unchanged,
+        "the recorded flags are not what the pinned descriptor says"
+    );
+    assert!(!review.is_clean(), "{review}");
+    assert!(review.approved().all(|m| m.name() != "write_file"));
+    assert_eq!(review.approved().count(), tools.len() - 1);
+    assert!(
+        review.to_string().contains("write_file: "),
+        "drift names the tool: {review}"
+    );
+    // Every flag counts, and so does an edit that claims less than the descriptor does.
+    for (from, to) in [
+        ("destructive = true", "destructive = false"),
+        ("idempotent = true", "idempotent = false"),
+        ("open_world = false", "open_world = true"),
+    ] {
+        let edited = edit_tool_line(&text, "[servers.filesystem.tools.write_file]", from, to);
+        let lock = Lockfile::from_toml_str(&edited).expect("valid");
+        let review = lock.review(&server, &tools).expect("valid");
+        assert_ne!(
+            status_of(&review, "write_file"),
+            &DriftStatus::Unchanged,
+            "{to}"
+        );
+    }
+}
+
+#[test]
+fn a_server_name_that_would_break_the_lockfile_is_refused_by_pin() {
+    let tools = fixture("server-memory.tools.json");
+    for name in [
+        "",
+        "a\"b",
+        "a]b",
+        "a\nb",
+        "a b",
+        "a/b",
+        "a\\b",
+        "[x]",
+        "a=b",
+        "a#b",
+        "\u{e9}t\u{e9}",
+    ] {
+        for list in [&tools[..], &[][..]] {
+            let mut lock = Lockfile::default();
+            let result = lock.pin(&Server::untrusted(name), list);
+            assert!(
+                result.is_err(),
+                "{name:?} ({} tools) is refused",
+                list.len()
+            );
+            assert_eq!(lock, Lockfile::default(), "{name:?}: nothing was pinned");
+        }
+    }
+}
+
+/// The longest provider name (`capability_rules::MAX_LABEL_LEN`).
+const MAX_PROVIDER_LEN: usize = 64;
+
+/// A name of 1 to `max` characters of the provider and tool alphabet, `A-Z a-z 0-9 _ - .`.
+fn name(rng: &mut common::Rng, max: usize) -> String {
+    const ALPHABET: &[u8] = b"ABCXYZabcxyz0189_-.";
+    let len = 1 + (rng.next() % max as u64) as usize;
+    (0..len).map(|_| char::from(*rng.pick(ALPHABET))).collect()
+}
+
+#[test]
+fn a_pinned_lockfile_always_reads_back() {
+    let fixed = [
+        "a", "-", ".", "_", "1", "..", "a.b", "a-b", "true", "version", "servers", "tools", "hash",
+        "parts",
+    ];
+    for seed in 0..300u64 {
+        let mut rng = common::Rng::seeded(seed);
+        let mut lock = Lockfile::default();
+        let mut pinned_names = Vec::new();
+        for _ in 0..1 + rng.next() % 3 {
+            let server = if rng.chance(20) {
+                (*rng.pick(&fixed)).to_owned()
+            } else {
+                name(&mut rng, MAX_PROVIDER_LEN)
+            };
+            let tools: Vec<Value> = (0..rng.next() % 4)
+                .map(|_| {
+                    let tool = if rng.chance(20) {
+                        (*rng.pick(&fixed)).to_owned()
+                    } else {
+                        name(&mut rng, 128)
+                    };
+                    let mut annotations = serde_json::Map::new();
+                    for key in [
+                        "readOnlyHint",
+                        "destructiveHint",
+                        "idempotentHint",
+                        "openWorldHint",
+                    ] {
+                        if rng.chance(50) {
+                            annotations.insert(key.to_owned(), json!(rng.chance(50)));
+                        }
+                    }
+                    json!({"name": tool, "description": format!("seed {seed}"),
+                           "inputSchema": {"type": "object"}, "annotations": annotations})
+                })
+                .collect();
+            let trust = if rng.chance(50) {
+                Server::trusted(&server)
+            } else {
+                Server::untrusted(&server)
+            };
+            lock.pin(&trust, &tools)
+                .unwrap_or_else(|e| panic!("seed {seed}: {server:?} is a valid name: {e}"));
+            pinned_names.push(server);
+        }
+        let text = lock.to_toml_string();
+        let back = Lockfile::from_toml_str(&text)
+            .unwrap_or_else(|e| panic!("seed {seed}: the pinned lockfile reads back: {e}\n{text}"));
+        assert_eq!(back, lock, "seed {seed}");
+        assert_eq!(back.to_toml_string(), text, "seed {seed}");
+        for server in &pinned_names {
+            assert!(back.server(server).is_some(), "seed {seed}: {server:?}");
+        }
+    }
 }

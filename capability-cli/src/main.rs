@@ -3,9 +3,13 @@
 //! ```text
 //! capability inspect tools.json                          # flags, where they come from, hashes
 //! capability check --policy policy.toml --role monitor -- npx server-filesystem /tmp
-//! capability pin -- node server.js                       # approve: write capability.lock
-//! capability verify -- node server.js                    # exit 1 on any drift
+//! capability pin --server fs -- node server.js           # approve: write capability.lock
+//! capability verify --server fs -- node server.js        # exit 1 on any drift
 //! ```
+//!
+//! The server's name (which selects policy patterns, assertions and pins) is the operator's:
+//! `--server`, else the matching `[servers]` entry of `--policy`, else the file's or program's
+//! name, said on standard error. The name a server gives itself is shown, never used.
 //!
 //! Exit codes: 0 clean, 1 findings (drift), 2 bad input or usage.
 
@@ -45,10 +49,8 @@ enum Command {
     /// One row per tool: the four effective flags and where each came from, scopes, hash.
     Inspect(Common),
     /// What a role may see and call, and why the rest is hidden.
+    #[command(mut_arg("policy", |arg| arg.required(true)))]
     Check {
-        /// The policy file (TOML).
-        #[arg(long, value_name = "FILE")]
-        policy: PathBuf,
         /// The role to check.
         #[arg(long)]
         role: String,
@@ -115,10 +117,16 @@ struct Common {
     /// The lockfile.
     #[arg(long, value_name = "FILE", default_value = "capability.lock")]
     lock: PathBuf,
-    /// The server's name (the provider of its tools). Default: the name the server gives, or
-    /// the one recorded in the file, or the file's name.
+    /// The server's name: the provider of its tools, which selects the policy's patterns and
+    /// assertions and the lockfile's pins. Default: the `[servers]` entry of `--policy` that
+    /// matches the source, else the file's or the program's name. The name the server gives
+    /// itself is never used.
     #[arg(long)]
     server: Option<String>,
+    /// The policy file (TOML). `check` decides with it; every command takes the server's name
+    /// from its `[servers]` table.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
     /// Seconds to wait for a live server.
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     timeout: u64,
@@ -207,16 +215,14 @@ fn parse_and_run(out: &mut Out) -> Result<u8, Failure> {
 fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
     match cli.command {
         Command::Inspect(common) => {
-            let loaded = Source::from_args(&common)?.load(&common)?;
+            let policy = load_policy(&common)?;
+            let loaded = Source::from_args(&common)?.load(&common, policy.as_ref())?;
             output::inspect(&loaded, &common, out)
         }
-        Command::Check {
-            policy,
-            role,
-            common,
-        } => {
-            let policy = capability::Policy::from_toml_file(&policy)
-                .map_err(|e| Failure::input(e.to_string()))?;
+        Command::Check { role, common } => {
+            let Some(policy) = load_policy(&common)? else {
+                return Err(Failure::input("`check` needs `--policy <FILE>`"));
+            };
             if !policy.roles().any(|r| r == role) {
                 let roles: Vec<&str> = policy.roles().collect();
                 return Err(Failure::input(format!(
@@ -225,15 +231,17 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
                     roles.join(", ")
                 )));
             }
-            let loaded = Source::from_args(&common)?.load(&common)?;
+            let loaded = Source::from_args(&common)?.load(&common, Some(&policy))?;
             output::check(&loaded, &policy, &role, &common, out)
         }
         Command::Pin(common) => {
-            let loaded = Source::from_args(&common)?.load(&common)?;
+            let policy = load_policy(&common)?;
+            let loaded = Source::from_args(&common)?.load(&common, policy.as_ref())?;
             output::pin(&loaded, &common, out)
         }
         Command::Verify(common) => {
-            let loaded = Source::from_args(&common)?.load(&common)?;
+            let policy = load_policy(&common)?;
+            let loaded = Source::from_args(&common)?.load(&common, policy.as_ref())?;
             output::verify(&loaded, &common, out)
         }
         Command::Approve {
@@ -254,4 +262,15 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         Command::Audit(AuditCommand::Verify { path, json }) => audit::verify(&path, json, out),
         Command::Audit(AuditCommand::Stats { path, json }) => audit::stats(&path, json, out),
     }
+}
+
+/// The policy `--policy` names, if any.
+fn load_policy(common: &Common) -> Result<Option<capability::Policy>, Failure> {
+    common
+        .policy
+        .as_ref()
+        .map(|path| {
+            capability::Policy::from_toml_file(path).map_err(|e| Failure::input(e.to_string()))
+        })
+        .transpose()
 }

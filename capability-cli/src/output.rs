@@ -2,9 +2,8 @@
 
 use std::io::Write;
 
-use capability::authz::DenyReason;
 use capability::manifest::{HintKind, HintSource};
-use capability::mcp::{DriftStatus, Lockfile, Trust};
+use capability::mcp::{DriftStatus, Lockfile, Trust, Visibility};
 use capability::{CapabilityManifest, Policy};
 use serde_json::{Value, json};
 
@@ -22,6 +21,8 @@ pub fn inspect(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Fa
             .collect();
         out.json(&json!({
             "server": loaded.server.name(),
+            "server_name_from": loaded.name_from.key(),
+            "declared_name": loaded.declared_name,
             "trust": trust_name(loaded.server.trust()),
             "pinning": pinning_json(loaded),
             "tools": tools,
@@ -65,11 +66,10 @@ pub fn inspect(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Fa
     }
     writeln!(
         out,
-        "{} tools from {} (server `{}`, {})",
+        "{} tools from {} ({})",
         loaded.manifests.len(),
         loaded.origin,
-        loaded.server.name(),
-        trust_name(loaded.server.trust())
+        server_text(loaded)
     )?;
     print_table(out, &rows, &color, |row| {
         if row.get(1).is_some_and(|c| c.starts_with("yes")) {
@@ -98,27 +98,29 @@ pub fn check(
     common: &Common,
     out: &mut Out,
 ) -> Result<u8, Failure> {
-    let mut visible = Vec::new();
-    let mut hidden: Vec<(String, Vec<String>)> = Vec::new();
-    for (m, drift) in &loaded.manifests {
-        if loaded.review.is_some()
-            && let Some(reason) = drift_reason(drift.as_ref(), loaded)
-        {
-            hidden.push((m.name().to_owned(), vec![reason]));
-            continue;
-        }
-        let decision = policy.decide(role, m);
-        if decision.is_allowed() {
-            visible.push(m.name().to_owned());
-        } else {
-            let reasons = decision
-                .reasons()
-                .iter()
-                .map(DenyReason::to_string)
-                .collect();
-            hidden.push((m.name().to_owned(), reasons));
-        }
-    }
+    // The one visibility function, as the governed client uses it: drift, then duplicate
+    // names, then the role's decision.
+    let Some(context) = policy.context(role, "capability-check") else {
+        return Err(Failure::input(format!(
+            "role `{role}` is not in the policy"
+        )));
+    };
+    let seen = Visibility::of(
+        &loaded.server,
+        &loaded.tools,
+        loaded.lock.as_ref(),
+        &context,
+    )
+    .map_err(|e| Failure::input(format!("{}: {e}", loaded.origin)))?;
+    let visible: Vec<&str> = seen.visible().map(|m| m.name()).collect();
+    let hidden: Vec<(String, Vec<String>)> = seen
+        .hidden()
+        .iter()
+        .map(|h| {
+            let reasons = h.reasons().iter().map(ToString::to_string).collect();
+            (h.name().to_owned(), reasons)
+        })
+        .collect();
     if common.json {
         let hidden: Vec<Value> = hidden
             .iter()
@@ -126,6 +128,8 @@ pub fn check(
             .collect();
         out.json(&json!({
             "server": loaded.server.name(),
+            "server_name_from": loaded.name_from.key(),
+            "declared_name": loaded.declared_name,
             "role": role,
             "policy_version": policy.version(),
             "pinning": pinning_json(loaded),
@@ -137,9 +141,8 @@ pub fn check(
     let color = Color::detect(out);
     writeln!(
         out,
-        "role `{role}` on server `{}` ({}): {} of {} tools visible",
-        loaded.server.name(),
-        trust_name(loaded.server.trust()),
+        "role `{role}` on {}: {} of {} tools visible",
+        server_text(loaded),
         visible.len(),
         loaded.manifests.len()
     )?;
@@ -174,12 +177,18 @@ pub fn pin(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Failur
             let count = |f: fn(&DriftStatus) -> bool| {
                 review.tools().iter().filter(|t| f(t.status())).count()
             };
+            let edited = count(|s| matches!(s, DriftStatus::FlagsEdited { .. }));
             format!(
-                "{} changed, {} added, {} renamed, {} removed since the last pin",
+                "{} changed, {} added, {} renamed, {} removed{} since the last pin",
                 count(|s| matches!(s, DriftStatus::Changed { .. })),
                 count(|s| matches!(s, DriftStatus::Added)),
                 count(|s| matches!(s, DriftStatus::Renamed { .. })),
-                review.removed().len()
+                review.removed().len(),
+                if edited > 0 {
+                    format!(", {edited} with flags edited in the lockfile")
+                } else {
+                    String::new()
+                }
             )
         }
         None => "first pin of this server".to_owned(),
@@ -188,12 +197,32 @@ pub fn pin(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Failur
     lock.pin(&loaded.server, &loaded.tools)
         .map_err(|e| Failure::input(format!("{}: {e}", loaded.origin)))?;
     write_lock(&lock, common)?;
+    // Pinning is an act of trust: say so, above all for a server that was not trusted.
+    let believed_from_now_on = loaded.server.trust() == Trust::Untrusted;
+    let note = if believed_from_now_on {
+        format!(
+            "server `{}` is untrusted, but from now on the claims of these {} tools (read-only, \
+             destructive, idempotent, open-world) are believed while their descriptors match \
+             their pins: a pin is your approval of what each tool says it does",
+            loaded.server.name(),
+            loaded.tools.len()
+        )
+    } else {
+        format!(
+            "server `{}` is trusted: its claims were already believed; a tool whose descriptor \
+             changes is now hidden until it is pinned again",
+            loaded.server.name()
+        )
+    };
     if common.json {
         out.json(&json!({
             "server": loaded.server.name(),
+            "server_name_from": loaded.name_from.key(),
             "lockfile": common.lock.display().to_string(),
             "pinned": loaded.tools.len(),
             "summary": summary,
+            "believed_from_now_on": believed_from_now_on,
+            "note": note,
         }))?;
     } else {
         writeln!(
@@ -203,6 +232,9 @@ pub fn pin(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Failur
             loaded.server.name(),
             common.lock.display()
         )?;
+        if believed_from_now_on {
+            writeln!(out, "Note: {note}.")?;
+        }
     }
     Ok(0)
 }
@@ -225,6 +257,7 @@ pub fn verify(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Fai
             .collect();
         out.json(&json!({
             "server": review.server(),
+            "server_name_from": loaded.name_from.key(),
             "pinned": review.is_pinned(),
             "clean": clean,
             "tools": review.tools().len(),
@@ -254,22 +287,6 @@ fn write_lock(lock: &Lockfile, common: &Common) -> Result<(), Failure> {
     std::fs::write(&tmp, lock.to_toml_string())
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))
-}
-
-fn drift_reason(drift: Option<&DriftStatus>, loaded: &Loaded) -> Option<String> {
-    let review = loaded.review.as_ref()?;
-    if !review.is_pinned() {
-        return Some(format!(
-            "server `{}` is not pinned in the lockfile; approve it with `capability pin`",
-            review.server()
-        ));
-    }
-    match drift? {
-        DriftStatus::Unchanged => None,
-        other => Some(format!(
-            "{other} since it was pinned; approve it again with `capability pin`"
-        )),
-    }
 }
 
 fn tool_json(m: &CapabilityManifest, drift: Option<&DriftStatus>) -> Value {
@@ -307,6 +324,10 @@ fn drift_json(name: &str, status: &DriftStatus) -> Value {
             let parts: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
             json!({ "name": name, "status": "changed", "parts": parts })
         }
+        DriftStatus::FlagsEdited { flags } => {
+            let flags: Vec<&str> = flags.iter().map(|k| k.key()).collect();
+            json!({ "name": name, "status": "flags_edited", "flags": flags })
+        }
     }
 }
 
@@ -328,6 +349,23 @@ fn pinning_text(loaded: &Loaded) -> String {
             .to_owned(),
         Some(review) => review.to_string(),
     }
+}
+
+/// `server `name`, untrusted`, and the name the server gives itself when it differs.
+fn server_text(loaded: &Loaded) -> String {
+    let mut text = format!(
+        "server `{}`, {}",
+        loaded.server.name(),
+        trust_name(loaded.server.trust())
+    );
+    if let Some(declared) = loaded
+        .declared_name
+        .as_deref()
+        .filter(|d| *d != loaded.server.name())
+    {
+        text.push_str(&format!("; it calls itself `{declared}`"));
+    }
+    text
 }
 
 fn trust_name(trust: Trust) -> &'static str {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use capability::mcp::McpManifest;
 use capability::mcp::{DriftStatus, Lockfile, Review};
-use capability::{CapabilityManifest, Server};
+use capability::{CapabilityManifest, Policy, Server};
 use serde_json::Value;
 
 use crate::{Common, Failure, TrustArg};
@@ -25,12 +25,45 @@ pub enum Source {
     },
 }
 
+/// Where the server's name came from: always the operator, never the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameFrom {
+    /// `--server`.
+    Flag,
+    /// The matching entry of the policy's `[servers]` table.
+    Policy,
+    /// The live server's program (its file name, without extension).
+    Command,
+    /// The tool-list file's name (up to its first `.`).
+    File,
+    /// Standard input: the fixed name `stdin`.
+    Stdin,
+}
+
+impl NameFrom {
+    /// As written in `--json` output (`server_name_from`).
+    pub fn key(self) -> &'static str {
+        match self {
+            NameFrom::Flag => "flag",
+            NameFrom::Policy => "policy",
+            NameFrom::Command => "command",
+            NameFrom::File => "file",
+            NameFrom::Stdin => "stdin",
+        }
+    }
+}
+
 /// The tools of a source, read and reviewed.
 pub struct Loaded {
     /// How the source is named in messages.
     pub origin: String,
-    /// The server, with the trust asked for.
+    /// The server, with the trust asked for, under the operator's name for it.
     pub server: Server,
+    /// Where the server's name came from.
+    pub name_from: NameFrom,
+    /// The name the server gives itself (its handshake's `serverInfo.name`, or the `server.name`
+    /// a file records): shown, never used.
+    pub declared_name: Option<String>,
     /// The tools as the server sent them.
     pub tools: Vec<Value>,
     /// Each tool's manifest (claims believed only as trust and pins allow) and, when a lockfile
@@ -61,16 +94,18 @@ impl Source {
         }
     }
 
-    /// Reads the tools and reviews them against the lockfile, if there is one.
-    pub fn load(self, common: &Common) -> Result<Loaded, Failure> {
-        let (origin, default_name, tools) = match self {
+    /// Names the server (from the operator only: `--server`, the policy's `[servers]`, or what
+    /// was typed), reads the tools, and reviews them against the lockfile, if there is one.
+    pub fn load(self, common: &Common, policy: Option<&Policy>) -> Result<Loaded, Failure> {
+        let (name, name_from) = self.name_server(common, policy)?;
+        let (origin, declared_name, tools) = match &self {
             Source::File(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
+                let text = std::fs::read_to_string(path).map_err(|e| {
                     Failure::input(format!("cannot read `{}`: {e}", path.display()))
                 })?;
                 let origin = format!("`{}`", path.display());
                 let (name, tools) = parse_tools(&text, &origin)?;
-                (origin, name.or_else(|| file_stem(&path)), tools)
+                (origin, name, tools)
             }
             Source::Stdin => {
                 let mut text = String::new();
@@ -82,32 +117,25 @@ impl Source {
                 (origin, name, tools)
             }
             Source::Live { program, args } => {
-                let live = fetch_live(&program, &args, common.timeout)?;
-                let words: Vec<String> = std::iter::once(&program)
-                    .chain(&args)
-                    .map(|w| w.to_string_lossy().into_owned())
-                    .collect();
-                let origin = format!("`{}`", words.join(" "));
-                (origin, Some(live.server_name), live.tools)
+                let live = fetch_live(program, args, common.timeout)?;
+                let origin = format!("`{}`", self.words().join(" "));
+                let declared = Some(live.server_name).filter(|n| !n.is_empty());
+                (origin, declared, live.tools)
             }
         };
-        let name = match (&common.server, default_name) {
-            (Some(name), _) => name.clone(),
-            (None, Some(name)) => provider_name(&name),
-            (None, None) => {
-                return Err(Failure::input(
-                    "the source does not say which server it is: name it with `--server <name>`",
-                ));
-            }
-        };
-        if let Err(violation) = capability::CapabilityManifest::builder("probe")
-            .provider(name.as_str())
-            .build()
-        {
-            return Err(Failure::input(format!(
-                "`--server {name}`: {}",
-                violation.problems()[0].message()
-            )));
+        if name_from != NameFrom::Flag && name_from != NameFrom::Policy {
+            crate::out::note(format_args!(
+                "note: server name `{name}` {}; {}. To name it yourself, pass `--server <name>` \
+                 or add a `[servers]` entry to the policy.",
+                self.why(),
+                match &declared_name {
+                    Some(declared) => format!(
+                        "the server calls itself `{declared}`, which selects no policy pattern, \
+                         assertion or pin"
+                    ),
+                    None => "the server gives no name of its own".to_owned(),
+                }
+            ));
         }
         let server = match common.trust {
             TrustArg::Trusted => Server::trusted(name.as_str()),
@@ -141,11 +169,112 @@ impl Source {
         Ok(Loaded {
             origin,
             server,
+            name_from,
+            declared_name,
             tools,
             manifests,
             review,
             lock,
         })
+    }
+}
+
+impl Source {
+    /// The live command's words (program first), as typed.
+    fn words(&self) -> Vec<String> {
+        match self {
+            Source::Live { program, args } => std::iter::once(program)
+                .chain(args)
+                .map(|w| w.to_string_lossy().into_owned())
+                .collect(),
+            Source::File(_) | Source::Stdin => Vec::new(),
+        }
+    }
+
+    /// The server's name, from the operator only: `--server`; else the one `[servers]` entry of
+    /// the policy that matches this source (a live server's exact command words, or a file);
+    /// else a name derived from what was typed: the file's name up to its first `.`, the
+    /// program's name without extension, or `stdin`. The name the server gives itself is never
+    /// used: it would let any server pick the patterns, assertions and pins of a name it chose.
+    fn name_server(
+        &self,
+        common: &Common,
+        policy: Option<&Policy>,
+    ) -> Result<(String, NameFrom), Failure> {
+        if let Some(name) = &common.server {
+            if let Err(violation) = CapabilityManifest::builder("probe")
+                .provider(name.as_str())
+                .build()
+            {
+                return Err(Failure::input(format!(
+                    "`--server {name}`: {}",
+                    violation.problems()[0].message()
+                )));
+            }
+            return Ok((name.clone(), NameFrom::Flag));
+        }
+        if let Some(policy) = policy {
+            let matching: Vec<&str> = policy
+                .servers()
+                .iter()
+                .filter(|entry| self.matches(entry, common))
+                .map(|entry| entry.name())
+                .collect();
+            match matching.as_slice() {
+                [] => {}
+                [name] => return Ok(((*name).to_owned(), NameFrom::Policy)),
+                names => {
+                    return Err(Failure::input(format!(
+                        "servers `{}` of the policy all match this source: make the entries \
+                         distinct, or name the server with `--server <name>`",
+                        names.join("`, `")
+                    )));
+                }
+            }
+        }
+        Ok(match self {
+            Source::File(path) => (provider_name(&file_stem(path)), NameFrom::File),
+            Source::Stdin => ("stdin".to_owned(), NameFrom::Stdin),
+            Source::Live { program, .. } => {
+                let stem = Path::new(program)
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                (provider_name(&stem), NameFrom::Command)
+            }
+        })
+    }
+
+    /// Whether a `[servers]` entry names this source. A relative `file` is relative to the
+    /// policy file; both paths are compared once resolved (symbolic links followed).
+    fn matches(&self, entry: &capability::authz::ServerEntry, common: &Common) -> bool {
+        match self {
+            Source::Live { .. } => entry.matches_command(self.words()),
+            Source::File(path) => {
+                let Some(file) = entry.file() else {
+                    return false;
+                };
+                let base = common
+                    .policy
+                    .as_deref()
+                    .and_then(Path::parent)
+                    .unwrap_or(Path::new(""));
+                let resolved = |p: &Path| std::fs::canonicalize(p).ok();
+                resolved(&base.join(file)).is_some_and(|entry| resolved(path) == Some(entry))
+            }
+            Source::Stdin => false,
+        }
+    }
+
+    /// Why a derived name is what it is, for the note on standard error.
+    fn why(&self) -> String {
+        match self {
+            Source::File(path) => format!("from the file's name (`{}`)", path.display()),
+            Source::Live { program, .. } => {
+                format!("from the program's name (`{}`)", program.to_string_lossy())
+            }
+            Source::Stdin => "for standard input".to_owned(),
+        }
     }
 }
 
@@ -176,13 +305,16 @@ fn parse_tools(text: &str, origin: &str) -> Result<(Option<String>, Vec<Value>),
     }
 }
 
-fn file_stem(path: &Path) -> Option<String> {
-    let stem = path.file_stem()?.to_string_lossy();
+fn file_stem(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     // `server-filesystem.tools.json` names the server `server-filesystem`.
-    Some(stem.split('.').next().unwrap_or(&stem).to_owned())
+    name.split('.').next().unwrap_or_default().to_owned()
 }
 
-/// A server's own name made into a provider name: characters outside `A-Z a-z 0-9 _ - .`
+/// A word the operator typed made into a provider name: characters outside `A-Z a-z 0-9 _ - .`
 /// become `-`.
 fn provider_name(name: &str) -> String {
     let mapped: String = name

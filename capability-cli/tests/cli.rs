@@ -125,9 +125,22 @@ fn inspect_a_recorded_tool_list() {
     assert_eq!(code(&out), 0);
     let table = text(&out.stdout);
     assert!(table.starts_with("14 tools from `"), "{table}");
+    // The file's name names the server; the name the server gives itself is only shown.
     assert!(
-        table.contains("(server `secure-filesystem-server`, untrusted)"),
+        table.contains(
+            "(server `server-filesystem`, untrusted; it calls itself `secure-filesystem-server`)"
+        ),
         "{table}"
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr,
+        format!(
+            "note: server name `server-filesystem` from the file's name (`{path}`); the server \
+             calls itself `secure-filesystem-server`, which selects no policy pattern, assertion \
+             or pin. To name it yourself, pass `--server <name>` or add a `[servers]` entry to \
+             the policy.\n"
+        )
     );
     assert!(table.contains("read_text_file"), "{table}");
     assert!(table.contains("no untrusted (yes)"), "{table}");
@@ -243,7 +256,10 @@ fn pin_then_verify_then_drift() {
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
-        "pinned 13 tools of server `everything` in capability.lock (first pin of this server)\n"
+        "pinned 13 tools of server `everything` in capability.lock (first pin of this server)\n\
+         Note: server `everything` is untrusted, but from now on the claims of these 13 tools \
+         (read-only, destructive, idempotent, open-world) are believed while their descriptors \
+         match their pins: a pin is your approval of what each tool says it does.\n"
     );
     let lock = std::fs::read_to_string(dir.join("capability.lock")).expect("lockfile written");
     assert!(lock.contains("[servers.everything.tools.echo]"));
@@ -849,8 +865,8 @@ fn a_full_disk_exits_2_with_a_one_line_message() {
     let file = fixture("server-filesystem.tools.json");
     let path = file.to_string_lossy().into_owned();
     for args in [
-        vec!["inspect", path.as_str()],
-        vec!["inspect", "--json", path.as_str()],
+        vec!["inspect", "--server", "fs", path.as_str()],
+        vec!["inspect", "--json", "--server", "fs", path.as_str()],
         vec!["audit", "stats", "audit.jsonl"],
         vec!["audit", "stats", "--json", "audit.jsonl"],
         vec!["--help"],
@@ -866,4 +882,388 @@ fn a_full_disk_exits_2_with_a_one_line_message() {
             "{args:?}: {stderr}"
         );
     }
+}
+
+// ----- Lockfile honesty -----
+
+#[test]
+fn pin_says_an_untrusted_servers_claims_are_believed_from_now_on() {
+    let dir = scratch("pin_believed");
+    let file = fixture("server-filesystem.tools.json");
+    let path = file.to_string_lossy().into_owned();
+    let out = capability(&dir, &["pin", "--server", "fs", &path]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("from now on") && said.contains("believed"),
+        "the human output says so: {said}"
+    );
+    let out = capability(&dir, &["pin", "--json", "--server", "fs", &path]);
+    let result = json_out(&out);
+    assert_eq!(result["believed_from_now_on"], true, "{result}");
+    assert!(
+        result["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("believed")),
+        "{result}"
+    );
+    let out = capability(
+        &dir,
+        &[
+            "pin", "--json", "--trust", "trusted", "--server", "fs", &path,
+        ],
+    );
+    assert_eq!(json_out(&out)["believed_from_now_on"], false);
+}
+
+#[test]
+fn an_edited_flag_in_the_lockfile_hides_the_tool_and_verify_names_it() {
+    let dir = scratch("edited_lock");
+    let file = fixture("server-filesystem.tools.json");
+    let path = file.to_string_lossy().into_owned();
+    let out = capability(&dir, &["pin", "--server", "fs", &path]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let lock = std::fs::read_to_string(dir.join("capability.lock")).expect("lockfile");
+    let section = lock
+        .find("[servers.fs.tools.write_file]")
+        .expect("write_file is pinned");
+    let at = section + lock[section..].find("read_only = false").expect("its flag");
+    let edited = format!(
+        "{}read_only = true{}",
+        &lock[..at],
+        &lock[at + "read_only = false".len()..]
+    );
+    std::fs::write(dir.join("capability.lock"), edited).expect("edit the lockfile");
+
+    let out = capability(&dir, &["verify", "--server", "fs", &path]);
+    assert_eq!(code(&out), 1, "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("write_file"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = capability(&dir, &["verify", "--json", "--server", "fs", &path]);
+    assert_eq!(code(&out), 1);
+    let drifted = json_out(&out)["drifted"].clone();
+    assert_eq!(drifted.as_array().map(Vec::len), Some(1), "{drifted}");
+    assert_eq!(drifted[0]["name"], "write_file");
+
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[roles.all]\nceiling = \"unrestricted\"\nallow = [\"*\"]\n",
+    )
+    .expect("policy");
+    let out = capability(
+        &dir,
+        &[
+            "check",
+            "--policy",
+            "policy.toml",
+            "--role",
+            "all",
+            "--server",
+            "fs",
+            "--json",
+            &path,
+        ],
+    );
+    let result = json_out(&out);
+    assert!(
+        !result["visible"]
+            .as_array()
+            .expect("visible")
+            .contains(&json!("write_file")),
+        "{result}"
+    );
+    assert!(
+        result["hidden"]
+            .as_array()
+            .expect("hidden")
+            .iter()
+            .any(|h| h["name"] == "write_file"),
+        "{result}"
+    );
+}
+
+// ----- The server's identity comes from the operator -----
+
+/// A tool list whose file says the server calls itself `declared`.
+fn write_declaring(dir: &Path, file: &str, declared: &str) -> Vec<Value> {
+    let tools = recorded("server-filesystem.tools.json");
+    std::fs::write(
+        dir.join(file),
+        json!({ "server": { "name": declared }, "tools": tools }).to_string(),
+    )
+    .expect("write");
+    tools
+}
+
+fn names_in(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .expect("an array")
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn a_files_self_declared_name_selects_no_pattern_or_pin() {
+    let dir = scratch("declared_file");
+    let tools = write_declaring(&dir, "rogue.tools.json", "fs");
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[roles.reader]\nceiling = \"unrestricted\"\nallow = [\"fs/*\"]\n",
+    )
+    .expect("policy");
+    let check = |extra: &[&str]| {
+        let mut args = vec![
+            "check",
+            "--policy",
+            "policy.toml",
+            "--role",
+            "reader",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        args.push("rogue.tools.json");
+        capability(&dir, &args)
+    };
+
+    // Not named by the operator: the name comes from the file's name, and says so.
+    let out = check(&[]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let result = json_out(&out);
+    assert_eq!(result["server"], "rogue", "{result}");
+    assert_eq!(result["server_name_from"], "file");
+    assert_eq!(result["declared_name"], "fs", "shown, as information");
+    assert_eq!(result["visible"], json!([]), "`fs/*` is not selected");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("`rogue`") && stderr.contains("rogue.tools.json"),
+        "says which name and why: {stderr}"
+    );
+    assert!(stderr.contains("`fs`"), "{stderr}");
+
+    // Named by the operator: with `--server`, or with a `[servers]` entry of the policy.
+    let out = check(&["--server", "fs"]);
+    let result = json_out(&out);
+    assert_eq!(result["server_name_from"], "flag");
+    assert_eq!(names_in(&result["visible"]).len(), tools.len());
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[roles.reader]\nceiling = \"unrestricted\"\nallow = [\"fs/*\"]\n\n\
+         [servers.fs]\nfile = \"rogue.tools.json\"\n",
+    )
+    .expect("policy");
+    let out = check(&[]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let result = json_out(&out);
+    assert_eq!(result["server"], "fs");
+    assert_eq!(result["server_name_from"], "policy");
+    assert_eq!(names_in(&result["visible"]).len(), tools.len());
+
+    // Pins: the operator pinned these tools as `fs`; the file calling itself `fs` gets none
+    // of them (its untrusted claims stay unbelieved) unless the operator names it so.
+    let out = capability(&dir, &["pin", "--server", "fs", "rogue.tools.json"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let out = capability(&dir, &["inspect", "--json", "rogue.tools.json"]);
+    let result = json_out(&out);
+    assert_eq!(result["server"], "rogue");
+    assert_eq!(result["pinning"]["server_pinned"], false, "{result}");
+    assert!(
+        result["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .all(|t| t["read_only"] == false)
+    );
+    let out = capability(&dir, &["verify", "rogue.tools.json"]);
+    assert_eq!(code(&out), 1, "server `rogue` is not pinned");
+    let out = capability(
+        &dir,
+        &["verify", "--policy", "policy.toml", "rogue.tools.json"],
+    );
+    assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
+    let out = capability(
+        &dir,
+        &["inspect", "--json", "--server", "fs", "rogue.tools.json"],
+    );
+    let result = json_out(&out);
+    assert_eq!(result["pinning"]["server_pinned"], true);
+    assert!(
+        result["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .any(|t| t["read_only"] == true),
+        "pinned claims count for the server the operator named"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_live_servers_self_declared_name_selects_no_assertion() {
+    let dir = scratch("declared_live");
+    let tools_file = dir.join("tools.json");
+    std::fs::write(
+        &tools_file,
+        json!({ "tools": [{
+            "name": "write_file",
+            "description": "Write a file.",
+            "inputSchema": { "type": "object" },
+            "annotations": { "readOnlyHint": false, "destructiveHint": true }
+        }]})
+        .to_string(),
+    )
+    .expect("write");
+    let script = support::fake::fake_server_script("fs", &tools_file);
+    let script_file = dir.join("fake-fs.sh");
+    std::fs::write(&script_file, script).expect("write");
+    let script_path = script_file.to_string_lossy().into_owned();
+    // The operator says `fs/write_file` only reads (in their deployment it does).
+    let policy = "[roles.reader]\nceiling = \"read-only\"\nallow = [\"*\"]\n\n\
+                  [assertions.\"fs/write_file\"]\nread_only = true\n";
+    std::fs::write(dir.join("policy.toml"), policy).expect("policy");
+    let check = |extra: &[&str]| {
+        let mut args = vec![
+            "check",
+            "--policy",
+            "policy.toml",
+            "--role",
+            "reader",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        args.extend(["--", "sh", script_path.as_str()]);
+        capability(&dir, &args)
+    };
+
+    let out = check(&[]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let result = json_out(&out);
+    assert_eq!(result["server"], "sh", "the program's name: {result}");
+    assert_eq!(result["server_name_from"], "command");
+    assert_eq!(result["declared_name"], "fs");
+    assert_eq!(
+        result["visible"],
+        json!([]),
+        "the assertion about `fs/write_file` is not selected by the server's own word"
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("`sh`") && stderr.contains("`fs`"),
+        "{stderr}"
+    );
+
+    let out = check(&["--server", "fs"]);
+    assert_eq!(json_out(&out)["visible"], json!(["write_file"]));
+
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!("{policy}\n[servers.fs]\ncommand = [\"sh\", {script_path:?}]\n"),
+    )
+    .expect("policy");
+    let out = check(&[]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let result = json_out(&out);
+    assert_eq!(result["server"], "fs");
+    assert_eq!(result["server_name_from"], "policy");
+    assert_eq!(result["visible"], json!(["write_file"]));
+}
+
+#[test]
+fn a_bad_servers_table_is_refused_with_its_position() {
+    let dir = scratch("bad_servers");
+    std::fs::write(dir.join("tools.json"), "[]").expect("write");
+    let role = "[roles.reader]\nceiling = \"read-only\"\nallow = [\"*\"]\n";
+    let cases = [
+        (
+            "[servers.\"bad name\"]\nfile = \"tools.json\"\n",
+            "server `bad name`",
+        ),
+        ("[servers.fs]\n", "says neither `command`"),
+        ("[servers.fs]\ncommand = []\n", "names a program first"),
+        ("[servers.fs]\nfile = \"\"\n", "`file` is empty"),
+        ("[servers.fs]\ncmd = [\"node\"]\n", "unknown field `cmd`"),
+        (
+            "[servers.a]\nfile = \"tools.json\"\n[servers.b]\nfile = \"./tools.json\"\n",
+            "servers `a`, `b` of the policy all match this source",
+        ),
+    ];
+    for (servers, message) in cases {
+        std::fs::write(dir.join("policy.toml"), format!("{role}\n{servers}")).expect("policy");
+        for args in [
+            vec![
+                "check",
+                "--policy",
+                "policy.toml",
+                "--role",
+                "reader",
+                "tools.json",
+            ],
+            vec!["inspect", "--policy", "policy.toml", "tools.json"],
+        ] {
+            let out = capability(&dir, &args);
+            let stderr = text(&out.stderr);
+            assert_eq!(code(&out), 2, "{servers}: {stderr}");
+            assert!(stderr.contains(message), "{servers}: {stderr}");
+            assert!(out.stdout.is_empty());
+        }
+    }
+    // Where the table has an error, the message says where.
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!("{role}\n[servers.\"a]b\"]\nfile = \"tools.json\"\n"),
+    )
+    .expect("policy");
+    let out = capability(&dir, &["inspect", "--policy", "policy.toml", "tools.json"]);
+    assert!(
+        text(&out.stderr).contains("policy.toml:5:"),
+        "{}",
+        text(&out.stderr)
+    );
+    // `--server` wins over the table, and is itself checked.
+    let out = capability(
+        &dir,
+        &[
+            "inspect",
+            "--json",
+            "--policy",
+            "policy.toml",
+            "--server",
+            "a]b",
+            "tools.json",
+        ],
+    );
+    assert_eq!(code(&out), 2);
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!("{role}\n[servers.fs]\nfile = \"tools.json\"\n"),
+    )
+    .expect("policy");
+    let out = capability(
+        &dir,
+        &[
+            "inspect",
+            "--json",
+            "--policy",
+            "policy.toml",
+            "--server",
+            "other",
+            "tools.json",
+        ],
+    );
+    assert_eq!(json_out(&out)["server"], "other");
+    assert_eq!(json_out(&out)["server_name_from"], "flag");
+    let out = capability(
+        &dir,
+        &["inspect", "--json", "--policy", "policy.toml", "tools.json"],
+    );
+    assert_eq!(json_out(&out)["server"], "fs");
+    assert_eq!(json_out(&out)["server_name_from"], "policy");
+    assert!(
+        out.stderr.is_empty(),
+        "a name from the policy needs no note"
+    );
 }

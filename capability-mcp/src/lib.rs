@@ -15,7 +15,16 @@
 //! - [`import`] and [`export`]: MCP `Tool` objects to and from manifests; [`hash`]: the
 //!   descriptor hash of an MCP tool.
 //! - [`lock`]: the lockfile and drift.
+//! - [`visibility`]: what a caller may see of a server, decided by one function,
+//!   [`Visibility::of`]: drift against the lock, then duplicate names, then the decision of any
+//!   [`Authorize`](capability_core::authz::Authorize). The governed client and the command line's
+//!   `check` both use it.
 //! - [`rmcp`] (feature `rmcp`): conversions, listing, the governed client.
+//!
+//! A server's name is the operator's, never the server's own: it selects policy patterns,
+//! operator assertions and lockfile pins, so a server that calls itself by a trusted name
+//! (`serverInfo.name` in its handshake) must not get them. Build a [`Server`] from your own
+//! configuration.
 
 #![forbid(unsafe_code)]
 
@@ -26,13 +35,15 @@ pub mod lock;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
 pub mod server;
+pub mod visibility;
 
 pub use hash::{MCP_DESCRIPTOR_FIELDS, mcp_descriptor_hash};
 pub use lock::{
-    DriftStatus, LOCKFILE_VERSION, LockError, LockedTool, Lockfile, Part, PartHashes, Review,
-    ReviewedTool,
+    DriftStatus, LOCKFILE_VERSION, LockError, LockedTool, Lockfile, Part, PartHashes, PinError,
+    Review, ReviewedTool,
 };
 pub use server::{Server, Trust};
+pub use visibility::{HiddenTool, ListedTool, Visibility, WithheldReason};
 
 #[cfg(feature = "schemars")]
 pub use export::mcp_tool;

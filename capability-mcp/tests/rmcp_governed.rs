@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
-use capability::authz::{Ceiling, DenyReason, Effect};
+use capability::authz::{Authorize, Ceiling, Decision, DenyReason, Effect};
 use capability::manifest::{HintKind, HintSource};
 use capability::mcp::McpManifest;
 use capability::mcp::{DriftStatus, Lockfile, Part};
@@ -536,6 +536,92 @@ async fn a_tool_that_breaks_the_rules_is_named() {
         error.to_string().contains("invalid tool `bad tool`"),
         "{error}"
     );
+    connection.close().await;
+}
+
+/// A decider that is not a policy: it allows the tools whose names start with `prefixes`, and
+/// counts the questions it is asked.
+struct Prefixes {
+    prefixes: &'static [&'static str],
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl Authorize for Prefixes {
+    fn decide(&self, tool: &CapabilityManifest) -> Decision {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.prefixes.iter().any(|p| tool.name().starts_with(p)) {
+            Decision::default()
+        } else {
+            Decision::deny(DenyReason::NotAllowed)
+        }
+    }
+
+    fn principal(&self) -> &str {
+        "prefix-grant"
+    }
+
+    fn session(&self) -> &str {
+        "s-1"
+    }
+}
+
+#[tokio::test]
+async fn any_decider_governs_listing_and_calling() {
+    let fixture = Fixture::new(tools_from(&tool_json()));
+    let connection = Connection::open(fixture.clone()).await;
+    let decider = Arc::new(Prefixes {
+        prefixes: &["list_", "create_"],
+        asked: Default::default(),
+    });
+    let client = GovernedClient::connect_with(
+        connection.peer(),
+        Server::untrusted("k8s"),
+        decider.clone(),
+        None,
+    )
+    .await
+    .expect("connects");
+    assert_eq!(client.role(), "prefix-grant");
+    assert_eq!(names(client.visible_tools()), ["list_pods", "create_note"]);
+    assert_eq!(
+        client.hidden()[0].reasons(),
+        [WithheldReason::Policy(DenyReason::NotAllowed)]
+    );
+    let asked = decider.asked.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(asked, 5, "every listed tool is put to the decider");
+
+    let result = client
+        .call_tool(CallToolRequestParams::new("create_note"))
+        .await
+        .expect("allowed by the decider");
+    assert_eq!(text_of(&result), Some("called create_note"));
+    assert_eq!(
+        decider.asked.load(std::sync::atomic::Ordering::SeqCst),
+        6,
+        "the call is authorized by the same decider"
+    );
+    let refused = client
+        .call_tool(CallToolRequestParams::new("delete_namespace"))
+        .await
+        .expect_err("denied by the decider");
+    assert!(
+        matches!(&refused, GovernedError::Denied { reasons, .. }
+            if reasons == &[WithheldReason::Policy(DenyReason::NotAllowed)]),
+        "{refused}"
+    );
+
+    // A grant that is not in a policy file works the same way.
+    let grant = capability::authz::ToolContext::new("reader", "s-2", Ceiling::ReadOnly);
+    let client = GovernedClient::connect_with(
+        connection.peer(),
+        Server::trusted("k8s"),
+        Arc::new(grant),
+        None,
+    )
+    .await
+    .expect("connects");
+    assert_eq!(names(client.visible_tools()), ["list_pods", "fetch_url"]);
+    assert_eq!(fixture.calls(), ["create_note"], "nothing denied was sent");
     connection.close().await;
 }
 

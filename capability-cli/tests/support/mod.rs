@@ -12,6 +12,8 @@
 // Each test binary uses only part of this module.
 #![allow(dead_code)]
 
+pub mod fake;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

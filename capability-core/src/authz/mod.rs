@@ -36,7 +36,7 @@ mod rules;
 pub use context::{Denial, ToolContext};
 pub use index::{PolicyIndex, RoleId};
 pub use pattern::Pattern;
-pub use policy::{Policy, PolicyError};
+pub use policy::{Policy, PolicyError, ServerEntry};
 pub use rules::{Ceiling, Decision, DenyReason, Effect};
 
 use crate::manifest::CapabilityManifest;

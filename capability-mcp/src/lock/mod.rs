@@ -1,16 +1,18 @@
 //! Descriptor pinning: a lockfile of the MCP tool descriptors a human approved, and the drift of
 //! a live tool list against it ("rug pulls": a server silently changing a tool).
 
+mod error;
 mod parts;
 mod review;
 
+pub use error::PinError;
 pub use parts::{LockedTool, Part, PartHashes};
 pub use review::{DriftStatus, Review, ReviewedTool};
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use capability_core::manifest::ManifestError;
+use capability_core::manifest::{HintKind, ManifestError};
 use capability_core::toml_file::{self, TomlError};
 use serde::Deserialize;
 use serde_json::Value;
@@ -26,6 +28,11 @@ const WHAT: &str = "lockfile";
 
 /// `capability.lock`: per server and tool, the descriptor hash and effective flags a human
 /// approved. Written in a stable order, so a change shows up as a small diff in review.
+///
+/// Pinning is an act of trust: while a tool's descriptor matches its pin, its claims are
+/// believed (as [`Trust::Pinned`]), even from an untrusted server. The recorded flags are
+/// enforced too: a pin whose flags are not what its descriptor's claims resolve to (a hand edit
+/// of `read_only = true`) is drift ([`DriftStatus::FlagsEdited`]), and the tool is hidden.
 ///
 /// ```
 /// use capability::Server;
@@ -87,7 +94,23 @@ impl Lockfile {
         }
         let mut servers = BTreeMap::new();
         for (server, entry) in repr.servers {
+            if let Err(violation) = capability_rules::check_provider(&server) {
+                return Err(TomlError::at(
+                    WHAT,
+                    text,
+                    text.find(server.as_str()).unwrap_or(0),
+                    format!("server `{server}`: {violation}"),
+                ));
+            }
             for (name, tool) in &entry.tools {
+                if let Err(violation) = capability_rules::check_tool_name(name) {
+                    return Err(TomlError::at(
+                        WHAT,
+                        text,
+                        text.find(name.as_str()).unwrap_or(0),
+                        format!("tool `{server}/{name}`: {violation}"),
+                    ));
+                }
                 let hex = capability_rules::hex::is_lower_hex;
                 let parts_ok = Part::ALL.iter().all(|p| hex(tool.parts.get(*p), 16));
                 if !hex(&tool.hash, 64) || !parts_ok {
@@ -122,7 +145,9 @@ impl Lockfile {
         let mut out = String::from(
             "# capability.lock: the MCP tool descriptors a human approved, per server.\n\
              # Written by `capability pin`; `capability verify` reports any drift from it.\n\
-             # A tool whose descriptor no longer matches is hidden until it is pinned again.\n",
+             # A pinned tool's claims are believed while its descriptor matches, even from an\n\
+             # untrusted server; its flags below must be what those claims say.\n\
+             # A tool whose descriptor or flags no longer match is hidden until it is pinned again.\n",
         );
         out.push_str(&format!("version = {LOCKFILE_VERSION}\n"));
         for (server, tools) in &self.servers {
@@ -150,8 +175,21 @@ impl Lockfile {
     }
 
     /// Approves a server's current tool list: replaces what the lockfile holds for it. The
-    /// flags recorded are the server's claims with the MCP defaults, as a human approves them.
-    pub fn pin(&mut self, server: &Server, tools: &[Value]) -> Result<(), ManifestError> {
+    /// flags recorded are the server's claims with the MCP defaults, as a human approves them:
+    /// from now on, while a tool's descriptor matches, its claims are believed, whatever the
+    /// server's trust.
+    ///
+    /// A server name that is not a provider name ([`PinError::ServerName`]: empty, or with a
+    /// character outside `A-Z a-z 0-9 _ - .`, such as `"`, `]` or a line break) and an invalid
+    /// tool ([`PinError::Tool`]) are refused, and the lockfile is left as it was; so a pinned
+    /// lockfile always reads back.
+    pub fn pin(&mut self, server: &Server, tools: &[Value]) -> Result<(), PinError> {
+        if let Err(violation) = capability_rules::check_provider(server.name()) {
+            return Err(PinError::ServerName {
+                name: server.name().to_owned(),
+                message: violation.to_string(),
+            });
+        }
         let approved = Server::trusted(server.name());
         let mut entries = BTreeMap::new();
         for tool in tools {
@@ -183,9 +221,10 @@ impl Lockfile {
     }
 
     /// Compares a server's live tool list with what was approved, and builds each tool's
-    /// manifest accordingly: the claims of a tool whose descriptor matches its pin are believed
-    /// (the human approved them); every other tool is read with the server's own trust, and
-    /// is not [`approved`](Review::approved).
+    /// manifest accordingly: the claims of a tool whose descriptor matches its pin, and whose
+    /// recorded flags are what those claims resolve to, are believed (the human approved them);
+    /// every other tool is read with the server's own trust, and is not
+    /// [`approved`](Review::approved).
     pub fn review(&self, server: &Server, tools: &[Value]) -> Result<Review, ManifestError> {
         let empty = BTreeMap::new();
         let locked = self.servers.get(server.name());
@@ -194,8 +233,22 @@ impl Lockfile {
         let mut seen: Vec<&str> = Vec::new();
         for tool in tools {
             let manifest = from_mcp_tool(tool, server)?;
+            // A human approved exactly this descriptor: its claims count, as pinned claims.
+            let mut approved = None;
             let status = match pins.get(manifest.name()) {
-                Some(pin) if pin.hash == manifest.descriptor_hash() => DriftStatus::Unchanged,
+                Some(pin) if pin.hash == manifest.descriptor_hash() => {
+                    let pinned = from_mcp_tool(tool, &server.with_trust(Trust::Pinned))?;
+                    let edited: Vec<HintKind> = HintKind::ALL
+                        .into_iter()
+                        .filter(|kind| pin.flag(*kind) != pinned.hint(*kind).effective())
+                        .collect();
+                    if edited.is_empty() {
+                        approved = Some(pinned);
+                        DriftStatus::Unchanged
+                    } else {
+                        DriftStatus::FlagsEdited { flags: edited }
+                    }
+                }
                 Some(pin) => DriftStatus::Changed {
                     parts: pin.parts.differing(&PartHashes::of(tool)),
                 },
@@ -218,12 +271,7 @@ impl Lockfile {
             {
                 seen.push(name);
             }
-            // A human approved exactly this descriptor: its claims count, as pinned claims.
-            let manifest = if status == DriftStatus::Unchanged {
-                from_mcp_tool(tool, &server.with_trust(Trust::Pinned))?
-            } else {
-                manifest
-            };
+            let manifest = approved.unwrap_or(manifest);
             reviewed.push(ReviewedTool { manifest, status });
         }
         let removed = pins

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use capability_core::manifest::HintKind;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -109,6 +110,16 @@ impl LockedTool {
     /// The descriptor hash that was approved.
     pub fn hash(&self) -> &str {
         &self.hash
+    }
+
+    /// The recorded value of one effective flag.
+    pub fn flag(&self, kind: HintKind) -> bool {
+        match kind {
+            HintKind::ReadOnly => self.read_only,
+            HintKind::Destructive => self.destructive,
+            HintKind::Idempotent => self.idempotent,
+            HintKind::OpenWorld => self.open_world,
+        }
     }
 
     /// The effective flags that were approved: `(read_only, destructive, idempotent,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use capability_core::manifest::CapabilityManifest;
+use capability_core::manifest::{CapabilityManifest, HintKind};
 
 use super::parts::Part;
 
@@ -23,6 +23,12 @@ pub enum DriftStatus {
         /// The pinned name.
         from: String,
     },
+    /// Same descriptor as approved, but the lockfile records other effective flags than its
+    /// claims resolve to: the lockfile was edited by hand. Its claims are not believed.
+    FlagsEdited {
+        /// The flags whose recorded value differs, in the order of [`HintKind::ALL`].
+        flags: Vec<HintKind>,
+    },
 }
 
 impl fmt::Display for DriftStatus {
@@ -35,6 +41,10 @@ impl fmt::Display for DriftStatus {
             }
             DriftStatus::Added => f.write_str("added"),
             DriftStatus::Renamed { from } => write!(f, "renamed from `{from}`"),
+            DriftStatus::FlagsEdited { flags } => {
+                let flags: Vec<&str> = flags.iter().map(|k| k.key()).collect();
+                write!(f, "flags edited in the lockfile ({})", flags.join(", "))
+            }
         }
     }
 }

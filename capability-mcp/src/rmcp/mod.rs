@@ -76,6 +76,7 @@ mod client;
 mod connect;
 mod convert;
 
-pub use client::{GovernedClient, GovernedError, HiddenTool, WithheldReason};
+pub use crate::visibility::{HiddenTool, WithheldReason};
+pub use client::{GovernedClient, GovernedError, SharedDecider};
 pub use connect::{ListError, connect_client, list_tools};
 pub use convert::{manifest_from_rmcp, to_rmcp_annotations, to_rmcp_tool, tool_json};

@@ -1,0 +1,285 @@
+//! What may this caller see of this server: one function, [`Visibility::of`], used by the
+//! governed client and by `capability check` alike, so the two can never disagree.
+//!
+//! Every listed tool is either visible or hidden with every reason, asked in this order:
+//!
+//! 1. **Drift against the lock.** While a lockfile is in use, a tool that does not match an
+//!    approved pin (changed, added, renamed, or with flags edited in the lockfile) is hidden; a
+//!    server the lockfile does not know has no approved tool.
+//! 2. **Duplicate names.** All tools that share a name are hidden: a call could reach either.
+//! 3. **The decision.** The decider ([`Authorize`]: a role of a policy, a grant, ...) denies it.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use capability_core::authz::{Authorize, DenyReason};
+use capability_core::manifest::{CapabilityManifest, ManifestError};
+use serde_json::Value;
+
+use crate::import::from_mcp_tool;
+use crate::lock::{DriftStatus, Lockfile, Review};
+use crate::server::Server;
+
+/// Why a tool is withheld from a caller: hidden from its tool list, and its calls refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WithheldReason {
+    /// The decider denies it (a policy's role: [`Policy::decide`](capability_core::authz::Policy::decide)).
+    Policy(DenyReason),
+    /// A lockfile is in use and the tool does not match an approved pin: it is new, renamed,
+    /// its descriptor changed, or its flags were edited in the lockfile. It stays hidden until it
+    /// is pinned again.
+    Drift(DriftStatus),
+    /// The server lists more than one tool with this name, so a call could reach either.
+    DuplicateName,
+    /// The server does not list a tool with this name.
+    NotListed,
+}
+
+impl fmt::Display for WithheldReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WithheldReason::Policy(reason) => write!(f, "{reason}"),
+            WithheldReason::Drift(DriftStatus::Changed { parts }) => {
+                let parts: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
+                write!(
+                    f,
+                    "its descriptor changed since it was pinned ({}); pin it again to approve it",
+                    parts.join(", ")
+                )
+            }
+            WithheldReason::Drift(DriftStatus::Added) => {
+                f.write_str("it is not in the lockfile; pin it to approve it")
+            }
+            WithheldReason::Drift(DriftStatus::Renamed { from }) => write!(
+                f,
+                "it is the pinned tool `{from}` under a new name; pin it again to approve it"
+            ),
+            WithheldReason::Drift(DriftStatus::FlagsEdited { flags }) => {
+                let flags: Vec<&str> = flags.iter().map(|k| k.key()).collect();
+                write!(
+                    f,
+                    "the lockfile records other flags for it ({}) than its pinned descriptor \
+                     says; the lockfile was edited: pin it again to approve it",
+                    flags.join(", ")
+                )
+            }
+            WithheldReason::Drift(status) => write!(f, "lockfile: {status}"),
+            WithheldReason::DuplicateName => {
+                f.write_str("the server lists more than one tool with this name")
+            }
+            WithheldReason::NotListed => f.write_str("the server does not list it"),
+        }
+    }
+}
+
+/// A tool the server lists that the caller is not shown, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HiddenTool {
+    name: String,
+    reasons: Vec<WithheldReason>,
+}
+
+impl HiddenTool {
+    /// The tool's name, as the server lists it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Every reason it is withheld, in the order they are asked: drift, duplicate name,
+    /// decision.
+    pub fn reasons(&self) -> &[WithheldReason] {
+        &self.reasons
+    }
+}
+
+impl fmt::Display for HiddenTool {
+    /// `name: reason; reason`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.name)?;
+        write_reasons(f, &self.reasons)
+    }
+}
+
+/// `reason; reason`.
+pub(crate) fn write_reasons(f: &mut fmt::Formatter<'_>, reasons: &[WithheldReason]) -> fmt::Result {
+    for (i, reason) in reasons.iter().enumerate() {
+        if i > 0 {
+            f.write_str("; ")?;
+        }
+        write!(f, "{reason}")?;
+    }
+    Ok(())
+}
+
+/// One listed tool: its manifest, and why it is hidden (nothing when it is visible).
+#[derive(Clone, Debug)]
+pub struct ListedTool {
+    manifest: CapabilityManifest,
+    reasons: Vec<WithheldReason>,
+}
+
+impl ListedTool {
+    /// Its manifest: claims believed as pinned claims when it matches its pin, otherwise as far
+    /// as the server is trusted.
+    pub fn manifest(&self) -> &CapabilityManifest {
+        &self.manifest
+    }
+
+    /// Whether the caller is shown it.
+    pub fn is_visible(&self) -> bool {
+        self.reasons.is_empty()
+    }
+
+    /// Every reason it is hidden; empty when it is visible.
+    pub fn reasons(&self) -> &[WithheldReason] {
+        &self.reasons
+    }
+}
+
+/// What a caller may see of one server's tool list: each listed tool, in the server's order,
+/// visible or hidden with every reason.
+///
+/// ```
+/// use capability::authz::{Ceiling, ToolContext};
+/// use capability::mcp::{Lockfile, Visibility, WithheldReason};
+/// use capability::Server;
+/// use serde_json::json;
+///
+/// let tools = vec![
+///     json!({"name": "read", "inputSchema": {"type": "object"},
+///            "annotations": {"readOnlyHint": true}}),
+///     json!({"name": "read", "inputSchema": {"type": "object"}, "description": "A twin."}),
+///     json!({"name": "peek", "inputSchema": {"type": "object"},
+///            "annotations": {"readOnlyHint": true}}),
+/// ];
+/// let server = Server::untrusted("notes");
+/// let mut lock = Lockfile::default();
+/// lock.pin(&server, &tools[2..])?;
+/// let reader = ToolContext::new("reader", "s-1", Ceiling::ReadOnly);
+///
+/// let seen = Visibility::of(&server, &tools, Some(&lock), &reader)?;
+/// let shown: Vec<&str> = seen.visible().map(|m| m.name()).collect();
+/// assert_eq!(shown, ["peek"], "pinned: its read-only claim is believed");
+/// let hidden = seen.hidden();
+/// assert_eq!(hidden[0].to_string(),
+///     "read: it is not in the lockfile; pin it to approve it; the server lists more than \
+///      one tool with this name; its side effect (destructive write) exceeds the role's \
+///      ceiling (read-only)");
+/// assert!(hidden[1].reasons().contains(&WithheldReason::DuplicateName));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Visibility {
+    tools: Vec<ListedTool>,
+    review: Option<Review>,
+}
+
+impl Visibility {
+    /// What the caller `decider` may see of `server`, which listed `tools` (MCP `Tool` objects,
+    /// in its order), with or without a lockfile.
+    ///
+    /// - Without a lockfile, each manifest is read with the server's trust. With one, the list
+    ///   is reviewed against it ([`Lockfile::review`]): a tool that matches its pin has its
+    ///   claims believed (as pinned claims); every other one is hidden with a
+    ///   [`WithheldReason::Drift`]. A server the lockfile does not know has no approved tool.
+    /// - Tools that share a name are all hidden ([`WithheldReason::DuplicateName`]).
+    /// - Every tool is put to the decider; a denial adds its reasons
+    ///   ([`WithheldReason::Policy`]).
+    ///
+    /// A hidden tool carries every reason that applies, in that order. A tool that is not a
+    /// valid MCP tool, or a server name that is not a provider name, is an error naming it.
+    pub fn of(
+        server: &Server,
+        tools: &[Value],
+        lock: Option<&Lockfile>,
+        decider: &(impl Authorize + ?Sized),
+    ) -> Result<Visibility, ManifestError> {
+        // 1. Each tool's manifest, and its drift when a lockfile is in use.
+        let (manifests, drift, review) = match lock {
+            Some(lock) => {
+                let review = lock.review(server, tools)?;
+                let (manifests, drift) = review
+                    .tools()
+                    .iter()
+                    .map(|t| {
+                        let drift = (*t.status() != DriftStatus::Unchanged)
+                            .then(|| WithheldReason::Drift(t.status().clone()));
+                        (t.manifest().clone(), drift)
+                    })
+                    .unzip();
+                (manifests, drift, Some(review))
+            }
+            None => {
+                let manifests = tools
+                    .iter()
+                    .map(|tool| from_mcp_tool(tool, server))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let drift = vec![None; manifests.len()];
+                (manifests, drift, None)
+            }
+        };
+
+        // 2. Names listed more than once.
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        for manifest in &manifests {
+            *count.entry(manifest.name()).or_default() += 1;
+        }
+        let duplicate: Vec<bool> = manifests
+            .iter()
+            .map(|m| count.get(m.name()).is_some_and(|n| *n > 1))
+            .collect();
+
+        // 3. The decision, for every tool.
+        let tools = manifests
+            .into_iter()
+            .zip(drift)
+            .zip(duplicate)
+            .map(|((manifest, drift), duplicate)| {
+                let mut reasons: Vec<WithheldReason> = drift.into_iter().collect();
+                if duplicate {
+                    reasons.push(WithheldReason::DuplicateName);
+                }
+                reasons.extend(
+                    decider
+                        .decide(&manifest)
+                        .into_reasons()
+                        .into_iter()
+                        .map(WithheldReason::Policy),
+                );
+                ListedTool { manifest, reasons }
+            })
+            .collect();
+        Ok(Visibility { tools, review })
+    }
+
+    /// Every listed tool, in the server's order.
+    pub fn tools(&self) -> &[ListedTool] {
+        &self.tools
+    }
+
+    /// The manifests of the visible tools, in the server's order.
+    pub fn visible(&self) -> impl Iterator<Item = &CapabilityManifest> {
+        self.tools
+            .iter()
+            .filter(|t| t.is_visible())
+            .map(|t| &t.manifest)
+    }
+
+    /// The hidden tools, in the server's order, each with every reason.
+    pub fn hidden(&self) -> Vec<HiddenTool> {
+        self.tools
+            .iter()
+            .filter(|t| !t.is_visible())
+            .map(|t| HiddenTool {
+                name: t.manifest.name().to_owned(),
+                reasons: t.reasons.clone(),
+            })
+            .collect()
+    }
+
+    /// The lockfile's review of the server, when a lockfile is in use.
+    pub fn review(&self) -> Option<&Review> {
+        self.review.as_ref()
+    }
+}
