@@ -15,10 +15,12 @@ mod gate;
 mod grant;
 mod key;
 mod proposal;
+mod session;
 
 pub use clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 pub use error::GateError;
-pub use gate::{AdvisorSession, Approved, Check, Execute, Rejected, Run, WriteGate};
+pub use gate::{Approved, Check, Rejected, WriteGate};
 pub use grant::{Attenuation, AuthorityGrant, GrantError, PolicyDecision, Revocations};
 pub use key::{PublicKey, SecretKey};
 pub use proposal::{Approval, PROPOSAL_VERSION, Proposal, ProposalFile};
+pub use session::{AdvisorSession, Execute, Run};
