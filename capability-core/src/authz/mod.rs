@@ -37,7 +37,7 @@ pub use context::{Denial, ToolContext};
 pub use index::{PolicyIndex, RoleId};
 pub use pattern::Pattern;
 pub use policy::{Policy, PolicyError};
-pub use rules::{Ceiling, Decision, DenyReason, Effect};
+pub use rules::{Assertions, Ceiling, Decision, DenyReason, Effect, Rules};
 
 use crate::manifest::CapabilityManifest;
 
