@@ -19,7 +19,9 @@ pub use clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use error::GateError;
 pub use gate::{AdvisorSession, Approved, Check, Execute, Rejected, Run, WriteGate};
-pub use grant::{Attenuation, AuthorityGrant, GrantError, PolicyDecision, Revocations};
+pub use grant::{
+    Attenuation, AuthorityGrant, GrantContext, GrantError, PolicyDecision, Revocations,
+};
 pub use proposal::{
     Approval, PROPOSAL_VERSION, Proposal, ProposalFile, generate_key, public_key_from_text,
     public_key_to_text, secret_key_from_text, secret_key_to_text,
