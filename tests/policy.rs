@@ -65,6 +65,36 @@ fn load_errors_have_line_and_column() {
 }
 
 #[test]
+fn role_names_that_are_empty_or_padded_are_refused_with_line_and_column() {
+    let (line, column, text) =
+        error("version = \"1\"\n[roles.\" monitor\"]\nceiling = \"read-only\"\n");
+    assert_eq!((line, column), (2, 8), "{text}");
+    assert!(
+        text.contains("role name ` monitor` has white space around it; write `monitor`"),
+        "{text}"
+    );
+
+    let (line, column, text) = error("[roles.\"\"]\nceiling = \"read-only\"\n");
+    assert_eq!((line, column), (1, 8), "{text}");
+    assert!(text.contains("a role name cannot be empty"), "{text}");
+
+    let (line, column, text) = error(
+        "[roles.ok]\nceiling = \"read-only\"\n\n[roles.\"auditor\\t\"]\nceiling = \"read-only\"\n",
+    );
+    assert_eq!((line, column), (4, 8), "{text}");
+    assert!(text.contains("white space around it"), "{text}");
+
+    // The same with the inline-table form.
+    let (line, column, text) = error("roles = { \"monitor \" = { ceiling = \"read-only\" } }\n");
+    assert_eq!((line, column), (1, 11), "{text}");
+    assert!(text.contains("write `monitor`"), "{text}");
+
+    // White space inside a name is a name like any other.
+    let p = policy("[roles.\"on call\"]\nceiling = \"read-only\"\nallow = [\"*\"]\n");
+    assert_eq!(p.roles().collect::<Vec<_>>(), ["on call"]);
+}
+
+#[test]
 fn file_errors_name_the_file() {
     let e = Policy::from_toml_file("/nonexistent/policy.toml").expect_err("missing");
     assert!(
@@ -106,6 +136,118 @@ fn deny_beats_allow_and_nothing_matching_means_deny() {
         "an unknown role gets no grant"
     );
     assert!(p.visible_tools("nobody", &[restart]).is_empty());
+}
+
+/// A policy that lets `r` call everything but `k8s/restart*`.
+fn all_but_restarts() -> Policy {
+    policy(
+        r#"
+        [roles.r]
+        ceiling = "unrestricted"
+        allow = ["*"]
+        deny = ["k8s/restart*"]
+        "#,
+    )
+}
+
+fn denied_by_restart_pattern() -> [DenyReason; 1] {
+    [DenyReason::DeniedByPattern {
+        pattern: "k8s/restart*".into(),
+    }]
+}
+
+#[test]
+fn a_deny_pattern_cannot_be_escaped_by_the_case_of_a_name() {
+    let p = all_but_restarts();
+    let tools = [
+        tool("K8s", "Restart_pod", false, true, &[]),
+        tool("k8s", "RESTART_POD", false, true, &[]),
+        tool("K8S", "restart_pod", false, true, &[]),
+        tool("k8s", "restart_pod", false, true, &[]),
+    ];
+    let index = p.index(&tools);
+    let r = index.role("r").expect("role");
+    for (i, t) in tools.iter().enumerate() {
+        assert_eq!(
+            p.decide("r", t).reasons(),
+            denied_by_restart_pattern(),
+            "{}",
+            t.qualified_name()
+        );
+        assert!(!index.is_allowed(r, i), "the index: {}", t.qualified_name());
+        assert!(p.context("r", "s").expect("role").authorize(t).is_err());
+    }
+    assert!(p.visible_tools("r", &tools).is_empty());
+    assert!(
+        p.decide("r", &tool("k8s", "list_pods", true, false, &[]))
+            .is_allowed(),
+        "other tools stay allowed"
+    );
+}
+
+#[test]
+fn a_deny_pattern_cannot_be_escaped_by_dropping_the_provider() {
+    let p = all_but_restarts();
+    let bare = |name: &str| {
+        CapabilityManifest::builder(name)
+            .destructive(true)
+            .build()
+            .expect("valid")
+    };
+    let tools = [
+        bare("restart_pod"),
+        bare("Restart_Deployment"),
+        bare("list_pods"),
+    ];
+    assert_eq!(tools[0].provider(), None);
+    assert_eq!(
+        p.decide("r", &tools[0]).reasons(),
+        denied_by_restart_pattern()
+    );
+    assert_eq!(
+        p.decide("r", &tools[1]).reasons(),
+        denied_by_restart_pattern()
+    );
+    assert!(p.decide("r", &tools[2]).is_allowed());
+    let index = p.index(&tools);
+    let r = index.role("r").expect("role");
+    assert_eq!(
+        index
+            .visible(r)
+            .map(CapabilityManifest::name)
+            .collect::<Vec<_>>(),
+        ["list_pods"]
+    );
+}
+
+#[test]
+fn allow_patterns_stay_exact_so_a_misspelt_tool_is_denied() {
+    let p = policy(
+        r#"
+        [roles.r]
+        ceiling = "unrestricted"
+        allow = ["k8s/list_*"]
+        "#,
+    );
+    assert!(
+        p.decide("r", &tool("k8s", "list_pods", true, false, &[]))
+            .is_allowed()
+    );
+    for t in [
+        tool("K8s", "list_pods", true, false, &[]),
+        tool("k8s", "List_pods", true, false, &[]),
+        CapabilityManifest::builder("list_pods")
+            .read_only(true)
+            .build()
+            .expect("valid"),
+    ] {
+        assert_eq!(
+            p.decide("r", &t).reasons(),
+            [DenyReason::NotAllowed],
+            "{}",
+            t.qualified_name()
+        );
+    }
 }
 
 #[test]
@@ -454,9 +596,19 @@ fn random_tool(rng: &mut Rng, i: usize) -> CapabilityManifest {
         "audit:read",
         "other:read",
     ];
-    let provider = *rng.pick(PROVIDERS);
-    let name = format!("{}_{i}", rng.pick(VERBS));
-    if rng.chance(30) {
+    let mut provider = (*rng.pick(PROVIDERS)).to_owned();
+    let mut name = format!("{}_{i}", rng.pick(VERBS));
+    // Some tools spell their names in another case, to try to slip past `deny` patterns.
+    if rng.chance(15) {
+        name = random_case(rng, &name);
+    }
+    if rng.chance(10) {
+        provider = random_case(rng, &provider);
+    }
+    // Some have no provider at all (built without one).
+    let provider = (!rng.chance(10)).then_some(provider);
+    if rng.chance(30) && provider.is_some() {
+        let provider = provider.unwrap_or_default();
         // An MCP tool, from a trusted or an untrusted server, with or without annotations.
         let mut annotations = serde_json::Map::new();
         for key in [
@@ -478,7 +630,10 @@ fn random_tool(rng: &mut Rng, i: usize) -> CapabilityManifest {
         };
         return CapabilityManifest::from_mcp_tool(&t, &server).expect("valid");
     }
-    let mut b = CapabilityManifest::builder(name).provider(provider);
+    let mut b = CapabilityManifest::builder(name);
+    if let Some(provider) = provider {
+        b = b.provider(provider);
+    }
     let read_only = rng.chance(50);
     if read_only {
         b = b.read_only(true);
@@ -497,6 +652,19 @@ fn random_tool(rng: &mut Rng, i: usize) -> CapabilityManifest {
     b.build().expect("valid")
 }
 
+/// `text` with each ASCII letter in a random case.
+fn random_case(rng: &mut Rng, text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if rng.chance(50) {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 fn capability_verb_mutates(scope: &str) -> bool {
     ["write", "delete", "exec", "send"]
         .iter()
@@ -511,8 +679,8 @@ fn property_listing_equals_authorization_for_every_role() {
         [roles.closed]
         ceiling = "non-destructive"
         closed_world_only = true
-        allow = ["*/list_*", "*/get_*", "files/*"]
-        deny = ["files/write_*"]
+        allow = ["*/list_*", "*/get_*", "files/*", "get_*"]
+        deny = ["files/write_*", "K8S/Get_*"]
         scopes = ["fs:read", "fs:write", "k8s:read"]
         "#,
     );
@@ -563,6 +731,144 @@ fn property_listing_equals_authorization_for_every_role() {
             }
         }
     }
+}
+
+/// The reading of patterns the policy documents, written here independently of the library: a
+/// plain recursive glob. `allow` compares exactly; `deny` ignores ASCII case and, for a tool
+/// without a provider, compares only the pattern's tool part.
+fn reference_glob(pattern: &str, subject: &str) -> bool {
+    fn go(p: &[u8], s: &[u8]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((b'*', rest)) => (0..=s.len()).any(|i| go(rest, &s[i..])),
+            Some((b'?', rest)) => !s.is_empty() && go(rest, &s[1..]),
+            Some((c, rest)) => s.first() == Some(c) && go(rest, &s[1..]),
+        }
+    }
+    go(pattern.as_bytes(), subject.as_bytes())
+}
+
+fn reference_allows(pattern: &str, t: &CapabilityManifest) -> bool {
+    reference_glob(pattern, &t.qualified_name())
+}
+
+fn reference_denies(pattern: &str, t: &CapabilityManifest) -> bool {
+    let pattern = pattern.to_ascii_lowercase();
+    match (t.provider(), pattern.split_once('/')) {
+        (None, Some((_, tool_part))) => reference_glob(tool_part, &t.name().to_ascii_lowercase()),
+        _ => reference_glob(&pattern, &t.qualified_name().to_ascii_lowercase()),
+    }
+}
+
+#[test]
+fn property_random_patterns_index_and_decision_agree_with_the_documented_reading() {
+    const ALLOW: &[&str] = &[
+        "*",
+        "k8s/*",
+        "*/list_*",
+        "*/get_*",
+        "files/*",
+        "list_*",
+        "K8s/*",
+        "*_1?",
+        "prometheus/q*",
+        "*/*",
+        "get_*",
+        "k8s/restart_*",
+    ];
+    const DENY: &[&str] = &[
+        "k8s/restart*",
+        "K8S/DELETE_*",
+        "*/exec*",
+        "ssh/*",
+        "files/write_*",
+        "*/Send_*",
+        "delete_*",
+        "*/*_3",
+        "Database/*",
+        "?8s/scale_*",
+        "*PATCH*",
+    ];
+    const CEILINGS: &[&str] = &["read-only", "non-destructive", "unrestricted"];
+    const SCOPES: &[&str] = &[
+        "k8s:read",
+        "k8s:write",
+        "fs:read",
+        "fs:write",
+        "metrics:read",
+    ];
+    let quoted = |items: Vec<&str>| {
+        items
+            .iter()
+            .map(|s| format!("\"{s}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (mut pairs, mut allowed, mut denied_by_pattern) = (0, 0, 0);
+    for seed in 1..=300u64 {
+        let mut rng = Rng::seeded(seed);
+        let mut text = String::new();
+        let mut rules: Vec<(String, Vec<&str>, Vec<&str>)> = Vec::new();
+        let roles = 1 + rng.next() % 3;
+        for r in 0..roles {
+            let allow: Vec<&str> = ALLOW.iter().copied().filter(|_| rng.chance(25)).collect();
+            let deny: Vec<&str> = DENY.iter().copied().filter(|_| rng.chance(20)).collect();
+            let scopes: Vec<&str> = SCOPES.iter().copied().filter(|_| rng.chance(60)).collect();
+            rules.push((format!("r{r}"), allow.clone(), deny.clone()));
+            text += &format!(
+                "[roles.r{r}]\nceiling = \"{}\"\nclosed_world_only = {}\nallow = [{}]\n\
+                 deny = [{}]\nscopes = [{}]\n",
+                rng.pick(CEILINGS),
+                rng.chance(20),
+                quoted(allow),
+                quoted(deny),
+                quoted(scopes)
+            );
+        }
+        let p = policy(&text);
+        let count = (rng.next() % 40) as usize;
+        let tools: Vec<CapabilityManifest> = (0..count).map(|i| random_tool(&mut rng, i)).collect();
+        let index = p.index(&tools);
+        for (role, allow, deny) in &rules {
+            let id = index.role(role).expect("role");
+            for (i, t) in tools.iter().enumerate() {
+                let decision = p.decide(role, t);
+                let what = format!("seed {seed}, role {role}, tool {}", t.qualified_name());
+                assert_eq!(index.is_allowed(id, i), decision.is_allowed(), "{what}");
+                assert_eq!(index.decide(id, i), decision, "{what}");
+                let reference_deny = deny.iter().find(|d| reference_denies(d, t));
+                let reference_allow = allow.iter().any(|a| reference_allows(a, t));
+                let by_pattern = decision.reasons().iter().find(|r| {
+                    matches!(
+                        r,
+                        DenyReason::DeniedByPattern { .. } | DenyReason::NotAllowed
+                    )
+                });
+                match (reference_deny, reference_allow) {
+                    (Some(pattern), _) => {
+                        denied_by_pattern += 1;
+                        assert_eq!(
+                            by_pattern,
+                            Some(&DenyReason::DeniedByPattern {
+                                pattern: (*pattern).to_owned()
+                            }),
+                            "{what}"
+                        );
+                    }
+                    (None, false) => {
+                        assert_eq!(by_pattern, Some(&DenyReason::NotAllowed), "{what}")
+                    }
+                    (None, true) => assert_eq!(by_pattern, None, "{what}"),
+                }
+                allowed += usize::from(decision.is_allowed());
+                pairs += 1;
+            }
+        }
+    }
+    assert!(
+        pairs > 5_000 && allowed > 300 && denied_by_pattern > 300,
+        "{pairs} pairs, {allowed} allowed, {denied_by_pattern} denied by a pattern"
+    );
 }
 
 #[test]

@@ -20,7 +20,9 @@ mod session;
 pub use clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 pub use error::GateError;
 pub use gate::{Approved, Check, Rejected, WriteGate};
-pub use grant::{Attenuation, AuthorityGrant, GrantError, PolicyDecision, Revocations};
+pub use grant::{
+    Attenuation, AuthorityGrant, GrantContext, GrantError, PolicyDecision, Revocations,
+};
 pub use key::{PublicKey, SecretKey};
 pub use proposal::{Approval, PROPOSAL_VERSION, Proposal, ProposalFile};
 pub use session::{AdvisorSession, Execute, Run};

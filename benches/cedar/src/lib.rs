@@ -18,7 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::str::FromStr;
 
-use capability_core::{CapabilityManifest, Ceiling, Effect, Policy, PolicyIndex, RoleId};
+use capability_core::authz::{Ceiling, Effect, PolicyIndex, RoleId};
+use capability_core::{CapabilityManifest, Policy};
 use cedar_policy::{
     Authorizer, Context, Decision as CedarDecision, Entities, EntityId, EntityTypeName, EntityUid,
     PolicySet, Request,
@@ -185,10 +186,10 @@ pub struct RoleSpec {
 }
 
 impl RoleSpec {
-    /// Whether the role's patterns admit `provider/name`: no `deny` pattern matches, and some
-    /// `allow` pattern does.
+    /// Whether the role's patterns admit `provider/name` (or a bare `name`): no `deny`
+    /// pattern catches it ([`deny_glob`]), and some `allow` pattern matches it ([`glob`]).
     pub fn admits(&self, qualified: &str) -> bool {
-        !self.deny.iter().any(|p| glob(p, qualified))
+        !self.deny.iter().any(|p| deny_glob(p, qualified))
             && self.allow.iter().any(|p| glob(p, qualified))
     }
 
@@ -281,6 +282,18 @@ pub fn glob(pattern: &str, subject: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let s: Vec<char> = subject.chars().collect();
     go(&p, &s)
+}
+
+/// How a `deny` pattern reads `provider/name` (or a bare `name`, without a provider): like
+/// [`glob`], but regardless of ASCII case, and for a tool without a provider only the
+/// pattern's tool part (after its `/`) is compared. Written here, independently of
+/// `capability-core`'s matcher.
+pub fn deny_glob(pattern: &str, qualified: &str) -> bool {
+    let (pattern, qualified) = (pattern.to_ascii_lowercase(), qualified.to_ascii_lowercase());
+    match pattern.split_once('/') {
+        Some((_, tool_part)) if !qualified.contains('/') => glob(tool_part, &qualified),
+        _ => glob(&pattern, &qualified),
+    }
 }
 
 /// The effect of a tool as a Cedar string: `read`, `write` or `destructive-write`.
@@ -454,8 +467,17 @@ pub fn per_role_policy(roles: &[RoleSpec]) -> String {
             1 => allow[0].clone(),
             _ => format!("({})", allow.join(" || ")),
         });
+        // A deny pattern ignores case (`folded` is the lower-case `provider/name`) and, for a
+        // tool without a provider (`bare`), compares only its tool part.
         for p in &role.deny {
-            conditions.push(format!("!(resource.qualified like {})", cedar_like(p)));
+            let folded = p.to_ascii_lowercase();
+            conditions.push(format!("!(resource.folded like {})", cedar_like(&folded)));
+            if let Some((_, tool_part)) = folded.split_once('/') {
+                conditions.push(format!(
+                    "!(resource.bare && resource.folded like {})",
+                    cedar_like(tool_part)
+                ));
+            }
         }
         match role.ceiling {
             Ceiling::ReadOnly => conditions.push(r#"resource.effect == "read""#.to_owned()),
@@ -497,6 +519,8 @@ pub fn per_role(roles: &[RoleSpec], tools: &[EffectiveTool]) -> CedarForm {
             "uid": { "type": "Tool", "id": tool.qualified },
             "attrs": {
                 "qualified": tool.qualified,
+                "folded": tool.qualified.to_ascii_lowercase(),
+                "bare": !tool.qualified.contains('/'),
                 "effect": tool.effect,
                 "open_world": tool.open_world,
                 "scopes": tool.scopes,
@@ -635,6 +659,11 @@ pub struct Fixture {
 impl Fixture {
     /// Loads the policy, builds the tools, both Cedar forms, the requests and the bit masks.
     pub fn load() -> Fixture {
+        Fixture::load_with(tools())
+    }
+
+    /// [`Fixture::load`] over other tools.
+    pub fn load_with(tools: Vec<CapabilityManifest>) -> Fixture {
         let text = std::fs::read_to_string(POLICY_PATH)
             .unwrap_or_else(|e| panic!("cannot read {POLICY_PATH}: {e}"));
         let policy = Policy::from_toml_str(&text).unwrap_or_else(|e| panic!("{POLICY_PATH}: {e}"));
@@ -654,7 +683,6 @@ impl Fixture {
             );
         }
 
-        let tools = tools();
         let effective: Vec<EffectiveTool> = tools
             .iter()
             .map(|tool| {

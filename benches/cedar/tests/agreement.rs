@@ -2,7 +2,7 @@
 //! (role, tool) pair of the matrix, and the matrix is not trivial.
 
 use capability_cedar_bench::{
-    Fixture, cedar_like, data_driven, glob, per_role, per_role_policy, read_roles,
+    Fixture, cedar_like, data_driven, deny_glob, glob, per_role, per_role_policy, read_roles,
 };
 
 #[test]
@@ -31,6 +31,44 @@ fn every_contender_agrees_on_every_pair() {
             role.name
         );
         println!("{:<9} allowed {allowed:>2}, denied {denied:>2}", role.name);
+    }
+}
+
+#[test]
+fn every_contender_agrees_on_tools_that_try_to_escape_a_deny_pattern() {
+    // Read-only tools the auditor (`allow = ["*"]`) may call unless a `deny` pattern catches
+    // them: in another case, or without a provider.
+    let escapes = [
+        ("Notify", "List_channels", false),
+        ("SSH", "list_hosts", false),
+        ("k8s", "Exec_in_pod", false),
+        ("", "list_channels", false),
+        ("", "exec_sql", false),
+        ("Audit", "Query_Events", true),
+    ];
+    let mut tools = capability_cedar_bench::tools();
+    for (provider, name, _) in escapes {
+        let mut builder = capability_core::CapabilityManifest::builder(name).read_only(true);
+        if !provider.is_empty() {
+            builder = builder.provider(provider);
+        }
+        tools.push(builder.build().expect("valid"));
+    }
+    let fixture = Fixture::load_with(tools);
+    let answers = fixture
+        .check_agreement()
+        .unwrap_or_else(|problems| panic!("the contenders disagree:\n{problems}"));
+    for (provider, name, allowed) in escapes {
+        let tool = if provider.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{provider}/{name}")
+        };
+        let answer = answers
+            .iter()
+            .find(|a| a.role == "auditor" && a.tool == tool)
+            .unwrap_or_else(|| panic!("(auditor, {tool}) in the matrix"));
+        assert_eq!(answer.decide, allowed, "{answer:?}");
     }
 }
 
@@ -86,6 +124,20 @@ fn our_glob_is_the_documented_one() {
     assert!(!glob("*_exec", "k8s/exec_in_pod"));
     assert!(glob("k8s/get_po?", "k8s/get_pod"));
     assert!(!glob("k8s/get_po?", "k8s/get_po"));
+    // `allow` patterns are exact: case counts, and a provider part needs a provider.
+    assert!(!glob("k8s/restart*", "K8s/Restart_pod"));
+    assert!(!glob("k8s/restart*", "restart_pod"));
+}
+
+#[test]
+fn our_deny_reading_is_the_documented_one() {
+    assert!(deny_glob("k8s/restart*", "k8s/restart_pod"));
+    assert!(deny_glob("k8s/restart*", "K8s/Restart_pod"));
+    assert!(deny_glob("K8S/RESTART*", "k8s/restart_pod"));
+    assert!(deny_glob("k8s/restart*", "restart_pod"));
+    assert!(deny_glob("*/exec*", "Exec_sql"));
+    assert!(!deny_glob("k8s/restart*", "ssh/restart_pod"));
+    assert!(!deny_glob("k8s/restart*", "list_pods"));
 }
 
 #[test]
@@ -107,7 +159,8 @@ fn the_per_role_form_reads_like_the_policy() {
          permit (principal == Role::\"watcher\", action == Action::\"call\", resource)\n\
          when {\n  \
          resource.qualified like \"k8s/*\" &&\n  \
-         !(resource.qualified like \"k8s/exec*\") &&\n  \
+         !(resource.folded like \"k8s/exec*\") &&\n  \
+         !(resource.bare && resource.folded like \"exec*\") &&\n  \
          (resource.effect == \"read\" || resource.effect == \"write\") &&\n  \
          !resource.open_world &&\n  \
          [\"k8s:read\"].containsAll(resource.scopes)\n\
@@ -127,7 +180,7 @@ fn the_check_catches_a_mistranslation() {
         .find(|r| r.name == "monitor")
         .expect("monitor");
     monitor.deny.clear();
-    monitor.ceiling = capability_core::Ceiling::Unrestricted;
+    monitor.ceiling = capability_core::authz::Ceiling::Unrestricted;
     monitor.scopes.push("k8s:write".to_owned());
     monitor.scopes.sort();
     fixture.per_role = per_role(&roles, &fixture.effective);

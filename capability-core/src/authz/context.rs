@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Authorize;
 use super::pattern::Pattern;
-use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules};
+use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules, Rules};
 use crate::manifest::{Capability, CapabilityManifest};
 
 /// The grant of one agent in one session: its role, side-effect ceiling and scopes. It
@@ -50,11 +50,7 @@ impl ToolContext {
             session: session.into(),
             rules: Arc::new(RoleRules {
                 name: role.into(),
-                ceiling,
-                closed_world_only: false,
-                scopes: Vec::new(),
-                allow: vec![Pattern::any()],
-                deny: Vec::new(),
+                rules: Rules::new(ceiling).allow(Pattern::any()),
             }),
             assertions: Arc::new(Assertions::default()),
             policy_version: None,
@@ -81,16 +77,13 @@ impl ToolContext {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let rules = Arc::make_mut(&mut self.rules);
-        rules.scopes.extend(scopes.into_iter().map(Into::into));
-        rules.scopes.sort();
-        rules.scopes.dedup();
+        Arc::make_mut(&mut self.rules).rules.add_scopes(scopes);
         self
     }
 
     /// Allows closed-world tools only (`open_world` false).
     pub fn closed_world_only(mut self, yes: bool) -> Self {
-        Arc::make_mut(&mut self.rules).closed_world_only = yes;
+        Arc::make_mut(&mut self.rules).rules.closed_world_only = yes;
         self
     }
 
@@ -106,12 +99,12 @@ impl ToolContext {
 
     /// The side-effect ceiling.
     pub fn ceiling(&self) -> Ceiling {
-        self.rules.ceiling
+        self.rules.rules.ceiling()
     }
 
     /// The granted scopes, sorted.
     pub fn scopes(&self) -> &[String] {
-        &self.rules.scopes
+        self.rules.rules.held_scopes()
     }
 
     /// The decision for a tool, whatever it is.
@@ -141,7 +134,7 @@ pub struct Denial {
 
 impl Authorize for ToolContext {
     fn decide(&self, tool: &CapabilityManifest) -> Decision {
-        self.rules.decide(&self.assertions, tool)
+        self.rules.rules.decide(&self.assertions, tool)
     }
 
     fn principal(&self) -> &str {
@@ -173,7 +166,8 @@ impl Denial {
         }
     }
 
-    /// The role.
+    /// The role: whoever decided ([`Authorize::principal`]), `grant:<id>` for an authority
+    /// grant.
     pub fn role(&self) -> &str {
         &self.role
     }

@@ -75,7 +75,7 @@ impl<'a> PolicyIndex<'a> {
     fn new(policy: &'a Policy, tools: &'a [CapabilityManifest]) -> Self {
         let mut interned: HashMap<&str, usize> = HashMap::new();
         for role in &policy.roles {
-            for scope in &role.scopes {
+            for scope in &role.rules.scopes {
                 let next = interned.len();
                 interned.entry(scope.as_str()).or_insert(next);
             }
@@ -95,6 +95,7 @@ impl<'a> PolicyIndex<'a> {
         let mut role_scopes = vec![0u64; words * policy.roles.len()];
         let mut roles = Vec::with_capacity(policy.roles.len());
         for (r, role) in policy.roles.iter().enumerate() {
+            let role = &role.rules;
             for scope in &role.scopes {
                 set(&mut role_scopes[r * words..(r + 1) * words], scope);
             }
@@ -126,7 +127,12 @@ impl<'a> PolicyIndex<'a> {
                 open_world: flags.open_world,
             });
             for (r, role) in policy.roles.iter().enumerate() {
-                if role.admits(tool.provider(), tool.name()) {
+                // The same pattern reading as the decision's: one function for both.
+                if role
+                    .rules
+                    .pattern_reason(tool.provider(), tool.name())
+                    .is_none()
+                {
                     admitted[t * role_words + r / 64] |= 1 << (r % 64);
                 }
             }
@@ -173,7 +179,7 @@ impl<'a> PolicyIndex<'a> {
     /// The full decision, with every reason: the same as [`Policy::decide`].
     pub fn decide(&self, role: RoleId, tool: usize) -> Decision {
         match (self.policy.roles.get(role.0), self.tools.get(tool)) {
-            (Some(rules), Some(manifest)) => rules.decide(&self.policy.assertions, manifest),
+            (Some(role), Some(manifest)) => role.rules.decide(&self.policy.assertions, manifest),
             _ => Decision::deny(DenyReason::NotAllowed),
         }
     }

@@ -37,7 +37,7 @@ pub use context::{Denial, ToolContext};
 pub use index::{PolicyIndex, RoleId};
 pub use pattern::Pattern;
 pub use policy::{Policy, PolicyError, ServerEntry};
-pub use rules::{Ceiling, Decision, DenyReason, Effect};
+pub use rules::{Assertions, Ceiling, Decision, DenyReason, Effect, Rules};
 
 use crate::manifest::CapabilityManifest;
 
@@ -47,7 +47,8 @@ use crate::manifest::CapabilityManifest;
 /// The audited dispatch, the governed MCP client and the command line take any `Authorize`, so
 /// every decider is audited and enforced the same way. An implementation must be a pure
 /// function of its state and the tool: listing and calling ask it the same question and must get
-/// the same answer.
+/// the same answer. (The one allowed exception is time: an authority grant's context reads its
+/// clock, so a grant that expires between listing and calling is denied at the call.)
 pub trait Authorize {
     /// The decision for one tool: allowed, or denied with every reason.
     fn decide(&self, tool: &CapabilityManifest) -> Decision;

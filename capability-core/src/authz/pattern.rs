@@ -1,7 +1,32 @@
 //! Tool patterns: globs over `provider/tool`, shared by policy roles and authority grants.
+//!
+//! A pattern matches in one of two ways, chosen so that a mistake in a tool's name can only
+//! ever deny more, never allow more:
+//!
+//! - **as an `allow` pattern** ([`Pattern::matches`]): exactly. Letter case counts, and a
+//!   pattern with a provider part (`k8s/list_*`) matches only tools of a provider. A tool that
+//!   spells its name differently is simply not allowed (fail-closed).
+//! - **as a `deny` pattern** ([`Pattern::denies`]): loosely. Letters match regardless of ASCII
+//!   case (`k8s/restart*` denies `K8s/Restart_pod`), and the provider part matches a tool
+//!   without a provider (`k8s/restart*` denies a provider-less `restart_pod`). A tool cannot
+//!   escape a deny pattern by the case of its name or by dropping its provider.
 
 /// A glob over `provider/tool`: `*` matches any run of characters (`/` included), `?` one.
 /// The patterns of policy files and authority grants.
+///
+/// ```
+/// use capability::authz::Pattern;
+///
+/// let restart = Pattern::new("k8s/restart*".to_owned())?;
+/// assert!(restart.matches(Some("k8s"), "restart_pod"));
+/// // As an allow pattern it is exact: another case, or no provider, is not allowed.
+/// assert!(!restart.matches(Some("K8s"), "Restart_pod"));
+/// assert!(!restart.matches(None, "restart_pod"));
+/// // As a deny pattern it cannot be escaped that way.
+/// assert!(restart.denies(Some("K8s"), "Restart_pod"));
+/// assert!(restart.denies(None, "restart_pod"));
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(transparent)]
 pub struct Pattern {
@@ -42,11 +67,45 @@ impl Pattern {
         &self.text
     }
 
-    /// Whether the pattern matches `provider/name` (or `name` without a provider), without
-    /// building that string.
+    /// Whether the pattern, as an `allow` pattern, matches `provider/name` (or `name` without
+    /// a provider): exactly, letter case included. Builds no string.
     pub fn matches(&self, provider: Option<&str>, name: &str) -> bool {
-        let subject = Subject { provider, name };
-        glob(self.text.as_bytes(), &subject)
+        glob(
+            self.text.as_bytes(),
+            &Subject { provider, name },
+            Case::Exact,
+        )
+    }
+
+    /// Whether the pattern, as a `deny` pattern, catches `provider/name`: like
+    /// [`matches`](Self::matches), but ASCII letters match regardless of case, and for a tool
+    /// without a provider the pattern's provider part (before its `/`) is taken to match, so
+    /// only its tool part is compared. A deny pattern is thus never weaker than its `allow`
+    /// reading: whatever [`matches`](Self::matches) it, it denies.
+    pub fn denies(&self, provider: Option<&str>, name: &str) -> bool {
+        let pattern = match (provider, self.text.split_once('/')) {
+            (None, Some((_, tool_part))) => tool_part,
+            _ => self.text.as_str(),
+        };
+        glob(pattern.as_bytes(), &Subject { provider, name }, Case::Ascii)
+    }
+}
+
+/// How letters compare.
+#[derive(Clone, Copy)]
+enum Case {
+    /// Byte for byte.
+    Exact,
+    /// ASCII letters regardless of case.
+    Ascii,
+}
+
+impl Case {
+    fn eq(self, a: u8, b: u8) -> bool {
+        match self {
+            Case::Exact => a == b,
+            Case::Ascii => a.eq_ignore_ascii_case(&b),
+        }
     }
 }
 
@@ -75,12 +134,12 @@ impl Subject<'_> {
 }
 
 /// Iterative wildcard matching with one backtrack point: linear in practice.
-fn glob(pattern: &[u8], subject: &Subject<'_>) -> bool {
+fn glob(pattern: &[u8], subject: &Subject<'_>, case: Case) -> bool {
     let (mut p, mut s) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     let len = subject.len();
     while s < len {
-        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == subject.at(s)) {
+        if p < pattern.len() && (pattern[p] == b'?' || case.eq(pattern[p], subject.at(s))) {
             p += 1;
             s += 1;
         } else if p < pattern.len() && pattern[p] == b'*' {
@@ -123,6 +182,71 @@ mod tests {
         assert!(matches("*pods", Some("k8s"), "list_pods"));
         assert!(matches("*s*s*", Some("k8s"), "list_pods"));
         assert!(!matches("*x*", Some("k8s"), "list_pods"));
+    }
+
+    fn denies(pattern: &str, provider: Option<&str>, name: &str) -> bool {
+        Pattern::new(pattern.to_owned())
+            .expect("a valid pattern")
+            .denies(provider, name)
+    }
+
+    #[test]
+    fn allow_patterns_are_case_sensitive() {
+        assert!(!matches("k8s/restart*", Some("K8s"), "Restart_pod"));
+        assert!(!matches("k8s/restart*", Some("k8s"), "RESTART_POD"));
+        assert!(!matches("LIST_PODS", None, "list_pods"));
+    }
+
+    #[test]
+    fn deny_patterns_ignore_ascii_case() {
+        assert!(denies("k8s/restart*", Some("K8s"), "Restart_pod"));
+        assert!(denies("k8s/restart*", Some("K8S"), "RESTART_POD"));
+        assert!(denies("*/EXEC*", Some("ssh"), "exec_command"));
+        assert!(denies("k8s/?ESTART_pod", Some("k8s"), "restart_POD"));
+        assert!(!denies("k8s/restart*", Some("k8s"), "list_pods"));
+        assert!(!denies("k8s/restart*", Some("k8sx"), "restart_pod"));
+    }
+
+    #[test]
+    fn deny_patterns_match_a_missing_provider() {
+        assert!(denies("k8s/restart*", None, "restart_pod"));
+        assert!(denies("k8s/restart*", None, "Restart_Pod"));
+        assert!(denies("*/exec*", None, "exec_command"));
+        assert!(denies("restart*", None, "restart_pod"));
+        assert!(!denies("k8s/restart*", None, "list_pods"));
+        assert!(!denies("k8s/", None, "restart_pod"));
+        // A provider that is present must still match.
+        assert!(!denies("k8s/restart*", Some("ssh"), "restart_pod"));
+    }
+
+    #[test]
+    fn whatever_an_allow_pattern_matches_the_deny_reading_catches() {
+        let patterns = [
+            "*",
+            "k8s/*",
+            "k8s/list_*",
+            "*/exec*",
+            "list_pods",
+            "k?s/*",
+            "*s*s*",
+        ];
+        let subjects = [
+            (Some("k8s"), "list_pods"),
+            (None, "list_pods"),
+            (Some("ssh"), "exec_command"),
+            (Some("K8s"), "List_Pods"),
+            (None, "exec"),
+        ];
+        for pattern in patterns {
+            for (provider, name) in subjects {
+                if matches(pattern, provider, name) {
+                    assert!(
+                        denies(pattern, provider, name),
+                        "{pattern} {provider:?} {name}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

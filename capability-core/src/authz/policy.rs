@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::context::ToolContext;
 use super::pattern::Pattern;
-use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules};
+use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules, Rules};
 use crate::manifest::{Assertion, CapabilityManifest};
 use crate::toml_file::{self, TomlError};
 
@@ -25,7 +25,10 @@ const WHAT: &str = "policy";
 /// Each role has a side-effect ceiling, `allow` and `deny` patterns over `provider/tool` names
 /// (globs: `*` matches any run of characters, `/` included; `?` one character), and the scopes
 /// it holds. Deny beats allow; a tool that no `allow` pattern matches is denied; an unknown role
-/// is denied, never defaulted to another. Operator assertions (`[assertions."provider/tool"]`)
+/// is denied, never defaulted to another. `allow` patterns match exactly (letter case counts,
+/// and `k8s/*` needs the provider `k8s`); `deny` patterns cannot be escaped: they ignore ASCII
+/// case, and their provider part also matches a tool without a provider (see
+/// [`Pattern`](super::Pattern)). Role names may not be empty or have white space around them. Operator assertions (`[assertions."provider/tool"]`)
 /// say what a specific tool really does, and win over its code or server.
 ///
 /// ```
@@ -75,6 +78,7 @@ impl Policy {
         let file: PolicyFile = toml_file::parse(WHAT, text)?;
         let mut roles = Vec::with_capacity(file.roles.len());
         for (name, role) in file.roles {
+            check_role_name(name.get_ref()).map_err(|message| at(name.span().start, message))?;
             let scopes = role
                 .scopes
                 .iter()
@@ -92,15 +96,20 @@ impl Policy {
                     })
                     .collect::<Result<Vec<Pattern>, TomlError>>()
             };
+            let mut rules = Rules::new(role.ceiling)
+                .closed_world_only(role.closed_world_only)
+                .scopes(capability_rules::normalize_scopes(
+                    scopes.iter().map(String::as_str),
+                ));
+            rules.allow = patterns(role.allow)?;
+            rules.deny = patterns(role.deny)?;
             roles.push(Arc::new(RoleRules {
-                name,
-                ceiling: role.ceiling,
-                closed_world_only: role.closed_world_only,
-                scopes: capability_rules::normalize_scopes(scopes.iter().map(String::as_str)),
-                allow: patterns(role.allow)?,
-                deny: patterns(role.deny)?,
+                name: name.into_inner(),
+                rules,
             }));
         }
+        // Sorted by name already (a map), and kept so: lookups are binary searches.
+        roles.sort_by(|a, b| a.name.cmp(&b.name));
         let mut assertions = Assertions::default();
         for (key, assertion) in file.assertions {
             let (provider, name) = match key.get_ref().split_once('/') {
@@ -157,7 +166,7 @@ impl Policy {
     /// The one decision function: may `role` call `tool`? Used for listing and for dispatch.
     pub fn decide(&self, role: &str, tool: &CapabilityManifest) -> Decision {
         match self.role(role) {
-            Some(rules) => rules.decide(&self.assertions, tool),
+            Some(role) => role.rules.decide(&self.assertions, tool),
             None => Decision::deny(DenyReason::UnknownRole {
                 role: role.to_owned(),
             }),
@@ -173,9 +182,9 @@ impl Policy {
         tools: &'t [CapabilityManifest],
     ) -> Vec<&'t CapabilityManifest> {
         match self.role(role) {
-            Some(rules) => tools
+            Some(role) => tools
                 .iter()
-                .filter(|tool| rules.decide(&self.assertions, tool).is_allowed())
+                .filter(|tool| role.rules.decide(&self.assertions, tool).is_allowed())
                 .collect(),
             None => Vec::new(),
         }
@@ -193,6 +202,13 @@ impl Policy {
         })
     }
 
+    /// The operator assertions of the policy (`[assertions."provider/tool"]`). Give them to
+    /// anything else that decides about the same tools (an authority grant) so it applies them
+    /// as the policy's roles do.
+    pub fn assertions(&self) -> &Assertions {
+        &self.assertions
+    }
+
     /// The effective hints of a tool, with the operator's assertion about it applied.
     pub(crate) fn effective_flags(&self, tool: &CapabilityManifest) -> capability_rules::Flags {
         self.assertions.flags(tool)
@@ -208,6 +224,23 @@ impl Policy {
     }
 }
 
+/// A role name is refused when it is empty or has white space around it: `[roles." monitor"]`
+/// would be a second role that a caller asking for `monitor` never gets, and nobody reading
+/// the file sees the difference.
+fn check_role_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        Err("a role name cannot be empty".to_owned())
+    } else if name.trim() != name {
+        Err(format!(
+            "role name `{}` has white space around it; write `{}`",
+            name.escape_debug(),
+            name.trim().escape_debug()
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PolicyFile {
@@ -215,7 +248,7 @@ struct PolicyFile {
     #[serde(default)]
     servers: BTreeMap<Spanned<String>, ServerFile>,
     #[serde(default)]
-    roles: BTreeMap<String, RoleFile>,
+    roles: BTreeMap<Spanned<String>, RoleFile>,
     #[serde(default)]
     assertions: BTreeMap<Spanned<String>, Assertion>,
 }

@@ -1,22 +1,79 @@
-//! Authority grants: issued, attenuated for sub-agents, revoked; and decisions as values.
+//! Authority grants: issued, attenuated for sub-agents, revoked. How a grant decides, and the
+//! decider that lets an audited dispatch use one, are in `decide.rs`.
 
 use std::collections::HashSet;
 use std::fmt;
 
-use capability_core::authz::{Ceiling, Effect, Pattern as ToolPattern, Policy};
-use capability_core::manifest::CapabilityManifest;
-use serde::{Deserialize, Serialize};
+use capability_core::authz::{Ceiling, Pattern as ToolPattern, Rules};
+use serde::{Serialize, Serializer};
 
-/// What one grant (and each grant it was attenuated from) allows.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+mod decide;
+
+pub use decide::{GrantContext, PolicyDecision};
+
+/// What one grant (and each grant it was attenuated from) allows: its pattern as the only
+/// `allow`, its ceiling and its scopes, as [`Rules`] that the one decision applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Constraint {
     id: String,
     issuer: String,
-    ceiling: Ceiling,
-    /// Sorted, de-duplicated.
-    scopes: Vec<String>,
+    /// The one `allow` pattern of `rules`, kept for narrowing and for the audit trail.
     pattern: ToolPattern,
+    rules: Rules,
     expires_at: u64,
+}
+
+impl Constraint {
+    fn new(
+        id: String,
+        issuer: String,
+        ceiling: Ceiling,
+        scopes: Vec<String>,
+        pattern: ToolPattern,
+        expires_at: u64,
+    ) -> Constraint {
+        let rules = Rules::new(ceiling).allow(pattern.clone()).scopes(scopes);
+        Constraint {
+            id,
+            issuer,
+            pattern,
+            rules,
+            expires_at,
+        }
+    }
+
+    fn ceiling(&self) -> Ceiling {
+        self.rules.ceiling()
+    }
+
+    /// Sorted, de-duplicated.
+    fn scopes(&self) -> &[String] {
+        self.rules.held_scopes()
+    }
+}
+
+/// Serialized as `{id, issuer, ceiling, scopes, pattern, expires_at}`, for the audit trail.
+impl Serialize for Constraint {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct View<'a> {
+            id: &'a str,
+            issuer: &'a str,
+            ceiling: Ceiling,
+            scopes: &'a [String],
+            pattern: &'a ToolPattern,
+            expires_at: u64,
+        }
+        View {
+            id: &self.id,
+            issuer: &self.issuer,
+            ceiling: self.ceiling(),
+            scopes: self.scopes(),
+            pattern: &self.pattern,
+            expires_at: self.expires_at,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// Authority to call tools: a ceiling, scopes, a tool pattern, an expiry and its issuer.
@@ -56,14 +113,14 @@ impl AuthorityGrant {
     ) -> Result<AuthorityGrant, GrantError> {
         let pattern = ToolPattern::new(pattern.to_owned()).map_err(GrantError::Pattern)?;
         Ok(AuthorityGrant {
-            chain: vec![Constraint {
-                id: new_id()?,
-                issuer: issuer.into(),
+            chain: vec![Constraint::new(
+                new_id()?,
+                issuer.into(),
                 ceiling,
-                scopes: sorted(scopes.into_iter().map(Into::into).collect()),
+                scopes.into_iter().map(Into::into).collect(),
                 pattern,
                 expires_at,
-            }],
+            )],
         })
     }
 
@@ -96,19 +153,17 @@ impl AuthorityGrant {
         narrowing: Attenuation,
     ) -> Result<AuthorityGrant, GrantError> {
         let parent = self.own();
-        let ceiling = narrowing.ceiling.unwrap_or(parent.ceiling);
-        if ceiling > parent.ceiling {
+        let ceiling = narrowing.ceiling.unwrap_or(parent.ceiling());
+        if ceiling > parent.ceiling() {
             return Err(GrantError::Widens(format!(
                 "ceiling {ceiling} is above the parent's {}",
-                parent.ceiling
+                parent.ceiling()
             )));
         }
-        let scopes = narrowing
-            .scopes
-            .map_or_else(|| parent.scopes.clone(), sorted);
+        let scopes = narrowing.scopes.unwrap_or_else(|| parent.scopes().to_vec());
         if let Some(extra) = scopes
             .iter()
-            .find(|s| parent.scopes.binary_search(s).is_err())
+            .find(|s| parent.scopes().binary_search(s).is_err())
         {
             return Err(GrantError::Widens(format!(
                 "scope `{extra}` is not in the parent grant"
@@ -137,76 +192,15 @@ impl AuthorityGrant {
             )));
         }
         let mut chain = self.chain.clone();
-        chain.push(Constraint {
-            id: new_id()?,
-            issuer: holder.into(),
+        chain.push(Constraint::new(
+            new_id()?,
+            holder.into(),
             ceiling,
             scopes,
             pattern,
             expires_at,
-        });
+        ));
         Ok(AuthorityGrant { chain })
-    }
-
-    /// The decision for one tool at time `now`: every grant of the chain must allow it, and
-    /// none may be revoked. Consults revocation before anything else.
-    pub fn decide(
-        &self,
-        tool: &CapabilityManifest,
-        now: u64,
-        revocations: &Revocations,
-    ) -> PolicyDecision {
-        let mut reasons = Vec::new();
-        if let Some(revoked) = self
-            .chain
-            .iter()
-            .find(|c| revocations.revoked.contains(&c.id))
-        {
-            reasons.push(format!("grant {} is revoked", revoked.id));
-        }
-        let effect = Effect::of(tool.read_only(), tool.destructive());
-        for c in &self.chain {
-            if now >= c.expires_at {
-                reasons.push(format!("grant {} expired at {}", c.id, c.expires_at));
-            }
-            if !c.pattern.matches(tool.provider(), tool.name()) {
-                reasons.push(format!(
-                    "grant {} covers `{}` only",
-                    c.id,
-                    c.pattern.as_str()
-                ));
-            }
-            if !c.ceiling.permits(effect) {
-                reasons.push(format!(
-                    "grant {}: the side effect ({effect}) exceeds its ceiling ({})",
-                    c.id, c.ceiling
-                ));
-            }
-            let missing: Vec<&str> = tool
-                .required_scopes()
-                .iter()
-                .filter(|s| c.scopes.binary_search(s).is_err())
-                .map(String::as_str)
-                .collect();
-            if !missing.is_empty() {
-                reasons.push(format!(
-                    "grant {} lacks scopes {}",
-                    c.id,
-                    missing.join(", ")
-                ));
-            }
-        }
-        reasons.dedup();
-        PolicyDecision {
-            allowed: reasons.is_empty(),
-            reasons,
-            tool: tool.qualified_name(),
-            descriptor_hash: tool.descriptor_hash().to_owned(),
-            role: None,
-            grant: Some(self.id().to_owned()),
-            policy_version: None,
-            decided_at: now,
-        }
     }
 }
 
@@ -222,12 +216,6 @@ fn narrower(child: &ToolPattern, parent: &ToolPattern) -> bool {
         Some(prefix) if !prefix.contains(['*', '?']) => c.starts_with(prefix),
         _ => false,
     }
-}
-
-fn sorted(mut scopes: Vec<String>) -> Vec<String> {
-    scopes.sort();
-    scopes.dedup();
-    scopes
 }
 
 fn new_id() -> Result<String, GrantError> {
@@ -284,42 +272,3 @@ impl fmt::Display for GrantError {
 }
 
 impl std::error::Error for GrantError {}
-
-/// A decision as a value, for the audit trail: allow or deny, every reason, and what produced
-/// it (a role of a policy and its version, or a grant).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PolicyDecision {
-    /// Allowed or not.
-    pub allowed: bool,
-    /// Every reason to deny (empty when allowed).
-    pub reasons: Vec<String>,
-    /// The tool, as `provider/name`.
-    pub tool: String,
-    /// The tool's descriptor hash.
-    pub descriptor_hash: String,
-    /// The role, when a policy decided.
-    pub role: Option<String>,
-    /// The grant, when a grant decided.
-    pub grant: Option<String>,
-    /// The policy's version, when it has one.
-    pub policy_version: Option<String>,
-    /// When, in seconds since the Unix epoch.
-    pub decided_at: u64,
-}
-
-impl PolicyDecision {
-    /// A policy's decision for a role, as a value.
-    pub fn of_policy(policy: &Policy, role: &str, tool: &CapabilityManifest, now: u64) -> Self {
-        let decision = policy.decide(role, tool);
-        PolicyDecision {
-            allowed: decision.is_allowed(),
-            reasons: decision.reasons().iter().map(ToString::to_string).collect(),
-            tool: tool.qualified_name(),
-            descriptor_hash: tool.descriptor_hash().to_owned(),
-            role: Some(role.to_owned()),
-            grant: None,
-            policy_version: policy.version().map(str::to_owned),
-            decided_at: now,
-        }
-    }
-}
