@@ -221,7 +221,7 @@ fn narrower(child: &ToolPattern, parent: &ToolPattern) -> bool {
 fn new_id() -> Result<String, GrantError> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|e| GrantError::Randomness(e.to_string()))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(capability_rules::hex::encode(&bytes))
 }
 
 /// Revoked grant ids. Revoking a grant revokes everything attenuated from it, since every
