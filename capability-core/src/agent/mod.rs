@@ -1,5 +1,6 @@
 //! Agents: a name, a target and the tools they bind.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -67,13 +68,18 @@ pub trait Agent {
 /// What an agent is and which tools it binds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AgentSpec {
-    name: String,
+    // Borrowed from the binary for a derived agent.
+    name: Cow<'static, str>,
     target: Target,
     tools: Vec<CapabilityManifest>,
 }
 
 impl AgentSpec {
-    pub(crate) fn new(name: String, target: Target, tools: Vec<CapabilityManifest>) -> Self {
+    pub(crate) fn new(
+        name: Cow<'static, str>,
+        target: Target,
+        tools: Vec<CapabilityManifest>,
+    ) -> Self {
         AgentSpec {
             name,
             target,
@@ -175,7 +181,7 @@ impl AgentSpecBuilder {
         }
         match self.target {
             Some(target) if problems.is_empty() => {
-                Ok(AgentSpec::new(self.name, target, self.tools))
+                Ok(AgentSpec::new(self.name.into(), target, self.tools))
             }
             _ => Err(AgentSpecError {
                 agent: self.name,
