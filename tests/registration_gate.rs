@@ -4,7 +4,9 @@ use capability::agent::MutatingReason;
 use capability::manifest::Assertion;
 use capability::mcp::McpManifest;
 use capability::registry::PersistError;
-use capability::{AgentSpec, CapabilityManifest, Registry, Server, Target, assert_advisor_only};
+use capability::{
+    AgentSpec, Capability, CapabilityManifest, Registry, Server, Target, assert_advisor_only,
+};
 use serde_json::json;
 
 fn built(name: &str, read_only: Option<bool>) -> CapabilityManifest {
@@ -176,4 +178,42 @@ fn persist_spec_runs_the_gate_and_never_stores_a_violation() {
             origin: capability::registry::RUNTIME_ORIGIN.into()
         })
     );
+}
+
+/// List pods.
+#[derive(Capability)]
+#[capability(read_only, idempotent, scopes = ["k8s:read"], provider = "k8s")]
+struct ListPods;
+
+#[test]
+fn a_deserialized_spec_gets_the_builder_checks() {
+    let tool = serde_json::to_value(ListPods::manifest()).expect("serializes");
+    let read = |file: serde_json::Value| serde_json::from_value::<AgentSpec>(file);
+
+    let twice = read(json!({"name": "analyst", "target": "analysis", "tools": [tool, tool]}));
+    let error = twice.expect_err("a tool bound twice").to_string();
+    assert!(
+        error.contains("tool `k8s/list_pods` is bound twice"),
+        "{error}"
+    );
+
+    let bad_name = read(json!({"name": "bad name", "target": "analysis", "tools": [tool]}));
+    let error = bad_name.expect_err("a bad name").to_string();
+    assert!(
+        error.contains("agent name `bad name` is not valid"),
+        "{error}"
+    );
+
+    let no_target = read(json!({"name": "analyst", "tools": [tool]}));
+    let error = no_target.expect_err("no target").to_string();
+    assert!(error.contains("no target"), "{error}");
+
+    let extra = read(json!({"name": "analyst", "target": "analysis", "tools": [], "admin": true}));
+    let error = extra.expect_err("an unknown field").to_string();
+    assert!(error.contains("unknown field `admin`"), "{error}");
+
+    let fine = read(json!({"name": "analyst", "target": "analysis", "tools": [tool]}));
+    let spec = fine.expect("a well-formed spec");
+    assert_eq!(spec.name(), "analyst");
+    assert_eq!(spec.tools()[0].name(), "list_pods");
 }

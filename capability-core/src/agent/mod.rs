@@ -66,12 +66,39 @@ pub trait Agent {
 }
 
 /// What an agent is and which tools it binds.
+///
+/// It serializes with serde and deserializes only through the
+/// [builder](AgentSpec::builder)'s checks (a valid name, a target, no tool bound twice). Its
+/// tools deserialize as [`CapabilityManifest`]s do, as claims nobody believes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "SpecFile")]
 pub struct AgentSpec {
     // Borrowed from the binary for a derived agent.
     name: Cow<'static, str>,
     target: Target,
     tools: Vec<CapabilityManifest>,
+}
+
+/// What an agent spec deserializes from; checked by the builder.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecFile {
+    name: String,
+    target: Option<Target>,
+    tools: Vec<CapabilityManifest>,
+}
+
+impl TryFrom<SpecFile> for AgentSpec {
+    type Error = AgentSpecError;
+
+    fn try_from(file: SpecFile) -> Result<Self, AgentSpecError> {
+        let builder = AgentSpec::builder(file.name).tools(file.tools);
+        match file.target {
+            Some(target) => builder.target(target),
+            None => builder,
+        }
+        .build()
+    }
 }
 
 impl AgentSpec {
