@@ -69,7 +69,9 @@ pub trait Agent {
 ///
 /// It serializes with serde and deserializes only through the
 /// [builder](AgentSpec::builder)'s checks (a valid name, a target, no tool bound twice). Its
-/// tools deserialize as [`CapabilityManifest`]s do, as claims nobody believes.
+/// tools deserialize as [`CapabilityManifest`]s do, as claims nobody believes: a spec read from a
+/// file says which tools it binds, and [`Registry::persist_spec`](crate::Registry::persist_spec)
+/// takes their manifests from the registry, never from the file.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "SpecFile")]
 pub struct AgentSpec {
@@ -112,6 +114,11 @@ impl AgentSpec {
             target,
             tools,
         }
+    }
+
+    /// The same spec binding `tools` instead (the registry's manifests of the same tools).
+    pub(crate) fn with_tools(self, tools: Vec<CapabilityManifest>) -> Self {
+        AgentSpec { tools, ..self }
     }
 
     /// The agent name: snake_case of the type, or the `name = ".."` key.

@@ -103,8 +103,9 @@ pub trait ReadOnlyTool: Capability {}
 /// effective values are computed again, never taken from the file; `effective` and `source` are
 /// read only to check the form. So a file edited to say a tool is read-only, with any source,
 /// gives a tool that is not. To believe a tool again, take its manifest from a trusted source:
-/// the code (the [`Registry`](crate::Registry)), a trusted or pinned MCP server, or an operator's
-/// assertion in a policy.
+/// the code (the [`Registry`](crate::Registry), which
+/// [`persist_spec`](crate::Registry::persist_spec) consults), a trusted or pinned MCP server, or
+/// an operator's assertion in a policy.
 ///
 /// ```
 /// use capability::CapabilityManifest;
