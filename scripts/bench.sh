@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs every benchmark. Each prints its figures and the ratio to its baseline, measured in the
 # same run. Usage: scripts/bench.sh [criterion filter]
+#
+# The registry bench also prints the cold figure: the first `Registry::from_inventory()` of a
+# fresh process, median of CAPABILITY_COLD_RUNS (default 11) child processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

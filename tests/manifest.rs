@@ -155,7 +155,8 @@ fn descriptor_hash_known_answers() {
 }
 
 #[test]
-fn serde_round_trip_is_exact() {
+fn serde_round_trip_keeps_every_field_and_believes_no_hint() {
+    use capability::manifest::{HintKind, HintSource};
     for m in [
         PromQuery::manifest(),
         RestartPod::manifest(),
@@ -164,10 +165,38 @@ fn serde_round_trip_is_exact() {
     ] {
         let json = serde_json::to_string(m).expect("a manifest serializes");
         let back: CapabilityManifest = serde_json::from_str(&json).expect("and deserializes");
-        assert_eq!(&back, m);
+        assert_eq!(back.name(), m.name());
+        assert_eq!(back.title(), m.title());
+        assert_eq!(back.description(), m.description());
+        assert_eq!(back.provider(), m.provider());
+        assert_eq!(back.required_scopes(), m.required_scopes());
+        assert_eq!(back.input_schema_id(), m.input_schema_id());
+        assert_eq!(back.output_schema_id(), m.output_schema_id());
+        assert_eq!(back.schema_version(), m.schema_version());
+        assert_eq!(back.descriptor_hash(), m.descriptor_hash());
+        for kind in HintKind::ALL {
+            let (was, is) = (m.hint(kind), back.hint(kind));
+            assert_eq!(
+                is.stated(),
+                was.stated(),
+                "{kind:?}: what was stated is kept"
+            );
+            let expected = match was.stated() {
+                Some(_) => HintSource::UntrustedClaim,
+                None => HintSource::Defaulted,
+            };
+            assert_eq!(is.source(), expected, "{kind:?}: read back as a claim");
+        }
+        assert!(!back.read_only(), "nothing read from a file is believed");
+        assert!(back.destructive() && back.open_world() && !back.idempotent());
+
+        // Once read, a manifest round-trips exactly: there is nothing left to downgrade.
+        let again = serde_json::to_string(&back).expect("serializes again");
+        let back_again: CapabilityManifest = serde_json::from_str(&again).expect("deserializes");
+        assert_eq!(back_again, back);
         assert_eq!(
-            serde_json::to_string(&back).expect("serializes again"),
-            json
+            serde_json::to_string(&back_again).expect("serializes"),
+            again
         );
     }
 }
@@ -212,36 +241,75 @@ fn tampered(edit: impl FnOnce(&mut serde_json::Value)) -> String {
 
 #[test]
 fn deserializing_refuses_a_manifest_that_breaks_the_rules() {
-    // A read-only tool made destructive by hand: the hints no longer follow from their sources.
-    let error = tampered(|v| v["destructive"]["effective"] = true.into());
-    assert!(error.contains("cannot be edited by hand"), "{error}");
-
-    // A mutating default turned read-only by hand.
-    let error = tampered(|v| {
-        v["read_only"] =
-            serde_json::json!({"effective": true, "source": "defaulted", "stated": null})
-    });
-    assert!(error.contains("cannot be edited by hand"), "{error}");
-
     let error = tampered(|v| v["name"] = "prom query".into());
     assert!(error.contains("tool name `prom query`"), "{error}");
+
+    let error = tampered(|v| v["provider"] = "k8s cluster".into());
+    assert!(error.contains("provider"), "{error}");
 
     let error = tampered(|v| v["required_scopes"] = serde_json::json!(["b:read", "a:read"]));
     assert!(error.contains("sorted"), "{error}");
 
-    let error = tampered(|v| v["required_scopes"] = serde_json::json!(["k8s:write"]));
-    assert!(error.contains("scope `k8s:write`"), "{error}");
+    let error = tampered(|v| v["required_scopes"] = serde_json::json!(["a:read", "a:read"]));
+    assert!(error.contains("sorted and free of repeats"), "{error}");
+
+    let error = tampered(|v| v["required_scopes"] = serde_json::json!(["a read"]));
+    assert!(error.contains("white space"), "{error}");
 
     let error = tampered(|v| v["descriptor_hash"] = "ABC".into());
     assert!(error.contains("64 lowercase hex digits"), "{error}");
 
+    let error = tampered(|v| v["schema_version"] = "".into());
+    assert!(error.contains("version"), "{error}");
+
+    let error = tampered(|v| v["input_schema_id"] = "".into());
+    assert!(error.contains("input_schema_id"), "{error}");
+
     let error = tampered(|v| v["extra"] = 1.into());
     assert!(error.contains("unknown field `extra`"), "{error}");
+
+    let error = tampered(|v| v["read_only"]["source"] = "the_vendor".into());
+    assert!(error.contains("unknown variant `the_vendor`"), "{error}");
+
+    let error = tampered(|v| v["read_only"]["stated"] = "yes".into());
+    assert!(error.contains("invalid type"), "{error}");
 
     let error = tampered(|v| {
         v.as_object_mut().expect("object").remove("read_only");
     });
     assert!(error.contains("missing field `read_only`"), "{error}");
+}
+
+#[test]
+fn edited_hints_in_a_file_are_read_as_claims_and_not_believed() {
+    use capability::manifest::{HintKind, HintSource};
+    let read = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut value = serde_json::to_value(PromQuery::manifest()).expect("serializes");
+        edit(&mut value);
+        serde_json::from_value::<CapabilityManifest>(value).expect("well-formed")
+    };
+
+    // A read-only tool made destructive by hand: `effective` is not read, only recomputed.
+    let m = read(&|v| v["destructive"]["effective"] = true.into());
+    assert_eq!(
+        m.hint(HintKind::Destructive).source(),
+        HintSource::Defaulted
+    );
+    assert_eq!(m.hint(HintKind::Destructive).stated(), None);
+
+    // A read-only tool given a mutating scope: a claim, so not a contradiction, and not believed.
+    let m = read(&|v| v["required_scopes"] = serde_json::json!(["k8s:write"]));
+    assert!(!m.read_only());
+    assert_eq!(m.required_scopes(), ["k8s:write"]);
+    assert_eq!(m.hint(HintKind::ReadOnly).stated(), Some(true));
+
+    // `effective` and `source` may be left out: only `stated` counts.
+    let m = read(&|v| v["idempotent"] = serde_json::json!({"stated": false}));
+    assert_eq!(m.hint(HintKind::Idempotent).stated(), Some(false));
+    assert_eq!(
+        m.hint(HintKind::Idempotent).source(),
+        HintSource::UntrustedClaim
+    );
 }
 
 #[test]

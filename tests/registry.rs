@@ -93,10 +93,32 @@ fn listing_is_deterministic() {
 }
 
 #[test]
-fn agent_specs_round_trip_through_serde() {
+fn agent_specs_round_trip_through_serde_and_the_registry() {
     let spec = DirectoryAdmin::spec();
     let json = serde_json::to_string(spec).expect("serializes");
-    let back: capability::AgentSpec = serde_json::from_str(&json).expect("deserializes");
-    assert_eq!(&back, spec);
     assert!(json.contains(r#""target":"operator""#), "{json}");
+    let back: capability::AgentSpec = serde_json::from_str(&json).expect("deserializes");
+    assert_eq!((back.name(), back.target()), (spec.name(), spec.target()));
+    let names = |s: &capability::AgentSpec| -> Vec<(String, String)> {
+        s.tools()
+            .iter()
+            .map(|t| (t.qualified_name(), t.descriptor_hash().to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        names(&back),
+        names(spec),
+        "the same tools, in the same order"
+    );
+    // Read from a file, its tools are claims; the registry gives back the manifests it knows.
+    assert!(back.tools().iter().all(|t| !t.read_only()));
+    let mut registry = registry();
+    let renamed = capability::AgentSpec::builder("directory-admin-2")
+        .target(back.target())
+        .tools(back.tools().iter().cloned())
+        .build()
+        .expect("shape ok");
+    registry.persist_spec(renamed).expect("every tool is known");
+    let stored = registry.agent("directory-admin-2").expect("stored");
+    assert_eq!(stored.tools(), spec.tools());
 }

@@ -97,9 +97,56 @@ impl Registry {
         }
     }
 
-    /// Stores an agent assembled at run time, after the registration gate: an advisor spec that
-    /// binds a tool whose effective `read_only` is false is refused and never stored, and so is
-    /// a second agent with a name already taken.
+    /// Adds a tool built at run time (a plugin, an MCP server's tool through
+    /// `capability::mcp`, anything [`CapabilityManifest::builder`] made). The caller's code is
+    /// trusted: the manifest is stored as given, and it is what
+    /// [`persist_spec`](Self::persist_spec) gives agents that bind a tool of this name. A second
+    /// tool with a name already taken is refused and nothing is stored.
+    ///
+    /// ```
+    /// use capability::{CapabilityManifest, Registry};
+    /// use capability::registry::RegisterError;
+    ///
+    /// let mut registry = Registry::default();
+    /// let list = CapabilityManifest::builder("list_pods").provider("k8s").read_only(true).build()?;
+    /// registry.register_tool(list.clone())?;
+    /// assert_eq!(registry.tool("list_pods"), Some(&list));
+    /// let again = registry.register_tool(list);
+    /// assert!(matches!(again, Err(RegisterError::DuplicateTool { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn register_tool(&mut self, manifest: CapabilityManifest) -> Result<(), RegisterError> {
+        match self
+            .tools
+            .binary_search_by(|r| r.item.name().cmp(manifest.name()))
+        {
+            Ok(i) => Err(RegisterError::DuplicateTool {
+                name: manifest.name().to_owned(),
+                origin: self.tools[i].origin.to_string(),
+            }),
+            Err(i) => {
+                self.tools.insert(
+                    i,
+                    Registered {
+                        item: Cow::Owned(manifest),
+                        origin: Cow::Borrowed(RUNTIME_ORIGIN),
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Stores an agent assembled at run time, after the registration gate.
+    ///
+    /// The spec names its tools; their manifests come from the registry, never from the spec.
+    /// Each tool is looked up by its qualified name (`provider/name`), and its descriptor hash
+    /// must be the registered tool's: a tool the registry does not know, or knows with another
+    /// descriptor, is refused. The advisor rule then runs on the registry's manifests, and those
+    /// are what is stored, so a spec whose manifests were edited (in a file, or built with other
+    /// hints under a registered tool's name) gains nothing. An advisor spec that binds a tool
+    /// whose effective `read_only` is false is refused, and so is a second agent with a name
+    /// already taken. Nothing is stored on refusal.
     ///
     /// ```
     /// use capability::{AgentSpec, CapabilityManifest, Registry, Target};
@@ -107,13 +154,21 @@ impl Registry {
     ///
     /// let mut registry = Registry::default();
     /// let write = CapabilityManifest::builder("restart_pod").provider("k8s").build()?;
+    /// registry.register_tool(write.clone())?;
     /// let spec = AgentSpec::builder("analyst").target(Target::Analysis).tool(write).build()?;
     /// let refused = registry.persist_spec(spec);
     /// assert!(matches!(refused, Err(PersistError::Advisor(_))));
     /// assert!(registry.agent("analyst").is_none());
+    ///
+    /// // The same name, claimed read-only: the registry knows better.
+    /// let forged = CapabilityManifest::builder("restart_pod").provider("k8s").read_only(true).build()?;
+    /// let spec = AgentSpec::builder("analyst").target(Target::Analysis).tool(forged).build()?;
+    /// let refused = registry.persist_spec(spec);
+    /// assert!(matches!(refused, Err(PersistError::DescriptorMismatch { .. })));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn persist_spec(&mut self, spec: AgentSpec) -> Result<(), PersistError> {
+        let spec = self.resolve(spec)?;
         assert_advisor_only(&spec).map_err(PersistError::Advisor)?;
         match self
             .agents
@@ -134,6 +189,34 @@ impl Registry {
                 Ok(())
             }
         }
+    }
+
+    /// The spec with each tool's manifest replaced by the registry's.
+    fn resolve(&self, spec: AgentSpec) -> Result<AgentSpec, PersistError> {
+        let mut tools = Vec::with_capacity(spec.tools().len());
+        for given in spec.tools() {
+            let known = self
+                .tool(given.name())
+                .filter(|known| known.provider() == given.provider());
+            match known {
+                None => {
+                    return Err(PersistError::UnknownTool {
+                        agent: spec.name().to_owned(),
+                        tool: given.qualified_name(),
+                    });
+                }
+                Some(known) if known.descriptor_hash() != given.descriptor_hash() => {
+                    return Err(PersistError::DescriptorMismatch {
+                        agent: spec.name().to_owned(),
+                        tool: given.qualified_name(),
+                        registered: known.descriptor_hash().to_owned(),
+                        given: given.descriptor_hash().to_owned(),
+                    });
+                }
+                Some(known) => tools.push(known.clone()),
+            }
+        }
+        Ok(spec.with_tools(tools))
     }
 
     /// The tools' manifests, sorted by name.
@@ -195,9 +278,52 @@ fn find<'r, T: Clone>(
 /// The origin recorded for agents stored with [`Registry::persist_spec`].
 pub const RUNTIME_ORIGIN: &str = "<runtime>";
 
+/// Why [`Registry::register_tool`] refused a tool. Nothing was stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegisterError {
+    /// A tool with this name is already registered.
+    DuplicateTool {
+        /// The name.
+        name: String,
+        /// Where the registered one comes from.
+        origin: String,
+    },
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegisterError::DuplicateTool { name, origin } => write!(
+                f,
+                "a tool named `{name}` is already registered (from `{origin}`); choose another name"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RegisterError {}
+
 /// Why [`Registry::persist_spec`] refused a spec. Nothing was stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PersistError {
+    /// The spec binds a tool the registry does not know (by `provider/name`).
+    UnknownTool {
+        /// The agent.
+        agent: String,
+        /// The tool, as `provider/name`.
+        tool: String,
+    },
+    /// The spec binds a registered tool's name with another descriptor: not the registered tool.
+    DescriptorMismatch {
+        /// The agent.
+        agent: String,
+        /// The tool, as `provider/name`.
+        tool: String,
+        /// The registered tool's descriptor hash.
+        registered: String,
+        /// The descriptor hash the spec gives.
+        given: String,
+    },
     /// An advisor spec binds tools that are not read-only.
     Advisor(AdvisorViolation),
     /// An agent with this name is already registered.
@@ -212,6 +338,21 @@ pub enum PersistError {
 impl fmt::Display for PersistError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            PersistError::UnknownTool { agent, tool } => write!(
+                f,
+                "agent `{agent}` binds `{tool}`, which the registry does not know; \
+                 register the tool first (`Registry::register_tool`)"
+            ),
+            PersistError::DescriptorMismatch {
+                agent,
+                tool,
+                registered,
+                given,
+            } => write!(
+                f,
+                "agent `{agent}` binds `{tool}` with descriptor hash {given}, but the registered \
+                 `{tool}` has {registered}: the spec's tool is not the registered one"
+            ),
             PersistError::Advisor(violation) => violation.fmt(f),
             PersistError::DuplicateAgent { name, origin } => write!(
                 f,

@@ -50,12 +50,10 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
         }
         None => quote!(#krate::__private::Option::None),
     };
-    let hints = [
-        opt_bool(tool.attrs.read_only),
-        opt_bool(tool.attrs.destructive),
-        opt_bool(tool.attrs.idempotent),
-        opt_bool(tool.attrs.open_world),
-    ];
+    let hint_read_only = opt_bool(tool.attrs.read_only);
+    let hint_destructive = opt_bool(tool.attrs.destructive);
+    let hint_idempotent = opt_bool(tool.attrs.idempotent);
+    let hint_open_world = opt_bool(tool.attrs.open_world);
     let scopes = &checked.scopes;
     let output_id = opt_str(&krate, checked.output.as_deref());
     let schema_version = &checked.schema_version;
@@ -77,16 +75,23 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
     });
 
     quote! {
-        // An anonymous const keeps the static and the registration out of the user's namespace.
+        // An anonymous const keeps the statics and the registration out of the user's namespace.
         const _: () = {
             // Outside the impl so that a generic tool has one manifest for all instantiations.
-            static __CAPABILITY_TOOL: #krate::__private::StaticTool =
-                #krate::__private::StaticTool::new(#krate::__private::ToolData {
+            // The data is assembled (hints resolved) at compile time: the manifest is a pointer
+            // to it, and nothing is built at run time.
+            static __CAPABILITY_DATA: #krate::__private::ManifestData =
+                #krate::__private::ToolData {
                     name: #name,
                     title: #title,
                     description: #description,
                     provider: #provider,
-                    hints: [#(#hints),*],
+                    hints: #krate::__private::HintSet {
+                        read_only: #hint_read_only,
+                        destructive: #hint_destructive,
+                        idempotent: #hint_idempotent,
+                        open_world: #hint_open_world,
+                    },
                     scopes: &[#(#scopes),*],
                     input_schema_id: #krate::__private::concat!(
                         #krate::__private::module_path!(), "::", #ident_text
@@ -94,9 +99,14 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
                     output_schema_id: #output_id,
                     schema_version: #schema_version,
                     descriptor_hash: #descriptor_hash,
-                    module_path: #krate::__private::module_path!(),
                     sensitive: &[#(#sensitive),*],
-                });
+                }
+                .assemble();
+            static __CAPABILITY_TOOL: #krate::__private::StaticTool =
+                #krate::__private::StaticTool::new(
+                    &__CAPABILITY_DATA,
+                    #krate::__private::module_path!(),
+                );
 
             #[automatically_derived]
             impl #impl_generics #krate::__private::Capability for #ident #ty_generics #where_clause {

@@ -4,11 +4,12 @@
 //! any release. The macros have already validated everything they put in these types.
 
 use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use crate::agent::{AgentSpec, Target};
-use crate::manifest::hints::{HintSource, Hints};
-use crate::manifest::{CapabilityManifest, ManifestData};
+use crate::manifest::CapabilityManifest;
+use crate::manifest::data::{Described, ManifestData, Names};
+use crate::manifest::hints::{HintSet, HintSource};
 
 /// The compile-time data of one derived tool, validated by the derive.
 #[derive(Debug)]
@@ -21,8 +22,8 @@ pub struct ToolData {
     pub description: Option<&'static str>,
     /// The provider.
     pub provider: Option<&'static str>,
-    /// `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint` as declared.
-    pub hints: [Option<bool>; 4],
+    /// The hints as declared.
+    pub hints: HintSet<Option<bool>>,
     /// Scopes, already sorted and de-duplicated.
     pub scopes: &'static [&'static str],
     /// The module path and name of the type.
@@ -33,57 +34,60 @@ pub struct ToolData {
     pub schema_version: &'static str,
     /// The descriptor hash.
     pub descriptor_hash: &'static str,
-    /// Where the type is defined.
-    pub module_path: &'static str,
     /// Sensitive input fields, sorted.
     pub sensitive: &'static [&'static str],
 }
 
-/// A derived tool: its data and, once asked for, its manifest.
+impl ToolData {
+    /// The manifest's data, assembled (and its hints resolved) at compile time: the derive puts
+    /// this in a `static`, so the manifest borrows everything from the binary.
+    pub const fn assemble(self) -> ManifestData {
+        const fn text(value: Option<&'static str>) -> Option<Cow<'static, str>> {
+            match value {
+                Some(value) => Some(Cow::Borrowed(value)),
+                None => None,
+            }
+        }
+        let described = Described {
+            name: Cow::Borrowed(self.name),
+            title: text(self.title),
+            description: text(self.description),
+            provider: text(self.provider),
+            required_scopes: Names::borrowed(self.scopes),
+            input_schema_id: Cow::Borrowed(self.input_schema_id),
+            output_schema_id: text(self.output_schema_id),
+            schema_version: Cow::Borrowed(self.schema_version),
+            descriptor_hash: Cow::Borrowed(self.descriptor_hash),
+            sensitive_fields: Names::borrowed(self.sensitive),
+        };
+        ManifestData::assemble(described, self.hints.stated_by(HintSource::Declared))
+    }
+}
+
+/// A derived tool: its manifest, pointing at the tool's static data, and where it is defined.
 #[derive(Debug)]
 pub struct StaticTool {
-    data: ToolData,
-    manifest: OnceLock<CapabilityManifest>,
+    manifest: CapabilityManifest,
+    module_path: &'static str,
 }
 
 impl StaticTool {
-    /// Wraps the data; usable in a `static`.
-    pub const fn new(data: ToolData) -> Self {
+    /// Wraps the tool's static data (from [`ToolData::assemble`]); usable in a `static`.
+    pub const fn new(data: &'static ManifestData, module_path: &'static str) -> Self {
         StaticTool {
-            data,
-            manifest: OnceLock::new(),
+            manifest: CapabilityManifest::from_static(data),
+            module_path,
         }
     }
 
-    /// The manifest, built on first use.
+    /// The manifest. Nothing is built: it points at data assembled at compile time.
     pub fn manifest(&'static self) -> &'static CapabilityManifest {
-        self.manifest.get_or_init(|| {
-            let d = &self.data;
-            let hints = Hints::resolve(d.hints.map(|v| v.map(|v| (v, HintSource::Declared))));
-            CapabilityManifest {
-                data: Arc::new(ManifestData {
-                    name: Cow::Borrowed(d.name),
-                    title: d.title.map(Cow::Borrowed),
-                    description: d.description.map(Cow::Borrowed),
-                    provider: d.provider.map(Cow::Borrowed),
-                    read_only: hints.read_only,
-                    destructive: hints.destructive,
-                    idempotent: hints.idempotent,
-                    open_world: hints.open_world,
-                    required_scopes: d.scopes.iter().map(|s| (*s).to_owned()).collect(),
-                    input_schema_id: Cow::Borrowed(d.input_schema_id),
-                    output_schema_id: d.output_schema_id.map(Cow::Borrowed),
-                    schema_version: Cow::Borrowed(d.schema_version),
-                    descriptor_hash: Cow::Borrowed(d.descriptor_hash),
-                    sensitive_fields: d.sensitive.iter().map(|s| (*s).to_owned()).collect(),
-                }),
-            }
-        })
+        &self.manifest
     }
 
     /// Where the tool's type is defined.
     pub fn module_path(&self) -> &'static str {
-        self.data.module_path
+        self.module_path
     }
 }
 
@@ -118,7 +122,7 @@ impl StaticAgent {
     pub fn spec(&'static self) -> &'static AgentSpec {
         self.spec.get_or_init(|| {
             let tools = self.tools.iter().map(|tool| tool().clone()).collect();
-            AgentSpec::new(self.name.to_owned(), self.target, tools)
+            AgentSpec::new(Cow::Borrowed(self.name), self.target, tools)
         })
     }
 

@@ -1,5 +1,6 @@
 //! Agents: a name, a target and the tools they bind.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -65,20 +66,59 @@ pub trait Agent {
 }
 
 /// What an agent is and which tools it binds.
+///
+/// It serializes with serde and deserializes only through the
+/// [builder](AgentSpec::builder)'s checks (a valid name, a target, no tool bound twice). Its
+/// tools deserialize as [`CapabilityManifest`]s do, as claims nobody believes: a spec read from a
+/// file says which tools it binds, and [`Registry::persist_spec`](crate::Registry::persist_spec)
+/// takes their manifests from the registry, never from the file.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "SpecFile")]
 pub struct AgentSpec {
-    name: String,
+    // Borrowed from the binary for a derived agent.
+    name: Cow<'static, str>,
     target: Target,
     tools: Vec<CapabilityManifest>,
 }
 
+/// What an agent spec deserializes from; checked by the builder.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecFile {
+    name: String,
+    target: Option<Target>,
+    tools: Vec<CapabilityManifest>,
+}
+
+impl TryFrom<SpecFile> for AgentSpec {
+    type Error = AgentSpecError;
+
+    fn try_from(file: SpecFile) -> Result<Self, AgentSpecError> {
+        let builder = AgentSpec::builder(file.name).tools(file.tools);
+        match file.target {
+            Some(target) => builder.target(target),
+            None => builder,
+        }
+        .build()
+    }
+}
+
 impl AgentSpec {
-    pub(crate) fn new(name: String, target: Target, tools: Vec<CapabilityManifest>) -> Self {
+    pub(crate) fn new(
+        name: Cow<'static, str>,
+        target: Target,
+        tools: Vec<CapabilityManifest>,
+    ) -> Self {
         AgentSpec {
             name,
             target,
             tools,
         }
+    }
+
+    /// The same spec binding `tools` instead (the registry's manifests of the same tools).
+    pub(crate) fn with_tools(self, tools: Vec<CapabilityManifest>) -> Self {
+        AgentSpec { tools, ..self }
     }
 
     /// The agent name: snake_case of the type, or the `name = ".."` key.
@@ -175,7 +215,7 @@ impl AgentSpecBuilder {
         }
         match self.target {
             Some(target) if problems.is_empty() => {
-                Ok(AgentSpec::new(self.name, target, self.tools))
+                Ok(AgentSpec::new(self.name.into(), target, self.tools))
             }
             _ => Err(AgentSpecError {
                 agent: self.name,

@@ -7,7 +7,6 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::pattern::Pattern;
-use crate::manifest::hints::Hints;
 use crate::manifest::{Assertion, CapabilityManifest};
 
 /// The most a grant lets a tool do.
@@ -419,14 +418,7 @@ pub struct Assertions {
 impl Assertions {
     /// A tool's effective hints, with the assertion about it (if any) applied.
     pub(crate) fn flags(&self, tool: &CapabilityManifest) -> capability_rules::Flags {
-        match self.get(tool.provider(), tool.name()) {
-            Some(assertion) => {
-                let mut stated = tool.data.hints().stated();
-                assertion.apply(&mut stated);
-                Hints::resolve(stated).flags()
-            }
-            None => tool.data.hints().flags(),
-        }
+        tool.flags_with(self.get(tool.provider(), tool.name()))
     }
 
     /// No assertions: every tool's hints count as they are.

@@ -2,8 +2,9 @@
 
 use capability_rules::{Descriptor, Draft, Shape};
 
-use super::hints::{HintKind, HintSource, Hints};
-use super::{CapabilityManifest, ManifestData, ManifestError};
+use super::data::{Described, ManifestData, Names};
+use super::hints::{HintKind, HintSet, HintSource};
+use super::{CapabilityManifest, ManifestError};
 
 /// Builds a [`CapabilityManifest`] at run time: for a plugin, a `dyn` tool, or anything else the
 /// derive cannot see. [`build`](Self::build) applies the rules `#[derive(Capability)]` applies
@@ -40,7 +41,7 @@ pub struct ManifestBuilder {
     description: Option<String>,
     provider: Option<String>,
     version: Option<String>,
-    hints: [Option<bool>; 4],
+    hints: HintSet<Option<bool>>,
     scopes: Vec<String>,
     input_schema_id: Option<String>,
     output_schema_id: Option<String>,
@@ -58,7 +59,7 @@ impl CapabilityManifest {
             description: None,
             provider: None,
             version: None,
-            hints: [None; 4],
+            hints: HintSet::default(),
             scopes: Vec::new(),
             input_schema_id: None,
             output_schema_id: None,
@@ -72,38 +73,34 @@ impl CapabilityManifest {
 impl ManifestBuilder {
     /// States one hint (see [`stated_by`](Self::stated_by) for who states it).
     pub fn hint(mut self, kind: HintKind, value: bool) -> Self {
-        let slot = match kind {
-            HintKind::ReadOnly => 0,
-            HintKind::Destructive => 1,
-            HintKind::Idempotent => 2,
-            HintKind::OpenWorld => 3,
-        };
-        self.hints[slot] = Some(value);
+        self.hints.set(kind, Some(value));
+        self
+    }
+
+    /// States all four hints at once, replacing any stated before; `None` leaves a hint unsaid.
+    pub fn hints(mut self, hints: HintSet<Option<bool>>) -> Self {
+        self.hints = hints;
         self
     }
 
     /// Declares `readOnlyHint`.
-    pub fn read_only(mut self, value: bool) -> Self {
-        self.hints[0] = Some(value);
-        self
+    pub fn read_only(self, value: bool) -> Self {
+        self.hint(HintKind::ReadOnly, value)
     }
 
     /// Declares `destructiveHint`.
-    pub fn destructive(mut self, value: bool) -> Self {
-        self.hints[1] = Some(value);
-        self
+    pub fn destructive(self, value: bool) -> Self {
+        self.hint(HintKind::Destructive, value)
     }
 
     /// Declares `idempotentHint`.
-    pub fn idempotent(mut self, value: bool) -> Self {
-        self.hints[2] = Some(value);
-        self
+    pub fn idempotent(self, value: bool) -> Self {
+        self.hint(HintKind::Idempotent, value)
     }
 
     /// Declares `openWorldHint`.
-    pub fn open_world(mut self, value: bool) -> Self {
-        self.hints[3] = Some(value);
-        self
+    pub fn open_world(self, value: bool) -> Self {
+        self.hint(HintKind::OpenWorld, value)
     }
 
     /// Adds a required scope (order and repeats do not matter).
@@ -188,14 +185,15 @@ impl ManifestBuilder {
         // The rules about hints (read-only and destructive together) bind what the code
         // declares; a claim is only a claim, resolved below like any other statement.
         let declared = self.stated_by == HintSource::Declared;
+        let rules = self.hints.map(|_, value| value.filter(|_| declared));
         let draft = Draft {
             name: &self.name,
             provider: self.provider.as_deref(),
             version: self.version.as_deref(),
-            read_only: self.hints[0].filter(|_| declared),
-            destructive: self.hints[1].filter(|_| declared),
-            idempotent: self.hints[2].filter(|_| declared),
-            open_world: self.hints[3].filter(|_| declared),
+            read_only: rules.read_only,
+            destructive: rules.destructive,
+            idempotent: rules.idempotent,
+            open_world: rules.open_world,
             scopes: self.scopes.iter().map(String::as_str).collect(),
         };
         let mut error = ManifestError::new(&self.name);
@@ -206,6 +204,9 @@ impl ManifestBuilder {
             && !super::is_hex_digest(hash)
         {
             error.push("descriptor_hash", "must be 64 lowercase hex digits");
+        }
+        if self.input_schema_id.as_ref().is_some_and(String::is_empty) {
+            error.push("input_schema_id", "cannot be empty");
         }
         let valid = capability_rules::validate(&draft)
             .map_err(|problems| error.push_rules(problems))
@@ -222,8 +223,6 @@ impl ManifestBuilder {
         let Some(valid) = valid else {
             return Err(ManifestError::new(&self.name));
         };
-        let source = self.stated_by;
-        let hints = Hints::resolve(self.hints.map(|v| v.map(|v| (v, source))));
         let sensitive =
             capability_rules::normalize_scopes(self.sensitive.iter().map(String::as_str));
         let computed = || {
@@ -252,24 +251,21 @@ impl ManifestBuilder {
         let schema_version = self
             .version
             .unwrap_or_else(|| descriptor_hash[..12].to_owned());
-        let data = ManifestData {
+        let described = Described {
             name: self.name.into(),
             title: self.title.map(Into::into),
             description: self.description.map(Into::into),
             provider: self.provider.map(Into::into),
-            read_only: hints.read_only,
-            destructive: hints.destructive,
-            idempotent: hints.idempotent,
-            open_world: hints.open_world,
-            required_scopes: valid.scopes,
+            required_scopes: Names::Owned(valid.scopes),
             input_schema_id: input_schema_id.into(),
             output_schema_id: self.output_schema_id.map(Into::into),
             schema_version: schema_version.into(),
             descriptor_hash: descriptor_hash.into(),
-            sensitive_fields: sensitive,
+            sensitive_fields: Names::Owned(sensitive),
         };
-        Ok(CapabilityManifest {
-            data: std::sync::Arc::new(data),
-        })
+        let stated = self.hints.stated_by(self.stated_by);
+        Ok(CapabilityManifest::from_data(ManifestData::assemble(
+            described, stated,
+        )))
     }
 }

@@ -59,6 +59,11 @@ impl ManifestError {
         }
     }
 
+    /// Adds every problem of `other`, an error about the same tool.
+    pub(crate) fn absorb(&mut self, other: ManifestError) {
+        self.problems.extend(other.problems);
+    }
+
     /// `Ok` when no problem was pushed, else the error.
     pub fn into_result(self) -> Result<(), ManifestError> {
         if self.problems.is_empty() {

@@ -60,8 +60,10 @@ impl fmt::Display for HintSource {
 }
 
 /// One hint: the value decisions use, where it came from, and what was stated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+///
+/// It serializes as `{"effective", "source", "stated"}` but does not deserialize: provenance is
+/// never read back from a file (see [`CapabilityManifest`](super::CapabilityManifest)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Hint {
     effective: bool,
     source: HintSource,
@@ -129,77 +131,147 @@ impl HintKind {
     }
 }
 
+/// One value for each of the four hints, by name.
+///
+/// A manifest's hints ([`CapabilityManifest::hints`](super::CapabilityManifest::hints)) are a
+/// `HintSet<Hint>`; what someone states about a tool is a `HintSet<Option<bool>>`.
+///
+/// ```
+/// use capability::manifest::{HintKind, HintSet};
+///
+/// let mut stated: HintSet<Option<bool>> = HintSet::default();
+/// stated.set(HintKind::ReadOnly, Some(true));
+/// assert_eq!(stated.read_only, Some(true));
+/// assert_eq!(*stated.get(HintKind::OpenWorld), None);
+/// let given = stated.map(|_, value| value.is_some());
+/// assert_eq!(given, HintSet { read_only: true, destructive: false, idempotent: false, open_world: false });
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HintSet<T> {
+    /// `readOnlyHint`.
+    pub read_only: T,
+    /// `destructiveHint`.
+    pub destructive: T,
+    /// `idempotentHint`.
+    pub idempotent: T,
+    /// `openWorldHint`.
+    pub open_world: T,
+}
+
+impl<T> HintSet<T> {
+    /// The value for one hint.
+    pub const fn get(&self, kind: HintKind) -> &T {
+        match kind {
+            HintKind::ReadOnly => &self.read_only,
+            HintKind::Destructive => &self.destructive,
+            HintKind::Idempotent => &self.idempotent,
+            HintKind::OpenWorld => &self.open_world,
+        }
+    }
+
+    /// Replaces the value for one hint.
+    pub fn set(&mut self, kind: HintKind, value: T) {
+        let slot = match kind {
+            HintKind::ReadOnly => &mut self.read_only,
+            HintKind::Destructive => &mut self.destructive,
+            HintKind::Idempotent => &mut self.idempotent,
+            HintKind::OpenWorld => &mut self.open_world,
+        };
+        *slot = value;
+    }
+
+    /// Applies `f` to each hint's value, in the order of [`HintKind::ALL`].
+    pub fn map<U>(self, mut f: impl FnMut(HintKind, T) -> U) -> HintSet<U> {
+        HintSet {
+            read_only: f(HintKind::ReadOnly, self.read_only),
+            destructive: f(HintKind::Destructive, self.destructive),
+            idempotent: f(HintKind::Idempotent, self.idempotent),
+            open_world: f(HintKind::OpenWorld, self.open_world),
+        }
+    }
+}
+
 /// A value someone stated for one hint, and who.
 pub(crate) type Stated = Option<(bool, HintSource)>;
 
-/// The four hints of a manifest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Hints {
-    pub(crate) read_only: Hint,
-    pub(crate) destructive: Hint,
-    pub(crate) idempotent: Hint,
-    pub(crate) open_world: Hint,
+impl HintSet<Option<bool>> {
+    /// The same values, each stated by `source`.
+    pub(crate) const fn stated_by(self, source: HintSource) -> HintSet<Stated> {
+        const fn by(value: Option<bool>, source: HintSource) -> Stated {
+            match value {
+                Some(value) => Some((value, source)),
+                None => None,
+            }
+        }
+        HintSet {
+            read_only: by(self.read_only, source),
+            destructive: by(self.destructive, source),
+            idempotent: by(self.idempotent, source),
+            open_world: by(self.open_world, source),
+        }
+    }
 }
 
-impl Hints {
-    /// The one rule from stated values to effective ones.
+impl HintSet<Stated> {
+    /// The one rule from stated values to effective ones; every manifest's hints come from it.
     ///
     /// A believed statement counts as given; an untrusted claim and silence count as absent, and
-    /// the MCP defaults (`capability_rules::Flags::resolve`) fill in what is absent. For a tool
-    /// whose effective `read_only` is true, `destructive` is false whatever was stated, unless it
-    /// was *declared* true: that contradiction is the derive's and the builder's error, and they
-    /// report it before getting here.
-    pub(crate) fn resolve(stated: [Stated; 4]) -> Hints {
-        let believed = |s: Stated| s.filter(|(_, source)| source.is_believed()).map(|(v, _)| v);
-        let read_only = believed(stated[0]);
-        let mut destructive = believed(stated[1]);
-        if read_only == Some(true) {
-            // MCP: destructiveHint is meaningful only when readOnlyHint is false.
-            destructive = None;
+    /// the MCP defaults fill in what is absent: not read-only, destructive unless read-only, not
+    /// idempotent, open world (the fail-closed reading; `capability_rules::Flags::resolve`
+    /// applies the same defaults to a derived tool's declaration, and a test checks that the two
+    /// agree on every input). For a tool whose effective `read_only` is true, `destructive` is
+    /// false whatever was stated: a declaration saying both is the derive's and the builder's
+    /// error, reported before getting here. A `const fn`, so a derived tool's manifest is
+    /// resolved at compile time.
+    pub(crate) const fn resolve(self) -> HintSet<Hint> {
+        let read_only = or(believed(self.read_only), false);
+        let destructive = !read_only && or(believed(self.destructive), true);
+        HintSet {
+            read_only: hint(read_only, self.read_only),
+            destructive: hint(destructive, self.destructive),
+            idempotent: hint(or(believed(self.idempotent), false), self.idempotent),
+            open_world: hint(or(believed(self.open_world), true), self.open_world),
         }
-        let flags = Flags::resolve(
-            read_only,
-            destructive,
-            believed(stated[2]),
-            believed(stated[3]),
-        )
-        .unwrap_or(FAIL_CLOSED);
-        let hint = |effective, s: Stated| Hint {
+    }
+}
+
+const fn believed(stated: Stated) -> Option<bool> {
+    match stated {
+        Some((value, source)) if source.is_believed() => Some(value),
+        _ => None,
+    }
+}
+
+const fn or(value: Option<bool>, default: bool) -> bool {
+    match value {
+        Some(value) => value,
+        None => default,
+    }
+}
+
+const fn hint(effective: bool, stated: Stated) -> Hint {
+    match stated {
+        Some((value, source)) => Hint {
             effective,
-            source: s.map_or(HintSource::Defaulted, |(_, source)| source),
-            stated: s.map(|(value, _)| value),
-        };
-        Hints {
-            read_only: hint(flags.read_only, stated[0]),
-            destructive: hint(flags.destructive, stated[1]),
-            idempotent: hint(flags.idempotent, stated[2]),
-            open_world: hint(flags.open_world, stated[3]),
-        }
+            source,
+            stated: Some(value),
+        },
+        None => Hint {
+            effective,
+            source: HintSource::Defaulted,
+            stated: None,
+        },
     }
+}
 
-    /// What was stated, for re-resolving with some hints replaced.
-    pub(crate) fn stated(&self) -> [Stated; 4] {
-        let s = |h: Hint| h.stated.map(|v| (v, h.source));
-        [
-            s(self.read_only),
-            s(self.destructive),
-            s(self.idempotent),
-            s(self.open_world),
-        ]
-    }
-
-    pub(crate) fn get(&self, kind: HintKind) -> Hint {
-        match kind {
-            HintKind::ReadOnly => self.read_only,
-            HintKind::Destructive => self.destructive,
-            HintKind::Idempotent => self.idempotent,
-            HintKind::OpenWorld => self.open_world,
-        }
+impl HintSet<Hint> {
+    /// What was stated, and by whom, for resolving again with some statements replaced.
+    pub(crate) fn stated(self) -> HintSet<Stated> {
+        self.map(|_, h| h.stated.map(|value| (value, h.source)))
     }
 
     /// The effective values.
-    pub(crate) fn flags(&self) -> Flags {
+    pub(crate) fn flags(self) -> Flags {
         Flags {
             read_only: self.read_only.effective,
             destructive: self.destructive.effective,
@@ -209,14 +281,6 @@ impl Hints {
     }
 }
 
-/// What an unknown tool is assumed to do: everything.
-pub(crate) const FAIL_CLOSED: Flags = Flags {
-    read_only: false,
-    destructive: true,
-    idempotent: false,
-    open_world: true,
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,9 +289,25 @@ mod tests {
     const U: HintSource = HintSource::UntrustedClaim;
     const T: HintSource = HintSource::TrustedClaim;
 
+    const FAIL_CLOSED: Flags = Flags {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: true,
+    };
+
+    fn set(values: [Stated; 4]) -> HintSet<Stated> {
+        HintSet {
+            read_only: values[0],
+            destructive: values[1],
+            idempotent: values[2],
+            open_world: values[3],
+        }
+    }
+
     #[test]
     fn silence_is_the_fail_closed_default() {
-        let h = Hints::resolve([None; 4]);
+        let h = HintSet::<Stated>::default().resolve();
         assert_eq!(h.flags(), FAIL_CLOSED);
         assert_eq!(h.read_only.source(), HintSource::Defaulted);
         assert_eq!(h.read_only.stated(), None);
@@ -235,12 +315,13 @@ mod tests {
 
     #[test]
     fn untrusted_claims_are_visible_but_not_believed() {
-        let h = Hints::resolve([
+        let h = set([
             Some((true, U)),
             Some((false, U)),
             Some((true, U)),
             Some((false, U)),
-        ]);
+        ])
+        .resolve();
         assert_eq!(h.flags(), FAIL_CLOSED);
         assert_eq!(h.read_only.stated(), Some(true));
         assert_eq!(h.read_only.source(), U);
@@ -249,16 +330,60 @@ mod tests {
 
     #[test]
     fn trusted_read_only_claim_makes_destructive_false() {
-        let h = Hints::resolve([Some((true, T)), Some((true, T)), None, None]);
+        let h = set([Some((true, T)), Some((true, T)), None, None]).resolve();
         assert!(h.read_only.effective() && !h.destructive.effective());
         assert_eq!(h.destructive.stated(), Some(true));
     }
 
     #[test]
     fn declared_values_are_believed() {
-        let h = Hints::resolve([Some((false, D)), Some((false, D)), Some((true, D)), None]);
+        let h = set([Some((false, D)), Some((false, D)), Some((true, D)), None]).resolve();
         assert!(!h.read_only.effective() && !h.destructive.effective());
         assert!(h.idempotent.effective() && h.open_world.effective());
-        assert_eq!(Hints::resolve(h.stated()), h);
+        assert_eq!(h.stated().resolve(), h);
+    }
+
+    #[test]
+    fn the_defaults_are_the_rules_crate_ones_for_every_declaration() {
+        // The derive computes its flags (and `READ_ONLY`) with `Flags::resolve`; the manifest's
+        // effective hints come from `resolve`. They must agree on every declaration.
+        let values = [None, Some(false), Some(true)];
+        for ro in values {
+            for de in values {
+                for id in values {
+                    for ow in values {
+                        let declared = HintSet {
+                            read_only: ro,
+                            destructive: de,
+                            idempotent: id,
+                            open_world: ow,
+                        };
+                        let ours = declared.stated_by(D).resolve().flags();
+                        match Flags::resolve(ro, de, id, ow) {
+                            Ok(theirs) => assert_eq!(ours, theirs, "{declared:?}"),
+                            // Refused by the rules before a manifest exists.
+                            Err(_) => assert!(ro == Some(true) && de == Some(true)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_hint_set_is_read_and_written_by_kind() {
+        let mut s = HintSet::<u8>::default();
+        for (i, kind) in HintKind::ALL.into_iter().enumerate() {
+            s.set(kind, i as u8 + 1);
+        }
+        assert_eq!(
+            (s.read_only, s.destructive, s.idempotent, s.open_world),
+            (1, 2, 3, 4)
+        );
+        for (i, kind) in HintKind::ALL.into_iter().enumerate() {
+            assert_eq!(*s.get(kind), i as u8 + 1);
+        }
+        let kinds = s.map(|kind, _| kind);
+        assert_eq!(kinds.open_world, HintKind::OpenWorld);
     }
 }

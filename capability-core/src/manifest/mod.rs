@@ -1,20 +1,24 @@
 //! The capability manifest of a tool and the traits that attach it to a type.
 
-use std::borrow::Cow;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use capability_rules::Flags;
 use serde::{Deserialize, Serialize};
 
 mod builder;
+pub(crate) mod data;
 mod error;
+mod form;
 pub(crate) mod hints;
 
 pub use builder::ManifestBuilder;
 pub use error::{FieldProblem, ManifestError};
-pub use hints::{Hint, HintKind, HintSource};
+pub use hints::{Hint, HintKind, HintSet, HintSource};
 
-use hints::Hints;
+use data::ManifestData;
+use hints::Stated;
 
 /// A tool: a type that carries a frozen [`CapabilityManifest`].
 ///
@@ -86,132 +90,174 @@ pub trait ReadOnlyTool: Capability {}
 /// `idempotentHint` and `openWorldHint` mean, with the same defaults; each records where it came
 /// from ([`hint`](Self::hint)), and the getters return the value decisions use. A manifest cannot
 /// be changed once built: it has getters only. It comes from `#[derive(Capability)]`, from
-/// [`CapabilityManifest::builder`], or from an MCP tool (`capability::mcp::McpManifest::from_mcp_tool`).
-/// It serializes with serde and deserializes only when every manifest rule holds, so a round trip
-/// is exact and a tampered file is refused.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "ManifestData", into = "ManifestData")]
+/// [`CapabilityManifest::builder`], or from an MCP tool (`capability::mcp::McpManifest::from_mcp_tool`);
+/// all of them end in one constructor, which resolves the hints by one rule.
+///
+/// # Serialized manifests are claims
+///
+/// A manifest serializes with serde, in full: each hint as its effective value, its source and
+/// what was stated. It deserializes under the builder's rules (a bad name, provider, scope,
+/// version or hash, unsorted scopes or an unknown field are refused), but **provenance is never
+/// read back**: whoever wrote the file could have written anything. Every stated hint is loaded
+/// as an [untrusted claim](HintSource::UntrustedClaim), recorded and not believed, and the
+/// effective values are computed again, never taken from the file; `effective` and `source` are
+/// read only to check the form. So a file edited to say a tool is read-only, with any source,
+/// gives a tool that is not. To believe a tool again, take its manifest from a trusted source:
+/// the code (the [`Registry`](crate::Registry), which
+/// [`persist_spec`](crate::Registry::persist_spec) consults), a trusted or pinned MCP server, or
+/// an operator's assertion in a policy.
+///
+/// ```
+/// use capability::CapabilityManifest;
+/// use capability::manifest::{HintKind, HintSource};
+///
+/// let m = CapabilityManifest::builder("list_pods").read_only(true).build()?;
+/// let json = serde_json::to_string(&m)?;
+/// let back: CapabilityManifest = serde_json::from_str(&json)?;
+/// assert_eq!(back.name(), "list_pods");
+/// assert_eq!(back.descriptor_hash(), m.descriptor_hash());
+/// assert_eq!(back.hint(HintKind::ReadOnly).stated(), Some(true));
+/// assert_eq!(back.hint(HintKind::ReadOnly).source(), HintSource::UntrustedClaim);
+/// assert!(!back.read_only(), "a claim read from a file is not believed");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
 pub struct CapabilityManifest {
-    // Shared: an agent spec holds its tools' manifests, and cloning one is a reference count.
-    pub(crate) data: Arc<ManifestData>,
+    data: Data,
 }
 
-/// Text of a manifest: borrowed from the binary for a derived tool, owned otherwise.
-pub(crate) type Text = Cow<'static, str>;
-
-/// The serialized form of a manifest; also its storage.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ManifestData {
-    pub(crate) name: Text,
-    pub(crate) title: Option<Text>,
-    pub(crate) description: Option<Text>,
-    pub(crate) provider: Option<Text>,
-    pub(crate) read_only: Hint,
-    pub(crate) destructive: Hint,
-    pub(crate) idempotent: Hint,
-    pub(crate) open_world: Hint,
-    pub(crate) required_scopes: Vec<String>,
-    pub(crate) input_schema_id: Text,
-    pub(crate) output_schema_id: Option<Text>,
-    pub(crate) schema_version: Text,
-    pub(crate) descriptor_hash: Text,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) sensitive_fields: Vec<String>,
+/// Where a manifest's data lives: in the binary (a derived tool), or shared on the heap (an
+/// agent spec holds its tools' manifests, and cloning one is a reference count).
+#[derive(Clone)]
+enum Data {
+    Static(&'static ManifestData),
+    Shared(Arc<ManifestData>),
 }
 
-impl ManifestData {
-    pub(crate) fn hints(&self) -> Hints {
-        Hints {
-            read_only: self.read_only,
-            destructive: self.destructive,
-            idempotent: self.idempotent,
-            open_world: self.open_world,
+impl CapabilityManifest {
+    /// A derived tool's manifest, pointing at data assembled at compile time.
+    pub(crate) const fn from_static(data: &'static ManifestData) -> Self {
+        CapabilityManifest {
+            data: Data::Static(data),
         }
     }
 
-    pub(crate) fn set_hints(&mut self, hints: Hints) {
-        self.read_only = hints.read_only;
-        self.destructive = hints.destructive;
-        self.idempotent = hints.idempotent;
-        self.open_world = hints.open_world;
+    /// A manifest built at run time.
+    pub(crate) fn from_data(data: ManifestData) -> Self {
+        CapabilityManifest {
+            data: Data::Shared(Arc::new(data)),
+        }
+    }
+
+    fn data(&self) -> &ManifestData {
+        match &self.data {
+            Data::Static(data) => data,
+            Data::Shared(data) => data,
+        }
+    }
+}
+
+impl PartialEq for CapabilityManifest {
+    fn eq(&self, other: &Self) -> bool {
+        self.data() == other.data()
+    }
+}
+
+impl Eq for CapabilityManifest {}
+
+impl Hash for CapabilityManifest {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.data().hash(state);
+    }
+}
+
+impl fmt::Debug for CapabilityManifest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CapabilityManifest")
+            .field("data", self.data())
+            .finish()
     }
 }
 
 impl CapabilityManifest {
     /// The tool name (MCP: 1 to 128 characters of `A-Z a-z 0-9 _ - .`).
     pub fn name(&self) -> &str {
-        &self.data.name
+        &self.data().described.name
     }
 
     /// A human-readable title, if one was given.
     pub fn title(&self) -> Option<&str> {
-        self.data.title.as_deref()
+        self.data().described.title.as_deref()
     }
 
     /// The description: the `description` key, else the type's doc comment.
     pub fn description(&self) -> Option<&str> {
-        self.data.description.as_deref()
+        self.data().described.description.as_deref()
     }
 
     /// The provider (the system the tool talks to, such as `k8s`; for an MCP tool, its server's
     /// name), if any.
     pub fn provider(&self) -> Option<&str> {
-        self.data.provider.as_deref()
+        self.data().described.provider.as_deref()
     }
 
     /// The tool does not modify its environment (effective value).
     pub fn read_only(&self) -> bool {
-        self.data.read_only.effective()
+        self.data().hints.read_only.effective()
     }
 
     /// A write may destroy rather than add (effective value). Always `false` for a read-only
     /// tool.
     pub fn destructive(&self) -> bool {
-        self.data.destructive.effective()
+        self.data().hints.destructive.effective()
     }
 
     /// Calling it again with the same arguments has no further effect (effective value).
     pub fn idempotent(&self) -> bool {
-        self.data.idempotent.effective()
+        self.data().hints.idempotent.effective()
     }
 
     /// The tool reaches an open world of external entities (effective value).
     pub fn open_world(&self) -> bool {
-        self.data.open_world.effective()
+        self.data().hints.open_world.effective()
     }
 
     /// One hint with its provenance: the effective value, where it came from, what was stated.
     pub fn hint(&self, kind: HintKind) -> Hint {
-        self.data.hints().get(kind)
+        *self.data().hints.get(kind)
+    }
+
+    /// All four hints with their provenance.
+    pub fn hints(&self) -> HintSet<Hint> {
+        self.data().hints
     }
 
     /// The scopes a caller must hold, sorted and de-duplicated.
     pub fn required_scopes(&self) -> &[String] {
-        &self.data.required_scopes
+        self.data().described.required_scopes.strings()
     }
 
     /// Input fields whose values the audit trail stores only as their digest (the
     /// `sensitive = [..]` key), sorted.
     pub fn sensitive_fields(&self) -> &[String] {
-        &self.data.sensitive_fields
+        self.data().described.sensitive_fields.strings()
     }
 
     /// Identifies the tool's input type: for a derived tool its module path and name, such as
     /// `fleet::k8s::RestartPod`; for an MCP tool `mcp:<server>/<tool>#input`.
     pub fn input_schema_id(&self) -> &str {
-        &self.data.input_schema_id
+        &self.data().described.input_schema_id
     }
 
     /// Identifies the output type (`output = Type`, as written there; an MCP tool's
     /// `outputSchema`); `None` without one.
     pub fn output_schema_id(&self) -> Option<&str> {
-        self.data.output_schema_id.as_deref()
+        self.data().described.output_schema_id.as_deref()
     }
 
     /// The `version` key when given, else the first 12 hex digits of the descriptor hash.
     pub fn schema_version(&self) -> &str {
-        &self.data.schema_version
+        &self.data().described.schema_version
     }
 
     /// SHA-256 of the canonical descriptor, as 64 lowercase hex digits.
@@ -223,7 +269,7 @@ impl CapabilityManifest {
     /// it covers the tool's name, title, description, input and output schema and annotations,
     /// as RFC 8785 canonical JSON.
     pub fn descriptor_hash(&self) -> &str {
-        &self.data.descriptor_hash
+        &self.data().described.descriptor_hash
     }
 
     /// `provider/name`, or the name alone for a tool without a provider: the key that policy
@@ -238,12 +284,18 @@ impl CapabilityManifest {
     /// The same manifest with some hints asserted by an operator. An assertion wins over what
     /// was declared or claimed; the hints not asserted keep their source.
     pub fn with_assertion(&self, assertion: &Assertion) -> CapabilityManifest {
-        let mut stated = self.data.hints().stated();
-        assertion.apply(&mut stated);
-        let mut data = ManifestData::clone(&self.data);
-        data.set_hints(Hints::resolve(stated));
-        CapabilityManifest {
-            data: Arc::new(data),
+        let data = self.data();
+        let stated = assertion.applied_to(data.hints.stated());
+        CapabilityManifest::from_data(ManifestData::assemble(data.described.clone(), stated))
+    }
+
+    /// The effective hints with an operator's assertion (if any) applied, without building a
+    /// manifest: what [`with_assertion`](Self::with_assertion) would give, for the hot path.
+    pub(crate) fn flags_with(&self, assertion: Option<&Assertion>) -> Flags {
+        let hints = self.data().hints;
+        match assertion {
+            Some(assertion) => assertion.applied_to(hints.stated()).resolve().flags(),
+            None => hints.flags(),
         }
     }
 }
@@ -268,19 +320,20 @@ pub struct Assertion {
 }
 
 impl Assertion {
-    /// Replaces what was stated with what the operator asserts.
-    pub(crate) fn apply(&self, stated: &mut [hints::Stated; 4]) {
-        let values = [
-            self.read_only,
-            self.destructive,
-            self.idempotent,
-            self.open_world,
-        ];
-        for (slot, value) in stated.iter_mut().zip(values) {
-            if let Some(value) = value {
-                *slot = Some((value, HintSource::Asserted));
-            }
+    /// The asserted values, by hint.
+    pub fn hints(&self) -> HintSet<Option<bool>> {
+        HintSet {
+            read_only: self.read_only,
+            destructive: self.destructive,
+            idempotent: self.idempotent,
+            open_world: self.open_world,
         }
+    }
+
+    /// What was stated, with what the operator asserts in place of it.
+    pub(crate) fn applied_to(&self, stated: HintSet<Stated>) -> HintSet<Stated> {
+        let asserted = self.hints().stated_by(HintSource::Asserted);
+        stated.map(|kind, stated| (*asserted.get(kind)).or(stated))
     }
 }
 
@@ -306,65 +359,17 @@ impl fmt::Display for CapabilityManifest {
         } else {
             ", closed world]"
         })?;
-        if !self.required_scopes().is_empty() {
-            write!(f, " scopes: {}", self.required_scopes().join(" "))?;
+        let mut scopes = self.data().described.required_scopes.iter();
+        if let Some(first) = scopes.next() {
+            write!(f, " scopes: {first}")?;
+            for scope in scopes {
+                write!(f, " {scope}")?;
+            }
         }
         Ok(())
     }
 }
 
-impl TryFrom<ManifestData> for CapabilityManifest {
-    type Error = ManifestError;
-
-    fn try_from(data: ManifestData) -> Result<Self, ManifestError> {
-        let mut error = ManifestError::new(data.name.as_ref());
-        let draft = capability_rules::Draft {
-            name: &data.name,
-            provider: data.provider.as_deref(),
-            version: None,
-            read_only: Some(data.read_only.effective()),
-            destructive: None,
-            idempotent: None,
-            open_world: None,
-            scopes: data.required_scopes.iter().map(String::as_str).collect(),
-        };
-        match capability_rules::validate(&draft) {
-            Ok(valid) if valid.scopes != data.required_scopes => {
-                error.push("required_scopes", "must be sorted and free of repeats");
-            }
-            Ok(_) => {}
-            Err(problems) => error.push_rules(problems),
-        }
-        let hints = data.hints();
-        if Hints::resolve(hints.stated()) != hints {
-            error.push(
-                "read_only",
-                "the hints' effective values do not follow from their sources; \
-                 a manifest's hints cannot be edited by hand",
-            );
-        }
-        if !is_hex_digest(&data.descriptor_hash) {
-            error.push("descriptor_hash", "must be 64 lowercase hex digits");
-        }
-        if data.schema_version.is_empty() {
-            error.push("schema_version", "cannot be empty");
-        }
-        if data.input_schema_id.is_empty() {
-            error.push("input_schema_id", "cannot be empty");
-        }
-        error.into_result()?;
-        Ok(CapabilityManifest {
-            data: Arc::new(data),
-        })
-    }
-}
-
-impl From<CapabilityManifest> for ManifestData {
-    fn from(manifest: CapabilityManifest) -> Self {
-        Arc::unwrap_or_clone(manifest.data)
-    }
-}
-
-fn is_hex_digest(text: &str) -> bool {
+pub(crate) fn is_hex_digest(text: &str) -> bool {
     capability_rules::hex::is_lower_hex(text, 64)
 }
