@@ -108,14 +108,17 @@ impl Serialize for Names {
 
 /// What describes a tool apart from its hints, validated by whoever gathered it: the derive at
 /// compile time, [`ManifestBuilder::build`](super::ManifestBuilder::build) at run time.
+// `repr(C)`, in this order: what every decision reads (name, provider, scopes) comes first, so
+// that it shares cache lines with the hints (see `ManifestData`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub(crate) struct Described {
     pub(crate) name: Text,
-    pub(crate) title: Option<Text>,
-    pub(crate) description: Option<Text>,
     pub(crate) provider: Option<Text>,
     /// Sorted and de-duplicated.
     pub(crate) required_scopes: Names,
+    pub(crate) title: Option<Text>,
+    pub(crate) description: Option<Text>,
     pub(crate) input_schema_id: Text,
     pub(crate) output_schema_id: Option<Text>,
     pub(crate) schema_version: Text,
@@ -128,10 +131,12 @@ pub(crate) struct Described {
 /// The storage of a [`CapabilityManifest`](super::CapabilityManifest). Not a public API: it is
 /// reachable only through `capability::__private`, for the statics `#[derive(Capability)]`
 /// emits, and only `ManifestData::assemble` makes one.
+// `repr(C)`: the hints first, next to the fields of `Described` that decisions read.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct ManifestData {
-    pub(super) described: Described,
     pub(super) hints: HintSet<Hint>,
+    pub(super) described: Described,
 }
 
 impl ManifestData {
@@ -140,8 +145,8 @@ impl ManifestData {
     /// assembled at compile time.
     pub(crate) const fn assemble(described: Described, stated: HintSet<Stated>) -> ManifestData {
         ManifestData {
-            described,
             hints: stated.resolve(),
+            described,
         }
     }
 }
