@@ -8,7 +8,7 @@ use capability::{Approved, Capability, CapabilityManifest, Execute, Proposal, Wr
 use serde_json::Value;
 
 /// Restart a pod.
-#[derive(Capability, serde::Serialize, Clone)]
+#[derive(Capability, serde::Serialize, serde::Deserialize, Clone)]
 #[capability(destructive, provider = "k8s", scopes = ["k8s:write"])]
 struct RestartPod {
     namespace: String,
@@ -16,7 +16,7 @@ struct RestartPod {
 }
 
 /// Scale a deployment.
-#[derive(Capability, serde::Serialize)]
+#[derive(Capability, serde::Serialize, serde::Deserialize)]
 #[capability(destructive = false, provider = "k8s", scopes = ["k8s:write"])]
 struct Scale {
     deployment: String,
@@ -41,6 +41,7 @@ impl Clock for TestClock {
 }
 
 const NOW: u64 = 1_800_000_000;
+const AUDIENCE: &str = "prod-eu";
 
 fn pod(name: &str) -> RestartPod {
     RestartPod {
@@ -58,7 +59,7 @@ struct Setup {
 fn setup() -> Setup {
     let key = SecretKey::generate().expect("randomness");
     let clock = TestClock(Arc::new(AtomicU64::new(NOW)));
-    let gate = WriteGate::new()
+    let gate = WriteGate::new(AUDIENCE)
         .approver("alice", key.public_key())
         .clock(clock.clone());
     Setup { gate, key, clock }
@@ -69,7 +70,12 @@ fn proposal(name: &str) -> Proposal<RestartPod> {
 }
 
 fn sign(setup: &Setup, proposal: &Proposal<RestartPod>) -> Approval {
-    Approval::sign(proposal.file(), "alice", &setup.key, NOW + 600).expect("signed")
+    sign_file(proposal.file(), &setup.key, NOW + 600)
+}
+
+/// Alice's approval of a proposal file for the gate's audience, issued now.
+fn sign_file(file: &ProposalFile, key: &SecretKey, expires_at: u64) -> Approval {
+    Approval::sign(file, "alice", AUDIENCE, key, NOW, expires_at).expect("signed")
 }
 
 fn refusal<T: Capability>(result: Result<Approved<T>, capability::gate::Rejected<T>>) -> GateError {
@@ -128,7 +134,7 @@ fn a_changed_descriptor_invalidates_the_approval() {
     // An approval made against another version of the tool's descriptor.
     let mut old = p.file().clone();
     old.descriptor_hash = "0".repeat(64);
-    let approval = Approval::sign(&old, "alice", &s.key, NOW + 600).expect("signed");
+    let approval = sign_file(&old, &s.key, NOW + 600);
     let error = refusal(s.gate.approve(p, Some(&approval)));
     assert_eq!(error, GateError::DescriptorChanged);
 }
@@ -138,12 +144,13 @@ fn signatures_must_be_an_approvers_and_intact() {
     let s = setup();
     let p = proposal("api-0");
     let mallory = SecretKey::generate().expect("key");
-    let forged = Approval::sign(p.file(), "alice", &mallory, NOW + 600).expect("signed");
+    let forged = sign_file(p.file(), &mallory, NOW + 600);
     assert_eq!(
         refusal(s.gate.approve(proposal("api-0"), Some(&forged))),
         GateError::BadSignature("alice".into())
     );
-    let stranger = Approval::sign(p.file(), "mallory", &mallory, NOW + 600).expect("signed");
+    let stranger =
+        Approval::sign(p.file(), "mallory", AUDIENCE, &mallory, NOW, NOW + 600).expect("signed");
     assert_eq!(
         refusal(s.gate.approve(proposal("api-0"), Some(&stranger))),
         GateError::UnknownApprover("mallory".into())
@@ -192,7 +199,7 @@ fn expiry_and_a_clock_set_back() {
     // A small step back (NTP) is tolerated.
     s.clock.0.store(NOW + 597, Ordering::SeqCst);
     let p = proposal("api-0");
-    let fresh = Approval::sign(p.file(), "alice", &s.key, NOW + 900).expect("signed");
+    let fresh = sign_file(p.file(), &s.key, NOW + 900);
     assert!(s.gate.approve(p, Some(&fresh)).is_ok());
 }
 
@@ -228,8 +235,9 @@ impl Check for DryRun {
 #[test]
 fn validation_and_preflight_must_pass_first() {
     let key = SecretKey::generate().expect("key");
-    let gate = WriteGate::new()
+    let gate = WriteGate::new(AUDIENCE)
         .approver("alice", key.public_key())
+        .clock(TestClock(Arc::new(AtomicU64::new(NOW))))
         .validator(MaxReplicas(10))
         .preflight(DryRun);
     let scale = |deployment: &str, replicas| {
@@ -243,8 +251,7 @@ fn validation_and_preflight_must_pass_first() {
         )
         .expect("ok")
     };
-    let sign =
-        |p: &Proposal<Scale>| Approval::sign(p.file(), "alice", &key, u64::MAX).expect("signed");
+    let sign = |p: &Proposal<Scale>| sign_file(p.file(), &key, NOW + 60);
 
     let p = scale("api", 50);
     let a = sign(&p);
@@ -296,7 +303,7 @@ fn files_round_trip_and_bad_files_are_refused() {
         "{error}"
     );
 
-    let approval = Approval::sign(&file, "alice", &s.key, NOW + 60).expect("signed");
+    let approval = sign_file(&file, &s.key, NOW + 60);
     assert_eq!(
         Approval::from_json(&approval.to_json()).expect("reads back"),
         approval

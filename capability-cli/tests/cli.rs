@@ -621,7 +621,7 @@ fn audit_verify_and_stats() {
 // ----- The human side of the write gate -----
 
 /// Restart a pod.
-#[derive(capability::Capability, serde::Serialize)]
+#[derive(capability::Capability, serde::Serialize, serde::Deserialize)]
 #[capability(destructive, provider = "k8s", scopes = ["k8s:write"])]
 struct RestartPod {
     name: String,
@@ -656,6 +656,9 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
             "alice.key",
             "--approver",
             "alice",
+            "--audience",
+            "prod-eu",
+            "--yes",
             "--out",
             "approval.json",
             "proposal.json",
@@ -663,7 +666,7 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
     );
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("approving `restart_pod`"),
+        text(&out.stderr).contains("approved `restart_pod` for `prod-eu`"),
         "{}",
         text(&out.stderr)
     );
@@ -671,7 +674,7 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
         &std::fs::read_to_string(dir.join("approval.json")).expect("approval"),
     )
     .expect("an approval");
-    let gate = capability::WriteGate::new().approver("alice", public);
+    let gate = capability::WriteGate::new("prod-eu").approver("alice", public);
     let approved = gate
         .approve(proposal, Some(&approval))
         .expect("the gate accepts it");
@@ -691,6 +694,9 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
             "alice.key",
             "--approver",
             "alice",
+            "--audience",
+            "prod-eu",
+            "--yes",
             "edited.json",
         ],
     );
@@ -709,6 +715,9 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
             "bad.key",
             "--approver",
             "alice",
+            "--audience",
+            "prod-eu",
+            "--yes",
             "proposal.json",
         ],
     );
@@ -841,6 +850,9 @@ fn a_closed_pipe_ends_every_command_quietly() {
             "alice.key",
             "--approver",
             "alice",
+            "--audience",
+            "prod-eu",
+            "--yes",
             "proposal.json",
         ],
         vec!["--help"],
