@@ -29,11 +29,11 @@ pub(crate) fn signable<T: Serialize + DeserializeOwned>(args: &T) -> Result<Valu
     if let Err(Refused { path, why }) = args.serialize(&mut walk) {
         return Err(refused(&path, why));
     }
-    let value = serde_json::to_value(args).map_err(|e| refused("", e.to_string()))?;
+    let value = serde_json::to_value(args).map_err(|e| refused("$", e.to_string()))?;
     let back: T = from_canonical(&value)
-        .map_err(|e| refused("", format!("the arguments do not deserialize: {e}")))?;
-    let again = serde_json::to_value(&back).map_err(|e| refused("", e.to_string()))?;
-    if let Some(path) = first_difference(&value, &again, "") {
+        .map_err(|e| refused("$", format!("the arguments do not deserialize: {e}")))?;
+    let again = serde_json::to_value(&back).map_err(|e| refused("$", e.to_string()))?;
+    if let Some(path) = first_difference(&value, &again, "$") {
         return Err(refused(
             &path,
             "the value differs after a round trip through JSON".to_owned(),
@@ -47,7 +47,7 @@ pub(crate) fn from_canonical<T: DeserializeOwned>(value: &Value) -> Result<T, se
     serde_json::from_str(&capability_core::json::to_canonical_json(value))
 }
 
-/// The path of the first place where `a` and `b` differ (`$` for the whole), or `None`.
+/// The path (from `path`, `$` for the whole) of the first place where `a` and `b` differ.
 fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
     let here = || {
         Some(if path.is_empty() {
@@ -114,12 +114,7 @@ struct Walk {
 
 impl Walk {
     fn path(&self) -> String {
-        let joined: String = self.path.concat();
-        if joined.is_empty() {
-            "$".to_owned()
-        } else {
-            joined
-        }
+        format!("${}", self.path.concat())
     }
 
     fn refuse(&self, why: impl Into<String>) -> Refused {
@@ -401,5 +396,72 @@ impl ser::SerializeStructVariant for Compound<'_> {
     fn end(self) -> Result<(), Refused> {
         self.walk.path.pop();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    use super::signable;
+    use crate::error::GateError;
+
+    /// Deserializes to something other than what it serialized: `"safe"` reads back as
+    /// `"unsafe"`.
+    #[derive(Serialize)]
+    struct Lies {
+        inner: Vec<Word>,
+    }
+
+    #[derive(Serialize)]
+    struct Word(String);
+
+    impl<'de> Deserialize<'de> for Lies {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            #[derive(Deserialize)]
+            struct Raw {
+                inner: Vec<String>,
+            }
+            let raw = Raw::deserialize(d)?;
+            Ok(Lies {
+                inner: raw
+                    .inner
+                    .into_iter()
+                    .map(|_| Word("unsafe".into()))
+                    .collect(),
+            })
+        }
+    }
+
+    #[test]
+    fn a_value_that_reads_back_differently_is_refused_at_its_path() {
+        let lies = Lies {
+            inner: vec![Word("unsafe".into()), Word("safe".into())],
+        };
+        match signable(&lies) {
+            Err(GateError::Unsignable { path, why }) => {
+                assert_eq!(path, "$.inner[1]", "{why}");
+                assert!(why.contains("round trip"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn keys_that_write_the_same_are_refused() {
+        // Two map keys, one JSON key: `1` (a number) and `"1"` (a string).
+        struct Pair;
+        impl Serialize for Pair {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let mut map = s.serialize_map(Some(2))?;
+                map.serialize_entry(&1u8, &1u8)?;
+                map.serialize_entry("1", &2u8)?;
+                map.end()
+            }
+        }
+        let mut walk = super::Walk { path: Vec::new() };
+        let refused = Pair.serialize(&mut walk).expect_err("twice");
+        assert_eq!(refused.path, "$.1");
     }
 }
