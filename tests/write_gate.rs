@@ -724,12 +724,12 @@ fn an_approval_for_another_audience_is_refused() {
 #[test]
 fn files_with_a_repeated_key_are_refused_with_its_path() {
     let s = setup();
-    let p = proposal("api-0");
+    let p = proposal("prod-db");
     let text = p.to_json();
-    // The reviewer's viewer shows one `name`, serde_json would keep the other.
+    // A viewer shows the first `name`; serde_json keeps the last, which matches the digest.
     let doubled = text.replacen(
-        "\"name\": \"api-0\"",
-        "\"name\": \"api-0\",\n    \"name\": \"api-9\"",
+        "\"name\": \"prod-db\"",
+        "\"name\": \"api-0\",\n    \"name\": \"prod-db\"",
         1,
     );
     assert_ne!(doubled, text);

@@ -857,11 +857,11 @@ fn approve_needs_an_audience_and_a_short_expiry() {
 
 #[test]
 fn approve_refuses_a_proposal_file_with_a_repeated_key() {
-    let dir = approval_setup("approve_duplicate", "api-0", "wedged");
+    let dir = approval_setup("approve_duplicate", "prod-db", "wedged");
     let text_of = std::fs::read_to_string(dir.join("proposal.json")).expect("read");
-    // The file shows `api-0` first; serde_json alone would keep `prod-db`.
+    // A viewer shows `api-0` first; serde_json alone keeps `prod-db`, which matches the digest.
     let doubled = text_of.replacen(
-        "\"name\": \"api-0\"",
+        "\"name\": \"prod-db\"",
         "\"name\": \"api-0\",\n    \"name\": \"prod-db\"",
         1,
     );
