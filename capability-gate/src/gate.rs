@@ -13,7 +13,7 @@ use crate::error::GateError;
 use crate::key::PublicKey;
 use crate::proposal::{Approval, Proposal, ProposalFile, digest};
 
-/// A proposal the gate approved: the only thing [`Execute::execute`] accepts.
+/// A proposal the gate approved: the only thing [`Execute::execute`](crate::Execute::execute) accepts.
 ///
 /// It has no public constructor and is not `Clone`, `Default` or `Deserialize`, whatever `T`
 /// is: the one way to get one is [`WriteGate::approve`], and it is used up by executing it.
@@ -47,7 +47,7 @@ impl<T: Capability> Approved<T> {
         &self.approver
     }
 
-    /// Uses the approval up, for the tool's [`Execute::execute`].
+    /// Uses the approval up, for the tool's [`Execute::execute`](crate::Execute::execute).
     pub fn into_args(self) -> T {
         self.args
     }
