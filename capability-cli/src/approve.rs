@@ -1,9 +1,14 @@
 //! `capability approve` and `capability keygen`: the human side of the write gate.
+//!
+//! `approve` shows the proposal as it will be signed (every character a terminal could hide or
+//! reorder escaped), then asks; without a terminal it signs only with `--yes`. `keygen` never
+//! overwrites a file or follows a symlink.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use capability::gate::{Approval, ProposalFile, SecretKey, SystemClock};
+use capability::gate::{Approval, MAX_VALIDITY_SECS, ProposalFile, SecretKey, SystemClock};
 
 use crate::Failure;
 use crate::out::{self, Out};
@@ -13,28 +18,67 @@ fn read(path: &Path, what: &str) -> Result<String, Failure> {
         .map_err(|e| Failure::input(format!("cannot read the {what} `{}`: {e}", path.display())))
 }
 
-/// Signs a proposal file with a key file.
-pub fn approve(
-    key: &Path,
-    approver: &str,
-    expires_in: u64,
-    approval_file: Option<&Path>,
-    proposal: &Path,
-    out: &mut Out,
-) -> Result<u8, Failure> {
-    let file = ProposalFile::from_json(&read(proposal, "proposal")?)
-        .map_err(|e| Failure::input(format!("`{}`: {e}", proposal.display())))?;
-    let secret = SecretKey::from_text(&read(key, "key file")?)
-        .map_err(|e| Failure::input(format!("`{}`: {e}", key.display())))?;
+/// What `capability approve` was asked to do.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The approver's secret key file.
+    pub key: &'a Path,
+    /// The approver's name.
+    pub approver: &'a str,
+    /// The gate the approval is for.
+    pub audience: &'a str,
+    /// Seconds the approval stays valid.
+    pub expires_in: u64,
+    /// Sign without asking.
+    pub yes: bool,
+    /// Where to write the approval (default: standard output).
+    pub approval_file: Option<&'a Path>,
+    /// The proposal file.
+    pub proposal: &'a Path,
+}
+
+/// Shows a proposal file, asks, and signs it with a key file.
+pub fn approve(request: &Request<'_>, out: &mut Out) -> Result<u8, Failure> {
+    if request.expires_in > MAX_VALIDITY_SECS {
+        return Err(Failure::input(format!(
+            "`--expires-in {}` is over the maximum of {MAX_VALIDITY_SECS} s (24 hours); an \
+             approval is for one change soon, not standing permission",
+            request.expires_in
+        )));
+    }
+    let path = request.proposal;
+    let file = ProposalFile::from_json(&read(path, "proposal")?)
+        .map_err(|e| Failure::input(format!("`{}`: {e}", path.display())))?;
+    if let Some(meant) = file.audience.as_ref().filter(|a| *a != request.audience) {
+        return Err(Failure::input(format!(
+            "the proposal is for audience `{}`, not `{}`; nothing signed",
+            escape(meant),
+            escape(request.audience)
+        )));
+    }
+    let secret = SecretKey::from_text(&read(request.key, "key file")?)
+        .map_err(|e| Failure::input(format!("`{}`: {e}", request.key.display())))?;
     let now = capability::gate::Clock::now(&SystemClock);
-    let approval = Approval::sign(&file, approver, &secret, now.saturating_add(expires_in))
-        .map_err(|e| Failure::input(e.to_string()))?;
+    let expires_at = now.saturating_add(request.expires_in);
+    out::note(show(&file, request, expires_at));
+    confirm(request.yes)?;
+    let approval = Approval::sign(
+        &file,
+        request.approver,
+        request.audience,
+        &secret,
+        now,
+        expires_at,
+    )
+    .map_err(|e| Failure::input(e.to_string()))?;
     out::note(format_args!(
-        "approving `{}` for {} (proposed by {}: {}), valid {expires_in} s, approval {}",
-        file.tool, file.args, file.proposer, file.rationale, approval.id
+        "approved `{}` for `{}`: approval {}",
+        escape(&file.tool),
+        escape(request.audience),
+        approval.id
     ));
     let text = approval.to_json();
-    match approval_file {
+    match request.approval_file {
         Some(path) => std::fs::write(path, text + "\n")
             .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", path.display())))?,
         None => writeln!(out, "{text}")?,
@@ -42,7 +86,72 @@ pub fn approve(
     Ok(0)
 }
 
-/// Writes a new key pair.
+/// The proposal as the approver reviews it.
+fn show(file: &ProposalFile, request: &Request<'_>, expires_at: u64) -> String {
+    let args = serde_json::to_string_pretty(&file.args).unwrap_or_default();
+    let args = args.lines().map(escape).collect::<Vec<_>>().join("\n    ");
+    let meant = file.audience.as_deref().map_or(String::new(), |a| {
+        format!(" (the proposal names `{}`)", escape(a))
+    });
+    format!(
+        "approving:\n  tool:      {}\n  type:      {}\n  provider:  {}\n  audience:  {}{meant}\n  \
+         proposer:  {} (at {})\n  rationale: {}\n  approver:  {}\n  expires:   in {} s (at {expires_at})\n  \
+         arguments:\n    {args}",
+        escape(&file.tool),
+        escape(&file.tool_type),
+        escape(file.provider.as_deref().unwrap_or("-")),
+        escape(request.audience),
+        escape(&file.proposer),
+        file.created_at,
+        escape(&file.rationale),
+        escape(request.approver),
+        request.expires_in,
+    )
+}
+
+/// The text with every character that a terminal could hide, move or reorder written as
+/// `\u{..}`: C0 and C1 controls (newlines included), DEL, and the bidirectional formatting
+/// characters (U+200E, U+200F, U+202A–U+202E, U+2066–U+2069).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let hidden = c.is_control()
+            || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+        if hidden {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Asks on the terminal; without one, `--yes` must have been given.
+fn confirm(yes: bool) -> Result<(), Failure> {
+    if yes {
+        return Ok(());
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(Failure::input(
+            "standard input is not a terminal, so nobody can confirm: review the proposal above \
+             and pass `--yes` to sign it; nothing signed",
+        ));
+    }
+    let _ = write!(std::io::stderr().lock(), "sign this approval? [y/N] ");
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::input(format!("cannot read the answer: {e}")))?;
+    if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+        Ok(())
+    } else {
+        Err(Failure::input("not confirmed; nothing signed"))
+    }
+}
+
+/// Writes a new key pair, never over an existing file or through a symlink.
 pub fn keygen(key_file: &Path, out: &mut Out) -> Result<u8, Failure> {
     let key = SecretKey::generate().map_err(|e| Failure::input(e.to_string()))?;
     let public: PathBuf = {
@@ -50,15 +159,26 @@ pub fn keygen(key_file: &Path, out: &mut Out) -> Result<u8, Failure> {
         name.push(".pub");
         name.into()
     };
-    if key_file.exists() {
-        return Err(Failure::input(format!(
-            "`{}` exists; not overwriting a key",
-            key_file.display()
-        )));
-    }
-    write_secret(key_file, &key.to_text())?;
-    std::fs::write(&public, key.public_key().to_text())
-        .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", public.display())))?;
+    // Both files are created before either is written: `create_new` refuses any existing path,
+    // a symlink (even a dangling one) included, so nothing is overwritten or followed.
+    let mut secret_file = create_new(key_file, 0o600)?;
+    let mut public_file = match create_new(&public, 0o644) {
+        Ok(file) => file,
+        Err(failure) => {
+            // The secret file is ours, just made and empty: take it back.
+            drop(secret_file);
+            let _ = std::fs::remove_file(key_file);
+            return Err(failure);
+        }
+    };
+    let written = |path: &Path, result: std::io::Result<()>| {
+        result.map_err(|e| Failure::input(format!("cannot write `{}`: {e}", path.display())))
+    };
+    written(key_file, secret_file.write_all(key.to_text().as_bytes()))?;
+    written(
+        &public,
+        public_file.write_all(key.public_key().to_text().as_bytes()),
+    )?;
     writeln!(
         out,
         "wrote the secret key to {} and the public key to {}",
@@ -68,17 +188,25 @@ pub fn keygen(key_file: &Path, out: &mut Out) -> Result<u8, Failure> {
     Ok(0)
 }
 
-fn write_secret(path: &Path, text: &str) -> Result<(), Failure> {
-    use std::io::Write;
+/// A new file at `path`, or a failure when anything (a file, a symlink) is there already.
+fn create_new(path: &Path, mode: u32) -> Result<File, Failure> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
+        options.mode(mode);
     }
-    options
-        .open(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", path.display())))
+    #[cfg(not(unix))]
+    let _ = mode;
+    options.open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            Failure::input(format!(
+                "`{}` exists (a file or a symlink); not overwriting it",
+                path.display()
+            ))
+        } else {
+            Failure::input(format!("cannot write `{}`: {e}", path.display()))
+        }
+    })
 }

@@ -61,7 +61,10 @@ enum Command {
     Pin(Common),
     /// Compare the server's tools with the lockfile; exit 1 on any drift.
     Verify(Common),
-    /// Sign a proposal file: a human's approval for the write gate.
+    /// Review and sign a proposal file: a human's approval for one write gate.
+    ///
+    /// Shows the proposal (control and bidirectional characters escaped as `\u{..}`) and asks
+    /// on the terminal; without a terminal, `--yes` is required.
     Approve {
         /// The approver's secret key file (from `capability keygen`).
         #[arg(long, value_name = "FILE")]
@@ -69,9 +72,17 @@ enum Command {
         /// The approver's name, as the write gate knows them.
         #[arg(long)]
         approver: String,
-        /// How long the approval stays valid, in seconds.
+        /// The write gate the approval is for (its `WriteGate::new` audience, e.g. `prod-eu`);
+        /// any other gate refuses it.
+        #[arg(long)]
+        audience: String,
+        /// How long the approval stays valid, in seconds (at most 86400, 24 hours).
         #[arg(long, default_value_t = 3600, value_name = "SECONDS")]
         expires_in: u64,
+        /// Sign without asking (required when standard input is not a terminal). Review the
+        /// proposal first.
+        #[arg(long)]
+        yes: bool,
         /// Where to write the approval (default: standard output).
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -247,15 +258,21 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         Command::Approve {
             key,
             approver,
+            audience,
             expires_in,
+            yes,
             out: out_file,
             proposal,
         } => approve::approve(
-            &key,
-            &approver,
-            expires_in,
-            out_file.as_deref(),
-            &proposal,
+            &approve::Request {
+                key: &key,
+                approver: &approver,
+                audience: &audience,
+                expires_in,
+                yes,
+                approval_file: out_file.as_deref(),
+                proposal: &proposal,
+            },
             out,
         ),
         Command::Keygen { out: key_file } => approve::keygen(&key_file, out),

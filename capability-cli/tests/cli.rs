@@ -621,7 +621,7 @@ fn audit_verify_and_stats() {
 // ----- The human side of the write gate -----
 
 /// Restart a pod.
-#[derive(capability::Capability, serde::Serialize)]
+#[derive(capability::Capability, serde::Serialize, serde::Deserialize)]
 #[capability(destructive, provider = "k8s", scopes = ["k8s:write"])]
 struct RestartPod {
     name: String,
@@ -656,6 +656,9 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
             "alice.key",
             "--approver",
             "alice",
+            "--audience",
+            "prod-eu",
+            "--yes",
             "--out",
             "approval.json",
             "proposal.json",
@@ -663,7 +666,7 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
     );
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("approving `restart_pod`"),
+        text(&out.stderr).contains("approved `restart_pod` for `prod-eu`"),
         "{}",
         text(&out.stderr)
     );
@@ -671,7 +674,7 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
         &std::fs::read_to_string(dir.join("approval.json")).expect("approval"),
     )
     .expect("an approval");
-    let gate = capability::WriteGate::new().approver("alice", public);
+    let gate = capability::WriteGate::new("prod-eu").approver("alice", public);
     let approved = gate
         .approve(proposal, Some(&approval))
         .expect("the gate accepts it");
@@ -691,6 +694,9 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
             "alice.key",
             "--approver",
             "alice",
+            "--audience",
+            "prod-eu",
+            "--yes",
             "edited.json",
         ],
     );
@@ -709,6 +715,9 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
             "bad.key",
             "--approver",
             "alice",
+            "--audience",
+            "prod-eu",
+            "--yes",
             "proposal.json",
         ],
     );
@@ -718,6 +727,213 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// `capability approve` of `proposal.json` with alice's key for `prod-eu`, and these arguments.
+fn approve(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "approve",
+        "--key",
+        "alice.key",
+        "--approver",
+        "alice",
+        "--audience",
+        "prod-eu",
+        "--out",
+        "approval.json",
+    ];
+    args.extend_from_slice(extra);
+    args.push("proposal.json");
+    capability(dir, &args)
+}
+
+/// A scratch directory with alice's key pair and a proposal to restart `name`.
+fn approval_setup(test: &str, name: &str, rationale: &str) -> PathBuf {
+    let dir = scratch(test);
+    let out = capability(&dir, &["keygen", "--out", "alice.key"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let proposal =
+        capability::Proposal::new(RestartPod { name: name.into() }, "analyst", rationale)
+            .expect("proposal");
+    std::fs::write(dir.join("proposal.json"), proposal.to_json()).expect("write");
+    dir
+}
+
+#[test]
+fn approve_shows_the_proposal_with_hidden_characters_escaped() {
+    // A right-to-left override in the rationale, an isolate, an escape sequence and a C1
+    // control in the arguments: a terminal would hide or reorder them.
+    let dir = approval_setup(
+        "approve_shows",
+        "api-0\u{2066}\u{1b}[2J\u{85}",
+        "restart exe.\u{202E}gnp\u{200F} now",
+    );
+    let out = approve(&dir, &["--yes"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let shown = text(&out.stderr);
+    for part in [
+        "tool:      restart_pod",
+        "type:      cli::RestartPod",
+        "audience:  prod-eu",
+        "proposer:  analyst",
+        "rationale: restart exe.\\u{202e}gnp\\u{200f} now",
+        "\\u{2066}",
+        "\\u{85}",
+        "expires:   in 3600 s",
+    ] {
+        assert!(shown.contains(part), "{part:?} in:\n{shown}");
+    }
+    for hidden in ['\u{202E}', '\u{200F}', '\u{2066}', '\u{1b}', '\u{85}'] {
+        assert!(!shown.contains(hidden), "{hidden:?} shown raw:\n{shown}");
+    }
+}
+
+#[test]
+fn approve_without_a_terminal_needs_yes() {
+    let dir = approval_setup("approve_needs_yes", "api-0", "wedged");
+    let out = approve(&dir, &[]);
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("standard input is not a terminal") && said.contains("--yes"),
+        "{said}"
+    );
+    assert!(
+        said.contains("tool:      restart_pod"),
+        "shown first: {said}"
+    );
+    assert!(!dir.join("approval.json").exists(), "nothing signed");
+    let out = approve(&dir, &["--yes"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(dir.join("approval.json").is_file());
+}
+
+#[test]
+fn approve_needs_an_audience_and_a_short_expiry() {
+    let dir = approval_setup("approve_limits", "api-0", "wedged");
+    let out = capability(
+        &dir,
+        &[
+            "approve",
+            "--key",
+            "alice.key",
+            "--approver",
+            "alice",
+            "--yes",
+            "proposal.json",
+        ],
+    );
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out.stderr).contains("--audience"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = approve(&dir, &["--yes", "--expires-in", "86401"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out.stderr).contains("over the maximum of 86400 s"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.join("approval.json").exists(), "nothing signed");
+    let out = approve(&dir, &["--yes", "--expires-in", "86400"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+
+    // A proposal meant for another audience is not signed for this one.
+    let proposal = capability::Proposal::new(RestartPod { name: "db".into() }, "analyst", "x")
+        .expect("proposal")
+        .for_audience("staging");
+    std::fs::write(dir.join("proposal.json"), proposal.to_json()).expect("write");
+    let out = approve(&dir, &["--yes"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out.stderr).contains("for audience `staging`, not `prod-eu`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn approve_refuses_a_proposal_file_with_a_repeated_key() {
+    let dir = approval_setup("approve_duplicate", "prod-db", "wedged");
+    let text_of = std::fs::read_to_string(dir.join("proposal.json")).expect("read");
+    // A viewer shows `api-0` first; serde_json alone keeps `prod-db`, which matches the digest.
+    let doubled = text_of.replacen(
+        "\"name\": \"prod-db\"",
+        "\"name\": \"api-0\",\n    \"name\": \"prod-db\"",
+        1,
+    );
+    assert_ne!(doubled, text_of);
+    std::fs::write(dir.join("proposal.json"), doubled).expect("write");
+    let out = approve(&dir, &["--yes"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out.stderr).contains("duplicate key `$.args.name`"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.join("approval.json").exists());
+}
+
+#[cfg(unix)]
+#[test]
+fn keygen_never_overwrites_a_file_or_follows_a_symlink() {
+    use std::os::unix::fs::symlink;
+    let dir = scratch("keygen_refuses");
+    let keygen = |dir: &Path| capability(dir, &["keygen", "--out", "alice.key"]);
+
+    // A public key file in place: refused, and no secret key left behind.
+    std::fs::write(dir.join("alice.key.pub"), "mine\n").expect("write");
+    let out = keygen(&dir);
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("alice.key.pub"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.join("alice.key").exists(), "no secret key left behind");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("alice.key.pub")).expect("read"),
+        "mine\n"
+    );
+    std::fs::remove_file(dir.join("alice.key.pub")).expect("remove");
+
+    // A symlink in place of either file, to an existing file or to nowhere: never followed.
+    for (link, dangling) in [
+        ("alice.key", false),
+        ("alice.key", true),
+        ("alice.key.pub", false),
+        ("alice.key.pub", true),
+    ] {
+        let target = dir.join("target.txt");
+        let _ = std::fs::remove_file(&target);
+        if !dangling {
+            std::fs::write(&target, "precious\n").expect("write");
+        }
+        symlink(&target, dir.join(link)).expect("symlink");
+        let out = keygen(&dir);
+        assert_eq!(code(&out), 2, "{link} {dangling}: {}", text(&out.stderr));
+        if dangling {
+            assert!(!target.exists(), "{link}: the dangling link was followed");
+        } else {
+            assert_eq!(
+                std::fs::read_to_string(&target).expect("read"),
+                "precious\n",
+                "{link}: the link was followed"
+            );
+        }
+        std::fs::remove_file(dir.join(link)).expect("remove the link");
+        let other = if link == "alice.key" {
+            "alice.key.pub"
+        } else {
+            "alice.key"
+        };
+        assert!(!dir.join(other).exists(), "{link}: {other} left behind");
+    }
+    let out = keygen(&dir);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
 }
 
 // ----- Closed pipes and full disks -----
@@ -841,6 +1057,9 @@ fn a_closed_pipe_ends_every_command_quietly() {
             "alice.key",
             "--approver",
             "alice",
+            "--audience",
+            "prod-eu",
+            "--yes",
             "proposal.json",
         ],
         vec!["--help"],

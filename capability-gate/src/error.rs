@@ -18,6 +18,21 @@ pub enum GateError {
         /// The proposed tool.
         proposed: String,
     },
+    /// The approval (or the proposal) is for another audience than this gate's.
+    OtherAudience {
+        /// The audience it is for.
+        audience: String,
+        /// This gate's audience.
+        gate: String,
+    },
+    /// The approval is for another type of tool (same name, another module or other generic
+    /// arguments).
+    OtherType {
+        /// The approved type.
+        approved: String,
+        /// The proposed type.
+        proposed: String,
+    },
     /// The arguments differ from the approved ones.
     ArgumentsChanged,
     /// The tool's descriptor changed since the approval.
@@ -28,6 +43,28 @@ pub enum GateError {
         expired_at: u64,
         /// Now.
         now: u64,
+    },
+    /// The approval says it was issued later than now (beyond the clock tolerance).
+    IssuedInFuture {
+        /// When it says it was issued.
+        issued_at: u64,
+        /// Now.
+        now: u64,
+    },
+    /// The approval is valid for longer than the gate allows.
+    TooLong {
+        /// Its validity, in seconds.
+        validity: u64,
+        /// The gate's maximum.
+        max: u64,
+    },
+    /// The arguments cannot be signed faithfully: they do not survive a round trip through
+    /// JSON.
+    Unsignable {
+        /// Where in the arguments (`$.field[0].inner`).
+        path: String,
+        /// Why.
+        why: String,
     },
     /// The approval was used already.
     Replay(String),
@@ -77,6 +114,29 @@ impl fmt::Display for GateError {
                 f,
                 "not approved: the approval is for `{approved}`, the proposal for `{proposed}`"
             ),
+            GateError::OtherAudience { audience, gate } => write!(
+                f,
+                "not approved: the approval is for audience `{audience}`, this gate is for \
+                 `{gate}`"
+            ),
+            GateError::OtherType { approved, proposed } => write!(
+                f,
+                "not approved: the approval is for type `{approved}`, the proposal for \
+                 `{proposed}`"
+            ),
+            GateError::IssuedInFuture { issued_at, now } => write!(
+                f,
+                "not approved: the approval says it was issued at {issued_at}, later than now \
+                 ({now}); check the approver's clock"
+            ),
+            GateError::TooLong { validity, max } => write!(
+                f,
+                "not approved: the approval is valid for {validity} s, longer than this gate's \
+                 maximum of {max} s; sign it again with a shorter `--expires-in`"
+            ),
+            GateError::Unsignable { path, why } => {
+                write!(f, "cannot propose these arguments: `{path}`: {why}")
+            }
             GateError::ArgumentsChanged => f.write_str(
                 "not approved: the arguments differ from the approved ones; sign the new proposal",
             ),

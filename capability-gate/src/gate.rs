@@ -5,12 +5,13 @@ use std::fmt;
 use std::sync::{Mutex, PoisonError};
 
 use capability_core::{Capability, CapabilityManifest};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 use crate::error::GateError;
 use crate::key::PublicKey;
-use crate::proposal::{Approval, Proposal};
+use crate::proposal::{Approval, Proposal, ProposalFile, digest};
 
 /// A proposal the gate approved: the only thing [`Execute::execute`](crate::Execute::execute) accepts.
 ///
@@ -71,14 +72,19 @@ pub trait Check: Send + Sync {
     fn check(&self, tool: &CapabilityManifest, args: &Value) -> Result<(), String>;
 }
 
-/// Turns proposals into [`Approved`] ones when every check passes and a known approver signed.
+/// Turns proposals into [`Approved`] ones when a known approver signed them for this gate's
+/// audience and every check passes.
 ///
-/// It holds only the approvers' public keys: an agent process cannot forge an approval.
+/// It holds only the approvers' public keys: an agent process cannot forge an approval. A gate
+/// is made for one audience (an environment, `prod-eu`): approvals signed for another are
+/// refused.
 pub struct WriteGate {
+    audience: String,
     approvers: HashMap<String, PublicKey>,
     validators: Vec<Box<dyn Check>>,
     preflights: Vec<Box<dyn Check>>,
     clock: Box<dyn Clock>,
+    max_validity: u64,
     used: Mutex<HashSet<String>>,
     latest: Mutex<u64>,
 }
@@ -88,30 +94,39 @@ impl fmt::Debug for WriteGate {
         let mut approvers: Vec<&String> = self.approvers.keys().collect();
         approvers.sort();
         f.debug_struct("WriteGate")
+            .field("audience", &self.audience)
             .field("approvers", &approvers)
             .field("validators", &self.validators.len())
             .field("preflights", &self.preflights.len())
+            .field("max_validity", &self.max_validity)
             .finish_non_exhaustive()
     }
 }
 
-impl Default for WriteGate {
-    fn default() -> Self {
-        WriteGate::new()
-    }
-}
+/// The longest an approval may be valid, by default: 24 hours (`capability approve
+/// --expires-in` refuses more; a gate can lower or raise its own maximum).
+pub const MAX_VALIDITY_SECS: u64 = 24 * 60 * 60;
 
 impl WriteGate {
-    /// A gate with no approvers (it approves nothing until one is added) and the system clock.
-    pub fn new() -> Self {
+    /// A gate for one audience (the environment it guards, e.g. `prod-eu`; `capability approve
+    /// --audience` names it), with no approvers (it approves nothing until one is added), the
+    /// system clock and a maximum validity of [`MAX_VALIDITY_SECS`].
+    pub fn new(audience: impl Into<String>) -> Self {
         WriteGate {
+            audience: audience.into(),
             approvers: HashMap::new(),
             validators: Vec::new(),
             preflights: Vec::new(),
             clock: Box::new(SystemClock),
+            max_validity: MAX_VALIDITY_SECS,
             used: Mutex::new(HashSet::new()),
             latest: Mutex::new(0),
         }
+    }
+
+    /// The audience this gate accepts approvals for.
+    pub fn audience(&self) -> &str {
+        &self.audience
     }
 
     /// Trusts this approver's public key.
@@ -120,15 +135,22 @@ impl WriteGate {
         self
     }
 
-    /// Adds a validation check.
+    /// Adds a validation check. It runs only on proposals whose approval is genuine.
     pub fn validator(mut self, check: impl Check + 'static) -> Self {
         self.validators.push(Box::new(check));
         self
     }
 
-    /// Adds a preflight check.
+    /// Adds a preflight check (a dry run). It runs only on proposals whose approval is
+    /// genuine, after the validators.
     pub fn preflight(mut self, check: impl Check + 'static) -> Self {
         self.preflights.push(Box::new(check));
+        self
+    }
+
+    /// Refuses approvals valid for longer than this many seconds (from issue to expiry).
+    pub fn max_validity(mut self, seconds: u64) -> Self {
+        self.max_validity = seconds;
         self
     }
 
@@ -138,18 +160,27 @@ impl WriteGate {
         self
     }
 
-    /// Approves a proposal, or refuses it and gives it back with the reason. Checks, in
-    /// order: the clock did not step back; every validator and preflight passes; an approval is
-    /// present, from a known approver, correctly signed, for this tool, these exact arguments
-    /// and this descriptor, not expired, and not used before. The approval is then used up.
-    pub fn approve<T: Capability>(
+    /// Approves a proposal, or refuses it and gives it back with the reason.
+    ///
+    /// Checks, in order: the clock did not step back; an approval is present, from a known
+    /// approver, strictly signed, for this gate's audience, this tool's name and full type,
+    /// the arguments' digest (recomputed here) and the tool's descriptor; it was not issued in
+    /// the future, is not valid longer than the gate's maximum, and has not expired (against
+    /// the latest time the gate has seen, so setting the clock back never revives it); the
+    /// signed arguments deserialize into `T`. Only then do the validators and preflights run,
+    /// and the approval is used up. The [`Approved`] holds `T` deserialized from exactly the
+    /// signed canonical JSON.
+    pub fn approve<T>(
         &self,
         proposal: Proposal<T>,
         approval: Option<&Approval>,
-    ) -> Result<Approved<T>, Rejected<T>> {
+    ) -> Result<Approved<T>, Rejected<T>>
+    where
+        T: Capability + DeserializeOwned,
+    {
         match self.check(&proposal, approval) {
-            Ok(approval) => Ok(Approved {
-                args: proposal.args,
+            Ok((args, approval)) => Ok(Approved {
+                args,
                 approval_id: approval.id.clone(),
                 approver: approval.approver.clone(),
             }),
@@ -160,13 +191,13 @@ impl WriteGate {
         }
     }
 
-    fn check<'a, T: Capability>(
+    fn check<'a, T: Capability + DeserializeOwned>(
         &self,
         proposal: &Proposal<T>,
         approval: Option<&'a Approval>,
-    ) -> Result<&'a Approval, GateError> {
+    ) -> Result<(T, &'a Approval), GateError> {
         let now = self.clock.now();
-        {
+        let latest = {
             let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
             if now + CLOCK_TOLERANCE_SECS < *latest {
                 return Err(GateError::ClockWentBack {
@@ -175,9 +206,17 @@ impl WriteGate {
                 });
             }
             *latest = (*latest).max(now);
-        }
+            *latest
+        };
         let manifest = T::manifest();
         let file = &proposal.file;
+        let approval = self.genuine::<T>(manifest, file, approval)?;
+        self.in_time(approval, now, latest)?;
+        let args: T =
+            crate::args::from_canonical(&file.args).map_err(|e| GateError::Malformed {
+                what: "the approved arguments".to_owned(),
+                why: e.to_string(),
+            })?;
         for (kind, checks) in [
             ("validation", &self.validators),
             ("preflight", &self.preflights),
@@ -192,6 +231,21 @@ impl WriteGate {
                 }
             }
         }
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        if !used.insert(approval.id.clone()) {
+            return Err(GateError::Replay(approval.id.clone()));
+        }
+        Ok((args, approval))
+    }
+
+    /// The approval, if it is a known approver's, strictly signed, and for exactly this gate,
+    /// tool and arguments.
+    fn genuine<'a, T>(
+        &self,
+        manifest: &CapabilityManifest,
+        file: &ProposalFile,
+        approval: Option<&'a Approval>,
+    ) -> Result<&'a Approval, GateError> {
         let Some(approval) = approval else {
             return Err(GateError::Unsigned);
         };
@@ -201,29 +255,65 @@ impl WriteGate {
         if !approval.verify(key) {
             return Err(GateError::BadSignature(approval.approver.clone()));
         }
+        for audience in [Some(&approval.audience), file.audience.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            if *audience != self.audience {
+                return Err(GateError::OtherAudience {
+                    audience: audience.clone(),
+                    gate: self.audience.clone(),
+                });
+            }
+        }
         if approval.tool != manifest.name() {
             return Err(GateError::OtherTool {
                 approved: approval.tool.clone(),
                 proposed: manifest.name().to_owned(),
             });
         }
-        if approval.args_digest != file.args_digest {
+        let tool_type = std::any::type_name::<T>();
+        for approved in [&approval.tool_type, &file.tool_type] {
+            if approved != tool_type {
+                return Err(GateError::OtherType {
+                    approved: approved.clone(),
+                    proposed: tool_type.to_owned(),
+                });
+            }
+        }
+        let args_digest = digest(&file.args);
+        if approval.args_digest != args_digest || file.args_digest != args_digest {
             return Err(GateError::ArgumentsChanged);
         }
         if approval.descriptor_hash != manifest.descriptor_hash() {
             return Err(GateError::DescriptorChanged);
         }
-        if now >= approval.expires_at {
+        Ok(approval)
+    }
+
+    /// Whether the approval is valid now: not issued in the future, not valid for longer than
+    /// the gate allows, and not expired, neither now nor at the latest time seen.
+    fn in_time(&self, approval: &Approval, now: u64, latest: u64) -> Result<(), GateError> {
+        if approval.issued_at > now.saturating_add(CLOCK_TOLERANCE_SECS) {
+            return Err(GateError::IssuedInFuture {
+                issued_at: approval.issued_at,
+                now,
+            });
+        }
+        let validity = approval.expires_at.saturating_sub(approval.issued_at);
+        if validity > self.max_validity {
+            return Err(GateError::TooLong {
+                validity,
+                max: self.max_validity,
+            });
+        }
+        if now.max(latest) >= approval.expires_at {
             return Err(GateError::Expired {
                 expired_at: approval.expires_at,
                 now,
             });
         }
-        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
-        if !used.insert(approval.id.clone()) {
-            return Err(GateError::Replay(approval.id.clone()));
-        }
-        Ok(approval)
+        Ok(())
     }
 }
 

@@ -2,13 +2,16 @@
 //!
 //! Use it through the facade crate `capability`. An agent builds a [`Proposal`] for a mutating
 //! tool; a human signs it with a [`SecretKey`] ([`Approval`], Ed25519, `capability approve`);
-//! the [`WriteGate`], holding only the approvers' [`PublicKey`]s, checks the signature, the
-//! binding to the exact arguments and tool descriptor, the expiry and that the approval is used
-//! once, and returns an [`Approved`], which [`Execute::execute`] takes by value.
+//! the [`WriteGate`], made for one audience and holding only the approvers' [`PublicKey`]s,
+//! checks the signature, the binding to its audience, the tool's full type, the exact arguments
+//! and the tool descriptor, the expiry and that the approval is used once, and returns an
+//! [`Approved`], which [`Execute::execute`] takes by value. The approved value is rebuilt from
+//! the signed canonical JSON: what executes is what was signed.
 //! [`AuthorityGrant`]s delegate narrower authority to sub-agents, revocably.
 
 #![forbid(unsafe_code)]
 
+mod args;
 mod clock;
 mod error;
 mod gate;
@@ -16,10 +19,11 @@ mod grant;
 mod key;
 mod proposal;
 mod session;
+mod strict;
 
 pub use clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 pub use error::GateError;
-pub use gate::{Approved, Check, Rejected, WriteGate};
+pub use gate::{Approved, Check, MAX_VALIDITY_SECS, Rejected, WriteGate};
 pub use grant::{
     Attenuation, AuthorityGrant, GrantContext, GrantError, PolicyDecision, Revocations,
 };

@@ -3,6 +3,9 @@
 use std::fmt;
 
 use capability_core::Capability;
+use std::marker::PhantomData;
+
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -13,30 +16,41 @@ use crate::key::{PublicKey, SecretKey};
 /// A request to run a mutating tool, built by an agent (an advisor included). Building one
 /// runs nothing; only a [`WriteGate`](crate::WriteGate) turns it into an
 /// [`Approved`](crate::Approved).
+///
+/// It keeps the arguments as data only (the [`ProposalFile`]): the value given to
+/// [`Proposal::new`] is dropped, and what executes is rebuilt by the gate from exactly the
+/// signed canonical JSON. Changing that value after the proposal is made (through a `RefCell`, a
+/// shared handle) changes nothing that runs.
 pub struct Proposal<T: Capability> {
-    pub(crate) args: T,
     pub(crate) file: ProposalFile,
+    tool: PhantomData<fn() -> T>,
 }
 
 impl<T: Capability> Proposal<T> {
     /// Proposes running `T` with these arguments.
+    ///
+    /// Refused ([`GateError::Unsignable`], naming the field) when the arguments do not survive a
+    /// round trip through JSON: a non-finite float (written as `null`), `-0.0` (canonical JSON
+    /// writes `0`), a key written twice in one object (a `#[serde(flatten)]` map shadowing a
+    /// field), or any value that deserializes to something else. A `#[serde(skip)]` field is
+    /// not signed: the executed value has its default.
     pub fn new(
         args: T,
         proposer: impl Into<String>,
         rationale: impl Into<String>,
     ) -> Result<Proposal<T>, GateError>
     where
-        T: Serialize,
+        T: Serialize + DeserializeOwned,
     {
-        let value = serde_json::to_value(&args).map_err(|e| GateError::Malformed {
-            what: "the proposal's arguments".to_owned(),
-            why: e.to_string(),
-        })?;
+        let value = crate::args::signable(&args)?;
+        drop(args);
         let manifest = T::manifest();
         Ok(Proposal {
             file: ProposalFile {
                 version: PROPOSAL_VERSION,
                 tool: manifest.name().to_owned(),
+                tool_type: std::any::type_name::<T>().to_owned(),
+                audience: None,
                 provider: manifest.provider().map(str::to_owned),
                 descriptor_hash: manifest.descriptor_hash().to_owned(),
                 args_digest: digest(&value),
@@ -45,16 +59,19 @@ impl<T: Capability> Proposal<T> {
                 rationale: rationale.into(),
                 created_at: SystemClock.now(),
             },
-            args,
+            tool: PhantomData,
         })
     }
 
-    /// The arguments.
-    pub fn args(&self) -> &T {
-        &self.args
+    /// Names the audience the proposal is meant for (the [`WriteGate`](crate::WriteGate) of one
+    /// environment, e.g. `prod-eu`): `capability approve` refuses to sign it for another, and
+    /// any other gate refuses it.
+    pub fn for_audience(mut self, audience: impl Into<String>) -> Self {
+        self.file.audience = Some(audience.into());
+        self
     }
 
-    /// What a human reviews and signs: the proposal as data.
+    /// What a human reviews and signs: the proposal as data, arguments included.
     pub fn file(&self) -> &ProposalFile {
         &self.file
     }
@@ -75,7 +92,7 @@ impl<T: Capability> fmt::Debug for Proposal<T> {
 }
 
 /// The version of proposal and approval files.
-pub const PROPOSAL_VERSION: u32 = 1;
+pub const PROPOSAL_VERSION: u32 = 2;
 
 /// A proposal as data: what a human reviews, and what an approval is bound to.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -85,6 +102,14 @@ pub struct ProposalFile {
     pub version: u32,
     /// The tool.
     pub tool: String,
+    /// The tool's full Rust type (`std::any::type_name`: module path and generic arguments, so
+    /// `DropDatabase<Staging>` is not `DropDatabase<Prod>`, nor `staging::Purge` `prod::Purge`).
+    /// Compared for equality only, by a gate built from the same program: the text is not
+    /// stable across compiler versions, so an approval made with one build may be refused by
+    /// another (fail closed).
+    pub tool_type: String,
+    /// The audience the proposer meant it for, if they said (a gate refuses any other).
+    pub audience: Option<String>,
     /// Its provider.
     pub provider: Option<String>,
     /// The tool's descriptor hash when the proposal was made.
@@ -102,12 +127,15 @@ pub struct ProposalFile {
 }
 
 impl ProposalFile {
-    /// Reads a proposal file, checking that its digest matches its arguments.
+    /// Reads a proposal file, checking that its digest matches its arguments. A key written
+    /// twice in any object is refused, with its path.
     pub fn from_json(text: &str) -> Result<ProposalFile, GateError> {
-        let file: ProposalFile = serde_json::from_str(text).map_err(|e| GateError::Malformed {
+        let malformed = |e: serde_json::Error| GateError::Malformed {
             what: "the proposal file".to_owned(),
             why: e.to_string(),
-        })?;
+        };
+        crate::strict::no_duplicate_keys(text).map_err(malformed)?;
+        let file: ProposalFile = serde_json::from_str(text).map_err(malformed)?;
         if file.version != PROPOSAL_VERSION {
             return Err(GateError::Malformed {
                 what: "the proposal file".to_owned(),
@@ -127,8 +155,9 @@ impl ProposalFile {
     }
 }
 
-/// A human's signed approval of one proposal: bound to its arguments' digest, the tool's
-/// descriptor hash, the approver, an expiry and a unique id.
+/// A human's signed approval of one proposal: bound to its arguments' digest, the tool (name,
+/// full type and descriptor hash), the audience (the gate it is for), the approver, when it was
+/// issued and when it expires, and a unique id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Approval {
@@ -136,12 +165,18 @@ pub struct Approval {
     pub id: String,
     /// The tool.
     pub tool: String,
+    /// The tool's full Rust type (see [`ProposalFile::tool_type`]).
+    pub tool_type: String,
+    /// The gate it is for: a [`WriteGate`](crate::WriteGate) for another audience refuses it.
+    pub audience: String,
     /// The tool's descriptor hash.
     pub descriptor_hash: String,
     /// SHA-256 of the approved arguments' canonical JSON.
     pub args_digest: String,
     /// Who approved, as the gate knows them.
     pub approver: String,
+    /// Signed at, in seconds since the Unix epoch.
+    pub issued_at: u64,
     /// Valid until, in seconds since the Unix epoch.
     pub expires_at: u64,
     /// Ed25519 signature (hex) over [`Approval::signed_bytes`].
@@ -149,13 +184,27 @@ pub struct Approval {
 }
 
 impl Approval {
-    /// Signs a proposal file: what `capability approve` does.
+    /// Signs a proposal file for one audience, valid from `issued_at` to `expires_at`: what
+    /// `capability approve` does. Refused when the proposal names another audience.
     pub fn sign(
         proposal: &ProposalFile,
         approver: impl Into<String>,
+        audience: impl Into<String>,
         key: &SecretKey,
+        issued_at: u64,
         expires_at: u64,
     ) -> Result<Approval, GateError> {
+        let audience = audience.into();
+        if let Some(meant) = proposal
+            .audience
+            .as_ref()
+            .filter(|&meant| *meant != audience)
+        {
+            return Err(GateError::OtherAudience {
+                audience: meant.clone(),
+                gate: audience,
+            });
+        }
         let mut id = [0u8; 16];
         getrandom::fill(&mut id).map_err(|e| GateError::Malformed {
             what: "the approval id".to_owned(),
@@ -164,9 +213,12 @@ impl Approval {
         let mut approval = Approval {
             id: capability_rules::hex::encode(&id),
             tool: proposal.tool.clone(),
+            tool_type: proposal.tool_type.clone(),
+            audience,
             descriptor_hash: proposal.descriptor_hash.clone(),
             args_digest: proposal.args_digest.clone(),
             approver: approver.into(),
+            issued_at,
             expires_at,
             signature: String::new(),
         };
@@ -179,12 +231,15 @@ impl Approval {
         let fields = serde_json::json!({
             "id": self.id,
             "tool": self.tool,
+            "tool_type": self.tool_type,
+            "audience": self.audience,
             "descriptor_hash": self.descriptor_hash,
             "args_digest": self.args_digest,
             "approver": self.approver,
+            "issued_at": self.issued_at,
             "expires_at": self.expires_at,
         });
-        let mut bytes = b"capability approval v1\n".to_vec();
+        let mut bytes = b"capability approval v2\n".to_vec();
         bytes.extend_from_slice(capability_core::json::to_canonical_json(&fields).as_bytes());
         bytes
     }
@@ -194,12 +249,14 @@ impl Approval {
         key.verify_hex(&self.signed_bytes(), &self.signature)
     }
 
-    /// Reads an approval file.
+    /// Reads an approval file. A key written twice in any object is refused, with its path.
     pub fn from_json(text: &str) -> Result<Approval, GateError> {
-        serde_json::from_str(text).map_err(|e| GateError::Malformed {
+        let malformed = |e: serde_json::Error| GateError::Malformed {
             what: "the approval file".to_owned(),
             why: e.to_string(),
-        })
+        };
+        crate::strict::no_duplicate_keys(text).map_err(malformed)?;
+        serde_json::from_str(text).map_err(malformed)
     }
 
     /// The approval as pretty JSON.

@@ -73,7 +73,7 @@ impl<A: Agent> AdvisorSession<A> {
     }
 
     /// Proposes a mutating tool's call, for the gate.
-    pub fn propose<T: Capability + serde::Serialize>(
+    pub fn propose<T: Capability + serde::Serialize + serde::de::DeserializeOwned>(
         &self,
         args: T,
         rationale: impl Into<String>,

@@ -1,0 +1,99 @@
+//! Reading proposal and approval files strictly: a key written twice in one object, at any depth,
+//! is refused with its path. serde_json keeps the last of two equal keys without a word, so a
+//! reviewer's tool could show the first while the gate reads the second.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// `Ok` when `text` is JSON with no key repeated in any object; otherwise serde_json's error,
+/// naming the repeated key's path and its line and column.
+pub(crate) fn no_duplicate_keys(text: &str) -> Result<(), serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    Node { path: "$" }.deserialize(&mut deserializer)?;
+    deserializer.end()
+}
+
+/// One JSON value, at this path, read only to check its keys.
+struct Node<'p> {
+    path: &'p str,
+}
+
+impl<'de> DeserializeSeed<'de> for Node<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Node<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut index = 0usize;
+        loop {
+            let path = format!("{}[{index}]", self.path);
+            if seq.next_element_seed(Node { path: &path })?.is_none() {
+                return Ok(());
+            }
+            index += 1;
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = format!("{}.{key}", self.path);
+            if !seen.insert(key) {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate key `{path}`: a key may appear once in an object"
+                )));
+            }
+            map.next_value_seed(Node { path: &path })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::no_duplicate_keys;
+
+    #[test]
+    fn repeated_keys_are_found_at_any_depth() {
+        assert!(no_duplicate_keys(r#"{"a": [1, {"b": 2, "c": {"b": 3}}], "b": null}"#).is_ok());
+        let error = no_duplicate_keys(r#"{"a": [1, {"b": 2, "b": 3}]}"#).expect_err("repeated");
+        assert!(
+            error.to_string().contains("duplicate key `$.a[1].b`"),
+            "{error}"
+        );
+        let error = no_duplicate_keys(r#"{"x": 1, "x": 1}"#).expect_err("repeated");
+        assert!(error.to_string().contains("`$.x`"), "{error}");
+        assert!(no_duplicate_keys("{").is_err());
+        assert!(no_duplicate_keys("{} {}").is_err());
+    }
+}
