@@ -95,16 +95,43 @@ impl Flags {
         idempotent: Option<bool>,
         open_world: Option<bool>,
     ) -> Result<Flags, Violation> {
-        let read_only = read_only.unwrap_or(false);
-        if read_only && destructive == Some(true) {
+        if matches!(read_only, Some(true)) && matches!(destructive, Some(true)) {
             return Err(Violation::ReadOnlyAndDestructive);
         }
-        Ok(Flags {
+        Ok(Flags::defaulted(
             read_only,
-            destructive: destructive.unwrap_or(!read_only),
-            idempotent: idempotent.unwrap_or(false),
-            open_world: open_world.unwrap_or(true),
-        })
+            destructive,
+            idempotent,
+            open_world,
+        ))
+    }
+
+    /// The MCP defaults applied to what was given, the one place they are written: a tool that
+    /// says nothing is not read-only, destructive, not idempotent and open-world; a read-only tool
+    /// is never destructive, whatever `destructive` says (callers that must refuse that
+    /// contradiction use [`Flags::resolve`]). A `const fn`, so manifests of derived tools can be
+    /// resolved at compile time.
+    pub const fn defaulted(
+        read_only: Option<bool>,
+        destructive: Option<bool>,
+        idempotent: Option<bool>,
+        open_world: Option<bool>,
+    ) -> Flags {
+        let read_only = or(read_only, false);
+        Flags {
+            read_only,
+            destructive: !read_only && or(destructive, true),
+            idempotent: or(idempotent, false),
+            open_world: or(open_world, true),
+        }
+    }
+}
+
+/// `value`, or `default` when there is none (`Option::unwrap_or` in a `const fn`).
+const fn or(value: Option<bool>, default: bool) -> bool {
+    match value {
+        Some(value) => value,
+        None => default,
     }
 }
 

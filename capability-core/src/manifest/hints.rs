@@ -217,20 +217,24 @@ impl HintSet<Stated> {
     ///
     /// A believed statement counts as given; an untrusted claim and silence count as absent, and
     /// the MCP defaults fill in what is absent: not read-only, destructive unless read-only, not
-    /// idempotent, open world (the fail-closed reading; `capability_rules::Flags::resolve`
-    /// applies the same defaults to a derived tool's declaration, and a test checks that the two
-    /// agree on every input). For a tool whose effective `read_only` is true, `destructive` is
+    /// idempotent, open world (the fail-closed reading, written once in
+    /// `capability_rules::Flags::defaulted`, which the derive uses too). For a tool whose effective `read_only` is true, `destructive` is
     /// false whatever was stated: a declaration saying both is the derive's and the builder's
     /// error, reported before getting here. A `const fn`, so a derived tool's manifest is
     /// resolved at compile time.
     pub(crate) const fn resolve(self) -> HintSet<Hint> {
-        let read_only = or(believed(self.read_only), false);
-        let destructive = !read_only && or(believed(self.destructive), true);
+        // The defaults live in one place, `capability_rules`, for the derive and the runtime.
+        let flags = Flags::defaulted(
+            believed(self.read_only),
+            believed(self.destructive),
+            believed(self.idempotent),
+            believed(self.open_world),
+        );
         HintSet {
-            read_only: hint(read_only, self.read_only),
-            destructive: hint(destructive, self.destructive),
-            idempotent: hint(or(believed(self.idempotent), false), self.idempotent),
-            open_world: hint(or(believed(self.open_world), true), self.open_world),
+            read_only: hint(flags.read_only, self.read_only),
+            destructive: hint(flags.destructive, self.destructive),
+            idempotent: hint(flags.idempotent, self.idempotent),
+            open_world: hint(flags.open_world, self.open_world),
         }
     }
 }
@@ -239,13 +243,6 @@ const fn believed(stated: Stated) -> Option<bool> {
     match stated {
         Some((value, source)) if source.is_believed() => Some(value),
         _ => None,
-    }
-}
-
-const fn or(value: Option<bool>, default: bool) -> bool {
-    match value {
-        Some(value) => value,
-        None => default,
     }
 }
 
