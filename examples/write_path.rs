@@ -74,10 +74,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let gate = WriteGate::new("prod-eu").approver("alice", key.public_key());
 
     // 1. The analyst reads (read-only tools run directly) and proposes a restart.
-    let session = AdvisorSession::<Analyst>::new().ok_or("Analyst is an advisor")?;
+    let session = AdvisorSession::<Analyst>::new()?;
     let pods = session.run(ListPods {
         namespace: "checkout".into(),
-    });
+    })?;
     println!("1. analyst reads: {pods:?}");
     let proposal = session
         .propose(

@@ -70,7 +70,10 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
     let read_only_impl = read_only.then(|| {
         quote! {
             #[automatically_derived]
-            impl #impl_generics #krate::__private::ReadOnlyTool for #ident #ty_generics #where_clause {}
+            impl #impl_generics #krate::__private::ReadOnlyTool for #ident #ty_generics #where_clause {
+                const READ_ONLY_PROOF: #krate::__private::ReadOnlyProof<Self> =
+                    #krate::__private::ReadOnlyProof::new();
+            }
         }
     });
 
@@ -127,33 +130,69 @@ pub fn tool(tool: &Tool<'_>, checked: &CheckedTool) -> TokenStream {
     }
 }
 
-/// The bound tools' manifest functions, as a `static` array. Each element is also the check of
-/// that tool: an advisor's goes through the advisor gate, an operator's requires a manifest.
+/// The bound tools: one binding impl per tool (the proof that this agent binds it) and the
+/// `static` tool list made from them. An advisor's impl goes through the advisor gate, and its
+/// list is made of proofs only the library creates; an operator's requires a manifest.
 /// Emitted even when the attribute has other errors, so one build reports them all.
 pub fn agent_tools(agent: &Agent<'_>) -> TokenStream {
     let krate = facade(agent.attrs.krate.as_ref());
     let ident = &agent.original.ident;
-    // A generic agent is an error already; checking its tools as an operator's still helps.
-    let advisor = agent.kind == AgentKind::Advisor && agent.original.generics.params.is_empty();
-    let tools = agent.tools();
+    // Impls need a plain type. A generic agent (or a union) is an error already; its tools are
+    // still checked, as an operator's.
+    let plain = agent.original.generics.params.is_empty()
+        && !matches!(agent.original.data, syn::Data::Union(_));
+    let advisor = agent.kind == AgentKind::Advisor && plain;
+    // A path written twice is reported by `check.rs`; emitting its impl twice would add a
+    // second, less helpful error. Two different paths to one tool are left to the compiler:
+    // two impls of one trait for one type conflict.
+    let mut seen = Vec::new();
+    let tools: Vec<_> = agent
+        .tools()
+        .iter()
+        .filter(|tool| {
+            let text = crate::tokens::canonical(quote!(#tool));
+            let new = !seen.contains(&text);
+            seen.push(text);
+            new
+        })
+        .collect();
     let len = tools.len();
-    let elements = tools.iter().map(|tool| {
-        // Spanned at the tool's path, so rustc's error points at the tool inside the attribute.
-        let span = tool.span();
-        if advisor {
-            quote_spanned! {span=>
-                #krate::__private::bind_advisor_tool::<
-                    #tool, #ident, { <#tool as #krate::__private::Capability>::READ_ONLY }
-                >()
+    if advisor {
+        // Spanned at the tool's path, so rustc's errors point at the tool inside the attribute.
+        let impls = tools.iter().map(|tool| {
+            quote_spanned! {tool.span()=>
+                #[automatically_derived]
+                impl #krate::__private::AdvisorBound<#ident> for #tool {
+                    const BINDING: #krate::__private::AdvisorBinding<#tool, #ident> =
+                        #krate::__private::bind_advisor_tool::<
+                            #tool, #ident, { <#tool as #krate::__private::Capability>::READ_ONLY }
+                        >();
+                }
             }
-        } else {
-            quote_spanned! {span=> <#tool as #krate::__private::Capability>::manifest }
+        });
+        let elements = tools.iter().map(|tool| {
+            quote_spanned! {tool.span()=>
+                <#tool as #krate::__private::AdvisorBound<#ident>>::BINDING.tool()
+            }
+        });
+        quote! {
+            #(#impls)*
+            static __CAPABILITY_TOOLS: [#krate::__private::AdvisorTool; #len] = [#(#elements),*];
         }
-    });
-    quote! {
-        static __CAPABILITY_TOOLS: [fn() -> &'static #krate::__private::CapabilityManifest; #len] = [
-            #(#elements),*
-        ];
+    } else {
+        let impls = tools.iter().filter(|_| plain).map(|tool| {
+            quote_spanned! {tool.span()=>
+                #[automatically_derived]
+                impl #krate::__private::OperatorBound<#ident> for #tool {}
+            }
+        });
+        let elements = tools.iter().map(|tool| {
+            quote_spanned! {tool.span()=> #krate::__private::bind_tool::<#tool>() }
+        });
+        quote! {
+            #(#impls)*
+            static __CAPABILITY_TOOLS: [#krate::__private::OperatorTool; #len] = [#(#elements),*];
+        }
     }
 }
 
@@ -163,14 +202,26 @@ pub fn agent(agent: &Agent<'_>, checked: &CheckedAgent) -> TokenStream {
     let ident = &agent.original.ident;
     let name = &checked.name;
     let target = syn::Ident::new(checked.target, proc_macro2::Span::call_site());
-    quote! {
-        static __CAPABILITY_AGENT: #krate::__private::StaticAgent =
-            #krate::__private::StaticAgent::new(
+    let constructor = if agent.kind == AgentKind::Advisor {
+        quote! {
+            #krate::__private::StaticAgent::advisor(
                 #name,
                 #krate::__private::Target::#target,
                 #krate::__private::module_path!(),
                 &__CAPABILITY_TOOLS,
-            );
+            )
+        }
+    } else {
+        quote! {
+            #krate::__private::StaticAgent::operator(
+                #name,
+                #krate::__private::module_path!(),
+                &__CAPABILITY_TOOLS,
+            )
+        }
+    };
+    quote! {
+        static __CAPABILITY_AGENT: #krate::__private::StaticAgent = #constructor;
 
         #[automatically_derived]
         impl #krate::__private::Agent for #ident {

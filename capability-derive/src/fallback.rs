@@ -23,7 +23,10 @@ pub fn tool(tool: &Tool<'_>) -> TokenStream {
     let read_only_impl = read_only.then(|| {
         quote! {
             #[automatically_derived]
-            impl #impl_generics #krate::__private::ReadOnlyTool for #ident #ty_generics #where_clause {}
+            impl #impl_generics #krate::__private::ReadOnlyTool for #ident #ty_generics #where_clause {
+                const READ_ONLY_PROOF: #krate::__private::ReadOnlyProof<Self> =
+                    #krate::__private::ReadOnlyProof::new();
+            }
         }
     });
     quote! {

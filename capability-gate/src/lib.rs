@@ -29,4 +29,4 @@ pub use grant::{
 };
 pub use key::{PublicKey, SecretKey};
 pub use proposal::{Approval, PROPOSAL_VERSION, Proposal, ProposalFile};
-pub use session::{AdvisorSession, Execute, Run};
+pub use session::{AdvisorSession, Execute, Run, SessionError};

@@ -1,6 +1,7 @@
 //! What agents do with tools: an advisor runs read-only tools and proposes the rest; a mutating
 //! tool executes only with an approved proposal.
 
+use capability_core::agent::{AdvisorBound, AdvisorViolation, assert_advisor_only};
 use capability_core::{Agent, Capability, ReadOnlyTool};
 
 use crate::error::GateError;
@@ -41,8 +42,8 @@ pub trait Run: ReadOnlyTool + Sized {
     fn run(self) -> Self::Output;
 }
 
-/// What an advisor agent can do with tools: run read-only ones and propose the rest. It has no
-/// way to execute a mutating tool.
+/// What an advisor agent can do with tools: run the read-only tools it binds and propose the
+/// rest. It has no way to execute a mutating tool.
 ///
 /// ```compile_fail,E0277
 /// # use capability::{advisor_agent, AdvisorSession, Approved, Capability, Execute, Run};
@@ -55,21 +56,72 @@ pub trait Run: ReadOnlyTool + Sized {
 /// let session = AdvisorSession::<Analyst>::new().unwrap();
 /// session.run(RestartPod); // `RestartPod` is not a read-only tool
 /// ```
+///
+/// Nor can it run a read-only tool its attribute does not bind:
+///
+/// ```compile_fail,E0277
+/// # use capability::{advisor_agent, AdvisorSession, Capability, Run};
+/// /// List nodes.
+/// #[derive(Capability)]
+/// #[capability(read_only)]
+/// struct ListNodes;
+/// impl Run for ListNodes { type Output = (); fn run(self) {} }
+/// #[advisor_agent(tools())]
+/// struct Analyst;
+/// let session = AdvisorSession::<Analyst>::new().unwrap();
+/// session.run(ListNodes); // `Analyst` does not bind `ListNodes`
+/// ```
 pub struct AdvisorSession<A: Agent> {
     agent: std::marker::PhantomData<fn() -> A>,
 }
 
+impl<A: Agent> std::fmt::Debug for AdvisorSession<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdvisorSession")
+            .field("agent", &A::spec().name())
+            .finish()
+    }
+}
+
 impl<A: Agent> AdvisorSession<A> {
-    /// A session for advisor `A`; `None` when `A` is not an advisor.
-    pub fn new() -> Option<Self> {
-        A::spec().is_advisor().then_some(AdvisorSession {
+    /// A session for advisor `A`.
+    ///
+    /// Checks the advisor rule again on the manifests `A`'s tools report at run time, so an
+    /// agent whose `impl Agent` is hand-written, or a tool whose hand-written `impl Capability`
+    /// says `READ_ONLY` while its manifest says otherwise, is refused here, before anything runs.
+    pub fn new() -> Result<Self, SessionError> {
+        let spec = A::spec();
+        if !spec.is_advisor() {
+            return Err(SessionError::NotAdvisor {
+                agent: spec.name().to_owned(),
+            });
+        }
+        assert_advisor_only(spec).map_err(SessionError::Violation)?;
+        Ok(AdvisorSession {
             agent: std::marker::PhantomData,
         })
     }
 
-    /// Runs a read-only tool.
-    pub fn run<T: Run>(&self, tool: T) -> T::Output {
-        tool.run()
+    /// Runs a read-only tool that `A` binds.
+    ///
+    /// Refused, without running, when the tool's manifest does not say read-only (a hand-written
+    /// `impl Capability` whose `READ_ONLY` disagrees with its manifest).
+    pub fn run<T>(&self, tool: T) -> Result<T::Output, SessionError>
+    where
+        T: Run + AdvisorBound<A>,
+    {
+        // Evaluating the proofs makes a forged one (made for a mutating tool) a build error.
+        const {
+            let _ = <T as ReadOnlyTool>::READ_ONLY_PROOF;
+            let _ = <T as AdvisorBound<A>>::BINDING;
+        }
+        let manifest = T::manifest();
+        if !manifest.read_only() {
+            return Err(SessionError::NotReadOnly {
+                tool: manifest.qualified_name(),
+            });
+        }
+        Ok(tool.run())
     }
 
     /// Proposes a mutating tool's call, for the gate.
@@ -81,3 +133,39 @@ impl<A: Agent> AdvisorSession<A> {
         Proposal::new(args, A::spec().name(), rationale)
     }
 }
+
+/// Why an advisor session was refused, or a tool was not run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionError {
+    /// The agent is an operator, not an advisor.
+    NotAdvisor {
+        /// The agent.
+        agent: String,
+    },
+    /// The agent's tools, as their manifests report them at run time, break the advisor rule.
+    Violation(AdvisorViolation),
+    /// The tool's `READ_ONLY` says read-only but its manifest does not: it was not run.
+    NotReadOnly {
+        /// The tool, as `provider/name`.
+        tool: String,
+    },
+}
+
+impl std::fmt::Display for SessionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionError::NotAdvisor { agent } => write!(
+                f,
+                "agent `{agent}` is an operator: an advisor session is for advisor agents"
+            ),
+            SessionError::Violation(violation) => violation.fmt(f),
+            SessionError::NotReadOnly { tool } => write!(
+                f,
+                "tool `{tool}` was not run: its type says read-only (`READ_ONLY = true`) but its \
+                 manifest does not"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}

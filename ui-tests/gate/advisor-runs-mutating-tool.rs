@@ -14,7 +14,7 @@ impl Execute for RestartPod {
 struct Analyst;
 
 fn main() {
-    if let Some(session) = AdvisorSession::<Analyst>::new() {
-        session.run(RestartPod);
+    if let Ok(session) = AdvisorSession::<Analyst>::new() {
+        let _ = session.run(RestartPod);
     }
 }

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use crate::agent::{AgentSpec, Target};
+use crate::agent::{AdvisorTool, AgentSpec, OperatorTool, Target};
 use crate::manifest::CapabilityManifest;
 use crate::manifest::data::{Described, ManifestData, Names};
 use crate::manifest::hints::{HintSet, HintSource};
@@ -97,31 +97,61 @@ pub struct StaticAgent {
     name: &'static str,
     target: Target,
     module_path: &'static str,
-    tools: &'static [fn() -> &'static CapabilityManifest],
+    tools: Tools,
     spec: OnceLock<AgentSpec>,
 }
 
+/// An agent's tool list: an advisor's is made of tools proven read-only.
+#[derive(Debug)]
+enum Tools {
+    Advisor(&'static [AdvisorTool]),
+    Operator(&'static [OperatorTool]),
+}
+
 impl StaticAgent {
-    /// Wraps the data; usable in a `static`.
-    pub const fn new(
+    /// An advisor (or, with `Target::Operator`, an operator that binds read-only tools only):
+    /// its tool list is made of [`AdvisorTool`]s, which only `bind_advisor_tool` creates.
+    /// Usable in a `static`.
+    pub const fn advisor(
         name: &'static str,
         target: Target,
         module_path: &'static str,
-        tools: &'static [fn() -> &'static CapabilityManifest],
+        tools: &'static [AdvisorTool],
     ) -> Self {
         StaticAgent {
             name,
             target,
             module_path,
-            tools,
+            tools: Tools::Advisor(tools),
             spec: OnceLock::new(),
         }
     }
 
-    /// The spec, built on first use.
+    /// An operator, which may bind any tool. Usable in a `static`.
+    pub const fn operator(
+        name: &'static str,
+        module_path: &'static str,
+        tools: &'static [OperatorTool],
+    ) -> Self {
+        StaticAgent {
+            name,
+            target: Target::Operator,
+            module_path,
+            tools: Tools::Operator(tools),
+            spec: OnceLock::new(),
+        }
+    }
+
+    /// The spec, built on first use, from the manifests the tools report at run time. For an
+    /// advisor it holds exactly what the tools report, even a manifest that contradicts the
+    /// tool's `READ_ONLY` (a hand-written `impl Capability`): the registry and
+    /// `AdvisorSession::new` check the advisor rule on it and refuse.
     pub fn spec(&'static self) -> &'static AgentSpec {
         self.spec.get_or_init(|| {
-            let tools = self.tools.iter().map(|tool| tool().clone()).collect();
+            let tools = match self.tools {
+                Tools::Advisor(tools) => tools.iter().map(|t| t.manifest().clone()).collect(),
+                Tools::Operator(tools) => tools.iter().map(|t| t.manifest().clone()).collect(),
+            };
             AgentSpec::new(Cow::Borrowed(self.name), self.target, tools)
         })
     }

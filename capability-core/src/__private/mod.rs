@@ -6,14 +6,17 @@
 
 mod derived;
 
-pub use crate::agent::bind_advisor_tool;
+pub use crate::agent::{
+    AdvisorBinding, AdvisorBound, AdvisorTool, OperatorBound, OperatorTool, bind_advisor_tool,
+    bind_tool,
+};
 pub use derived::{AgentEntry, StaticAgent, StaticTool, ToolData, ToolEntry};
 
 // The public names generated code uses, reached through this module so that a user's own item
 // called `Capability` or `Agent` can never capture what the macros mean.
 pub use crate::agent::{Agent, AgentSpec, Target};
 pub use crate::manifest::data::ManifestData;
-pub use crate::manifest::{Capability, CapabilityManifest, HintSet, ReadOnlyTool};
+pub use crate::manifest::{Capability, CapabilityManifest, HintSet, ReadOnlyProof, ReadOnlyTool};
 pub use core::marker::PhantomData;
 pub use core::option::Option;
 pub use core::{concat, module_path, unreachable};

@@ -9,9 +9,9 @@ mod advisor;
 mod bindable;
 
 pub use advisor::{AdvisorViolation, MutatingReason, Offender, assert_advisor_only};
-pub use bindable::AdvisorBindable;
+pub use bindable::{AdvisorBindable, AdvisorBound, OperatorBound};
 #[doc(hidden)]
-pub use bindable::bind_advisor_tool;
+pub use bindable::{AdvisorBinding, AdvisorTool, OperatorTool, bind_advisor_tool, bind_tool};
 
 use crate::manifest::CapabilityManifest;
 

@@ -77,12 +77,50 @@ pub trait Capability {
 ///
 /// give_to_advisor::<RestartPod>();
 /// ```
+///
+/// Only `#[derive(Capability)]` implements it: its constant is a [`ReadOnlyProof`], which only
+/// the library creates, and only for a type whose `READ_ONLY` is `true`. A hand-written
+/// `impl ReadOnlyTool for RestartPod {}` does not compile (the proof is missing), and a proof
+/// made for a mutating tool fails const evaluation wherever the library relies on it.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a read-only tool",
     label = "`{Self}` may mutate state",
     note = "only tools declared `#[capability(read_only)]` are read-only tools"
 )]
-pub trait ReadOnlyTool: Capability {}
+pub trait ReadOnlyTool: Capability {
+    /// The proof that `READ_ONLY` is `true`, made by `#[derive(Capability)]`.
+    #[doc(hidden)]
+    const READ_ONLY_PROOF: ReadOnlyProof<Self>;
+}
+
+/// Proof that tool `T`'s `READ_ONLY` is `true`: the constant of [`ReadOnlyTool`]. It has no
+/// public constructor; `#[derive(Capability)]` makes it through `capability::__private`.
+pub struct ReadOnlyProof<T: ?Sized> {
+    marker: std::marker::PhantomData<fn() -> *const T>,
+}
+
+impl<T: ?Sized + Capability> ReadOnlyProof<T> {
+    /// The proof for `T`; fails const evaluation when `T::READ_ONLY` is `false`. Called by the
+    /// code `#[derive(Capability)]` generates, not by hand.
+    #[doc(hidden)]
+    pub const fn new() -> Self {
+        if !T::READ_ONLY {
+            panic!(
+                "`ReadOnlyTool` implemented for a tool whose `Capability::READ_ONLY` is `false`: \
+                 only `#[derive(Capability)]` with `#[capability(read_only)]` makes a read-only tool"
+            );
+        }
+        ReadOnlyProof {
+            marker: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for ReadOnlyProof<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ReadOnlyProof<{}>", std::any::type_name::<T>())
+    }
+}
 
 /// The frozen description of what a tool does and needs.
 ///
