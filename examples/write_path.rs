@@ -13,7 +13,7 @@
 
 use std::process::ExitCode;
 
-use capability::gate::{Approval, ProposalFile, SecretKey};
+use capability::gate::{Approval, MemoryLedger, ProposalFile, SecretKey};
 use capability::{AdvisorSession, Approved, Capability, Execute, Run, WriteGate, advisor_agent};
 
 /// List the pods of a namespace.
@@ -71,7 +71,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let key = SecretKey::generate()?;
     std::fs::write(dir.join("alice.key"), key.to_text())?;
     // The gate guards one environment: approvals signed for another audience are refused.
-    let gate = WriteGate::new("prod-eu").approver("alice", key.public_key());
+    let gate = WriteGate::new("prod-eu", MemoryLedger::new()).approver("alice", key.public_key());
 
     // 1. The analyst reads (read-only tools run directly) and proposes a restart.
     let session = AdvisorSession::<Analyst>::new()?;
@@ -142,7 +142,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // 6. The same approval at the staging gate: refused, it was signed for prod-eu.
-    let staging = WriteGate::new("staging").approver("alice", key.public_key());
+    let staging =
+        WriteGate::new("staging", MemoryLedger::new()).approver("alice", key.public_key());
     let elsewhere = session.propose(
         RestartPod {
             namespace: "checkout".into(),

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use capability::audit::{AuditedDispatch, Caller, MemorySink, Outcome, Verdict};
 use capability::authz::{Assertions, Authorize, Ceiling, DenyReason, Effect};
-use capability::gate::{Attenuation, AuthorityGrant, Clock, PolicyDecision, Revocations};
+use capability::gate::{
+    Attenuation, AuthorityGrant, Clock, MemoryRevocations, PolicyDecision, RevocationStore,
+};
 use capability::mcp::McpManifest;
 use capability::{CapabilityManifest, Policy, Server};
 use serde_json::json;
@@ -59,7 +61,7 @@ fn attenuation_narrows_and_never_widens() {
 
     let list = tool("k8s", "list_pods", true, false, &["k8s:read"]);
     let restart = tool("k8s", "restart_pod", false, true, &["k8s:write"]);
-    let unrevoked = Revocations::new();
+    let unrevoked = MemoryRevocations::new();
     assert!(root.decide(&restart, NOW, &unrevoked, &none()).allowed);
     assert!(child.decide(&list, NOW, &unrevoked, &none()).allowed);
     let d = child.decide(&restart, NOW, &unrevoked, &none());
@@ -163,14 +165,14 @@ fn revoking_a_grant_revokes_its_descendants() {
     let child = root.attenuate("a", Attenuation::default()).expect("same");
     let grandchild = child.attenuate("b", Attenuation::default()).expect("same");
     let list = tool("k8s", "list_pods", true, false, &["k8s:read"]);
-    let mut revocations = Revocations::new();
+    let revocations = MemoryRevocations::new();
     assert!(grandchild.decide(&list, NOW, &revocations, &none()).allowed);
-    revocations.revoke(child.id());
+    revocations.revoke(child.id()).expect("in memory");
     assert!(
         root.decide(&list, NOW, &revocations, &none()).allowed,
         "the parent is not affected"
     );
-    assert!(revocations.is_revoked(&grandchild));
+    assert_eq!(revocations.is_revoked(&grandchild), Ok(true));
     let d = grandchild.decide(&list, NOW, &revocations, &none());
     assert!(!d.allowed);
     assert_eq!(
@@ -198,7 +200,7 @@ fn revoking_a_grant_revokes_its_descendants() {
 #[test]
 fn decisions_are_values_for_the_audit_trail() {
     let list = tool("k8s", "list_pods", true, false, &["k8s:read"]);
-    let d = root().decide(&list, NOW, &Revocations::new(), &none());
+    let d = root().decide(&list, NOW, &MemoryRevocations::new(), &none());
     let json = serde_json::to_string(&d).expect("serializes");
     let back: PolicyDecision = serde_json::from_str(&json).expect("deserializes");
     assert_eq!(back, d);
@@ -209,7 +211,7 @@ fn decisions_are_values_for_the_audit_trail() {
     let d = grant.decide(
         &tool("k8s", "drop_db", false, true, &["db:write"]),
         NOW,
-        &Revocations::new(),
+        &MemoryRevocations::new(),
         &none(),
     );
     let json = serde_json::to_value(&d).expect("serializes");
@@ -295,14 +297,14 @@ fn property_an_attenuated_grant_never_authorizes_what_its_parent_denies() {
         else {
             continue;
         };
-        let mut revocations = Revocations::new();
+        let revocations = MemoryRevocations::new();
         for depth in 0..4 {
             let Ok(child) = grant.attenuate(format!("agent-{depth}"), random_attenuation(&mut rng))
             else {
                 continue;
             };
             if rng.chance(10) {
-                revocations.revoke(grant.id());
+                revocations.revoke(grant.id()).expect("in memory");
             }
             for _ in 0..20 {
                 let read_only = rng.chance(50);
@@ -386,7 +388,7 @@ fn a_grant_honours_operator_assertions_exactly_as_a_policy_does() {
     let policy = asserted_policy();
     let grant = AuthorityGrant::issue("ops-lead", Ceiling::ReadOnly, ["fs:read"], "*", NOW + 3600)
         .expect("valid");
-    let revocations = Revocations::new();
+    let revocations = MemoryRevocations::new();
     let screenshot = mcp_tool("take_screenshot", &Server::trusted("browser"));
     let reader = mcp_tool("read_text_file", &Server::untrusted("files"));
     assert!(screenshot.read_only() && !reader.read_only(), "as claimed");
@@ -507,7 +509,7 @@ fn property_a_grant_and_a_role_with_the_same_rules_agree_under_assertions() {
         let policy = Policy::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let grant =
             AuthorityGrant::issue("root", ceiling, scopes, pattern, NOW + 3600).expect("valid");
-        let revocations = Revocations::new();
+        let revocations = MemoryRevocations::new();
         for t in &tools {
             let role = policy.decide("r", t);
             let by_grant = grant.decide(t, NOW, &revocations, policy.assertions());
@@ -546,7 +548,7 @@ fn an_audited_dispatch_records_grant_authorized_calls_allowed_and_denied() {
             },
         )
         .expect("narrower");
-    let mut revocations = Revocations::new();
+    let revocations = MemoryRevocations::new();
     let sink = Arc::new(MemorySink::new());
     let dispatch = AuditedDispatch::new(sink.clone()).with_budget(capability::audit::Budget {
         max_calls: 10,
@@ -577,7 +579,7 @@ fn an_audited_dispatch_records_grant_authorized_calls_allowed_and_denied() {
     assert_eq!(ran, 1, "the denied call did not run");
     assert_eq!(denial.role(), format!("grant:{}", child.id()));
 
-    revocations.revoke(grant.id());
+    revocations.revoke(grant.id()).expect("in memory");
     let ctx = child.context("session-9", &revocations, &clock, policy.assertions());
     let out: Outcome<u32, String> = dispatch.call(&ctx, caller, &list, &json!({}), || {
         ran += 1;
@@ -619,7 +621,7 @@ fn an_audited_dispatch_records_grant_authorized_calls_allowed_and_denied() {
 #[test]
 fn a_grant_context_reads_its_clock_at_each_decision() {
     let grant = root();
-    let revocations = Revocations::new();
+    let revocations = MemoryRevocations::new();
     let list = tool("k8s", "list_pods", true, false, &["k8s:read"]);
     let before = At(NOW + 3599);
     let after = At(NOW + 3600);

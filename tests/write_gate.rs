@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use capability::gate::{
-    Approval, CLOCK_TOLERANCE_SECS, Check, Clock, GateError, MAX_VALIDITY_SECS, ProposalFile,
-    PublicKey, SecretKey,
+    Approval, CLOCK_TOLERANCE_SECS, Check, Clock, GateError, MAX_VALIDITY_SECS, MemoryLedger,
+    ProposalFile, PublicKey, SecretKey,
 };
 use capability::{Approved, Capability, CapabilityManifest, Execute, Proposal, WriteGate};
 use serde_json::Value;
@@ -64,7 +64,7 @@ struct Setup {
 fn setup() -> Setup {
     let key = SecretKey::generate().expect("randomness");
     let clock = TestClock(Arc::new(AtomicU64::new(NOW)));
-    let gate = WriteGate::new(AUDIENCE)
+    let gate = WriteGate::new(AUDIENCE, MemoryLedger::new())
         .approver("alice", key.public_key())
         .clock(clock.clone());
     Setup { gate, key, clock }
@@ -240,7 +240,7 @@ impl Check for DryRun {
 #[test]
 fn validation_and_preflight_must_pass_first() {
     let key = SecretKey::generate().expect("key");
-    let gate = WriteGate::new(AUDIENCE)
+    let gate = WriteGate::new(AUDIENCE, MemoryLedger::new())
         .approver("alice", key.public_key())
         .clock(TestClock(Arc::new(AtomicU64::new(NOW))))
         .validator(MaxReplicas(10))
@@ -800,7 +800,7 @@ impl Check for Counting {
 fn no_validator_or_preflight_runs_before_the_approval_is_genuine() {
     let s = setup();
     let runs = Counting::default();
-    let gate = WriteGate::new(AUDIENCE)
+    let gate = WriteGate::new(AUDIENCE, MemoryLedger::new())
         .approver("alice", s.key.public_key())
         .clock(s.clock.clone())
         .validator(runs.clone())
@@ -877,7 +877,7 @@ fn approvals_valid_longer_than_the_gates_maximum_are_refused() {
             max: MAX_VALIDITY_SECS
         }
     );
-    let strict = WriteGate::new(AUDIENCE)
+    let strict = WriteGate::new(AUDIENCE, MemoryLedger::new())
         .approver("alice", s.key.public_key())
         .clock(s.clock.clone())
         .max_validity(300);

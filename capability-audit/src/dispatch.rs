@@ -197,12 +197,14 @@ impl AuditedDispatch {
         let mut redacted = input.clone();
         (self.redactor)(tool, key, &mut redacted);
         let mut record = AuditRecord {
+            writer: String::new(),
             seq: 0,
             time: utc_now(),
             agent: caller.agent.to_owned(),
             role: ctx.principal().to_owned(),
             session: ctx.session().to_owned(),
             step: caller.step.map(str::to_owned),
+            incident_id: None,
             provider: tool.provider().map(str::to_owned),
             tool: tool.name().to_owned(),
             descriptor_hash: tool.descriptor_hash().to_owned(),

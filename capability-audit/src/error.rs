@@ -21,6 +21,13 @@ pub enum AuditError {
         /// Where it broke.
         problem: TrailProblem,
     },
+    /// A database sink could not be reached or refused a write.
+    Store {
+        /// Which store (`sqlite:/path`, `postgres://host/db` without credentials).
+        store: String,
+        /// What went wrong.
+        message: String,
+    },
     /// The sink has no digest key (none configured, and no randomness for one): no record can
     /// be made without exposing the values the key protects.
     DigestKey(KeyError),
@@ -37,6 +44,9 @@ impl fmt::Display for AuditError {
                 "the audit trail {path} is broken ({problem}); verify it with `capability audit \
                  verify` and start a new file"
             ),
+            AuditError::Store { store, message } => {
+                write!(f, "cannot write the audit trail in {store}: {message}")
+            }
             AuditError::DigestKey(error) => {
                 write!(f, "the audit trail has no digest key: {error}")
             }

@@ -11,6 +11,7 @@
 //! - [`record`]: the record and its hash chain.
 //! - [`sink`]: the `AuditSink` seam and the in-memory sink; [`jsonl`]: the JSON Lines file sink;
 //!   [`verify`]: reading and verifying a JSON Lines trail.
+//! - [`checkpoint`]: signed checkpoints and [`verify_chains`], per-writer chains.
 //! - [`dispatch`]: `AuditedDispatch`; [`budget`]: budgets and degrade.
 //! - [`redact`]: sensitive fields; [`key`]: the secret key of the trail's digests;
 //!   [`trace`]: records as `tracing` events; [`time`]: timestamps.
@@ -18,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod budget;
+pub mod checkpoint;
 pub mod dispatch;
 pub mod error;
 pub mod jsonl;
@@ -30,6 +32,10 @@ pub mod trace;
 pub mod verify;
 
 pub use budget::{Budget, DegradeReason, OnAuditFailure, Outcome};
+pub use checkpoint::{
+    ChainProblem, ChainsReport, Checkpoint, CheckpointEvery, CheckpointSchedule, CheckpointSigner,
+    CheckpointVerifier, WriterReport, verify_chains,
+};
 pub use dispatch::{AuditedDispatch, Caller, Redactor};
 pub use error::AuditError;
 pub use jsonl::{FlushPolicy, JsonlSink};

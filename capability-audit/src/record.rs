@@ -24,7 +24,12 @@ pub enum Verdict {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditRecord {
-    /// Position in the trail, from 1.
+    /// The writer whose chain this record is in (a process, a replica): each writer numbers and
+    /// chains its own records. Empty for a single-writer trail (a JSON Lines file), and then
+    /// not written, so trails written before writers existed verify unchanged.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub writer: String,
+    /// Position in the writer's chain, from 1.
     pub seq: u64,
     /// When the call was decided, UTC, RFC 3339 with milliseconds.
     pub time: String,
@@ -34,8 +39,12 @@ pub struct AuditRecord {
     pub role: String,
     /// The session.
     pub session: String,
-    /// The workflow step, if the caller names one.
+    /// The workflow step (the flywheel node), if the caller names one.
     pub step: Option<String>,
+    /// The incident the call is part of (`INC-2026-0042`), if the caller names one; at most 64
+    /// characters. Not written when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident_id: Option<String>,
     /// The tool's provider.
     pub provider: Option<String>,
     /// The tool.

@@ -17,6 +17,13 @@ pub trait AuditSink: Send + Sync {
         Ok(())
     }
 
+    /// Stops the sink: writes what is pending and, for a sink that signs checkpoints, a final
+    /// checkpoint. Records appended afterwards are refused. Called on shutdown; a sink also
+    /// closes itself when dropped, as far as it can.
+    fn close(&self) -> Result<(), AuditError> {
+        Ok(())
+    }
+
     /// Drops the records that could not be written and returns how many; the trail goes on
     /// from the last record written, so it stays valid (with those records missing).
     fn discard_pending(&self) -> u64 {

@@ -674,7 +674,8 @@ fn keygen_then_approve_a_proposal_the_gate_accepts() {
         &std::fs::read_to_string(dir.join("approval.json")).expect("approval"),
     )
     .expect("an approval");
-    let gate = capability::WriteGate::new("prod-eu").approver("alice", public);
+    let gate = capability::WriteGate::new("prod-eu", capability::gate::MemoryLedger::new())
+        .approver("alice", public);
     let approved = gate
         .approve(proposal, Some(&approval))
         .expect("the gate accepts it");

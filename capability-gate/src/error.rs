@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::ledger::StoreError;
+
 /// Why the gate refused, or a file could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GateError {
@@ -68,6 +70,8 @@ pub enum GateError {
     },
     /// The approval was used already.
     Replay(String),
+    /// The approval ledger could not be reached: the approval is refused and not used up.
+    LedgerUnavailable(StoreError),
     /// The clock stepped back further than the tolerance: time checks cannot be trusted.
     ClockWentBack {
         /// Now.
@@ -150,6 +154,11 @@ impl fmt::Display for GateError {
             GateError::Replay(id) => {
                 write!(f, "not approved: approval {id} was used already (replay)")
             }
+            GateError::LedgerUnavailable(error) => write!(
+                f,
+                "not approved: the approval ledger cannot be reached, so a replay cannot be \
+                 ruled out ({error}); the approval was not used up"
+            ),
             GateError::ClockWentBack { now, latest } => write!(
                 f,
                 "not approved: the clock went back from {latest} to {now}; time checks cannot \

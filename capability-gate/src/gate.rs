@@ -1,8 +1,8 @@
 //! The write gate: the only way from a proposal to a mutation.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use capability_core::{Capability, CapabilityManifest};
 use serde::de::DeserializeOwned;
@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 use crate::error::GateError;
 use crate::key::PublicKey;
+use crate::ledger::{ApprovalLedger, Consumed};
 use crate::proposal::{Approval, Proposal, ProposalFile, digest};
 
 /// A proposal the gate approved: the only thing [`Execute::execute`](crate::Execute::execute) accepts.
@@ -85,7 +86,7 @@ pub struct WriteGate {
     preflights: Vec<Box<dyn Check>>,
     clock: Box<dyn Clock>,
     max_validity: u64,
-    used: Mutex<HashSet<String>>,
+    ledger: Arc<dyn ApprovalLedger>,
     latest: Mutex<u64>,
 }
 
@@ -99,6 +100,7 @@ impl fmt::Debug for WriteGate {
             .field("validators", &self.validators.len())
             .field("preflights", &self.preflights.len())
             .field("max_validity", &self.max_validity)
+            .field("ledger", &self.ledger)
             .finish_non_exhaustive()
     }
 }
@@ -109,9 +111,15 @@ pub const MAX_VALIDITY_SECS: u64 = 24 * 60 * 60;
 
 impl WriteGate {
     /// A gate for one audience (the environment it guards, e.g. `prod-eu`; `capability approve
-    /// --audience` names it), with no approvers (it approves nothing until one is added), the
-    /// system clock and a maximum validity of [`MAX_VALIDITY_SECS`].
-    pub fn new(audience: impl Into<String>) -> Self {
+    /// --audience` names it) that records used approvals in `ledger`, with no approvers (it
+    /// approves nothing until one is added), the system clock and a maximum validity of
+    /// [`MAX_VALIDITY_SECS`].
+    ///
+    /// The ledger is what makes an approval run once: every gate of one audience, in every
+    /// process, must share it (a SQLite or PostgreSQL ledger from `capability_store`). A
+    /// [`MemoryLedger`](crate::MemoryLedger) holds within this process only, and is named for
+    /// it, so a gate without a shared ledger is never built by accident.
+    pub fn new(audience: impl Into<String>, ledger: impl ApprovalLedger + 'static) -> Self {
         WriteGate {
             audience: audience.into(),
             approvers: HashMap::new(),
@@ -119,7 +127,7 @@ impl WriteGate {
             preflights: Vec::new(),
             clock: Box::new(SystemClock),
             max_validity: MAX_VALIDITY_SECS,
-            used: Mutex::new(HashSet::new()),
+            ledger: Arc::new(ledger),
             latest: Mutex::new(0),
         }
     }
@@ -231,11 +239,12 @@ impl WriteGate {
                 }
             }
         }
-        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
-        if !used.insert(approval.id.clone()) {
-            return Err(GateError::Replay(approval.id.clone()));
+        // Last: an approval refused for any other reason is not used up.
+        match self.ledger.consume(&approval.id, approval.expires_at) {
+            Ok(Consumed::First) => Ok((args, approval)),
+            Ok(Consumed::Again) => Err(GateError::Replay(approval.id.clone())),
+            Err(error) => Err(GateError::LedgerUnavailable(error)),
         }
-        Ok((args, approval))
     }
 
     /// The approval, if it is a known approver's, strictly signed, and for exactly this gate,

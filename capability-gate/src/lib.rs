@@ -17,6 +17,7 @@ mod error;
 mod gate;
 mod grant;
 mod key;
+mod ledger;
 mod proposal;
 mod session;
 mod strict;
@@ -25,8 +26,10 @@ pub use clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 pub use error::GateError;
 pub use gate::{Approved, Check, MAX_VALIDITY_SECS, Rejected, WriteGate};
 pub use grant::{
-    Attenuation, AuthorityGrant, GrantContext, GrantError, PolicyDecision, Revocations,
+    Attenuation, AuthorityGrant, GrantContext, GrantError, MemoryRevocations, PolicyDecision,
+    RevocationStore,
 };
 pub use key::{PublicKey, SecretKey};
+pub use ledger::{ApprovalLedger, Consumed, MemoryLedger, StoreError};
 pub use proposal::{Approval, PROPOSAL_VERSION, Proposal, ProposalFile};
 pub use session::{AdvisorSession, Execute, Run, SessionError};

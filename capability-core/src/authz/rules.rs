@@ -120,6 +120,12 @@ pub enum DenyReason {
         /// The revoked grant's id.
         grant: String,
     },
+    /// Whether a grant of the chain is revoked cannot be known: the revocation store could not
+    /// be reached, so no grant is believed.
+    RevocationsUnavailable {
+        /// What went wrong.
+        error: String,
+    },
     /// An authority grant, or one it was attenuated from, has expired.
     Expired {
         /// The expired grant's id.
@@ -171,6 +177,10 @@ impl DenyReason {
                 write!(f, "missing scopes {}", scopes.join(", "))
             }
             DenyReason::Revoked { grant } => write!(f, "grant {grant} is revoked"),
+            DenyReason::RevocationsUnavailable { error } => write!(
+                f,
+                "revocations cannot be checked, so no grant is believed: {error}"
+            ),
             DenyReason::Expired { grant, at } => write!(f, "grant {grant} expired at {at}"),
             DenyReason::Grant { grant, because } => {
                 write!(f, "grant {grant}: ")?;

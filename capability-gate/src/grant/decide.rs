@@ -9,7 +9,7 @@ use capability_core::authz::{Assertions, Authorize, Decision, DenyReason, Policy
 use capability_core::manifest::CapabilityManifest;
 use serde::{Deserialize, Serialize};
 
-use super::{AuthorityGrant, Revocations};
+use super::{AuthorityGrant, RevocationStore};
 use crate::clock::Clock;
 
 impl AuthorityGrant {
@@ -19,7 +19,7 @@ impl AuthorityGrant {
         &self,
         tool: &CapabilityManifest,
         now: u64,
-        revocations: &Revocations,
+        revocations: &dyn RevocationStore,
         assertions: &Assertions,
     ) -> PolicyDecision {
         let decision = self.decision(tool, now, revocations, assertions);
@@ -45,17 +45,20 @@ impl AuthorityGrant {
         &self,
         tool: &CapabilityManifest,
         now: u64,
-        revocations: &Revocations,
+        revocations: &dyn RevocationStore,
         assertions: &Assertions,
     ) -> Decision {
-        let mut reasons: Vec<DenyReason> = self
-            .chain
-            .iter()
-            .filter(|c| revocations.revoked.contains(&c.id))
-            .map(|c| DenyReason::Revoked {
-                grant: c.id.clone(),
-            })
-            .collect();
+        let ids: Vec<&str> = self.chain.iter().map(|c| c.id.as_str()).collect();
+        let mut reasons: Vec<DenyReason> = match revocations.revoked_among(&ids) {
+            Ok(revoked) => revoked
+                .into_iter()
+                .map(|grant| DenyReason::Revoked { grant })
+                .collect(),
+            // Fail-closed: a grant whose revocation cannot be checked is not believed.
+            Err(error) => vec![DenyReason::RevocationsUnavailable {
+                error: error.to_string(),
+            }],
+        };
         for c in &self.chain {
             if now >= c.expires_at {
                 reasons.push(DenyReason::Expired {
@@ -82,13 +85,13 @@ impl AuthorityGrant {
     /// ```
     /// use capability::audit::{AuditedDispatch, Caller, MemorySink, Outcome, Verdict};
     /// use capability::authz::{Assertions, Ceiling};
-    /// use capability::gate::{AuthorityGrant, Revocations, SystemClock};
+    /// use capability::gate::{AuthorityGrant, MemoryRevocations, SystemClock};
     /// use capability::CapabilityManifest;
     /// use serde_json::json;
     /// use std::sync::Arc;
     ///
     /// let grant = AuthorityGrant::issue("ops-lead", Ceiling::ReadOnly, ["k8s:read"], "k8s/*", u64::MAX)?;
-    /// let revocations = Revocations::new();
+    /// let revocations = MemoryRevocations::new();
     /// let none = Assertions::none();
     /// let ctx = grant.context("session-1", &revocations, &SystemClock, &none);
     /// assert_eq!(ctx.principal(), format!("grant:{}", grant.id()));
@@ -106,7 +109,7 @@ impl AuthorityGrant {
     pub fn context<'a>(
         &'a self,
         session: impl Into<String>,
-        revocations: &'a Revocations,
+        revocations: &'a dyn RevocationStore,
         clock: &'a dyn Clock,
         assertions: &'a Assertions,
     ) -> GrantContext<'a> {
@@ -130,13 +133,14 @@ impl AuthorityGrant {
 /// the call is recorded beside it, from the dispatch's caller.
 ///
 /// Its decisions depend on the clock: a grant that expires between listing and calling is
-/// denied at the call. The revocation set is borrowed, so it cannot change while the context
-/// is in use; make a new context after revoking.
+/// denied at the call. Every decision asks the revocation store, so a grant revoked while the
+/// context is in use (by this process or, with a shared store, by another) is denied at its
+/// next call.
 pub struct GrantContext<'a> {
     grant: &'a AuthorityGrant,
     principal: String,
     session: String,
-    revocations: &'a Revocations,
+    revocations: &'a dyn RevocationStore,
     clock: &'a dyn Clock,
     assertions: &'a Assertions,
 }

@@ -7,6 +7,8 @@ use std::fmt;
 use capability_core::authz::{Ceiling, Pattern as ToolPattern, Rules};
 use serde::{Serialize, Serializer};
 
+use crate::ledger::StoreError;
+
 mod decide;
 
 pub use decide::{GrantContext, PolicyDecision};
@@ -80,7 +82,7 @@ impl Serialize for Constraint {
 ///
 /// A holder can [`attenuate`](Self::attenuate) it into a narrower grant for a sub-agent; the
 /// narrower grant is checked against every grant it comes from, so it never authorizes what
-/// its parent denies. Revoking a grant ([`Revocations::revoke`]) revokes everything attenuated
+/// its parent denies. Revoking a grant ([`RevocationStore::revoke`]) revokes everything attenuated
 /// from it. Grants are held in the process that issued them: they serialize (for the audit
 /// trail) but do not deserialize.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -224,27 +226,70 @@ fn new_id() -> Result<String, GrantError> {
     Ok(capability_rules::hex::encode(&bytes))
 }
 
-/// Revoked grant ids. Revoking a grant revokes everything attenuated from it, since every
-/// decision checks the whole chain.
-#[derive(Clone, Debug, Default)]
-pub struct Revocations {
-    revoked: HashSet<String>,
-}
-
-impl Revocations {
-    /// No revocations.
-    pub fn new() -> Self {
-        Revocations::default()
-    }
-
+/// Where revocations live, shared by every process that decides with the same grants.
+///
+/// Revoking a grant revokes everything attenuated from it, since every decision checks the
+/// whole chain. An error means the store could not be reached: the decision is then a denial
+/// ([`DenyReason::RevocationsUnavailable`](capability_core::authz::DenyReason)), never a grant
+/// believed. The SQLite and PostgreSQL stores of `capability-store` are shared between
+/// processes; [`MemoryRevocations`] holds within one process.
+pub trait RevocationStore: Send + Sync + fmt::Debug {
     /// Revokes a grant, and with it every grant attenuated from it.
-    pub fn revoke(&mut self, id: impl Into<String>) {
-        self.revoked.insert(id.into());
-    }
+    fn revoke(&self, grant_id: &str) -> Result<(), StoreError>;
+
+    /// The ids among `grant_ids` that are revoked, in the order given.
+    fn revoked_among(&self, grant_ids: &[&str]) -> Result<Vec<String>, StoreError>;
 
     /// Whether a grant, or one it comes from, is revoked.
-    pub fn is_revoked(&self, grant: &AuthorityGrant) -> bool {
-        grant.chain.iter().any(|c| self.revoked.contains(&c.id))
+    fn is_revoked(&self, grant: &AuthorityGrant) -> Result<bool, StoreError> {
+        let ids: Vec<&str> = grant.chain.iter().map(|c| c.id.as_str()).collect();
+        Ok(!self.revoked_among(&ids)?.is_empty())
+    }
+}
+
+impl<R: RevocationStore + ?Sized> RevocationStore for std::sync::Arc<R> {
+    fn revoke(&self, grant_id: &str) -> Result<(), StoreError> {
+        (**self).revoke(grant_id)
+    }
+
+    fn revoked_among(&self, grant_ids: &[&str]) -> Result<Vec<String>, StoreError> {
+        (**self).revoked_among(grant_ids)
+    }
+}
+
+/// Revoked grant ids in this process's memory: for tests and single-process programs. Another
+/// process does not see them: use a shared store (`capability_store`) for a fleet.
+#[derive(Debug, Default)]
+pub struct MemoryRevocations {
+    revoked: std::sync::Mutex<HashSet<String>>,
+}
+
+impl MemoryRevocations {
+    /// No revocations.
+    pub fn new() -> Self {
+        MemoryRevocations::default()
+    }
+
+    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.revoked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl RevocationStore for MemoryRevocations {
+    fn revoke(&self, grant_id: &str) -> Result<(), StoreError> {
+        self.set().insert(grant_id.to_owned());
+        Ok(())
+    }
+
+    fn revoked_among(&self, grant_ids: &[&str]) -> Result<Vec<String>, StoreError> {
+        let set = self.set();
+        Ok(grant_ids
+            .iter()
+            .filter(|id| set.contains(**id))
+            .map(|id| (*id).to_owned())
+            .collect())
     }
 }
 

@@ -1,0 +1,154 @@
+//! Durable shared state of `capability`: the approval ledger, the revocation store and the audit
+//! trail, in a database every process of a deployment shares.
+//!
+//! - **SQLite** (feature `sqlite`, on by default): one file, no server, SQLite compiled in.
+//! - **PostgreSQL** (feature `postgres`): for fleets; the audit goes into the tables of ADR-105,
+//!   `mcp_audit_log` and `mcp_daily_stats`, next to the platform's other data.
+//!
+//! [`open`] takes what a user types: a path is a SQLite database, `postgres://...` (or
+//! `postgresql://...`) is PostgreSQL. Both apply the same schema ([`migrate`](Store::migrate),
+//! `capability db migrate <url>`), and refuse a database at a newer schema version.
+//!
+//! A store that cannot be reached means refusal: no approval consumed, no grant believed, no
+//! call run.
+
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use capability_audit::{AuditError, AuditSink, Checkpoint, CheckpointEvery, CheckpointSigner};
+use capability_audit::{AuditRecord, DigestKey};
+use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
+use serde::Serialize;
+
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+/// The schema version this build writes and reads. A database at a newer version is refused.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A database holding the shared state: a SQLite file or a PostgreSQL database.
+pub trait Store: Send + Sync {
+    /// Where it is, for messages: `sqlite:/path` or `postgres://host:port/db` (no password).
+    fn describe(&self) -> String;
+
+    /// Applies the migrations this build ships, in order, and returns the schema version. A
+    /// database at a newer version than [`SCHEMA_VERSION`] is refused, and nothing is changed.
+    fn migrate(&self) -> Result<u32, StoreError>;
+
+    /// The approval ledger, shared with every process using this database.
+    fn ledger(&self) -> Arc<dyn ApprovalLedger>;
+
+    /// The revocation store, shared with every process using this database.
+    fn revocations(&self) -> Arc<dyn RevocationStore>;
+
+    /// An audit sink appending to `mcp_audit_log` as one writer (its own chain).
+    fn audit_sink(&self, options: SinkOptions) -> Result<Arc<dyn AuditSink>, AuditError>;
+
+    /// Every record and checkpoint, for verification.
+    fn read_trail(&self) -> Result<Trail, StoreError>;
+
+    /// `mcp_daily_stats`, sorted by day, role, provider and tool.
+    fn daily_stats(&self) -> Result<Vec<DailyStats>, StoreError>;
+}
+
+/// Opens the store `target` names: a path is SQLite, `postgres://...` is PostgreSQL. It is not
+/// migrated: call [`Store::migrate`] (or `capability db migrate`) first.
+pub fn open(target: &str) -> Result<Box<dyn Store>, StoreError> {
+    if target.starts_with("postgres://") || target.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
+        {
+            return Ok(Box::new(postgres::PgStore::connect(target)?));
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            return Err(StoreError::new(
+                redact_url(target),
+                "this build has no PostgreSQL support (the `postgres` feature of capability-store)",
+            ));
+        }
+    }
+    #[cfg(feature = "sqlite")]
+    {
+        Ok(Box::new(sqlite::SqliteStore::open(target)?))
+    }
+    #[cfg(not(feature = "sqlite"))]
+    {
+        Err(StoreError::new(
+            target,
+            "this build has no SQLite support (the `sqlite` feature of capability-store)",
+        ))
+    }
+}
+
+/// A PostgreSQL URL without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            let user = credentials.split(':').next().unwrap_or_default();
+            format!("{}{}@{}", &url[..scheme + 3], user, &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// How an audit sink writes.
+pub struct SinkOptions {
+    /// This writer's id: each writer keeps its own chain (writer, seq). Two live writers must
+    /// not share one id.
+    pub writer: String,
+    /// The key of the records' keyed digests; a random one of this sink when `None`.
+    pub digest_key: Option<DigestKey>,
+    /// Signs checkpoints, at these intervals and when the sink is closed.
+    pub checkpoints: Option<(Arc<dyn CheckpointSigner>, CheckpointEvery)>,
+}
+
+impl SinkOptions {
+    /// Options for writer `writer`, with a random digest key and no checkpoints.
+    pub fn writer(writer: impl Into<String>) -> Self {
+        SinkOptions {
+            writer: writer.into(),
+            digest_key: None,
+            checkpoints: None,
+        }
+    }
+}
+
+/// Everything in a store's audit tables.
+#[derive(Clone, Debug, Default)]
+pub struct Trail {
+    /// The records, by writer and seq.
+    pub records: Vec<AuditRecord>,
+    /// The checkpoints, by writer and seq.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// One row of `mcp_daily_stats`: the calls of one day (UTC), role, provider and tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DailyStats {
+    /// The day, `YYYY-MM-DD`.
+    pub day: String,
+    /// The role (`agent_role`).
+    pub role: String,
+    /// The tool's provider (empty when it has none).
+    pub provider: String,
+    /// The tool.
+    pub tool: String,
+    /// Every call.
+    pub calls: u64,
+    /// Calls allowed (and run).
+    pub allowed: u64,
+    /// Calls denied.
+    pub denied: u64,
+    /// Calls that ran and failed (or were aborted).
+    pub errors: u64,
+    /// Calls degraded.
+    pub degraded: u64,
+    /// The median latency of the calls that ran, in microseconds.
+    pub p50_latency_us: Option<u64>,
+    /// The 95th percentile latency of the calls that ran, in microseconds.
+    pub p95_latency_us: Option<u64>,
+}
