@@ -643,3 +643,40 @@ fn a_grant_context_reads_its_clock_at_each_decision() {
     assert_eq!(ctx.session(), "s");
     assert_eq!(Authorize::principal(&ctx), format!("grant:{}", grant.id()));
 }
+
+/// A revocation store that cannot be reached.
+#[derive(Debug)]
+struct Unreachable;
+
+impl RevocationStore for Unreachable {
+    fn revoke(&self, _: &str) -> Result<(), capability::gate::StoreError> {
+        Err(capability::gate::StoreError::new(
+            "test",
+            "connection refused",
+        ))
+    }
+
+    fn revoked_among(&self, _: &[&str]) -> Result<Vec<String>, capability::gate::StoreError> {
+        Err(capability::gate::StoreError::new(
+            "test",
+            "connection refused",
+        ))
+    }
+}
+
+#[test]
+fn a_grant_whose_revocations_cannot_be_checked_is_not_believed() {
+    let list = tool("k8s", "list_pods", true, false, &["k8s:read"]);
+    let d = root().decide(&list, NOW, &Unreachable, &none());
+    assert!(!d.allowed);
+    assert!(
+        matches!(&d.reasons[..], [DenyReason::RevocationsUnavailable { error }] if error.contains("connection refused")),
+        "{:?}",
+        d.reasons
+    );
+    assert!(d.reasons[0].to_string().contains("no grant is believed"));
+    assert!(
+        Unreachable.revoke("g").is_err(),
+        "a failed revocation is reported"
+    );
+}

@@ -893,3 +893,77 @@ fn approvals_valid_longer_than_the_gates_maximum_are_refused() {
     );
     assert!(error.to_string().contains("maximum of 300 s"), "{error}");
 }
+
+/// A ledger that cannot be reached until it is repaired, then an in-memory one.
+#[derive(Debug, Default)]
+struct FlakyLedger {
+    down: std::sync::atomic::AtomicBool,
+    inner: MemoryLedger,
+}
+
+impl capability::gate::ApprovalLedger for FlakyLedger {
+    fn consume(
+        &self,
+        approval_id: &str,
+        expires_at: u64,
+    ) -> Result<capability::gate::Consumed, capability::gate::StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(capability::gate::StoreError::new(
+                "test",
+                "connection refused",
+            ));
+        }
+        self.inner.consume(approval_id, expires_at)
+    }
+}
+
+#[test]
+fn an_unreachable_ledger_refuses_and_does_not_use_the_approval_up() {
+    let key = SecretKey::generate().expect("randomness");
+    let clock = TestClock(Arc::new(AtomicU64::new(NOW)));
+    let ledger = Arc::new(FlakyLedger::default());
+    ledger.down.store(true, Ordering::SeqCst);
+    let gate = WriteGate::new(AUDIENCE, ledger.clone())
+        .approver("alice", key.public_key())
+        .clock(clock);
+    let p = proposal("api-0");
+    let approval = sign_file(p.file(), &key, NOW + 600);
+    let rejected = gate.approve(p, Some(&approval)).expect_err("ledger down");
+    assert!(
+        matches!(&rejected.error, GateError::LedgerUnavailable(e) if e.message == "connection refused"),
+        "{:?}",
+        rejected.error
+    );
+    assert!(
+        rejected.error.to_string().contains("not used up"),
+        "{}",
+        rejected.error
+    );
+    // Once the ledger is back, the same approval runs, once.
+    ledger.down.store(false, Ordering::SeqCst);
+    let approved = gate
+        .approve(*rejected.proposal, Some(&approval))
+        .expect("approved once the ledger answers");
+    assert_eq!(RestartPod::execute(approved), "restarted checkout/api-0");
+    let again = gate.approve(proposal("api-0"), Some(&approval));
+    assert_eq!(refusal(again), GateError::Replay(approval.id.clone()));
+}
+
+#[test]
+fn two_gates_sharing_a_ledger_run_an_approval_once() {
+    let key = SecretKey::generate().expect("randomness");
+    let ledger = Arc::new(MemoryLedger::new());
+    let gate = |ledger: Arc<MemoryLedger>| {
+        WriteGate::new(AUDIENCE, ledger)
+            .approver("alice", key.public_key())
+            .clock(TestClock(Arc::new(AtomicU64::new(NOW))))
+    };
+    let (first, second) = (gate(ledger.clone()), gate(ledger));
+    let p = proposal("api-0");
+    let approval = sign_file(p.file(), &key, NOW + 600);
+    assert!(first.approve(p, Some(&approval)).is_ok());
+    assert_eq!(
+        refusal(second.approve(proposal("api-0"), Some(&approval))),
+        GateError::Replay(approval.id.clone())
+    );
+}
