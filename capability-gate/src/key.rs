@@ -128,6 +128,28 @@ impl fmt::Debug for PublicKey {
     }
 }
 
+/// An approver's key also signs audit checkpoints (`capability_audit::Checkpoint`).
+impl capability_audit::CheckpointSigner for SecretKey {
+    fn public_key_hex(&self) -> String {
+        self.public_key().to_string()
+    }
+
+    fn sign_checkpoint(&self, message: &[u8]) -> String {
+        self.sign_hex(message)
+    }
+}
+
+/// Verifies audit checkpoints strictly, as approvals.
+impl capability_audit::CheckpointVerifier for PublicKey {
+    fn public_key_hex(&self) -> String {
+        self.to_string()
+    }
+
+    fn verify_checkpoint(&self, message: &[u8], signature: &str) -> bool {
+        self.verify_hex(message, signature)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,24 +210,3 @@ mod tests {
     }
 }
 
-/// An approver's key also signs audit checkpoints (`capability_audit::Checkpoint`).
-impl capability_audit::CheckpointSigner for SecretKey {
-    fn public_key_hex(&self) -> String {
-        self.public_key().to_string()
-    }
-
-    fn sign_checkpoint(&self, message: &[u8]) -> String {
-        self.sign_hex(message)
-    }
-}
-
-/// Verifies audit checkpoints strictly, as approvals.
-impl capability_audit::CheckpointVerifier for PublicKey {
-    fn public_key_hex(&self) -> String {
-        self.to_string()
-    }
-
-    fn verify_checkpoint(&self, message: &[u8], signature: &str) -> bool {
-        self.verify_hex(message, signature)
-    }
-}
