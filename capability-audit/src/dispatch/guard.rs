@@ -65,7 +65,9 @@ impl<'d> CallGuard<'d> {
             let record = completed(pending, elapsed, &result);
             // The call has happened. Under `Deny`, a record that cannot be written stops the
             // next calls (and a sink that keeps it pending writes it as soon as it can).
-            let _ = self.span.in_scope(|| self.dispatch.write(record));
+            let _ = self
+                .span
+                .in_scope(|| self.dispatch.write(record, &self.span));
         }
         let error_type = result.is_err().then_some("tool_error");
         end_span(&self.span, Verdict::Allowed, error_type);
@@ -92,7 +94,9 @@ impl Drop for CallGuard<'_> {
             record.latency_us = Some(micros(self.start.elapsed()));
             record.success = Some(false);
             record.error = Some(error.to_owned());
-            let _ = self.span.in_scope(|| self.dispatch.write(record));
+            let _ = self
+                .span
+                .in_scope(|| self.dispatch.write(record, &self.span));
         }
     }
 }

@@ -162,7 +162,7 @@ impl AuditedDispatch {
         run: impl FnOnce() -> Result<O, E>,
     ) -> Outcome<O, E> {
         let span = self.span(ctx, caller, tool);
-        match span.in_scope(|| self.before(ctx, caller, tool, input)) {
+        match span.in_scope(|| self.before(ctx, caller, tool, input, &span)) {
             Err(early) => early.into_outcome(&span),
             Ok(pending) => {
                 let guard = CallGuard::new(self, pending, span);
@@ -186,7 +186,7 @@ impl AuditedDispatch {
         F: std::future::Future<Output = Result<O, E>>,
     {
         let span = self.span(ctx, caller, tool);
-        match span.in_scope(|| self.before(ctx, caller, tool, input)) {
+        match span.in_scope(|| self.before(ctx, caller, tool, input, &span)) {
             Err(early) => early.into_outcome(&span),
             Ok(pending) => {
                 let guard = CallGuard::new(self, pending, span);
@@ -223,6 +223,7 @@ impl AuditedDispatch {
         caller: Caller<'_>,
         tool: &CapabilityManifest,
         input: &Value,
+        span: &tracing::Span,
     ) -> Result<Option<Pending<'_>>, Early> {
         let key = match self.sink.digest_key() {
             Ok(key) => key,
@@ -268,7 +269,7 @@ impl AuditedDispatch {
             record.incident_id = None;
             record.verdict = Verdict::AuditFailed;
             record.reasons = vec![error.to_string()];
-            let _ = self.write(record);
+            let _ = self.write(record, span);
             return Err(Early::AuditFailed(error));
         }
         match self.decide(ctx, tool) {
@@ -285,7 +286,7 @@ impl AuditedDispatch {
                     Early::AuditFailed(_) => {}
                 }
                 // Not running the call does not depend on the record being written.
-                let _ = self.write(record);
+                let _ = self.write(record, span);
                 Err(early)
             }
             None => {
@@ -295,7 +296,7 @@ impl AuditedDispatch {
                 {
                     record.verdict = Verdict::AuditFailed;
                     record.reasons = vec![error.to_string()];
-                    let _ = self.write(record);
+                    let _ = self.write(record, span);
                     return Err(Early::AuditFailed(error));
                 }
                 // Whatever the sink says, a failed append stops calls until one succeeds: this
@@ -308,7 +309,7 @@ impl AuditedDispatch {
                         "a record could not be written ({earlier}); calls are refused until \
                          one is written again"
                     )];
-                    return Err(Early::AuditFailed(match self.write(record) {
+                    return Err(Early::AuditFailed(match self.write(record, span) {
                         Ok(_) => earlier,
                         Err(error) => error,
                     }));
@@ -383,7 +384,8 @@ impl AuditedDispatch {
         lock(&self.failure).clone()
     }
 
-    fn write(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
+    /// Appends the record of the call whose span is `span`.
+    fn write(&self, record: AuditRecord, span: &tracing::Span) -> Result<AuditRecord, AuditError> {
         let (session, tool) = (record.session.clone(), record.tool.clone());
         let written = self.sink.append(record);
         match &written {
@@ -393,7 +395,7 @@ impl AuditedDispatch {
                     *failure = None;
                     self.failing.store(false, Ordering::Release);
                 }
-                tracing::Span::current().record("capability.audit.seq", record.seq);
+                span.record("capability.audit.seq", record.seq);
                 // The event carries the record as written: with its `seq` and `hash`.
                 emit_trace(record);
             }
