@@ -36,7 +36,7 @@ pub type Redactor = Arc<dyn Fn(&CapabilityManifest, &DigestKey, &mut Value) + Se
 /// the sink's [`ready`](AuditSink::ready) says (unless [`OnAuditFailure::AllowAndCount`]). A
 /// call that runs leaves exactly one record even when the tool panics (the panic goes on to the
 /// caller) or its future is dropped mid-way: the record then says `success: false` and why.
-/// Each call runs inside a `tracing` span named for OpenTelemetry ([`trace`](crate::trace)).
+/// Each call runs inside a `tracing` span named for OpenTelemetry ([`trace`]).
 ///
 /// ```
 /// use capability::CapabilityManifest;
