@@ -107,7 +107,10 @@ fn child() {
             }
         }
         "revoke" => {
-            store.revocations().revoke(&env("PG_GRANT")).expect("revoke");
+            store
+                .revocations()
+                .revoke(&env("PG_GRANT"))
+                .expect("revoke");
             println!("RESULT revoked");
         }
         other => panic!("unknown child role {other}"),
@@ -125,13 +128,21 @@ fn eight_processes_race_for_one_approval_and_one_executes() {
         .expect("migrate");
     let key = SecretKey::generate().expect("randomness");
     let issued = now();
-    let approval = Approval::sign(proposal().file(), "alice", AUDIENCE, &key, issued, issued + 600)
-        .expect("signed");
+    let approval = Approval::sign(
+        proposal().file(),
+        "alice",
+        AUDIENCE,
+        &key,
+        issued,
+        issued + 600,
+    )
+    .expect("signed");
     let approval = serde_json::to_string(&approval).expect("json");
     let public = key.public_key().to_text();
-    let start = (SystemTime::now().duration_since(UNIX_EPOCH).expect("clock") + Duration::from_secs(2))
-        .as_millis()
-        .to_string();
+    let start = (SystemTime::now().duration_since(UNIX_EPOCH).expect("clock")
+        + Duration::from_secs(2))
+    .as_millis()
+    .to_string();
     let vars = [
         (CHILD, "approve"),
         ("PG_URL", url.as_str()),
@@ -144,7 +155,10 @@ fn eight_processes_race_for_one_approval_and_one_executes() {
         .into_iter()
         .map(|c| result(c.wait_with_output().expect("child")))
         .collect();
-    let executed: Vec<_> = results.iter().filter(|r| r.starts_with("executed")).collect();
+    let executed: Vec<_> = results
+        .iter()
+        .filter(|r| r.starts_with("executed"))
+        .collect();
     assert_eq!(executed.len(), 1, "{results:#?}");
     assert_eq!(executed[0], "executed: restarted checkout/api-0");
     for refused in results.iter().filter(|r| !r.starts_with("executed")) {
@@ -153,7 +167,10 @@ fn eight_processes_race_for_one_approval_and_one_executes() {
 
     // A process started afterwards (a restart, another replica) refuses it too.
     let late = result(spawn_child(&vars).wait_with_output().expect("child"));
-    assert!(late.starts_with("refused") && late.contains("(replay)"), "{late}");
+    assert!(
+        late.starts_with("refused") && late.contains("(replay)"),
+        "{late}"
+    );
 }
 
 #[test]
@@ -164,17 +181,24 @@ fn a_grant_revoked_in_one_process_is_denied_at_the_next_decision_of_another() {
     let store = PgStore::connect(&url).expect("connect");
     store.migrate().expect("migrate");
     let revocations = store.revocations();
-    let root = AuthorityGrant::issue("ops-lead", Ceiling::ReadOnly, ["k8s:read"], "k8s/*", u64::MAX)
-        .expect("grant");
+    let root = AuthorityGrant::issue(
+        "ops-lead",
+        Ceiling::ReadOnly,
+        ["k8s:read"],
+        "k8s/*",
+        u64::MAX,
+    )
+    .expect("grant");
     let sub = root
         .attenuate("triage-bot", Attenuation::default())
         .expect("attenuated");
     let none = Assertions::none();
     let ctx = sub.context("session-1", &*revocations, &SystemClock, &none);
-    let dispatch = AuditedDispatch::new(std::sync::Arc::new(MemorySink::new())).with_budget(Budget {
-        max_calls: 100,
-        max_denials: 10,
-    });
+    let dispatch =
+        AuditedDispatch::new(std::sync::Arc::new(MemorySink::new())).with_budget(Budget {
+            max_calls: 100,
+            max_denials: 10,
+        });
     let list = CapabilityManifest::builder("list_pods")
         .provider("k8s")
         .read_only(true)
@@ -185,12 +209,20 @@ fn a_grant_revoked_in_one_process_is_denied_at_the_next_decision_of_another() {
         agent: "triage-bot",
         step: None,
     };
-    let call = || -> Outcome<u32, String> { dispatch.call(&ctx, caller, &list, &json!({}), || Ok(3)) };
+    let call =
+        || -> Outcome<u32, String> { dispatch.call(&ctx, caller, &list, &json!({}), || Ok(3)) };
     assert!(matches!(call(), Outcome::Done(3)));
 
     // Process A revokes the root grant; this process's next decision is a denial.
-    let vars = [(CHILD, "revoke"), ("PG_URL", url.as_str()), ("PG_GRANT", root.id())];
-    assert_eq!(result(spawn_child(&vars).wait_with_output().expect("child")), "revoked");
+    let vars = [
+        (CHILD, "revoke"),
+        ("PG_URL", url.as_str()),
+        ("PG_GRANT", root.id()),
+    ];
+    assert_eq!(
+        result(spawn_child(&vars).wait_with_output().expect("child")),
+        "revoked"
+    );
     match call() {
         Outcome::Denied(denial) => assert!(
             denial

@@ -262,3 +262,18 @@ pub fn password(url: &str) -> &str {
     let credentials = rest.rsplit_once('@').map_or("", |(c, _)| c);
     credentials.split_once(':').map_or("", |(_, p)| p)
 }
+
+/// A server of the test's own (to stop and restart), or `None` after printing `SKIPPED` (and
+/// panicking instead when `CAPABILITY_REQUIRE_POSTGRES=1`).
+pub fn own_server(test: &str) -> Option<Server> {
+    match Server::start(&[]) {
+        Ok(server) => Some(server),
+        Err(why) => {
+            if std::env::var(REQUIRE_VAR).as_deref() == Ok("1") {
+                panic!("PostgreSQL is required ({REQUIRE_VAR}=1) but unavailable: {why}");
+            }
+            println!("SKIPPED: {test}: no PostgreSQL server of its own: {why}");
+            None
+        }
+    }
+}
