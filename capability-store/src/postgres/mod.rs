@@ -17,7 +17,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use capability_audit::{AuditError, AuditSink};
+use capability_audit::{AuditError, AuditRecord, AuditSink};
 use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
 
 use crate::{DailyStats, SinkOptions, Store, Trail};
@@ -66,6 +66,25 @@ impl PgStore {
         pool.with("cannot connect", |c| c.simple_query("").map(drop))?;
         Ok(PgStore {
             pool: Arc::new(pool),
+        })
+    }
+
+    /// Inserts sealed records as they are, in one transaction (one statement per 1,000
+    /// records): for imports and for measuring what the sink adds over the inserts it makes.
+    /// Nothing is checked here; [`verify_chains`](capability_audit::verify_chains) on
+    /// [`read_trail`](Store::read_trail) checks the chains.
+    pub fn insert_records(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
+        self.pool.ensure_schema()?;
+        self.pool.with("cannot insert the records", |c| {
+            let mut tx = c.transaction()?;
+            for chunk in records.chunks(rows::MAX_BATCH) {
+                let mut columns = rows::Columns::default();
+                for record in chunk {
+                    columns.push(record);
+                }
+                columns.insert(&mut tx, rows::INSERT)?;
+            }
+            tx.commit()
         })
     }
 

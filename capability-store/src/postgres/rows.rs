@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use capability_audit::{AuditRecord, Checkpoint, Verdict};
 use postgres::types::FromSql;
-use postgres::{GenericClient, Row};
+use postgres::{GenericClient, Row, ToStatement};
 use serde_json::Value;
 
 use super::clock;
@@ -15,7 +15,8 @@ use crate::{DailyStats, Trail};
 pub(crate) const MAX_BATCH: usize = 1_000;
 
 /// One insert of any number of records: one array per column, unnested.
-const INSERT: &str = "INSERT INTO mcp_audit_log (writer_id, seq, time, agent_name, agent_role,
+pub(crate) const INSERT: &str =
+    "INSERT INTO mcp_audit_log (writer_id, seq, time, agent_name, agent_role,
         session_id, incident_id, flywheel_node, provider, tool, descriptor_hash, policy_version,
         verdict, reasons, input, input_digest, input_size, output_digest, output_size,
         latency_us, success, error, prev_hash, hash, record_json)
@@ -126,10 +127,14 @@ impl Columns {
         self.exact.push((!exact).then(|| r.to_line()));
     }
 
-    /// Inserts the batch with one statement.
-    pub(crate) fn insert(&self, client: &mut impl GenericClient) -> Result<u64, postgres::Error> {
+    /// Inserts the batch with one statement: [`INSERT`], or that statement prepared.
+    pub(crate) fn insert<S: ToStatement + ?Sized>(
+        &self,
+        client: &mut impl GenericClient,
+        statement: &S,
+    ) -> Result<u64, postgres::Error> {
         client.execute(
-            INSERT,
+            statement,
             &[
                 &self.writer,
                 &self.seq,

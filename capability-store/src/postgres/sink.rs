@@ -16,12 +16,15 @@ use capability_audit::{
     DigestKey, GENESIS,
 };
 use capability_gate::StoreError;
-use postgres::Client;
+use postgres::{Client, Statement};
 
 use super::lock;
 use super::pool::Pool;
 use super::rows::{self, Columns, MAX_BATCH};
 use crate::SinkOptions;
+
+/// The longest the committer waits for a batch to fill up to the appends seen waiting last.
+const GATHER: Duration = Duration::from_millis(1);
 
 /// When no record was committed for this long, `ready` asks the server before a call runs.
 const PROBE_AFTER: Duration = Duration::from_millis(100);
@@ -71,7 +74,11 @@ struct State {
 struct Committer {
     shared: Arc<Shared>,
     pool: Arc<Pool>,
-    client: Option<Client>,
+    /// The connection, and the insert prepared on it.
+    client: Option<(Client, Statement)>,
+    /// Appends waiting when the last batch was committed: the next batch waits (at most
+    /// [`GATHER`]) for as many, so that threads woken together commit together.
+    waiters: usize,
     checkpoints: Option<(Arc<dyn CheckpointSigner>, CheckpointSchedule)>,
     /// The last seq a checkpoint vouches for.
     checkpointed: u64,
@@ -124,7 +131,11 @@ impl PgSink {
         let committer = Committer {
             shared: shared.clone(),
             pool: pool.clone(),
-            client: Some(client),
+            client: client
+                .prepare(rows::INSERT)
+                .ok()
+                .map(|insert| (client, insert)),
+            waiters: 0,
             checkpoints: options
                 .checkpoints
                 .map(|(signer, every)| (signer, CheckpointSchedule::new(every, checkpointed))),
@@ -308,6 +319,22 @@ impl Committer {
                 self.final_checkpoint(&writer, seq, &head);
                 return;
             }
+            // Group commit: let the appends woken by the last commit join this batch.
+            let gather_until = Instant::now() + GATHER;
+            while state.queue.len() < self.waiters.min(MAX_BATCH)
+                && !state.closing
+                && state.error.is_none()
+            {
+                let left = gather_until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                state = self
+                    .shared
+                    .work
+                    .wait_timeout(state, left)
+                    .map_or_else(|e| e.into_inner().0, |(guard, _)| guard);
+            }
             let n = state.queue.len().min(MAX_BATCH);
             let batch: Vec<AuditRecord> = state.queue[..n].iter().map(|(_, r)| r.clone()).collect();
             let last_ticket = state.queue[n - 1].0;
@@ -329,6 +356,7 @@ impl Committer {
                     }
                     state.error = None;
                     state.last_ok = Instant::now();
+                    self.waiters = n + state.queue.len();
                 }
                 Err(message) => {
                     // Everything queued is answered; it stays queued, to be retried.
@@ -355,9 +383,9 @@ impl Committer {
         };
         let pool = self.pool.clone();
         let written = self
-            .with_client(|client| {
+            .with_client(|client, insert| {
                 let mut tx = client.transaction()?;
-                columns.insert(&mut tx)?;
+                columns.insert(&mut tx, insert)?;
                 if let Some(checkpoint) = &checkpoint {
                     rows::insert_checkpoint(&mut tx, checkpoint)?;
                 }
@@ -392,24 +420,32 @@ impl Committer {
             return;
         }
         let checkpoint = Checkpoint::sign(writer, seq, head, signer.as_ref());
-        if let Ok(Ok(_)) = self.with_client(|client| rows::insert_checkpoint(client, &checkpoint)) {
+        if let Ok(Ok(_)) =
+            self.with_client(|client, _| rows::insert_checkpoint(client, &checkpoint))
+        {
             self.checkpointed = seq;
         }
     }
 
-    /// Runs `f` on the committer's connection, connecting again when it was lost; the outer
-    /// error is a failed connection.
+    /// Runs `f` on the committer's connection (with the insert prepared on it), connecting
+    /// again when it was lost; the outer error is a failed connection.
     fn with_client<T>(
         &mut self,
-        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+        f: impl FnOnce(&mut Client, &Statement) -> Result<T, postgres::Error>,
     ) -> Result<Result<T, postgres::Error>, StoreError> {
-        let mut client = match self.client.take() {
-            Some(client) if !client.is_closed() => client,
-            _ => self.pool.connect()?,
+        let (mut client, insert) = match self.client.take() {
+            Some((client, insert)) if !client.is_closed() => (client, insert),
+            _ => {
+                let mut client = self.pool.connect()?;
+                match client.prepare(rows::INSERT) {
+                    Ok(insert) => (client, insert),
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
         };
-        let result = f(&mut client);
+        let result = f(&mut client, &insert);
         if !client.is_closed() {
-            self.client = Some(client);
+            self.client = Some((client, insert));
         }
         Ok(result)
     }
