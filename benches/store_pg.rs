@@ -23,7 +23,7 @@ use serde_json::json;
 
 const THREADS: usize = 8;
 const CALLS_PER_THREAD: usize = 2_500;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -48,6 +48,7 @@ fn main() {
         "store_pg: {THREADS} threads x {CALLS_PER_THREAD} audited calls, {ROUNDS} rounds, \
          server settings: {settings:?}"
     );
+    let mut results = Vec::new();
     for round in 0..ROUNDS {
         let audited = store(&base, &format!("bench_audited_{round}"));
         let (calls_per_s, records, group) = audited_run(&audited);
@@ -69,7 +70,20 @@ fn main() {
             calls_per_s / same_batches,
             calls_per_s / big_batches
         );
+        results.push((calls_per_s, same_batches, big_batches));
     }
+    let median = |f: fn(&(f64, f64, f64)) -> f64| {
+        let mut values: Vec<f64> = results.iter().map(f).collect();
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let (audited, same, big) = (median(|r| r.0), median(|r| r.1), median(|r| r.2));
+    println!(
+        "median: audited {audited:.0} calls/s (goal >= 5000) | direct, same batches {same:.0} \
+         rows/s, ratio {:.2} (goal >= 0.8) | direct, batches of 1000 {big:.0} rows/s, ratio {:.2}",
+        audited / same,
+        audited / big
+    );
 }
 
 /// A migrated store in a fresh schema, and its URL.
