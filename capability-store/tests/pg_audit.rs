@@ -210,10 +210,14 @@ fn eight_processes_write_80000_records_that_verify_and_add_up() {
         assert_eq!(writer.records, CALLS as u64);
         assert_eq!(writer.checkpointed, CALLS as u64, "the final checkpoint");
     }
-    assert_eq!(
-        store.daily_stats().expect("stats"),
-        stats_of(&trail.records)
+    let started = Instant::now();
+    let stats = store.daily_stats().expect("stats");
+    eprintln!(
+        "mcp_daily_stats (a view) over {} rows in {:?}",
+        trail.records.len(),
+        started.elapsed()
     );
+    assert_eq!(stats, stats_of(&trail.records));
 }
 
 /// `mcp_daily_stats` computed here from the records (`percentile_disc`: the first value whose

@@ -140,6 +140,20 @@ fn bad_urls_and_credentials_are_clear_errors_without_the_password() {
         "{}",
         store.describe()
     );
+    // The password as a parameter: not in the name either.
+    let as_parameter = format!(
+        "{}&password={password}",
+        url.replace(&format!(":{password}@"), "@")
+    );
+    let store = PgStore::connect(&as_parameter).expect("connect");
+    assert!(
+        !store.describe().contains(&password),
+        "{}",
+        store.describe()
+    );
+    let wrong = as_parameter.replace(&password, "not-the-password");
+    let error = PgStore::connect(&wrong).expect_err("wrong password");
+    assert!(!error.to_string().contains("not-the-password"), "{error}");
 }
 
 #[test]

@@ -49,6 +49,11 @@ impl Pool {
             .get_password()
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .filter(|p| !p.is_empty());
+        // A password given as a parameter (`?password=...`) is taken out of the name too.
+        let name = match &password {
+            Some(password) => name.replace(password.as_str(), "***"),
+            None => name,
+        };
         let pool = Pool {
             config,
             name,
