@@ -61,10 +61,7 @@ fn audited(path: &Path) -> (f64, Vec<AuditRecord>) {
             scope.spawn(move || {
                 let ctx = ToolContext::new("monitor", format!("s-{t}"), Ceiling::ReadOnly)
                     .with_scopes(["k8s:read"]);
-                let caller = Caller {
-                    agent: "bench",
-                    step: Some("loop"),
-                };
+                let caller = Caller::new("bench").step("loop");
                 for i in 0..CALLS_PER_THREAD {
                     let input = json!({ "namespace": "checkout", "i": i, "thread": t });
                     let out: Outcome<u64, String> =

@@ -209,4 +209,3 @@ mod tests {
         assert!(debug.contains(&key.public_key().to_string()), "{debug}");
     }
 }
-

@@ -211,10 +211,7 @@ fn child_process() {
     let list = tool("k8s", "list_pods", true, "k8s:read");
     let restart = tool("k8s", "restart_pod", false, "k8s:write");
     let query = tool("db", "query", true, "db:read");
-    let caller = Caller {
-        agent: "worker",
-        step: Some("triage"),
-    };
+    let caller = Caller::new("worker").step("triage");
     if part == "endless" {
         let dispatch = AuditedDispatch::new(Arc::new(Acking(sink))).with_budget(Budget {
             max_calls: u32::MAX,

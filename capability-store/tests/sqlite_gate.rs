@@ -183,10 +183,7 @@ fn a_revocation_in_one_process_denies_the_next_decision_in_another() {
         .scope("k8s:read")
         .build()
         .expect("tool");
-    let caller = Caller {
-        agent: "triage-bot",
-        step: None,
-    };
+    let caller = Caller::new("triage-bot");
     let out: Outcome<u32, String> = dispatch.call(&ctx, caller, &list, &json!({}), || Ok(1));
     assert!(matches!(out, Outcome::Done(1)));
     // Process A revokes the root grant.

@@ -1,0 +1,147 @@
+//! PostgreSQL, for fleets: every process of a deployment shares one database.
+//!
+//! - [`PgStore::connect`] takes a URL (`postgres://user:password@host:port/db`, a unix socket as
+//!   `postgres://user@%2Frun%2Fpostgresql/db`); messages name it without its password.
+//! - [`migrate`](Store::migrate) applies the migrations this crate ships
+//!   (`migrations/postgres/*.sql`) in one transaction holding an advisory lock.
+//! - The approval ledger ([`PgLedger`]) and the revocations ([`PgRevocations`]) ask the database
+//!   on every call: nothing is cached, so a revocation holds for every process's next decision.
+//! - The audit sink ([`PgSink`]) is one writer with group commit: `append` returns once its
+//!   record is committed, and concurrent appends share one transaction.
+//!
+//! The schema is ADR-105's: `mcp_audit_log` (one row per record), `mcp_audit_checkpoint`,
+//! `capability_approval_ledger`, `capability_revocation`, and the view `mcp_daily_stats`.
+//! Connections are made without TLS: reach the server over a unix socket, a private network or
+//! a local TLS proxy.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use capability_audit::{AuditError, AuditRecord, AuditSink};
+use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
+
+use crate::{DailyStats, SinkOptions, Store, Trail};
+
+mod clock;
+mod migrate;
+mod pool;
+mod rows;
+mod sink;
+mod state;
+
+pub use sink::PgSink;
+pub use state::{PgLedger, PgRevocations};
+
+use pool::Pool;
+
+/// A PostgreSQL database holding the shared state.
+///
+/// ```no_run
+/// use capability_store::Store;
+/// use capability_store::postgres::PgStore;
+///
+/// let store = PgStore::connect("postgres://capability@db.internal/capability")?;
+/// store.migrate()?;
+/// let ledger = store.ledger();
+/// # Ok::<(), capability_gate::StoreError>(())
+/// ```
+pub struct PgStore {
+    pool: Arc<Pool>,
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PgStore").field(&self.pool.name).finish()
+    }
+}
+
+impl PgStore {
+    /// Connects to the database `url` names. A malformed URL, a server that cannot be reached
+    /// and refused credentials are errors here (that never repeat the password). The database
+    /// need not be migrated yet; every operation but [`migrate`](Store::migrate) refuses an
+    /// unmigrated one.
+    pub fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let pool = Pool::new(url)?;
+        // Connect once now: a wrong URL or password shows at once, not at the first call.
+        pool.with("cannot connect", |c| c.simple_query("").map(drop))?;
+        Ok(PgStore {
+            pool: Arc::new(pool),
+        })
+    }
+
+    /// Inserts sealed records as they are, in one transaction (one statement per 1,000
+    /// records): for imports and for measuring what the sink adds over the inserts it makes.
+    /// Nothing is checked here; [`verify_chains`](capability_audit::verify_chains) on
+    /// [`read_trail`](Store::read_trail) checks the chains.
+    pub fn insert_records(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
+        self.pool.ensure_schema()?;
+        self.pool.with("cannot insert the records", |c| {
+            let mut tx = c.transaction()?;
+            for chunk in records.chunks(rows::MAX_BATCH) {
+                let mut columns = rows::Columns::default();
+                for record in chunk {
+                    columns.push(record);
+                }
+                columns.insert(&mut tx, rows::INSERT)?;
+            }
+            tx.commit()
+        })
+    }
+
+    /// The audit sink of one writer, as its own type (see [`Store::audit_sink`]).
+    pub fn pg_sink(&self, options: SinkOptions) -> Result<PgSink, AuditError> {
+        PgSink::open(self.pool.clone(), options)
+    }
+}
+
+impl Store for PgStore {
+    fn describe(&self) -> String {
+        self.pool.name.clone()
+    }
+
+    fn migrate(&self) -> Result<u32, StoreError> {
+        migrate::migrate(&self.pool)
+    }
+
+    fn ledger(&self) -> Arc<dyn ApprovalLedger> {
+        Arc::new(PgLedger {
+            pool: self.pool.clone(),
+        })
+    }
+
+    fn revocations(&self) -> Arc<dyn RevocationStore> {
+        Arc::new(PgRevocations {
+            pool: self.pool.clone(),
+        })
+    }
+
+    fn audit_sink(&self, options: SinkOptions) -> Result<Arc<dyn AuditSink>, AuditError> {
+        Ok(Arc::new(self.pg_sink(options)?))
+    }
+
+    fn read_trail(&self) -> Result<Trail, StoreError> {
+        self.pool.ensure_schema()?;
+        self.pool
+            .with("cannot read the audit trail", |c| {
+                let mut tx = c.build_transaction().read_only(true).start()?;
+                let trail = rows::read_trail(&mut tx)?;
+                tx.commit()?;
+                Ok(trail)
+            })?
+            .map_err(|problem| StoreError::new(self.pool.name.clone(), problem))
+    }
+
+    fn daily_stats(&self) -> Result<Vec<DailyStats>, StoreError> {
+        self.pool.ensure_schema()?;
+        self.pool
+            .with("cannot read mcp_daily_stats", rows::daily_stats)
+    }
+}
+
+/// Locks a mutex, going on after a panic elsewhere (the data stays consistent between
+/// statements).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

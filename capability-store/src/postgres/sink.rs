@@ -1,0 +1,452 @@
+//! The audit sink on PostgreSQL: one writer, one chain, group commit.
+//!
+//! `append` seals the record into the writer's chain, queues it and waits. One committer thread
+//! takes everything queued, inserts it with one statement in one transaction (with a signed
+//! checkpoint when one is due) and wakes the waiters: `append` returns only once its record is
+//! committed. A batch that fails stays queued, its waiters get [`AuditError::Store`], and it is
+//! retried by the next `append` or `ready`, until it is written or
+//! [`discard_pending`](AuditSink::discard_pending) drops it.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use capability_audit::{
+    AuditError, AuditRecord, AuditSink, Checkpoint, CheckpointSchedule, CheckpointSigner,
+    DigestKey, GENESIS,
+};
+use capability_gate::StoreError;
+use postgres::{Client, Statement};
+
+use super::lock;
+use super::pool::Pool;
+use super::rows::{self, Columns, MAX_BATCH};
+use crate::SinkOptions;
+
+/// The longest the committer waits for a batch to fill up to the appends seen waiting last.
+const GATHER: Duration = Duration::from_millis(1);
+
+/// When no record was committed for this long, `ready` asks the server before a call runs.
+const PROBE_AFTER: Duration = Duration::from_millis(100);
+
+/// The audit sink of one writer on PostgreSQL.
+pub struct PgSink {
+    shared: Arc<Shared>,
+    pool: Arc<Pool>,
+    committer: Mutex<Option<JoinHandle<()>>>,
+    key: Option<DigestKey>,
+    random_key: OnceLock<DigestKey>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the committer.
+    work: Condvar,
+    /// Wakes the waiters.
+    done: Condvar,
+}
+
+struct State {
+    writer: String,
+    /// The chain's head, queued records included.
+    seq: u64,
+    prev: String,
+    /// Sealed records not yet committed, each with its ticket (increasing, never reused).
+    queue: Vec<(u64, AuditRecord)>,
+    last_ticket: u64,
+    /// Every ticket up to this one is committed.
+    committed_ticket: u64,
+    committed_seq: u64,
+    committed_prev: String,
+    /// Every ticket up to this one was answered with an error (and may still be queued).
+    failed_ticket: u64,
+    failures: u64,
+    error: Option<String>,
+    /// A batch is being written.
+    in_flight: bool,
+    /// Write the queue again after a failure.
+    retry: bool,
+    closing: bool,
+    last_ok: Instant,
+}
+
+/// What the committer thread owns.
+struct Committer {
+    shared: Arc<Shared>,
+    pool: Arc<Pool>,
+    /// The connection, and the insert prepared on it.
+    client: Option<(Client, Statement)>,
+    /// Appends waiting when the last batch was committed: the next batch waits (at most
+    /// [`GATHER`]) for as many, so that threads woken together commit together.
+    waiters: usize,
+    checkpoints: Option<(Arc<dyn CheckpointSigner>, CheckpointSchedule)>,
+    /// The last seq a checkpoint vouches for.
+    checkpointed: u64,
+}
+
+impl PgSink {
+    /// Opens the sink of `options.writer`, going on from that writer's last record.
+    pub(crate) fn open(pool: Arc<Pool>, options: SinkOptions) -> Result<PgSink, AuditError> {
+        let store_error = |e: StoreError| AuditError::Store {
+            store: e.store,
+            message: e.message,
+        };
+        pool.ensure_schema().map_err(store_error)?;
+        let writer = options.writer;
+        let mut client = pool.connect().map_err(store_error)?;
+        let last = rows::last_record(&mut client, &writer)
+            .map_err(|e| store_error(pool.error("cannot read the writer's chain", &e)))?;
+        let (seq, prev) = match last {
+            None => (0, GENESIS.to_owned()),
+            Some(Err(problem)) => return Err(broken(&pool, &writer, problem)),
+            Some(Ok(record)) if record.hash != record.compute_hash() => {
+                let problem = format!("its last record ({}) was edited", record.seq);
+                return Err(broken(&pool, &writer, problem));
+            }
+            Some(Ok(record)) => (record.seq, record.hash),
+        };
+        let checkpointed = rows::last_checkpoint(&mut client, &writer)
+            .map_err(|e| store_error(pool.error("cannot read the checkpoints", &e)))?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                writer,
+                seq,
+                prev: prev.clone(),
+                queue: Vec::new(),
+                last_ticket: 0,
+                committed_ticket: 0,
+                committed_seq: seq,
+                committed_prev: prev,
+                failed_ticket: 0,
+                failures: 0,
+                error: None,
+                in_flight: false,
+                retry: false,
+                closing: false,
+                last_ok: Instant::now(),
+            }),
+            work: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let committer = Committer {
+            shared: shared.clone(),
+            pool: pool.clone(),
+            client: client
+                .prepare(rows::INSERT)
+                .ok()
+                .map(|insert| (client, insert)),
+            waiters: 0,
+            checkpoints: options
+                .checkpoints
+                .map(|(signer, every)| (signer, CheckpointSchedule::new(every, checkpointed))),
+            checkpointed,
+        };
+        let handle = std::thread::Builder::new()
+            .name("capability-pg-audit".to_owned())
+            .spawn(move || committer.run())
+            .map_err(|e| AuditError::Store {
+                store: pool.name.clone(),
+                message: format!("cannot start the committer thread: {e}"),
+            })?;
+        Ok(PgSink {
+            shared,
+            pool,
+            committer: Mutex::new(Some(handle)),
+            key: options.digest_key,
+            random_key: OnceLock::new(),
+        })
+    }
+
+    fn error(&self, message: impl Into<String>) -> AuditError {
+        AuditError::Store {
+            store: self.pool.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Waits until every ticket up to `ticket` is committed (`Ok`) or answered with an error.
+    fn wait(&self, mut state: MutexGuard<'_, State>, ticket: u64) -> Result<(), AuditError> {
+        loop {
+            if state.committed_ticket >= ticket {
+                return Ok(());
+            }
+            if state.failed_ticket >= ticket {
+                let message = state.error.clone().unwrap_or_else(|| "not written".into());
+                return Err(self.error(message));
+            }
+            state = wait(&self.shared.done, state);
+        }
+    }
+}
+
+fn broken(pool: &Pool, writer: &str, problem: String) -> AuditError {
+    AuditError::Store {
+        store: pool.name.clone(),
+        message: format!(
+            "the chain of writer `{writer}` is broken ({problem}): verify it with `capability \
+             audit verify`, and write as another writer"
+        ),
+    }
+}
+
+fn wait<'a>(condvar: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    condvar
+        .wait(guard)
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl AuditSink for PgSink {
+    fn append(&self, mut record: AuditRecord) -> Result<AuditRecord, AuditError> {
+        let mut state = lock(&self.shared.state);
+        if state.closing {
+            return Err(self.error("the audit sink is closed"));
+        }
+        record.writer = state.writer.clone();
+        record.seq = state.seq + 1;
+        record.prev = std::mem::take(&mut state.prev);
+        record.hash = record.compute_hash();
+        state.seq = record.seq;
+        state.prev = record.hash.clone();
+        state.last_ticket += 1;
+        let ticket = state.last_ticket;
+        state.queue.push((ticket, record.clone()));
+        if state.error.is_some() {
+            state.retry = true;
+        }
+        self.shared.work.notify_one();
+        self.wait(state, ticket).map(|()| record)
+    }
+
+    fn ready(&self) -> Result<(), AuditError> {
+        let mut state = lock(&self.shared.state);
+        if state.closing {
+            return Err(self.error("the audit sink is closed"));
+        }
+        if state.error.is_some() && !state.queue.is_empty() {
+            // Retry what is pending, and wait for that attempt.
+            state.retry = true;
+            self.shared.work.notify_one();
+            let (failures, ticket) = (state.failures, state.last_ticket);
+            loop {
+                if state.committed_ticket >= ticket {
+                    return Ok(());
+                }
+                if state.failures > failures {
+                    let message = state.error.clone().unwrap_or_default();
+                    return Err(self.error(message));
+                }
+                state = wait(&self.shared.done, state);
+            }
+        }
+        if state.queue.is_empty() && state.last_ok.elapsed() >= PROBE_AFTER {
+            // Idle: make sure the server is still there before a call runs.
+            drop(state);
+            self.pool
+                .with("the audit database does not answer", |c| c.simple_query(""))
+                .map_err(|e| self.error(e.message))?;
+            lock(&self.shared.state).last_ok = Instant::now();
+        }
+        Ok(())
+    }
+
+    fn close(&self) -> Result<(), AuditError> {
+        lock(&self.shared.state).closing = true;
+        self.shared.work.notify_all();
+        let handle = lock(&self.committer).take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+        let state = lock(&self.shared.state);
+        match (&state.error, state.queue.len()) {
+            (_, 0) => Ok(()),
+            (error, n) => Err(self.error(format!(
+                "{n} record(s) could not be written: {}",
+                error.as_deref().unwrap_or("closed")
+            ))),
+        }
+    }
+
+    fn discard_pending(&self) -> u64 {
+        let mut state = lock(&self.shared.state);
+        while state.in_flight {
+            state = wait(&self.shared.done, state);
+        }
+        let dropped = state.seq - state.committed_seq;
+        state.queue.clear();
+        state.seq = state.committed_seq;
+        state.prev = state.committed_prev.clone();
+        state.failed_ticket = state.last_ticket;
+        state.error = None;
+        state.retry = false;
+        self.shared.done.notify_all();
+        dropped
+    }
+
+    fn digest_key(&self) -> Result<&DigestKey, AuditError> {
+        if let Some(key) = &self.key {
+            return Ok(key);
+        }
+        if let Some(key) = self.random_key.get() {
+            return Ok(key);
+        }
+        let key = DigestKey::generate().map_err(AuditError::DigestKey)?;
+        Ok(self.random_key.get_or_init(|| key))
+    }
+}
+
+impl Drop for PgSink {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+impl Committer {
+    fn run(mut self) {
+        loop {
+            let mut state = lock(&self.shared.state);
+            loop {
+                let can_write = !state.queue.is_empty() && (state.error.is_none() || state.retry);
+                if can_write || state.closing {
+                    break;
+                }
+                state = wait(&self.shared.work, state);
+            }
+            if state.closing && (state.queue.is_empty() || (state.error.is_some() && !state.retry))
+            {
+                let (seq, head) = (state.committed_seq, state.committed_prev.clone());
+                let writer = state.writer.clone();
+                drop(state);
+                self.final_checkpoint(&writer, seq, &head);
+                return;
+            }
+            // Group commit: let the appends woken by the last commit join this batch.
+            let gather_until = Instant::now() + GATHER;
+            while state.queue.len() < self.waiters.min(MAX_BATCH)
+                && !state.closing
+                && state.error.is_none()
+            {
+                let left = gather_until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                state = self
+                    .shared
+                    .work
+                    .wait_timeout(state, left)
+                    .map_or_else(|e| e.into_inner().0, |(guard, _)| guard);
+            }
+            let n = state.queue.len().min(MAX_BATCH);
+            let batch: Vec<AuditRecord> = state.queue[..n].iter().map(|(_, r)| r.clone()).collect();
+            let last_ticket = state.queue[n - 1].0;
+            state.in_flight = true;
+            state.retry = false;
+            drop(state);
+
+            let result = self.write(&batch);
+
+            let mut state = lock(&self.shared.state);
+            state.in_flight = false;
+            match result {
+                Ok(()) => {
+                    state.queue.drain(..n);
+                    state.committed_ticket = last_ticket;
+                    if let Some(last) = batch.last() {
+                        state.committed_seq = last.seq;
+                        state.committed_prev = last.hash.clone();
+                    }
+                    state.error = None;
+                    state.last_ok = Instant::now();
+                    self.waiters = n + state.queue.len();
+                }
+                Err(message) => {
+                    // Everything queued is answered; it stays queued, to be retried.
+                    state.failed_ticket = state.last_ticket;
+                    state.failures += 1;
+                    state.error = Some(message);
+                }
+            }
+            self.shared.done.notify_all();
+        }
+    }
+
+    /// Inserts `batch` in one transaction, with a checkpoint when one is due.
+    fn write(&mut self, batch: &[AuditRecord]) -> Result<(), String> {
+        let mut columns = Columns::default();
+        for record in batch {
+            columns.push(record);
+        }
+        let checkpoint = match (&self.checkpoints, batch.last()) {
+            (Some((signer, schedule)), Some(last)) if schedule.due(last.seq) => Some(
+                Checkpoint::sign(&last.writer, last.seq, &last.hash, signer.as_ref()),
+            ),
+            _ => None,
+        };
+        let pool = self.pool.clone();
+        let written = self
+            .with_client(|client, insert| {
+                let mut tx = client.transaction()?;
+                columns.insert(&mut tx, insert)?;
+                if let Some(checkpoint) = &checkpoint {
+                    rows::insert_checkpoint(&mut tx, checkpoint)?;
+                }
+                tx.commit()
+            })
+            .map_err(|e| e.message)?;
+        match written {
+            Ok(()) => {
+                if let (Some(c), Some((_, schedule))) = (&checkpoint, &mut self.checkpoints) {
+                    schedule.written(c.seq);
+                    self.checkpointed = c.seq;
+                }
+                Ok(())
+            }
+            Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => Err(pool
+                .scrub(format!(
+                    "another writer is writing as `{}` ({}): give each process its own writer id",
+                    batch.first().map_or("", |r| r.writer.as_str()),
+                    super::pool::chain(&e)
+                ))),
+            Err(e) => Err(pool.error("cannot insert the records", &e).message),
+        }
+    }
+
+    /// Signs and writes the checkpoint of a closing writer, unless one already vouches for
+    /// its last record.
+    fn final_checkpoint(&mut self, writer: &str, seq: u64, head: &str) {
+        let Some((signer, _)) = &self.checkpoints else {
+            return;
+        };
+        if seq == 0 || seq <= self.checkpointed {
+            return;
+        }
+        let checkpoint = Checkpoint::sign(writer, seq, head, signer.as_ref());
+        if let Ok(Ok(_)) =
+            self.with_client(|client, _| rows::insert_checkpoint(client, &checkpoint))
+        {
+            self.checkpointed = seq;
+        }
+    }
+
+    /// Runs `f` on the committer's connection (with the insert prepared on it), connecting
+    /// again when it was lost; the outer error is a failed connection.
+    fn with_client<T>(
+        &mut self,
+        f: impl FnOnce(&mut Client, &Statement) -> Result<T, postgres::Error>,
+    ) -> Result<Result<T, postgres::Error>, StoreError> {
+        let (mut client, insert) = match self.client.take() {
+            Some((client, insert)) if !client.is_closed() => (client, insert),
+            _ => {
+                let mut client = self.pool.connect()?;
+                match client.prepare(rows::INSERT) {
+                    Ok(insert) => (client, insert),
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+        };
+        let result = f(&mut client, &insert);
+        if !client.is_closed() {
+            self.client = Some((client, insert));
+        }
+        Ok(result)
+    }
+}
