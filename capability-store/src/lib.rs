@@ -23,6 +23,7 @@ use serde::Serialize;
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod row;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 

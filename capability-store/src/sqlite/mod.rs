@@ -1,0 +1,282 @@
+//! The SQLite store: one database file shared by every process of a host, no server.
+//!
+//! [`SqliteStore::open`] opens (or creates) the file in WAL mode, so readers do not wait for
+//! the writer, with a busy timeout ([`DEFAULT_BUSY_TIMEOUT`]): a process that finds the
+//! database locked waits that long, then gets an error, and the gate refuses. The store keeps
+//! one connection, behind a mutex, for the ledger, the revocations and the reads; each audit
+//! sink has a connection of its own, so audit commits never hold up a gate decision.
+//!
+//! Commits are durable (`synchronous = FULL`): a record [`append`](capability_audit::AuditSink::append)
+//! returned survives the process being killed, and the machine losing power.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use capability_audit::{AuditError, AuditSink};
+use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use crate::{DailyStats, SCHEMA_VERSION, SinkOptions, Store, Trail};
+
+mod ledger;
+mod migrate;
+mod records;
+mod sink;
+
+pub use ledger::{SqliteLedger, SqliteRevocations};
+pub use sink::SqliteSink;
+
+/// How long an operation waits for a database another process has locked, by default.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A SQLite database holding the approval ledger, the revocations and the audit trail.
+///
+/// ```
+/// use capability_store::Store;
+/// use capability_store::sqlite::SqliteStore;
+///
+/// # let dir = std::env::temp_dir().join(format!("store-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// let store = SqliteStore::open(dir.join("state.db"))?;
+/// assert_eq!(store.migrate()?, capability_store::SCHEMA_VERSION);
+/// let ledger = store.ledger();
+/// assert_eq!(ledger.consume("approval-1", u64::MAX)?, capability::gate::Consumed::First);
+/// assert_eq!(ledger.consume("approval-1", u64::MAX)?, capability::gate::Consumed::Again);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    db: Arc<Db>,
+}
+
+/// The database: its path, the store's connection, whether its schema was checked.
+pub(crate) struct Db {
+    path: PathBuf,
+    name: String,
+    busy_timeout: Duration,
+    conn: Mutex<Connection>,
+    checked: AtomicBool,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("name", &self.name).finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database at `path`, waiting up to [`DEFAULT_BUSY_TIMEOUT`] for
+    /// locks. A directory, or a file that is not a SQLite database, is an error.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with_timeout(path, DEFAULT_BUSY_TIMEOUT)
+    }
+
+    /// Opens the database at `path`, waiting up to `busy_timeout` for locks other processes
+    /// hold before an operation fails.
+    pub fn open_with_timeout(
+        path: impl AsRef<Path>,
+        busy_timeout: Duration,
+    ) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let name = format!("sqlite:{}", path.display());
+        let conn = connect(&path, &name, busy_timeout)?;
+        Ok(SqliteStore {
+            db: Arc::new(Db {
+                path,
+                name,
+                busy_timeout,
+                conn: Mutex::new(conn),
+                checked: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The shared ledger, as its own type.
+    pub fn sqlite_ledger(&self) -> SqliteLedger {
+        SqliteLedger::new(self.db.clone())
+    }
+
+    /// The shared revocation store, as its own type.
+    pub fn sqlite_revocations(&self) -> SqliteRevocations {
+        SqliteRevocations::new(self.db.clone())
+    }
+
+    /// An audit sink writing as one writer, as its own type (see [`SqliteSink`]).
+    pub fn sink(&self, options: SinkOptions) -> Result<SqliteSink, AuditError> {
+        SqliteSink::open(&self.db, options)
+    }
+}
+
+impl Store for SqliteStore {
+    fn describe(&self) -> String {
+        self.db.name.clone()
+    }
+
+    fn migrate(&self) -> Result<u32, StoreError> {
+        let mut conn = self.db.lock();
+        let version = match migrate::run(&mut conn) {
+            Ok(version) => version,
+            Err(migrate::Failure::Newer(version)) => return Err(self.db.newer(version)),
+            Err(migrate::Failure::Sqlite(error)) => return Err(self.db.error(error)),
+        };
+        self.db.checked.store(true, Ordering::Release);
+        Ok(version)
+    }
+
+    fn ledger(&self) -> Arc<dyn ApprovalLedger> {
+        Arc::new(self.sqlite_ledger())
+    }
+
+    fn revocations(&self) -> Arc<dyn RevocationStore> {
+        Arc::new(self.sqlite_revocations())
+    }
+
+    fn audit_sink(&self, options: SinkOptions) -> Result<Arc<dyn AuditSink>, AuditError> {
+        Ok(Arc::new(self.sink(options)?))
+    }
+
+    fn read_trail(&self) -> Result<Trail, StoreError> {
+        self.db.with(records::read_trail)
+    }
+
+    fn daily_stats(&self) -> Result<Vec<DailyStats>, StoreError> {
+        self.db.with(records::daily_stats)
+    }
+}
+
+impl Db {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A new connection to the database, for an audit sink.
+    pub(crate) fn connect(&self) -> Result<Connection, StoreError> {
+        let conn = connect(&self.path, &self.name, self.busy_timeout)?;
+        self.check(&conn)?;
+        Ok(conn)
+    }
+
+    /// Runs `f` on the store's connection, once the schema is known to be this build's.
+    pub(crate) fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, rusqlite::Error>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.lock();
+        if !self.checked.load(Ordering::Acquire) {
+            self.check(&conn)?;
+            self.checked.store(true, Ordering::Release);
+        }
+        f(&mut conn).map_err(|e| self.error(e))
+    }
+
+    /// Refuses a database that is not migrated, or at another schema version.
+    fn check(&self, conn: &Connection) -> Result<(), StoreError> {
+        match migrate::version(conn).map_err(|e| self.error(e))? {
+            Some(version) if version == SCHEMA_VERSION => Ok(()),
+            Some(version) if version > SCHEMA_VERSION => Err(self.newer(version)),
+            found => Err(StoreError::new(
+                &self.name,
+                format!(
+                    "the database is not migrated (schema version {}, this build needs {}): run \
+                     `capability db migrate {}`",
+                    found.unwrap_or(0),
+                    SCHEMA_VERSION,
+                    self.path.display()
+                ),
+            )),
+        }
+    }
+
+    fn newer(&self, version: u32) -> StoreError {
+        StoreError::new(&self.name, migrate::newer_message(version))
+    }
+
+    /// A SQLite error as a store error, in words.
+    pub(crate) fn error(&self, error: rusqlite::Error) -> StoreError {
+        StoreError::new(&self.name, explain(&error, self.busy_timeout))
+    }
+}
+
+/// Opens a connection in WAL mode with durable commits.
+fn connect(path: &Path, name: &str, busy_timeout: Duration) -> Result<Connection, StoreError> {
+    let fail = |e: rusqlite::Error| StoreError::new(name, explain(&e, busy_timeout));
+    if path.is_dir() {
+        return Err(StoreError::new(
+            name,
+            "this is a directory, not a SQLite database file",
+        ));
+    }
+    if let Some(bytes) = header(path)
+        && !bytes.is_empty()
+        && bytes != b"SQLite format 3\0"
+    {
+        return Err(StoreError::new(
+            name,
+            "the file is not a SQLite database (its header is not `SQLite format 3`)",
+        ));
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(fail)?;
+    conn.busy_timeout(busy_timeout).map_err(fail)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        .map_err(fail)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::new(
+            name,
+            format!("cannot switch the database to WAL mode (it stays in `{mode}` mode)"),
+        ));
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+        .map_err(fail)?;
+    Ok(conn)
+}
+
+/// The first 16 bytes of an existing file (fewer when it is shorter).
+fn header(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(16);
+    std::fs::File::open(path)
+        .ok()?
+        .take(16)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(bytes)
+}
+
+/// What a SQLite error means for the user.
+pub(crate) fn explain(error: &rusqlite::Error, busy_timeout: Duration) -> String {
+    match error.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => format!(
+            "the database is locked by another connection (waited {} ms): {error}",
+            busy_timeout.as_millis()
+        ),
+        Some(ErrorCode::NotADatabase) => format!("the file is not a SQLite database: {error}"),
+        Some(ErrorCode::DatabaseCorrupt) => format!("the database file is corrupt: {error}"),
+        Some(ErrorCode::CannotOpen) => format!(
+            "cannot open the database file (does its directory exist, may this user write \
+             it?): {error}"
+        ),
+        Some(ErrorCode::ReadOnly) => format!("the database is read-only: {error}"),
+        Some(ErrorCode::DiskFull) => format!("the disk is full: {error}"),
+        _ => error.to_string(),
+    }
+}
+
+/// Seconds since the Unix epoch (0 for a clock before 1970).
+pub(crate) fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,345 @@
+//! The SQLite audit sink: one writer's chain in `mcp_audit_log`, written by group commit.
+//!
+//! Each [`append`](AuditSink::append) completes its record (writer, seq, prev, hash) under a
+//! short lock and queues it, then waits until it is committed. Whichever appending thread finds
+//! no commit under way becomes the leader: it takes every queued record and inserts them in one
+//! transaction, while the others wait (and queue the next batch). So one commit, and one
+//! `fsync`, serves many threads, and still no `append` returns before its record is durable.
+//!
+//! A failed commit puts its records back at the head of the queue: they are retried by
+//! [`ready`](AuditSink::ready) and by the next append, unless
+//! [`discard_pending`](AuditSink::discard_pending) drops them.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use capability_audit::{
+    AuditError, AuditRecord, AuditSink, Checkpoint, CheckpointSchedule, CheckpointSigner,
+    DigestKey, GENESIS,
+};
+use capability_gate::StoreError;
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::{Db, records};
+use crate::SinkOptions;
+
+/// An audit sink writing one writer's chain into a SQLite database (see the module docs).
+/// Made by [`SqliteStore::sink`](super::SqliteStore::sink). It resumes the chain of its writer
+/// id when the database already holds records of it.
+pub struct SqliteSink {
+    name: String,
+    writer: String,
+    key: OnceLock<DigestKey>,
+    /// Used by the leader only (at most one at a time).
+    conn: Mutex<Connection>,
+    state: Mutex<State>,
+    changed: Condvar,
+    signer: Option<Arc<dyn CheckpointSigner>>,
+}
+
+struct State {
+    /// The last record appended (committed or queued).
+    seq: u64,
+    prev: String,
+    /// The last record committed.
+    committed_seq: u64,
+    committed_prev: String,
+    /// Appended, not yet committed, in seq order.
+    queue: Vec<AuditRecord>,
+    committing: bool,
+    /// The last seq of the last batch tried.
+    attempted: u64,
+    /// Why the last batch failed, until one succeeds.
+    failure: Option<AuditError>,
+    /// Counts the discards: a waiter whose record was dropped sees it change.
+    epoch: u64,
+    schedule: Option<CheckpointSchedule>,
+    checkpointed: u64,
+    closed: bool,
+}
+
+impl std::fmt::Debug for SqliteSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteSink")
+            .field("store", &self.name)
+            .field("writer", &self.writer)
+            .finish_non_exhaustive()
+    }
+}
+
+fn store_error(error: StoreError) -> AuditError {
+    AuditError::Store {
+        store: error.store,
+        message: error.message,
+    }
+}
+
+impl SqliteSink {
+    pub(crate) fn open(db: &Db, options: SinkOptions) -> Result<SqliteSink, AuditError> {
+        let name = db.name().to_owned();
+        if options.writer.is_empty() {
+            return Err(AuditError::Store {
+                store: name,
+                message: "an audit sink needs a writer id (capability_store::row::new_writer_id)"
+                    .to_owned(),
+            });
+        }
+        let conn = db.connect().map_err(store_error)?;
+        let resume = records::head(&conn, &options.writer)
+            .and_then(|head| Ok((head, records::checkpointed(&conn, &options.writer)?)));
+        let (head, checkpointed) = resume.map_err(|e| store_error(db.error(e)))?;
+        let (seq, prev) = head.unwrap_or_else(|| (0, GENESIS.to_owned()));
+        let (signer, schedule) = match options.checkpoints {
+            Some((signer, every)) => (
+                Some(signer),
+                Some(CheckpointSchedule::new(every, checkpointed)),
+            ),
+            None => (None, None),
+        };
+        let key = match options.digest_key {
+            Some(key) => OnceLock::from(key),
+            None => OnceLock::new(),
+        };
+        Ok(SqliteSink {
+            name,
+            writer: options.writer,
+            key,
+            conn: Mutex::new(conn),
+            state: Mutex::new(State {
+                seq,
+                prev: prev.clone(),
+                committed_seq: seq,
+                committed_prev: prev,
+                queue: Vec::new(),
+                committing: false,
+                attempted: seq,
+                failure: None,
+                epoch: 0,
+                schedule,
+                checkpointed,
+                closed: false,
+            }),
+            changed: Condvar::new(),
+            signer,
+        })
+    }
+
+    /// This sink's writer id.
+    pub fn writer(&self) -> &str {
+        &self.writer
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wait<'a>(&self, state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.changed
+            .wait(state)
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn failed(&self, message: impl Into<String>) -> AuditError {
+        AuditError::Store {
+            store: self.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Commits every queued record (and a checkpoint, when one is due) in one transaction, as
+    /// the leader. Called with no commit under way and a non-empty queue.
+    fn commit<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let batch = std::mem::take(&mut state.queue);
+        let Some(last) = batch.last() else {
+            return state;
+        };
+        let (last_seq, last_hash) = (last.seq, last.hash.clone());
+        let checkpoint = match (&self.signer, &state.schedule) {
+            (Some(signer), Some(schedule)) if schedule.due(last_seq) => Some(Checkpoint::sign(
+                &self.writer,
+                last_seq,
+                &last_hash,
+                signer.as_ref(),
+            )),
+            _ => None,
+        };
+        state.committing = true;
+        state.attempted = last_seq;
+        drop(state);
+
+        let result = {
+            let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+            write(&mut conn, &batch, checkpoint.as_ref())
+        };
+
+        let mut state = self.state();
+        state.committing = false;
+        match result {
+            Ok(()) => {
+                state.committed_seq = last_seq;
+                state.committed_prev = last_hash;
+                state.failure = None;
+                if checkpoint.is_some() {
+                    state.checkpointed = last_seq;
+                    if let Some(schedule) = &mut state.schedule {
+                        schedule.written(last_seq);
+                    }
+                }
+            }
+            Err(error) => {
+                let mut queue = batch;
+                queue.append(&mut state.queue);
+                state.queue = queue;
+                state.failure =
+                    Some(self.failed(super::explain(&error, super::DEFAULT_BUSY_TIMEOUT)));
+            }
+        }
+        self.changed.notify_all();
+        state
+    }
+
+    /// Waits until record `seq` (queued in `epoch`) is committed, leading commits as needed.
+    fn committed<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        seq: u64,
+        epoch: u64,
+    ) -> Result<(), AuditError> {
+        loop {
+            if state.epoch != epoch {
+                return Err(self.failed("the record was discarded before it was written"));
+            }
+            if seq <= state.committed_seq {
+                return Ok(());
+            }
+            if !state.committing {
+                if seq <= state.attempted
+                    && let Some(failure) = &state.failure
+                {
+                    return Err(failure.clone());
+                }
+                state = self.commit(state);
+                continue;
+            }
+            state = self.wait(state);
+        }
+    }
+
+    /// Waits for a commit under way, then commits what is queued; the error of the last
+    /// attempt when records stay pending.
+    fn flush<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+    ) -> (MutexGuard<'a, State>, Result<(), AuditError>) {
+        while state.committing {
+            state = self.wait(state);
+        }
+        if !state.queue.is_empty() {
+            state = self.commit(state);
+        }
+        let result = match &state.failure {
+            Some(failure) if !state.queue.is_empty() => Err(failure.clone()),
+            _ => Ok(()),
+        };
+        (state, result)
+    }
+}
+
+/// Inserts a batch (and a checkpoint) in one durable transaction.
+fn write(
+    conn: &mut Connection,
+    batch: &[AuditRecord],
+    checkpoint: Option<&Checkpoint>,
+) -> Result<(), rusqlite::Error> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    records::insert_records(&tx, batch)?;
+    if let Some(checkpoint) = checkpoint {
+        records::insert_checkpoint(&tx, checkpoint)?;
+    }
+    tx.commit()
+}
+
+impl AuditSink for SqliteSink {
+    fn append(&self, mut record: AuditRecord) -> Result<AuditRecord, AuditError> {
+        crate::row::check_record(&record).map_err(|e| self.failed(e))?;
+        let mut state = self.state();
+        if state.closed {
+            return Err(self.failed("the audit sink is closed"));
+        }
+        record.writer.clone_from(&self.writer);
+        record.seq = state.seq + 1;
+        record.prev = std::mem::take(&mut state.prev);
+        record.hash = record.compute_hash();
+        state.seq = record.seq;
+        state.prev.clone_from(&record.hash);
+        state.queue.push(record.clone());
+        let (seq, epoch) = (record.seq, state.epoch);
+        self.committed(state, seq, epoch)?;
+        Ok(record)
+    }
+
+    fn ready(&self) -> Result<(), AuditError> {
+        let state = self.state();
+        if state.closed {
+            return Err(self.failed("the audit sink is closed"));
+        }
+        if state.queue.is_empty() {
+            return Ok(());
+        }
+        self.flush(state).1
+    }
+
+    fn close(&self) -> Result<(), AuditError> {
+        let state = self.state();
+        if state.closed {
+            return Ok(());
+        }
+        let (mut state, result) = self.flush(state);
+        result?;
+        if let Some(signer) = &self.signer
+            && state.committed_seq > state.checkpointed
+        {
+            let checkpoint = Checkpoint::sign(
+                &self.writer,
+                state.committed_seq,
+                &state.committed_prev,
+                signer.as_ref(),
+            );
+            let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+            write(&mut conn, &[], Some(&checkpoint))
+                .map_err(|e| self.failed(super::explain(&e, super::DEFAULT_BUSY_TIMEOUT)))?;
+            state.checkpointed = state.committed_seq;
+        }
+        state.closed = true;
+        Ok(())
+    }
+
+    fn discard_pending(&self) -> u64 {
+        let mut state = self.state();
+        while state.committing {
+            state = self.wait(state);
+        }
+        let dropped = state.seq - state.committed_seq;
+        state.queue.clear();
+        state.seq = state.committed_seq;
+        state.prev = state.committed_prev.clone();
+        state.attempted = state.committed_seq;
+        state.failure = None;
+        state.epoch += 1;
+        self.changed.notify_all();
+        dropped
+    }
+
+    fn digest_key(&self) -> Result<&DigestKey, AuditError> {
+        if let Some(key) = self.key.get() {
+            return Ok(key);
+        }
+        let key = DigestKey::generate().map_err(AuditError::DigestKey)?;
+        Ok(self.key.get_or_init(|| key))
+    }
+}
+
+impl Drop for SqliteSink {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

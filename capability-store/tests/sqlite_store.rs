@@ -1,0 +1,376 @@
+//! The SQLite store on its own: migrations, bad input, the ledger, revocations, the record
+//! round trip, the sink's chain, resume, failure and retry, checkpoints and tampering.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capability::audit::{
+    AuditRecord, AuditSink, ChainProblem, CheckpointEvery, GENESIS, Verdict, verify_chains,
+};
+use capability::gate::{ApprovalLedger, Consumed, PublicKey, SecretKey};
+use capability_store::sqlite::SqliteStore;
+use capability_store::{SCHEMA_VERSION, SinkOptions, Store};
+use serde_json::json;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sqlite-store");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join(name);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    path
+}
+
+fn migrated(name: &str) -> (PathBuf, SqliteStore) {
+    let path = scratch(name);
+    let store = SqliteStore::open(&path).expect("open");
+    assert_eq!(store.migrate().expect("migrate"), SCHEMA_VERSION);
+    (path, store)
+}
+
+fn record(i: u64) -> AuditRecord {
+    AuditRecord {
+        writer: String::new(),
+        seq: 0,
+        time: "2026-03-01T10:00:00.123Z".to_owned(),
+        agent: "triage-bot".to_owned(),
+        role: "monitor".to_owned(),
+        session: format!("s-{i}"),
+        step: Some("triage".to_owned()),
+        incident_id: Some("INC-2026-0042".to_owned()),
+        provider: Some("k8s".to_owned()),
+        tool: "list_pods".to_owned(),
+        descriptor_hash: "ab".repeat(32),
+        policy_version: Some("v7".to_owned()),
+        verdict: Verdict::Allowed,
+        reasons: vec![],
+        input: json!({ "i": i }),
+        input_digest: format!("hmac-sha256:{}", "00".repeat(32)),
+        input_size: 7,
+        output_digest: Some(format!("hmac-sha256:{}", "11".repeat(32))),
+        output_size: Some(12),
+        latency_us: Some(100 + i),
+        success: Some(true),
+        error: None,
+        prev: String::new(),
+        hash: String::new(),
+    }
+}
+
+#[test]
+fn operations_on_an_unmigrated_database_say_to_migrate() {
+    let path = scratch("unmigrated.db");
+    let store = SqliteStore::open(&path).expect("open");
+    let error = store.ledger().consume("a", 1).expect_err("not migrated");
+    assert!(error.message.contains("capability db migrate"), "{error}");
+    assert!(store.read_trail().is_err());
+    assert!(store.daily_stats().is_err());
+    assert!(store.revocations().revoke("g").is_err());
+    let Err(error) = store.audit_sink(SinkOptions::writer("w")) else {
+        panic!("a sink on an unmigrated database")
+    };
+    assert!(
+        error.to_string().contains("capability db migrate"),
+        "{error}"
+    );
+}
+
+#[test]
+fn migrate_is_idempotent_and_a_newer_schema_is_refused() {
+    let (path, store) = migrated("newer.db");
+    assert_eq!(store.migrate().expect("again"), SCHEMA_VERSION);
+    // Another build migrated it further.
+    exec(
+        &path,
+        "INSERT INTO capability_schema_version VALUES (99, 'later')",
+    )
+    .expect("a newer schema");
+    let fresh = SqliteStore::open(&path).expect("open");
+    let error = fresh.migrate().expect_err("newer");
+    assert!(
+        error.message.contains("99") && error.message.contains(&SCHEMA_VERSION.to_string()),
+        "{error}"
+    );
+    let error = fresh.ledger().consume("a", 1).expect_err("newer");
+    assert!(error.message.contains("schema version 99"), "{error}");
+}
+
+/// Runs raw SQL on the file, as another process (or an attacker with write access) would.
+fn exec(path: &PathBuf, sql: &str) -> rusqlite::Result<()> {
+    rusqlite::Connection::open(path)?.execute_batch(sql)
+}
+
+fn count(path: &PathBuf, sql: &str) -> rusqlite::Result<i64> {
+    rusqlite::Connection::open(path)?.query_row(sql, [], |row| row.get(0))
+}
+
+/// Holds the database's write lock until dropped.
+fn hold_write_lock(path: &PathBuf) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    Ok(conn)
+}
+
+#[test]
+fn concurrent_migrations_apply_once() {
+    let path = scratch("concurrent-migrate.db");
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || SqliteStore::open(&path).and_then(|s| s.migrate()))
+        })
+        .collect();
+    for thread in threads {
+        assert_eq!(thread.join().expect("thread"), Ok(SCHEMA_VERSION));
+    }
+    let rows = count(&path, "SELECT COUNT(*) FROM capability_schema_version").expect("count");
+    assert_eq!(rows, 1);
+}
+
+#[test]
+fn a_directory_or_a_foreign_file_is_a_clear_error() {
+    let dir = scratch("a-directory");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let error = SqliteStore::open(&dir).expect_err("directory");
+    assert!(error.message.contains("directory"), "{error}");
+    let text = scratch("not-a-db.txt");
+    std::fs::write(&text, "hello, this is not a database at all\n").expect("write");
+    let error = SqliteStore::open(&text).expect_err("text file");
+    assert!(error.message.contains("not a SQLite database"), "{error}");
+    let missing = scratch("no-such-dir").join("sub").join("state.db");
+    let error = SqliteStore::open(&missing).expect_err("missing directory");
+    assert!(error.message.contains("cannot open"), "{error}");
+    assert!(error.store.starts_with("sqlite:"), "{error}");
+}
+
+#[test]
+fn the_ledger_consumes_once_across_stores_and_restarts() {
+    let (path, store) = migrated("ledger.db");
+    let other = SqliteStore::open(&path).expect("second store");
+    assert_eq!(
+        store.ledger().consume("ap-1", u64::MAX),
+        Ok(Consumed::First)
+    );
+    assert_eq!(
+        other.ledger().consume("ap-1", u64::MAX),
+        Ok(Consumed::Again)
+    );
+    drop((store, other));
+    let restarted = SqliteStore::open(&path).expect("restarted");
+    assert_eq!(restarted.ledger().consume("ap-1", 5), Ok(Consumed::Again));
+    assert_eq!(restarted.ledger().consume("ap-2", 5), Ok(Consumed::First));
+    // Pruning forgets only ids expired more than a day ago.
+    let ledger = restarted.sqlite_ledger();
+    assert_eq!(ledger.prune(5 + 86_400), Ok(0));
+    assert_eq!(ledger.prune(6 + 86_400), Ok(1));
+    assert_eq!(ledger.consume("ap-1", u64::MAX), Ok(Consumed::Again));
+}
+
+#[test]
+fn a_database_locked_beyond_the_timeout_is_an_error_not_a_consumption() {
+    let (path, _store) = migrated("locked.db");
+    let impatient = SqliteStore::open_with_timeout(&path, Duration::from_millis(50)).expect("open");
+    let ledger = impatient.ledger();
+    let revocations = impatient.revocations();
+    let lock = hold_write_lock(&path).expect("lock");
+    let error = ledger.consume("ap-locked", u64::MAX).expect_err("locked");
+    assert!(error.message.contains("locked"), "{error}");
+    assert!(revocations.revoke("g").is_err());
+    drop(lock);
+    // Not consumed by the failed attempt.
+    assert_eq!(ledger.consume("ap-locked", u64::MAX), Ok(Consumed::First));
+}
+
+#[test]
+fn revocations_are_seen_by_every_store_at_once() {
+    let (path, a) = migrated("revocations.db");
+    let b = SqliteStore::open(&path).expect("second store");
+    assert_eq!(b.revocations().revoked_among(&["g1", "g2"]), Ok(vec![]));
+    a.revocations().revoke("g2").expect("revoke");
+    a.revocations()
+        .revoke("g2")
+        .expect("revoking twice is fine");
+    assert_eq!(
+        b.revocations().revoked_among(&["g1", "g2", "g3"]),
+        Ok(vec!["g2".to_owned()])
+    );
+    assert_eq!(b.revocations().revoked_among(&[]), Ok(vec![]));
+}
+
+#[test]
+fn records_round_trip_exactly() {
+    let (_path, store) = migrated("roundtrip.db");
+    let sink = store.sink(SinkOptions::writer("w-rt")).expect("sink");
+    let mut wild = record(1);
+    wild.agent = "agent-ü-日本-🦀".to_owned();
+    wild.input = json!({
+        "nested": { "list": [1, -2, 3.5, null, true, "ß"], "empty": {}, "deep": [[[]]] },
+        "big": u64::MAX, "neg": i64::MIN, "float": 1e-7, "quote": "\"'\\\n\t",
+    });
+    wild.reasons = vec!["tool `x` is not allowed".to_owned(), "ümlaut".to_owned()];
+    let mut bare = record(2);
+    bare.step = None;
+    bare.incident_id = None;
+    bare.provider = None;
+    bare.policy_version = None;
+    bare.verdict = Verdict::Denied;
+    bare.output_digest = None;
+    bare.output_size = None;
+    bare.latency_us = None;
+    bare.success = None;
+    let mut failed = record(3);
+    failed.success = Some(false);
+    failed.error = Some("apiserver timeout".to_owned());
+    failed.verdict = Verdict::AuditFailed;
+    let written: Vec<AuditRecord> = [wild, bare, failed]
+        .into_iter()
+        .map(|r| sink.append(r).expect("append"))
+        .collect();
+    assert_eq!(written[0].prev, GENESIS);
+    assert_eq!(written[1].prev, written[0].hash);
+    let trail = store.read_trail().expect("trail");
+    assert_eq!(trail.records, written);
+    for r in &trail.records {
+        assert_eq!(r.compute_hash(), r.hash);
+        assert_eq!(r.writer, "w-rt");
+    }
+}
+
+#[test]
+fn an_incident_id_over_64_characters_is_refused_and_not_left_pending() {
+    let (_path, store) = migrated("incident.db");
+    let sink = store.sink(SinkOptions::writer("w")).expect("sink");
+    let mut long = record(1);
+    long.incident_id = Some("I".repeat(65));
+    assert!(sink.append(long).is_err());
+    assert_eq!(sink.discard_pending(), 0);
+    sink.append(record(2)).expect("the next record is fine");
+    assert_eq!(store.read_trail().expect("trail").records[0].seq, 1);
+}
+
+#[test]
+fn a_sink_resumes_its_writer_chain() {
+    let (_path, store) = migrated("resume.db");
+    let first = store.sink(SinkOptions::writer("w-resume")).expect("sink");
+    let a = first.append(record(1)).expect("append");
+    drop(first);
+    let second = store.sink(SinkOptions::writer("w-resume")).expect("sink");
+    let b = second.append(record(2)).expect("append");
+    assert_eq!((b.seq, b.prev.as_str()), (2, a.hash.as_str()));
+    let other = store.sink(SinkOptions::writer("w-other")).expect("sink");
+    assert_eq!(other.append(record(3)).expect("append").seq, 1);
+    let trail = store.read_trail().expect("trail");
+    assert!(verify_chains(&trail.records, &trail.checkpoints, None).is_intact());
+}
+
+#[test]
+fn a_failed_commit_keeps_the_record_pending_and_retries_it() {
+    let (path, store) = migrated("retry.db");
+    let impatient = SqliteStore::open_with_timeout(&path, Duration::from_millis(50)).expect("open");
+    let sink = impatient
+        .sink(SinkOptions::writer("w-retry"))
+        .expect("sink");
+    let lock = hold_write_lock(&path).expect("lock");
+    let error = sink.append(record(1)).expect_err("locked");
+    assert!(error.to_string().contains("locked"), "{error}");
+    assert!(sink.ready().is_err(), "still locked: not ready");
+    drop(lock);
+    sink.ready().expect("retried");
+    let next = sink.append(record(2)).expect("append");
+    assert_eq!(next.seq, 2);
+    let trail = store.read_trail().expect("trail");
+    assert_eq!(trail.records.len(), 2);
+    assert!(verify_chains(&trail.records, &[], None).is_intact());
+    // Discarding drops pending records and the chain goes on from the last one written.
+    let lock = hold_write_lock(&path).expect("lock");
+    assert!(sink.append(record(3)).is_err());
+    assert_eq!(sink.discard_pending(), 1);
+    drop(lock);
+    assert_eq!(sink.append(record(4)).expect("append").seq, 3);
+    assert!(verify_chains(&store.read_trail().expect("trail").records, &[], None).is_intact());
+}
+
+fn signed_trail(name: &str) -> (PathBuf, SqliteStore, PublicKey) {
+    let (path, store) = migrated(name);
+    let key = SecretKey::generate().expect("key");
+    let public = key.public_key();
+    let mut options = SinkOptions::writer("w-signed");
+    options.checkpoints = Some((
+        Arc::new(key),
+        CheckpointEvery {
+            records: 4,
+            interval: Duration::from_secs(3600),
+        },
+    ));
+    let sink = store.sink(options).expect("sink");
+    for i in 0..10 {
+        sink.append(record(i)).expect("append");
+    }
+    sink.close().expect("close");
+    assert!(sink.append(record(99)).is_err(), "closed");
+    (path, store, public)
+}
+
+#[test]
+fn checkpoints_vouch_for_the_chain() {
+    let (_path, store, key) = signed_trail("signed.db");
+    let trail = store.read_trail().expect("trail");
+    let seqs: Vec<u64> = trail.checkpoints.iter().map(|c| c.seq).collect();
+    assert_eq!(seqs, vec![4, 8, 10]);
+    let report = verify_chains(&trail.records, &trail.checkpoints, Some(&key));
+    assert!(report.is_intact(), "{report:?}");
+}
+
+#[test]
+fn a_cut_tail_is_detected_with_the_key() {
+    let (path, store, key) = signed_trail("tail-cut.db");
+    exec(&path, "DELETE FROM mcp_audit_log WHERE seq > 8").expect("cut");
+    let trail = store.read_trail().expect("trail");
+    // Without the key the shorter chain looks whole; with it, the cut shows.
+    assert!(verify_chains(&trail.records, &trail.checkpoints, None).is_intact());
+    let report = verify_chains(&trail.records, &trail.checkpoints, Some(&key));
+    assert!(
+        report.writers[0].problems.contains(&ChainProblem::TailCut {
+            checkpoint_seq: 10,
+            last_seq: 8
+        }),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn a_recomputed_chain_is_detected_with_the_key() {
+    let (path, store, key) = signed_trail("recomputed.db");
+    let mut records = store.read_trail().expect("trail").records;
+    // The attacker edits record 6 and computes every later hash again.
+    records[5].input = json!({ "i": "forged" });
+    for i in 5..records.len() {
+        records[i].prev = records[i - 1].hash.clone();
+        records[i].hash = records[i].compute_hash();
+        exec(
+            &path,
+            &format!(
+                "UPDATE mcp_audit_log SET input = '{}', prev_hash = '{}', hash = '{}' WHERE seq = {}",
+                capability_store::row::input_json(&records[i].input),
+                records[i].prev,
+                records[i].hash,
+                records[i].seq
+            ),
+        )
+        .expect("update");
+    }
+    let trail = store.read_trail().expect("trail");
+    assert!(verify_chains(&trail.records, &trail.checkpoints, None).is_intact());
+    let report = verify_chains(&trail.records, &trail.checkpoints, Some(&key));
+    let problems = &report.writers[0].problems;
+    assert!(
+        problems.contains(&ChainProblem::Recomputed { seq: 8 }),
+        "{problems:?}"
+    );
+    assert!(
+        problems.contains(&ChainProblem::Recomputed { seq: 10 }),
+        "{problems:?}"
+    );
+}
