@@ -52,10 +52,7 @@ fn median_ns(mut run: impl FnMut()) -> f64 {
 fn audit(c: &mut Criterion) {
     let tool = tool();
     let ctx = ToolContext::new("monitor", "bench", Ceiling::ReadOnly).with_scopes(["k8s:read"]);
-    let caller = Caller {
-        agent: "bench",
-        step: Some("loop"),
-    };
+    let caller = Caller::new("bench").step("loop");
     let input = json!({ "namespace": "checkout", "label_selector": "app=api,tier=web" });
     let run = || Ok::<_, String>(json!(["api-0", "api-1", "api-2"]));
     let dir = std::env::temp_dir().join(format!("capability-bench-audit-{}", std::process::id()));

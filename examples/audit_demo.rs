@@ -106,18 +106,9 @@ fn main() -> ExitCode {
         eprintln!("examples/policy.toml has no analyst role");
         return ExitCode::from(2);
     };
-    let ops = Caller {
-        agent: "ops-bot",
-        step: Some("remediate"),
-    };
-    let watcher = Caller {
-        agent: "watcher",
-        step: Some("triage"),
-    };
-    let analyst_caller = Caller {
-        agent: "analyst",
-        step: Some("root-cause"),
-    };
+    let ops = Caller::new("ops-bot").step("remediate");
+    let watcher = Caller::new("watcher").step("triage");
+    let analyst_caller = Caller::new("analyst").step("root-cause");
 
     let mut lines = Vec::new();
     let mut show =

@@ -26,10 +26,7 @@ struct Login {
     otp: Option<String>,
 }
 
-const CALLER: Caller<'static> = Caller {
-    agent: "watcher",
-    step: Some("triage"),
-};
+const CALLER: Caller<'static> = Caller::new("watcher").step("triage");
 
 fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("audit");

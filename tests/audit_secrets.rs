@@ -31,10 +31,7 @@ struct Login {
 /// The key holder's key, as a key file holds it.
 const KEY_HEX: &str = "5f2b8c0e9a71d4436e18b2a09c7f5d31e4a6b8c2d0f19e37a5c4b6d8e0f21a3c";
 
-const CALLER: Caller<'static> = Caller {
-    agent: "watcher",
-    step: Some("login"),
-};
+const CALLER: Caller<'static> = Caller::new("watcher").step("login");
 
 /// The real password, and the attacker's dictionary, which contains it.
 const PASSWORD: &str = "hunter2";

@@ -16,10 +16,7 @@ use tracing::field::{Field, Visit};
 mod common;
 use common::{list_pods, monitor, restart_pod};
 
-const CALLER: Caller<'static> = Caller {
-    agent: "watcher",
-    step: Some("triage"),
-};
+const CALLER: Caller<'static> = Caller::new("watcher").step("triage");
 
 /// Collects the events of `capability::audit` (or of every target), field by field.
 #[derive(Default)]

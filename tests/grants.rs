@@ -554,10 +554,7 @@ fn an_audited_dispatch_records_grant_authorized_calls_allowed_and_denied() {
         max_calls: 10,
         max_denials: 10,
     });
-    let caller = Caller {
-        agent: "incident-bot",
-        step: Some("triage"),
-    };
+    let caller = Caller::new("incident-bot").step("triage");
     let list = tool("k8s", "list_pods", true, false, &["k8s:read"]);
     let restart = tool("k8s", "restart_pod", false, true, &["k8s:write"]);
     let clock = At(NOW);

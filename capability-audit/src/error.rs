@@ -31,6 +31,12 @@ pub enum AuditError {
     /// The sink has no digest key (none configured, and no randomness for one): no record can
     /// be made without exposing the values the key protects.
     DigestKey(KeyError),
+    /// The call's record cannot be made as asked (an incident id longer than a record stores):
+    /// the call is refused rather than recorded with something cut off.
+    InvalidRecord {
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl fmt::Display for AuditError {
@@ -49,6 +55,9 @@ impl fmt::Display for AuditError {
             }
             AuditError::DigestKey(error) => {
                 write!(f, "the audit trail has no digest key: {error}")
+            }
+            AuditError::InvalidRecord { message } => {
+                write!(f, "the call cannot be recorded: {message}")
             }
         }
     }

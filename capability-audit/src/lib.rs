@@ -9,12 +9,15 @@
 //! sink of your own; a program that only declares tools and agents does not need it.
 //!
 //! - [`record`]: the record and its hash chain.
-//! - [`sink`]: the `AuditSink` seam and the in-memory sink; [`jsonl`]: the JSON Lines file sink;
-//!   [`verify`]: reading and verifying a JSON Lines trail.
+//! - [`sink`]: the `AuditSink` seam and the in-memory sink; [`jsonl`]: the JSON Lines file sink
+//!   (with signed checkpoints between the records); [`verify`]: reading and verifying a JSON
+//!   Lines trail byte for byte, and against the checkpoint key.
 //! - [`checkpoint`]: signed checkpoints and [`verify_chains`], per-writer chains.
-//! - [`dispatch`]: `AuditedDispatch`; [`budget`]: budgets and degrade.
+//! - [`dispatch`]: `AuditedDispatch` (fail-closed by itself; one record per call, even a
+//!   panicked or cancelled one) and `Caller`; [`budget`]: budgets and degrade.
 //! - [`redact`]: sensitive fields; [`key`]: the secret key of the trail's digests;
-//!   [`trace`]: records as `tracing` events; [`time`]: timestamps.
+//!   [`trace`]: each call an OpenTelemetry-style `execute_tool` span, each record a `tracing`
+//!   event; [`time`]: timestamps.
 
 #![forbid(unsafe_code)]
 
@@ -36,7 +39,7 @@ pub use checkpoint::{
     ChainProblem, ChainsReport, Checkpoint, CheckpointEvery, CheckpointSchedule, CheckpointSigner,
     CheckpointVerifier, WriterReport, verify_chains,
 };
-pub use dispatch::{AuditedDispatch, Caller, Redactor};
+pub use dispatch::{AuditedDispatch, Caller, MAX_INCIDENT_ID_CHARS, Redactor};
 pub use error::AuditError;
 pub use jsonl::{FlushPolicy, JsonlSink};
 pub use key::{DIGEST_KEY_LEN, DigestKey, KEYED_DIGEST_PREFIX, KeyError};
@@ -45,7 +48,10 @@ pub use redact::redact_sensitive;
 pub(crate) use sink::SinkKey;
 pub use sink::{AuditSink, MemorySink};
 pub use time::utc_now;
-pub use verify::{ProblemKind, TrailProblem, VerifyReport, read_jsonl, verify_jsonl};
+pub use verify::{
+    ProblemKind, TrailProblem, VerifyReport, read_jsonl, verify_jsonl,
+    verify_jsonl_with_checkpoints, verify_jsonl_with_key,
+};
 
 /// Locks a mutex, going on with its data after a panic elsewhere: a poisoned lock must not stop
 /// the trail, and every writer leaves the data consistent between statements.

@@ -1,6 +1,107 @@
-//! Every record is also a `tracing` event.
+//! Observability in the ecosystem's terms: each audited call is a `tracing` span with the
+//! OpenTelemetry GenAI attributes, and every record is also a `tracing` event.
+//!
+//! The span's static name is `execute_tool`; its `otel.name` field, which
+//! `tracing-opentelemetry` takes as the span name, is `execute_tool {tool}`. Its fields:
+//!
+//! - `gen_ai.operation.name = "execute_tool"`, `gen_ai.tool.name`, `gen_ai.tool.call.id` (an id
+//!   made for the call, unique in the process), and on failure `error.type`: `tool_error`,
+//!   `denied`, `degraded`, `audit_failed`, `panic` or `cancelled` (with
+//!   `otel.status_code = "ERROR"`);
+//! - ours, under `capability.`: `capability.agent`, `capability.role`, `capability.session`,
+//!   `capability.step`, `capability.incident_id`, `capability.provider`,
+//!   `capability.descriptor_hash`, `capability.policy_version`, `capability.verdict`
+//!   (`allowed`, `denied`, `degraded`, `audit_failed`) and `capability.audit.seq` (the record's
+//!   place in its chain, once written).
+//!
+//! The tool's own code runs inside the span, so its events and spans nest under it.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tracing::Span;
+use tracing::field::Empty;
 
 use crate::*;
+
+/// What a call's span starts with.
+pub(crate) struct CallFields<'a> {
+    pub(crate) tool: &'a str,
+    pub(crate) provider: Option<&'a str>,
+    pub(crate) descriptor_hash: &'a str,
+    pub(crate) agent: &'a str,
+    pub(crate) role: &'a str,
+    pub(crate) session: &'a str,
+    pub(crate) step: Option<&'a str>,
+    pub(crate) incident: Option<&'a str>,
+    pub(crate) policy_version: Option<&'a str>,
+}
+
+/// The span of one audited call (disabled, and free, when no subscriber wants it).
+pub(crate) fn call_span(call: &CallFields<'_>) -> Span {
+    tracing::info_span!(
+        target: "capability::audit",
+        "execute_tool",
+        otel.name = %format_args!("execute_tool {}", call.tool),
+        otel.kind = "internal",
+        otel.status_code = Empty,
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %call.tool,
+        gen_ai.tool.call.id = %call_id(),
+        error.type = Empty,
+        capability.verdict = Empty,
+        capability.agent = %call.agent,
+        capability.role = %call.role,
+        capability.session = %call.session,
+        capability.step = call.step,
+        capability.incident_id = call.incident,
+        capability.provider = call.provider,
+        capability.descriptor_hash = %call.descriptor_hash,
+        capability.policy_version = call.policy_version,
+        capability.audit.seq = Empty,
+    )
+}
+
+/// Records how the call ended: its verdict and, on failure, the kind of error.
+pub(crate) fn end_span(span: &Span, verdict: Verdict, error_type: Option<&'static str>) {
+    span.record(
+        "capability.verdict",
+        match verdict {
+            Verdict::Allowed => "allowed",
+            Verdict::Denied => "denied",
+            Verdict::Degraded => "degraded",
+            Verdict::AuditFailed => "audit_failed",
+        },
+    );
+    if let Some(error_type) = error_type {
+        span.record("error.type", error_type);
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
+/// A call id unique in this process and unlikely to repeat across processes: a random prefix
+/// drawn once, and a counter.
+fn call_id() -> String {
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let prefix = *PREFIX.get_or_init(|| {
+        let mut bytes = [0u8; 8];
+        match getrandom::fill(&mut bytes) {
+            Ok(()) => u64::from_le_bytes(bytes),
+            // No randomness: the process id and the clock still tell processes apart.
+            Err(_) => {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64);
+                nanos ^ (u64::from(std::process::id()) << 32)
+            }
+        }
+    });
+    format!(
+        "call_{prefix:016x}{:08x}",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
 
 pub(crate) fn emit_trace(record: &AuditRecord) {
     tracing::event!(
@@ -11,6 +112,7 @@ pub(crate) fn emit_trace(record: &AuditRecord) {
         role = %record.role,
         session = %record.session,
         step = record.step.as_deref(),
+        incident_id = record.incident_id.as_deref(),
         provider = record.provider.as_deref(),
         tool = %record.tool,
         descriptor_hash = %record.descriptor_hash,

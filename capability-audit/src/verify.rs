@@ -1,11 +1,20 @@
-//! Reading and verifying a JSON Lines trail.
+//! Reading and verifying a JSON Lines trail, byte for byte.
+//!
+//! Each line is either a record or a signed checkpoint, `{"checkpoint":{...}}`, and must be
+//! exactly the canonical JSON of what it parses to: no other spacing, key order or escaping,
+//! and no duplicate key at any depth (a JSON reader keeps one of the values and drops the
+//! other, so two readers could see two different records in one line).
 
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
+
 use crate::*;
+
+mod strict;
 
 /// What [`verify_jsonl`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,8 +23,24 @@ pub struct VerifyReport {
     pub records: u64,
     /// The hash of the last intact record.
     pub last_hash: String,
-    /// The first problem, if any.
+    /// The writer of the records (empty for a trail of no named writer).
+    pub writer: String,
+    /// The checkpoint lines read before the first problem, in file order.
+    pub checkpoints: Vec<Checkpoint>,
+    /// The first problem of a line, if any.
     pub problem: Option<TrailProblem>,
+    /// Given a key ([`verify_jsonl_with_key`]): what the signed checkpoints show about the
+    /// intact records (a cut-off tail, a recomputed chain, a checkpoint not signed by the key,
+    /// a chain no checkpoint vouches for). Empty without a key.
+    pub chain_problems: Vec<ChainProblem>,
+}
+
+impl VerifyReport {
+    /// Whether the trail is intact: no broken line and, when a key was given, nothing wrong
+    /// with the chain against its checkpoints.
+    pub fn is_intact(&self) -> bool {
+        self.problem.is_none() && self.chain_problems.is_empty()
+    }
 }
 
 /// The first broken place of a trail.
@@ -33,8 +58,14 @@ pub enum ProblemKind {
     /// The last line is incomplete: a write was cut short (a crash). Every record before it is
     /// intact.
     TornTail,
-    /// The line is not an audit record.
+    /// The line is not an audit record (nor a checkpoint).
     Malformed(String),
+    /// The line parses, but is not the canonical JSON of what it parses to (other spacing,
+    /// key order or escaping): it was not written by a sink, or was rewritten since.
+    NotCanonical,
+    /// The line has a duplicate key (the message names it): readers could disagree on what it
+    /// says.
+    DuplicateKey(String),
     /// The record's hash does not match its content: it was edited.
     Edited,
     /// The record does not follow the previous one: a record was removed, inserted or moved.
@@ -48,103 +79,192 @@ pub enum ProblemKind {
 
 impl fmt::Display for TrailProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let line = self.line;
         match &self.kind {
             ProblemKind::TornTail => write!(
                 f,
-                "line {}: torn tail: the last record was cut short while being written; every \
-                 record before it is intact",
-                self.line
+                "line {line}: torn tail: the last record was cut short while being written; \
+                 every record before it is intact"
             ),
             ProblemKind::Malformed(why) => {
-                write!(f, "line {}: not an audit record: {why}", self.line)
+                write!(f, "line {line}: not an audit record: {why}")
             }
+            ProblemKind::NotCanonical => write!(
+                f,
+                "line {line}: not canonical JSON: the line is not byte for byte what a sink \
+                 writes for the record it holds (other spacing, key order or escaping)"
+            ),
+            ProblemKind::DuplicateKey(why) => write!(
+                f,
+                "line {line}: refused: {why} (a reader keeps only one of the values)"
+            ),
             ProblemKind::Edited => write!(
                 f,
-                "line {}: the record was edited: its hash does not match its content",
-                self.line
+                "line {line}: the record was edited: its hash does not match its content"
             ),
             ProblemKind::ChainBroken {
                 expected_seq,
                 found_seq,
             } => write!(
                 f,
-                "line {}: the chain is broken: expected record {expected_seq} after the previous \
-                 one, found record {found_seq} (a record was removed, inserted or moved)",
-                self.line
+                "line {line}: the chain is broken: expected record {expected_seq} after the \
+                 previous one, found record {found_seq} (a record was removed, inserted or moved)"
             ),
         }
     }
 }
 
-/// Checks a JSON Lines trail: every record's hash, and the chain from each to the next. Stops
-/// at the first problem and says where.
-pub fn verify_jsonl(path: impl AsRef<Path>) -> Result<VerifyReport, AuditError> {
-    let path = path.as_ref();
-    let io = |e: std::io::Error| AuditError::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let file = File::open(path).map_err(io)?;
-    let mut reader = BufReader::new(file);
-    let mut records = 0u64;
-    let mut last_hash = GENESIS.to_owned();
-    let mut line = Vec::new();
-    let mut number = 0u64;
-    loop {
-        line.clear();
-        let read = reader.read_until(b'\n', &mut line).map_err(io)?;
-        if read == 0 {
-            break;
-        }
-        number += 1;
-        let complete = line.last() == Some(&b'\n');
-        let text = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned();
-        let problem = |kind| {
-            Ok(VerifyReport {
-                records,
-                last_hash: last_hash.clone(),
-                problem: Some(TrailProblem { line: number, kind }),
-            })
-        };
-        let record: AuditRecord = match serde_json::from_str(&text) {
-            Ok(record) => record,
-            Err(_) if !complete => return problem(ProblemKind::TornTail),
-            Err(error) => return problem(ProblemKind::Malformed(error.to_string())),
-        };
-        if !complete {
-            return problem(ProblemKind::TornTail);
-        }
-        if record.hash != record.compute_hash() {
-            return problem(ProblemKind::Edited);
-        }
-        if record.seq != records + 1 || record.prev != last_hash {
-            return problem(ProblemKind::ChainBroken {
-                expected_seq: records + 1,
-                found_seq: record.seq,
-            });
-        }
-        records += 1;
-        last_hash = record.hash;
+/// A checkpoint line: `{"checkpoint":{...}}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CheckpointLine {
+    pub(crate) checkpoint: Checkpoint,
+}
+
+impl CheckpointLine {
+    /// The line's canonical JSON (no newline).
+    pub(crate) fn to_line(&self) -> String {
+        let value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        capability_core::json::to_canonical_json(&value)
     }
-    Ok(VerifyReport {
-        records,
-        last_hash,
-        problem: None,
-    })
+}
+
+/// Checks a JSON Lines trail: the exact bytes of every line, every record's hash, and the chain
+/// from each to the next. Stops at the first problem and says where. Checkpoint lines are
+/// collected, not checked: that needs the key ([`verify_jsonl_with_key`]).
+pub fn verify_jsonl(path: impl AsRef<Path>) -> Result<VerifyReport, AuditError> {
+    scan(path.as_ref(), None, &[]).map(|(_, report)| report)
+}
+
+/// [`verify_jsonl`], and the signed checkpoints against `key` ([`verify_chains`]): reports a
+/// cut-off tail (a checkpoint names a record that is gone) and a recomputed chain (a record
+/// has another hash than the one a checkpoint signed), which the hash chain alone cannot show.
+///
+/// A cut that also removes every checkpoint after the cut point leaves a shorter trail that
+/// is consistent in itself: to catch it, keep the latest checkpoint somewhere else too (each
+/// one is also a `tracing` event; [`JsonlSink::last_checkpoint`]) and give it to
+/// [`verify_jsonl_with_checkpoints`].
+pub fn verify_jsonl_with_key(
+    path: impl AsRef<Path>,
+    key: &dyn CheckpointVerifier,
+) -> Result<VerifyReport, AuditError> {
+    scan(path.as_ref(), Some(key), &[]).map(|(_, report)| report)
+}
+
+/// [`verify_jsonl_with_key`], with checkpoints kept outside the file as well.
+pub fn verify_jsonl_with_checkpoints(
+    path: impl AsRef<Path>,
+    key: &dyn CheckpointVerifier,
+    kept: &[Checkpoint],
+) -> Result<VerifyReport, AuditError> {
+    scan(path.as_ref(), Some(key), kept).map(|(_, report)| report)
 }
 
 /// Reads every intact record of a trail (stopping at the first problem).
 pub fn read_jsonl(path: impl AsRef<Path>) -> Result<(Vec<AuditRecord>, VerifyReport), AuditError> {
-    let path = path.as_ref();
-    let report = verify_jsonl(path)?;
-    let text = std::fs::read_to_string(path).map_err(|e| AuditError::Io {
+    scan(path.as_ref(), None, &[])
+}
+
+/// One pass over the file: the intact records, and the report.
+fn scan(
+    path: &Path,
+    key: Option<&dyn CheckpointVerifier>,
+    kept: &[Checkpoint],
+) -> Result<(Vec<AuditRecord>, VerifyReport), AuditError> {
+    let io = |e: std::io::Error| AuditError::Io {
         path: path.display().to_string(),
         message: e.to_string(),
-    })?;
-    let records = text
-        .lines()
-        .take(report.records as usize)
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
-    Ok((records, report))
+    };
+    let mut reader = BufReader::new(File::open(path).map_err(io)?);
+    let mut intact = Vec::new();
+    let mut report = VerifyReport {
+        records: 0,
+        last_hash: GENESIS.to_owned(),
+        writer: String::new(),
+        checkpoints: Vec::new(),
+        problem: None,
+        chain_problems: Vec::new(),
+    };
+    let mut bytes = Vec::new();
+    let mut number = 0u64;
+    loop {
+        bytes.clear();
+        if reader.read_until(b'\n', &mut bytes).map_err(io)? == 0 {
+            break;
+        }
+        number += 1;
+        let complete = bytes.last() == Some(&b'\n');
+        let text = String::from_utf8_lossy(bytes.strip_suffix(b"\n").unwrap_or(&bytes));
+        if !complete {
+            report.problem = Some(TrailProblem {
+                line: number,
+                kind: ProblemKind::TornTail,
+            });
+            break;
+        }
+        match check_line(&text, &report) {
+            Err(kind) => {
+                report.problem = Some(TrailProblem { line: number, kind });
+                break;
+            }
+            Ok(Line::Checkpoint(checkpoint)) => report.checkpoints.push(checkpoint),
+            Ok(Line::Record(record)) => {
+                if report.records == 0 {
+                    report.writer = record.writer.clone();
+                }
+                report.records += 1;
+                report.last_hash = record.hash.clone();
+                intact.push(*record);
+            }
+        }
+    }
+    if let Some(key) = key {
+        let mut checkpoints = report.checkpoints.clone();
+        checkpoints.extend_from_slice(kept);
+        report.chain_problems = verify_chains(&intact, &checkpoints, Some(key))
+            .writers
+            .into_iter()
+            .flat_map(|w| w.problems)
+            .collect();
+    }
+    Ok((intact, report))
+}
+
+enum Line {
+    Record(Box<AuditRecord>),
+    Checkpoint(Checkpoint),
+}
+
+/// One complete line, after the intact lines summed up in `so_far`.
+fn check_line(text: &str, so_far: &VerifyReport) -> Result<Line, ProblemKind> {
+    if text.starts_with("{\"checkpoint\":") {
+        let line: CheckpointLine = serde_json::from_str(text)
+            .map_err(|e| strict::refusal(text).unwrap_or(ProblemKind::Malformed(e.to_string())))?;
+        if line.to_line() != text {
+            return Err(strict::refusal(text).unwrap_or(ProblemKind::NotCanonical));
+        }
+        return Ok(Line::Checkpoint(line.checkpoint));
+    }
+    let record: AuditRecord = serde_json::from_str(text)
+        .map_err(|e| strict::refusal(text).unwrap_or(ProblemKind::Malformed(e.to_string())))?;
+    if record.to_line() != text {
+        return Err(strict::refusal(text).unwrap_or(ProblemKind::NotCanonical));
+    }
+    if record.hash != record.compute_hash() {
+        return Err(ProblemKind::Edited);
+    }
+    let expected_seq = so_far.records + 1;
+    if record.seq != expected_seq || record.prev != so_far.last_hash {
+        return Err(ProblemKind::ChainBroken {
+            expected_seq,
+            found_seq: record.seq,
+        });
+    }
+    if so_far.records > 0 && record.writer != so_far.writer {
+        return Err(ProblemKind::Malformed(format!(
+            "a record of writer {:?} in the chain of writer {:?}: a file holds one writer's chain",
+            record.writer, so_far.writer
+        )));
+    }
+    Ok(Line::Record(Box::new(record)))
 }

@@ -52,6 +52,8 @@ fn kind_name(kind: &capability::audit::ProblemKind) -> &'static str {
     match kind {
         capability::audit::ProblemKind::TornTail => "torn_tail",
         capability::audit::ProblemKind::Malformed(_) => "malformed",
+        capability::audit::ProblemKind::NotCanonical => "not_canonical",
+        capability::audit::ProblemKind::DuplicateKey(_) => "duplicate_key",
         capability::audit::ProblemKind::Edited => "edited",
         capability::audit::ProblemKind::ChainBroken { .. } => "chain_broken",
     }

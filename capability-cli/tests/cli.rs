@@ -543,10 +543,7 @@ fn audit_demo_trail(dir: &Path) -> PathBuf {
         .expect("valid");
     let ctx =
         capability::authz::ToolContext::new("monitor", "s", capability::authz::Ceiling::ReadOnly);
-    let caller = capability::audit::Caller {
-        agent: "a",
-        step: None,
-    };
+    let caller = capability::audit::Caller::new("a");
     for i in 0..10u32 {
         let _: capability::audit::Outcome<u32, String> =
             dispatch.call(&ctx, caller, &read, &json!({ "i": i }), || {

@@ -100,7 +100,7 @@ impl AuthorityGrant {
     /// let dispatch = AuditedDispatch::new(sink.clone());
     /// let list = CapabilityManifest::builder("list_pods").provider("k8s").read_only(true)
     ///     .scope("k8s:read").build()?;
-    /// let caller = Caller { agent: "triage-bot", step: None };
+    /// let caller = Caller::new("triage-bot");
     /// let out: Outcome<u32, String> = dispatch.call(&ctx, caller, &list, &json!({}), || Ok(3));
     /// assert!(matches!(out, Outcome::Done(3)));
     /// assert_eq!(sink.records()[0].role, format!("grant:{}", grant.id()));

@@ -1,10 +1,14 @@
 //! Audited dispatch: every tool call decided, recorded, run and recorded again.
 
+mod caller;
+mod guard;
+
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+
+use tracing::Instrument;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -13,18 +17,11 @@ use capability_core::authz::{Authorize, Denial, DenyReason};
 use capability_core::manifest::{Capability, CapabilityManifest};
 
 use crate::budget::SessionState;
-use crate::trace::emit_trace;
+use crate::trace::{CallFields, call_span, emit_trace, end_span};
 use crate::*;
 
-/// Who is calling: the agent and, optionally, the workflow step. The role and session come
-/// from the decider ([`Authorize`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Caller<'a> {
-    /// The agent.
-    pub agent: &'a str,
-    /// The workflow step.
-    pub step: Option<&'a str>,
-}
+pub use caller::{Caller, MAX_INCIDENT_ID_CHARS};
+use guard::CallGuard;
 
 /// A redaction hook: given the tool, the sink's [digest key](AuditSink::digest_key) and the
 /// input, hide what must not be stored. The default ([`redact_sensitive`]) replaces each of the
@@ -33,6 +30,13 @@ pub struct Caller<'a> {
 pub type Redactor = Arc<dyn Fn(&CapabilityManifest, &DigestKey, &mut Value) + Send + Sync>;
 
 /// The one entry point for a tool call: decide, record, run, record the outcome.
+///
+/// Fail-closed by itself: once a record could not be written, every call is refused
+/// ([`Outcome::AuditFailed`], the tool does not run) until a record is written again, whatever
+/// the sink's [`ready`](AuditSink::ready) says (unless [`OnAuditFailure::AllowAndCount`]). A
+/// call that runs leaves exactly one record even when the tool panics (the panic goes on to the
+/// caller) or its future is dropped mid-way: the record then says `success: false` and why.
+/// Each call runs inside a `tracing` span named for OpenTelemetry ([`trace`](crate::trace)).
 ///
 /// ```
 /// use capability::CapabilityManifest;
@@ -45,7 +49,7 @@ pub type Redactor = Arc<dyn Fn(&CapabilityManifest, &DigestKey, &mut Value) + Se
 /// let dispatch = AuditedDispatch::new(sink.clone());
 /// let ctx = ToolContext::new("monitor", "s-1", Ceiling::ReadOnly);
 /// let list = CapabilityManifest::builder("list_pods").read_only(true).build()?;
-/// let caller = Caller { agent: "watcher", step: Some("triage") };
+/// let caller = Caller::new("watcher").step("triage").incident("INC-2026-0042");
 ///
 /// let out: Outcome<usize, String> = dispatch.call(&ctx, caller, &list, &json!({"ns": "prod"}), || Ok(3));
 /// assert!(matches!(out, Outcome::Done(3)));
@@ -60,6 +64,10 @@ pub struct AuditedDispatch {
     redactor: Redactor,
     sessions: Mutex<HashMap<String, SessionState>>,
     lost: AtomicU64,
+    /// Set when an append failed (under `Deny`), cleared when one succeeds.
+    failing: AtomicBool,
+    /// The last append error, while `failing`.
+    failure: Mutex<Option<AuditError>>,
 }
 
 impl fmt::Debug for AuditedDispatch {
@@ -83,6 +91,8 @@ impl AuditedDispatch {
             redactor: Arc::new(redact_sensitive),
             sessions: Mutex::new(HashMap::new()),
             lost: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+            failure: Mutex::new(None),
         }
     }
 
@@ -140,6 +150,9 @@ impl AuditedDispatch {
     }
 
     /// Decides, records, runs (only if allowed and recorded) and records the outcome.
+    ///
+    /// The tool runs inside the call's span. If it panics, its record is written (with
+    /// `success: false`) and the panic goes on.
     pub fn call<O: Serialize, E: fmt::Display>(
         &self,
         ctx: &(impl Authorize + ?Sized),
@@ -148,17 +161,19 @@ impl AuditedDispatch {
         input: &Value,
         run: impl FnOnce() -> Result<O, E>,
     ) -> Outcome<O, E> {
-        match self.before(ctx, caller, tool, input) {
-            Err(outcome) => outcome.into_outcome(),
+        let span = self.span(ctx, caller, tool);
+        match span.in_scope(|| self.before(ctx, caller, tool, input, &span)) {
+            Err(early) => early.into_outcome(&span),
             Ok(pending) => {
-                let start = Instant::now();
-                let result = run();
-                self.after(pending, start.elapsed(), result)
+                let guard = CallGuard::new(self, pending, span);
+                let result = guard.span().in_scope(run);
+                guard.finish(result)
             }
         }
     }
 
-    /// The async twin of [`call`](Self::call).
+    /// The async twin of [`call`](Self::call). If the future is dropped while the tool runs
+    /// (a timeout, a cancelled task), the call's record is written then, saying so.
     pub async fn call_async<O: Serialize, E: fmt::Display, F>(
         &self,
         ctx: &(impl Authorize + ?Sized),
@@ -170,14 +185,34 @@ impl AuditedDispatch {
     where
         F: std::future::Future<Output = Result<O, E>>,
     {
-        match self.before(ctx, caller, tool, input) {
-            Err(outcome) => outcome.into_outcome(),
+        let span = self.span(ctx, caller, tool);
+        match span.in_scope(|| self.before(ctx, caller, tool, input, &span)) {
+            Err(early) => early.into_outcome(&span),
             Ok(pending) => {
-                let start = Instant::now();
-                let result = run.await;
-                self.after(pending, start.elapsed(), result)
+                let guard = CallGuard::new(self, pending, span);
+                let result = run.instrument(guard.span().clone()).await;
+                guard.finish(result)
             }
         }
+    }
+
+    fn span(
+        &self,
+        ctx: &(impl Authorize + ?Sized),
+        caller: Caller<'_>,
+        tool: &CapabilityManifest,
+    ) -> tracing::Span {
+        call_span(&CallFields {
+            tool: tool.name(),
+            provider: tool.provider(),
+            descriptor_hash: tool.descriptor_hash(),
+            agent: caller.agent,
+            role: ctx.principal(),
+            session: ctx.session(),
+            step: caller.step,
+            incident: caller.incident,
+            policy_version: self.policy_version.as_deref().or(ctx.policy_version()),
+        })
     }
 
     /// Decides and, for a call that will not run, records it. `Ok` carries the record of a
@@ -188,6 +223,7 @@ impl AuditedDispatch {
         caller: Caller<'_>,
         tool: &CapabilityManifest,
         input: &Value,
+        span: &tracing::Span,
     ) -> Result<Option<Pending<'_>>, Early> {
         let key = match self.sink.digest_key() {
             Ok(key) => key,
@@ -204,7 +240,7 @@ impl AuditedDispatch {
             role: ctx.principal().to_owned(),
             session: ctx.session().to_owned(),
             step: caller.step.map(str::to_owned),
-            incident_id: None,
+            incident_id: caller.incident.map(str::to_owned),
             provider: tool.provider().map(str::to_owned),
             tool: tool.name().to_owned(),
             descriptor_hash: tool.descriptor_hash().to_owned(),
@@ -227,6 +263,15 @@ impl AuditedDispatch {
             prev: String::new(),
             hash: String::new(),
         };
+        if let Some(error) = caller.invalid() {
+            // Refused before it is decided (so it does not count against the budget); the
+            // record says why, without the id it could not store.
+            record.incident_id = None;
+            record.verdict = Verdict::AuditFailed;
+            record.reasons = vec![error.to_string()];
+            let _ = self.write(record, span);
+            return Err(Early::AuditFailed(error));
+        }
         match self.decide(ctx, tool) {
             Some(early) => {
                 match &early {
@@ -241,7 +286,7 @@ impl AuditedDispatch {
                     Early::AuditFailed(_) => {}
                 }
                 // Not running the call does not depend on the record being written.
-                let _ = self.write(record);
+                let _ = self.write(record, span);
                 Err(early)
             }
             None => {
@@ -251,8 +296,23 @@ impl AuditedDispatch {
                 {
                     record.verdict = Verdict::AuditFailed;
                     record.reasons = vec![error.to_string()];
-                    let _ = self.write(record);
+                    let _ = self.write(record, span);
                     return Err(Early::AuditFailed(error));
+                }
+                // Whatever the sink says, a failed append stops calls until one succeeds: this
+                // call is refused, and its record is the attempt.
+                if self.on_failure == OnAuditFailure::Deny
+                    && let Some(earlier) = self.failure()
+                {
+                    record.verdict = Verdict::AuditFailed;
+                    record.reasons = vec![format!(
+                        "a record could not be written ({earlier}); calls are refused until \
+                         one is written again"
+                    )];
+                    return Err(Early::AuditFailed(match self.write(record, span) {
+                        Ok(_) => earlier,
+                        Err(error) => error,
+                    }));
                 }
                 Ok(Some(Pending { record, key }))
             }
@@ -316,59 +376,43 @@ impl AuditedDispatch {
         }
     }
 
-    fn after<O: Serialize, E: fmt::Display>(
-        &self,
-        pending: Option<Pending<'_>>,
-        elapsed: Duration,
-        result: Result<O, E>,
-    ) -> Outcome<O, E> {
-        if let Some(pending) = pending {
-            self.record_outcome(pending, elapsed, &result);
+    /// The last append error, while appends fail.
+    fn failure(&self) -> Option<AuditError> {
+        if !self.failing.load(Ordering::Acquire) {
+            return None;
         }
-        match result {
-            Ok(output) => Outcome::Done(output),
-            Err(error) => Outcome::Failed(error),
-        }
+        lock(&self.failure).clone()
     }
 
-    fn record_outcome<O: Serialize, E: fmt::Display>(
-        &self,
-        pending: Pending<'_>,
-        elapsed: Duration,
-        result: &Result<O, E>,
-    ) {
-        let Pending { mut record, key } = pending;
-        record.latency_us = Some(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
-        match result {
-            Ok(output) => {
-                let value = serde_json::to_value(output).unwrap_or(Value::Null);
-                let canonical = capability_core::json::to_canonical_json(&value);
-                // Keyed too: an output can carry what a sensitive field holds (a token, a row).
-                record.output_digest = Some(key.digest(canonical.as_bytes()));
-                record.output_size = Some(canonical.len() as u64);
-                record.success = Some(true);
-            }
-            Err(error) => {
-                record.success = Some(false);
-                record.error = Some(error.to_string());
-            }
-        }
-        // The call has happened. Under `Deny`, a record that cannot be written stays pending
-        // in the sink and is written as soon as it can be; until then no other call runs.
-        let _ = self.write(record);
-    }
-
-    fn write(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
+    /// Appends the record of the call whose span is `span`.
+    fn write(&self, record: AuditRecord, span: &tracing::Span) -> Result<AuditRecord, AuditError> {
         let (session, tool) = (record.session.clone(), record.tool.clone());
         let written = self.sink.append(record);
         match &written {
-            // The event carries the record as written: with its `seq` and `hash`.
-            Ok(record) => emit_trace(record),
+            Ok(record) => {
+                if self.failing.load(Ordering::Acquire) {
+                    let mut failure = lock(&self.failure);
+                    *failure = None;
+                    self.failing.store(false, Ordering::Release);
+                }
+                span.record("capability.audit.seq", record.seq);
+                // The event carries the record as written: with its `seq` and `hash`.
+                emit_trace(record);
+            }
             Err(error) => {
                 not_written(&session, &tool, error);
-                if self.on_failure == OnAuditFailure::AllowAndCount {
-                    let dropped = self.sink.discard_pending();
-                    self.lost.fetch_add(dropped, Ordering::Relaxed);
+                match self.on_failure {
+                    OnAuditFailure::Deny => {
+                        let mut failure = lock(&self.failure);
+                        *failure = Some(error.clone());
+                        self.failing.store(true, Ordering::Release);
+                    }
+                    OnAuditFailure::AllowAndCount => {
+                        // At least this record is lost: a sink that keeps nothing pending
+                        // (the default `discard_pending`) dropped it already.
+                        let dropped = self.sink.discard_pending().max(1);
+                        self.lost.fetch_add(dropped, Ordering::Relaxed);
+                    }
                 }
             }
         }
@@ -400,7 +444,14 @@ enum Early {
 }
 
 impl Early {
-    fn into_outcome<O, E>(self) -> Outcome<O, E> {
+    /// The outcome of a call that did not run; its span says why.
+    fn into_outcome<O, E>(self, span: &tracing::Span) -> Outcome<O, E> {
+        let (verdict, error_type) = match &self {
+            Early::Denied(_) => (Verdict::Denied, "denied"),
+            Early::Degrade(_) => (Verdict::Degraded, "degraded"),
+            Early::AuditFailed(_) => (Verdict::AuditFailed, "audit_failed"),
+        };
+        end_span(span, verdict, Some(error_type));
         match self {
             Early::Denied(denial) => Outcome::Denied(denial),
             Early::Degrade(reason) => Outcome::Degrade(reason),

@@ -1,0 +1,131 @@
+//! The guard of a running call: whatever happens to the call, its record is written once.
+//!
+//! The call's pending record lives in a [`CallGuard`] while the tool runs. Completed normally,
+//! the guard writes the record of the outcome. Dropped before that (the tool panicked, or the
+//! call's future was dropped), it writes the record of an aborted call: `success: false` and an
+//! `error` saying which. The panic itself goes on unchanged.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+use tracing::Span;
+
+use super::{AuditedDispatch, Pending};
+use crate::trace::end_span;
+use crate::*;
+
+/// The `error` of the record of a call whose tool panicked.
+const PANICKED: &str = "aborted: the tool panicked; the call may have acted before it did";
+/// The `error` of the record of a call whose future was dropped.
+const CANCELLED: &str =
+    "aborted: the call was cancelled (its future was dropped); the call may have acted before";
+
+/// A call that may run: the record to write once, whatever happens.
+pub(super) struct CallGuard<'d> {
+    dispatch: &'d AuditedDispatch,
+    /// `None` once written (or when there is no record to write: an unkeyed sink under
+    /// `AllowAndCount`).
+    pending: Option<Pending<'d>>,
+    start: Instant,
+    span: Span,
+    done: bool,
+}
+
+impl<'d> CallGuard<'d> {
+    /// Starts the clock of a call about to run.
+    pub(super) fn new(
+        dispatch: &'d AuditedDispatch,
+        pending: Option<Pending<'d>>,
+        span: Span,
+    ) -> Self {
+        CallGuard {
+            dispatch,
+            pending,
+            start: Instant::now(),
+            span,
+            done: false,
+        }
+    }
+
+    /// The call's span: the tool runs in it.
+    pub(super) fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// The tool returned: records the outcome.
+    pub(super) fn finish<O: Serialize, E: fmt::Display>(
+        mut self,
+        result: Result<O, E>,
+    ) -> Outcome<O, E> {
+        self.done = true;
+        let elapsed = self.start.elapsed();
+        if let Some(pending) = self.pending.take() {
+            let record = completed(pending, elapsed, &result);
+            // The call has happened. Under `Deny`, a record that cannot be written stops the
+            // next calls (and a sink that keeps it pending writes it as soon as it can).
+            let _ = self
+                .span
+                .in_scope(|| self.dispatch.write(record, &self.span));
+        }
+        let error_type = result.is_err().then_some("tool_error");
+        end_span(&self.span, Verdict::Allowed, error_type);
+        match result {
+            Ok(output) => Outcome::Done(output),
+            Err(error) => Outcome::Failed(error),
+        }
+    }
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let (error, error_type) = if std::thread::panicking() {
+            (PANICKED, "panic")
+        } else {
+            (CANCELLED, "cancelled")
+        };
+        end_span(&self.span, Verdict::Allowed, Some(error_type));
+        if let Some(pending) = self.pending.take() {
+            let mut record = pending.record;
+            record.latency_us = Some(micros(self.start.elapsed()));
+            record.success = Some(false);
+            record.error = Some(error.to_owned());
+            let _ = self
+                .span
+                .in_scope(|| self.dispatch.write(record, &self.span));
+        }
+    }
+}
+
+/// The record of a call that returned.
+fn completed<O: Serialize, E: fmt::Display>(
+    pending: Pending<'_>,
+    elapsed: Duration,
+    result: &Result<O, E>,
+) -> AuditRecord {
+    let Pending { mut record, key } = pending;
+    record.latency_us = Some(micros(elapsed));
+    match result {
+        Ok(output) => {
+            let value = serde_json::to_value(output).unwrap_or(Value::Null);
+            let canonical = capability_core::json::to_canonical_json(&value);
+            // Keyed too: an output can carry what a sensitive field holds (a token, a row).
+            record.output_digest = Some(key.digest(canonical.as_bytes()));
+            record.output_size = Some(canonical.len() as u64);
+            record.success = Some(true);
+        }
+        Err(error) => {
+            record.success = Some(false);
+            record.error = Some(error.to_string());
+        }
+    }
+    record
+}
+
+fn micros(elapsed: Duration) -> u64 {
+    u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX)
+}
