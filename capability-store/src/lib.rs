@@ -11,6 +11,36 @@
 //!
 //! A store that cannot be reached means refusal: no approval consumed, no grant believed, no
 //! call run.
+//!
+//! # Which store for what
+//!
+//! | state | in memory (tests, one process) | SQLite (one host) | PostgreSQL (a fleet) |
+//! |---|---|---|---|
+//! | used approval ids | `capability_gate::MemoryLedger` | [`Store::ledger`] | [`Store::ledger`] |
+//! | revocations | `capability_gate::MemoryRevocations` | [`Store::revocations`] | [`Store::revocations`] |
+//! | audit trail | `MemorySink`, `JsonlSink` (a file per process) | [`Store::audit_sink`] | [`Store::audit_sink`] |
+//!
+//! Use SQLite when every process that gates, decides or audits runs on one host (one file,
+//! no server; its processes share it safely); PostgreSQL when they run on several hosts, or
+//! when the audit belongs next to the platform's other data (ADR-105).
+//!
+//! # Schema
+//!
+//! `mcp_audit_log` (one row per record; each writer's chain is (`writer_id`, `seq`), unique),
+//! `mcp_audit_checkpoint` (signed checkpoints), `capability_approval_ledger`,
+//! `capability_revocation`, the view `mcp_daily_stats` (per UTC day, role, provider, tool:
+//! calls, allowed, denied, errors, degraded, nearest-rank p50 and p95 latency), and
+//! `capability_schema_version`. How a record maps to its row, and the percentile rule: [`row`].
+//!
+//! # Audit sinks
+//!
+//! A sink writes as one writer ([`SinkOptions::writer`]; [`row::new_writer_id`] makes a unique
+//! one), resumes that writer's chain if the database has it, and returns from `append` only
+//! once the record is committed: a process killed afterwards does not lose it. Concurrent
+//! appends share one commit (group commit). With [`SinkOptions::checkpoints`] it signs
+//! checkpoints at intervals and when closed; verify a store's trail with
+//! `capability_audit::verify_chains(&trail.records, &trail.checkpoints, Some(&public_key))`
+//! over [`Store::read_trail`].
 
 #![forbid(unsafe_code)]
 

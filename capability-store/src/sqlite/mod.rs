@@ -25,7 +25,7 @@ mod migrate;
 mod records;
 mod sink;
 
-pub use ledger::{SqliteLedger, SqliteRevocations};
+pub use ledger::{PRUNE_AFTER_SECS, SqliteLedger, SqliteRevocations};
 pub use sink::SqliteSink;
 
 /// How long an operation waits for a database another process has locked, by default.

@@ -27,6 +27,7 @@ use crate::SinkOptions;
 /// id when the database already holds records of it.
 pub struct SqliteSink {
     name: String,
+    busy_timeout: std::time::Duration,
     writer: String,
     key: OnceLock<DigestKey>,
     /// Used by the leader only (at most one at a time).
@@ -101,6 +102,7 @@ impl SqliteSink {
         };
         Ok(SqliteSink {
             name,
+            busy_timeout: db.busy_timeout,
             writer: options.writer,
             key,
             conn: Mutex::new(conn),
@@ -189,8 +191,7 @@ impl SqliteSink {
                 let mut queue = batch;
                 queue.append(&mut state.queue);
                 state.queue = queue;
-                state.failure =
-                    Some(self.failed(super::explain(&error, super::DEFAULT_BUSY_TIMEOUT)));
+                state.failure = Some(self.failed(super::explain(&error, self.busy_timeout)));
             }
         }
         self.changed.notify_all();
@@ -282,7 +283,9 @@ impl AuditSink for SqliteSink {
         if state.closed {
             return Err(self.failed("the audit sink is closed"));
         }
-        if state.queue.is_empty() {
+        // Records queued by other threads without a failed commit are in flight, not
+        // pending: only a failure needs a retry here.
+        if state.failure.is_none() || state.queue.is_empty() {
             return Ok(());
         }
         self.flush(state).1
@@ -306,7 +309,7 @@ impl AuditSink for SqliteSink {
             );
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
             write(&mut conn, &[], Some(&checkpoint))
-                .map_err(|e| self.failed(super::explain(&e, super::DEFAULT_BUSY_TIMEOUT)))?;
+                .map_err(|e| self.failed(super::explain(&e, self.busy_timeout)))?;
             state.checkpointed = state.committed_seq;
         }
         state.closed = true;
