@@ -1,25 +1,30 @@
 //! A small fleet run through the audited dispatch: allowed calls, denied calls, a failing tool,
-//! and a session that degrades. Every call leaves one hash-chained record in a JSON Lines file.
+//! and a session that degrades. Every call leaves one hash-chained record in the store given:
+//! a SQLite database (a path), PostgreSQL (`postgres://...`), or a JSON Lines file (`.jsonl`).
 //!
 //! The trail's digests (the database connection string, which the tool marks sensitive, and
 //! every input and output digest) are HMAC-SHA-256 under a secret digest key: give a key file
 //! (64 hex digits) to make them correlate across runs; without one, each run uses a random key.
-//! Verifying the trail needs no key.
+//! With `--checkpoint-key` (a secret key from `capability keygen`), the writer signs
+//! checkpoints, and `audit verify --key` then detects a cut-off tail or a recomputed chain.
 //!
 //! ```text
-//! openssl rand -hex 32 > digest.key
-//! cargo run --example audit_demo -- audit.jsonl digest.key
-//! cargo run -p capability-cli -- audit verify audit.jsonl
-//! cargo run -p capability-cli -- audit stats audit.jsonl
+//! capability keygen --out audit.key
+//! cargo run --example audit_demo -- state.db --checkpoint-key audit.key
+//! cargo run -p capability-cli -- audit verify state.db --key audit.key.pub
+//! cargo run -p capability-cli -- audit stats state.db
 //! ```
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use capability::audit::{
-    AuditedDispatch, Budget, Caller, DigestKey, FlushPolicy, JsonlSink, Outcome,
+    AuditSink, AuditedDispatch, Budget, Caller, CheckpointEvery, CheckpointSigner, DigestKey,
+    FlushPolicy, JsonlSink, Outcome,
 };
+use capability::gate::SecretKey;
 use capability::{Capability, Policy};
+use capability_store::{SinkOptions, TargetKind, target_kind};
 use serde_json::json;
 
 /// List the pods of a namespace.
@@ -51,23 +56,78 @@ struct RunSelect {
     connection: String,
 }
 
+const USAGE: &str = "usage: cargo run --example audit_demo -- <state.db | postgres://... | audit.jsonl> \
+[<digest key file>] [--checkpoint-key <secret key file>]";
+
+/// The command line: the store, and optionally the two keys.
+struct Args {
+    target: String,
+    digest_key: Option<DigestKey>,
+    signer: Option<Arc<dyn CheckpointSigner>>,
+}
+
+fn read(file: &str) -> Result<String, String> {
+    std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))
+}
+
+fn args() -> Result<Args, String> {
+    let mut args = std::env::args().skip(1);
+    let (mut target, mut digest_key, mut signer) = (None, None, None);
+    while let Some(arg) = args.next() {
+        if arg == "--checkpoint-key" {
+            let file = args.next().ok_or(USAGE)?;
+            let key = SecretKey::from_text(&read(&file)?).map_err(|e| format!("{file}: {e}"))?;
+            signer = Some(Arc::new(key) as Arc<dyn CheckpointSigner>);
+        } else if target.is_none() {
+            target = Some(arg);
+        } else if digest_key.is_none() {
+            digest_key =
+                Some(DigestKey::from_hex(&read(&arg)?).map_err(|e| format!("{arg}: {e}"))?);
+        } else {
+            return Err(USAGE.to_owned());
+        }
+    }
+    Ok(Args {
+        target: target.ok_or(USAGE)?,
+        digest_key,
+        signer,
+    })
+}
+
+/// The sink the target names: a JSON Lines file, or one writer of a (migrated) database.
+fn sink(args: Args) -> Result<Arc<dyn AuditSink>, String> {
+    let checkpoints = args
+        .signer
+        .map(|signer| (signer, CheckpointEvery::default()));
+    if target_kind(&args.target) == TargetKind::Jsonl {
+        let mut sink =
+            JsonlSink::open(&args.target, FlushPolicy::EveryRecord).map_err(|e| e.to_string())?;
+        // Without a key file, the sink's own random key: digests of this run only.
+        if let Some(key) = args.digest_key {
+            sink = sink.with_digest_key(key);
+        }
+        if let Some((signer, every)) = checkpoints {
+            sink = sink.with_checkpoints(signer, every);
+        }
+        return Ok(Arc::new(sink));
+    }
+    let store = capability_store::open(&args.target).map_err(|e| e.to_string())?;
+    store.migrate().map_err(|e| e.to_string())?;
+    let mut options = SinkOptions::writer(capability_store::row::new_writer_id());
+    options.digest_key = args.digest_key;
+    options.checkpoints = checkpoints;
+    store.audit_sink(options).map_err(|e| e.to_string())
+}
+
 fn main() -> ExitCode {
-    let Some(path) = std::env::args_os().nth(1) else {
-        eprintln!("usage: cargo run --example audit_demo -- <audit.jsonl> [<digest key file>]");
-        return ExitCode::from(2);
-    };
-    let key = match std::env::args_os().nth(2).map(|file| {
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("cannot read {}: {e}", file.to_string_lossy()))?;
-        DigestKey::from_hex(&text).map_err(|e| format!("{}: {e}", file.to_string_lossy()))
-    }) {
-        None => None,
-        Some(Ok(key)) => Some(key),
-        Some(Err(error)) => {
+    let args = match args() {
+        Ok(args) => args,
+        Err(error) => {
             eprintln!("{error}");
             return ExitCode::from(2);
         }
     };
+    let target = args.target.clone();
     let policy_path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/policy.toml");
     let policy = match Policy::from_toml_file(policy_path) {
         Ok(policy) => policy,
@@ -76,18 +136,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let sink = match JsonlSink::open(&path, FlushPolicy::EveryRecord) {
-        // Without a key file, the sink's own random key: digests of this run only.
-        Ok(sink) => Arc::new(match key {
-            Some(key) => sink.with_digest_key(key),
-            None => sink,
-        }),
+    let sink = match sink(args) {
+        Ok(sink) => sink,
         Err(error) => {
             eprintln!("{error}");
             return ExitCode::from(1);
         }
     };
-    let dispatch = AuditedDispatch::new(sink)
+    let dispatch = AuditedDispatch::new(sink.clone())
         .with_budget(Budget {
             max_calls: 10,
             max_denials: 1,
@@ -106,9 +162,15 @@ fn main() -> ExitCode {
         eprintln!("examples/policy.toml has no analyst role");
         return ExitCode::from(2);
     };
-    let ops = Caller::new("ops-bot").step("remediate");
-    let watcher = Caller::new("watcher").step("triage");
-    let analyst_caller = Caller::new("analyst").step("root-cause");
+    let ops = Caller::new("ops-bot")
+        .step("remediate")
+        .incident("INC-2026-0042");
+    let watcher = Caller::new("watcher")
+        .step("triage")
+        .incident("INC-2026-0042");
+    let analyst_caller = Caller::new("analyst")
+        .step("root-cause")
+        .incident("INC-2026-0042");
 
     let mut lines = Vec::new();
     let mut show =
@@ -194,6 +256,11 @@ fn main() -> ExitCode {
     for line in lines {
         println!("{line}");
     }
-    println!("\naudit trail: {}", std::path::Path::new(&path).display());
+    // Shutdown: what is pending is written, and the final checkpoint signed.
+    if let Err(error) = sink.close() {
+        eprintln!("{error}");
+        return ExitCode::from(1);
+    }
+    println!("\naudit trail: {target}");
     ExitCode::SUCCESS
 }

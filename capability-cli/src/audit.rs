@@ -1,143 +1,275 @@
-//! `capability audit verify` and `capability audit stats`.
+//! `capability audit verify`, `capability audit stats` and `capability db migrate`: a trail in
+//! a JSON Lines file, a SQLite database or PostgreSQL.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use capability::audit::{AuditRecord, Verdict};
+use capability::audit::{ChainsReport, VerifyReport};
+use capability::gate::PublicKey;
+use capability_store::{DailyStats, Store, TargetKind, target_kind};
 use serde_json::json;
 
 use crate::Failure;
 use crate::out::{self, Out};
 
-/// Checks the trail; exit 1 names the first bad record.
-pub fn verify(path: &Path, json: bool, out: &mut Out) -> Result<u8, Failure> {
-    let report =
-        capability::audit::verify_jsonl(path).map_err(|e| Failure::input(e.to_string()))?;
-    let code = u8::from(report.problem.is_some());
+/// `capability db migrate <target>`: applies the shipped migrations.
+pub fn migrate(target: &str, out: &mut Out) -> Result<u8, Failure> {
+    if target_kind(target) == TargetKind::Jsonl {
+        return Err(Failure::input(format!(
+            "{target} is a JSON Lines trail, not a database: it needs no migration"
+        )));
+    }
+    let store = open(target)?;
+    let version = store.migrate().map_err(|e| Failure::input(e.to_string()))?;
+    writeln!(out, "{}: schema version {version}", store.describe())?;
+    Ok(0)
+}
+
+fn open(target: &str) -> Result<Box<dyn Store>, Failure> {
+    capability_store::open(target).map_err(|e| Failure::input(e.to_string()))
+}
+
+fn public_key(path: &Path) -> Result<PublicKey, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+    PublicKey::from_text(&text).map_err(|e| Failure::input(format!("{}: {e}", path.display())))
+}
+
+/// Checks the trail; exit 1 names what is wrong. With `key` (a public key file), also the
+/// signed checkpoints: a cut-off tail and a recomputed chain.
+pub fn verify(target: &str, key: Option<&Path>, json: bool, out: &mut Out) -> Result<u8, Failure> {
+    let key = key.map(public_key).transpose()?;
+    let verifier = key
+        .as_ref()
+        .map(|k| k as &dyn capability::audit::CheckpointVerifier);
+    match target_kind(target) {
+        TargetKind::Jsonl => {
+            let path = Path::new(target);
+            let report = match verifier {
+                Some(key) => capability::audit::verify_jsonl_with_key(path, key),
+                None => capability::audit::verify_jsonl(path),
+            }
+            .map_err(|e| Failure::input(e.to_string()))?;
+            print_jsonl(target, &report, verifier.is_some(), json, out)
+        }
+        TargetKind::Sqlite | TargetKind::Postgres => {
+            let store = open(target)?;
+            let trail = store
+                .read_trail()
+                .map_err(|e| Failure::input(e.to_string()))?;
+            let report =
+                capability::audit::verify_chains(&trail.records, &trail.checkpoints, verifier);
+            print_chains(&store.describe(), &report, verifier.is_some(), json, out)
+        }
+    }
+}
+
+fn print_jsonl(
+    target: &str,
+    report: &VerifyReport,
+    keyed: bool,
+    json: bool,
+    out: &mut Out,
+) -> Result<u8, Failure> {
+    let code = u8::from(!report.is_intact());
     if json {
         let problem = report.problem.as_ref().map(
             |p| json!({ "line": p.line, "kind": kind_name(&p.kind), "message": p.to_string() }),
         );
-        writeln!(
+        let chain: Vec<String> = report
+            .chain_problems
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        out.json(&json!({
+            "path": target,
+            "intact": report.is_intact(),
+            "records": report.records,
+            "checkpoints": report.checkpoints.len(),
+            "checkpoints_verified": keyed,
+            "problem": problem,
+            "chain_problems": chain,
+        }))?;
+        return Ok(code);
+    }
+    match &report.problem {
+        None if report.chain_problems.is_empty() => writeln!(
             out,
-            "{}",
-            json!({
-                "path": path.display().to_string(),
-                "intact": report.problem.is_none(),
-                "records": report.records,
-                "problem": problem,
-            })
-        )?;
+            "{target}: {} records, chain intact{}",
+            report.records,
+            if keyed {
+                format!(", {} signed checkpoints verified", report.checkpoints.len())
+            } else {
+                checkpoint_hint(report.checkpoints.len())
+            }
+        )?,
+        None => {}
+        Some(problem) => writeln!(
+            out,
+            "{target}: {problem} ({} intact records before it)",
+            report.records
+        )?,
+    }
+    for problem in &report.chain_problems {
+        writeln!(out, "{target}: {problem}")?;
+    }
+    Ok(code)
+}
+
+fn checkpoint_hint(checkpoints: usize) -> String {
+    if checkpoints == 0 {
+        String::new()
     } else {
-        match &report.problem {
-            None => writeln!(
+        format!(
+            " ({checkpoints} checkpoints not verified: give the signer's public key with --key \
+             to detect a cut-off tail or a recomputed chain)"
+        )
+    }
+}
+
+fn print_chains(
+    describe: &str,
+    report: &ChainsReport,
+    keyed: bool,
+    json: bool,
+    out: &mut Out,
+) -> Result<u8, Failure> {
+    let code = u8::from(!report.is_intact());
+    if json {
+        let writers: Vec<serde_json::Value> = report
+            .writers
+            .iter()
+            .map(|w| {
+                json!({
+                    "writer": w.writer,
+                    "records": w.records,
+                    "checkpointed": w.checkpointed,
+                    "problems": w.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        out.json(&json!({
+            "store": describe,
+            "intact": report.is_intact(),
+            "records": report.records(),
+            "checkpoints_verified": keyed,
+            "writers": writers,
+        }))?;
+        return Ok(code);
+    }
+    for writer in &report.writers {
+        let name = if writer.writer.is_empty() {
+            "(unnamed writer)"
+        } else {
+            &writer.writer
+        };
+        if writer.problems.is_empty() {
+            writeln!(
                 out,
-                "{}: {} records, chain intact",
-                path.display(),
-                report.records
-            )?,
-            Some(problem) => writeln!(
-                out,
-                "{}: {problem} ({} intact records before it)",
-                path.display(),
-                report.records
-            )?,
+                "{describe}: writer {name}: {} records, chain intact{}",
+                writer.records,
+                if keyed {
+                    format!(", checkpointed to record {}", writer.checkpointed)
+                } else {
+                    String::new()
+                }
+            )?;
         }
+        for problem in &writer.problems {
+            writeln!(out, "{describe}: writer {name}: {problem}")?;
+        }
+    }
+    writeln!(
+        out,
+        "{describe}: {} writers, {} records, {}",
+        report.writers.len(),
+        report.records(),
+        if report.is_intact() {
+            "every chain intact"
+        } else {
+            "NOT intact"
+        }
+    )?;
+    if !keyed {
+        out::note(format_args!(
+            "capability: checkpoints not verified: give the signer's public key with --key to \
+             detect a cut-off tail or a recomputed chain"
+        ));
     }
     Ok(code)
 }
 
 fn kind_name(kind: &capability::audit::ProblemKind) -> &'static str {
+    use capability::audit::ProblemKind;
     match kind {
-        capability::audit::ProblemKind::TornTail => "torn_tail",
-        capability::audit::ProblemKind::Malformed(_) => "malformed",
-        capability::audit::ProblemKind::NotCanonical => "not_canonical",
-        capability::audit::ProblemKind::DuplicateKey(_) => "duplicate_key",
-        capability::audit::ProblemKind::Edited => "edited",
-        capability::audit::ProblemKind::ChainBroken { .. } => "chain_broken",
+        ProblemKind::TornTail => "torn_tail",
+        ProblemKind::Malformed(_) => "malformed",
+        ProblemKind::NotCanonical => "not_canonical",
+        ProblemKind::DuplicateKey(_) => "duplicate_key",
+        ProblemKind::Edited => "edited",
+        ProblemKind::ChainBroken { .. } => "chain_broken",
     }
 }
 
-#[derive(Default)]
-struct Row {
-    calls: u64,
-    denials: u64,
-    errors: u64,
-    latencies: Vec<u64>,
-}
-
-/// Per day, role and tool: calls, denials, errors, p50/p95 latency. A broken trail is counted
-/// up to its first bad record, said so on standard error, and exits 1.
-pub fn stats(path: &Path, json: bool, out: &mut Out) -> Result<u8, Failure> {
-    let (records, report) =
-        capability::audit::read_jsonl(path).map_err(|e| Failure::input(e.to_string()))?;
-    let mut rows: BTreeMap<(String, String, String), Row> = BTreeMap::new();
-    for record in &records {
-        let row = rows.entry(key(record)).or_default();
-        row.calls += 1;
-        if matches!(
-            record.verdict,
-            Verdict::Denied | Verdict::Degraded | Verdict::AuditFailed
-        ) {
-            row.denials += 1;
+/// Per day, role, provider and tool: calls, allowed, denied, errors, degraded, p50/p95 latency
+/// (`mcp_daily_stats` for a database; computed by the same rules for a JSON Lines trail, up to
+/// its first bad record, said so on standard error, exit 1).
+pub fn stats(target: &str, json: bool, out: &mut Out) -> Result<u8, Failure> {
+    let (rows, records, code) = match target_kind(target) {
+        TargetKind::Jsonl => {
+            let (records, report) =
+                capability::audit::read_jsonl(target).map_err(|e| Failure::input(e.to_string()))?;
+            if let Some(problem) = &report.problem {
+                out::note(format_args!(
+                    "capability: {target}: {problem}; the statistics cover the {} records \
+                     before it",
+                    report.records
+                ));
+            }
+            let code = u8::from(report.problem.is_some());
+            (DailyStats::from_records(&records), report.records, code)
         }
-        if record.success == Some(false) {
-            row.errors += 1;
+        TargetKind::Sqlite | TargetKind::Postgres => {
+            let store = open(target)?;
+            let rows = store
+                .daily_stats()
+                .map_err(|e| Failure::input(e.to_string()))?;
+            let records = rows.iter().map(|r| r.calls).sum();
+            (rows, records, 0)
         }
-        if let Some(latency) = record.latency_us {
-            row.latencies.push(latency);
-        }
-    }
-    if let Some(problem) = &report.problem {
-        out::note(format_args!(
-            "capability: {}: {problem}; the statistics cover the {} records before it",
-            path.display(),
-            report.records
-        ));
-    }
-    let code = u8::from(report.problem.is_some());
+    };
     if json {
-        let rows: Vec<serde_json::Value> = rows
-            .iter_mut()
-            .map(|((day, role, tool), row)| {
-                json!({
-                    "day": day, "role": role, "tool": tool,
-                    "calls": row.calls, "denials": row.denials, "errors": row.errors,
-                    "p50_latency_us": percentile(&mut row.latencies, 50),
-                    "p95_latency_us": percentile(&mut row.latencies, 95),
-                })
-            })
-            .collect();
-        out.json(&json!({
-            "path": path.display().to_string(),
-            "records": report.records,
-            "intact": report.problem.is_none(),
-            "rows": rows,
-        }))?;
+        out.json(&json!({ "target": target, "records": records, "rows": rows }))?;
         return Ok(code);
     }
     let mut table = vec![
         [
-            "DAY", "ROLE", "TOOL", "CALLS", "DENIALS", "ERRORS", "P50", "P95",
+            "DAY", "ROLE", "TOOL", "CALLS", "ALLOWED", "DENIED", "ERRORS", "DEGRADED", "P50", "P95",
         ]
         .map(str::to_owned),
     ];
-    for ((day, role, tool), row) in rows.iter_mut() {
-        let ms =
-            |v: Option<u64>| v.map_or("-".to_owned(), |us| format!("{:.3} ms", us as f64 / 1000.0));
+    let ms =
+        |v: Option<u64>| v.map_or("-".to_owned(), |us| format!("{:.3} ms", us as f64 / 1000.0));
+    for row in &rows {
+        let tool = if row.provider.is_empty() {
+            row.tool.clone()
+        } else {
+            format!("{}/{}", row.provider, row.tool)
+        };
         table.push([
-            day.clone(),
-            role.clone(),
-            tool.clone(),
+            row.day.clone(),
+            row.role.clone(),
+            tool,
             row.calls.to_string(),
-            row.denials.to_string(),
+            row.allowed.to_string(),
+            row.denied.to_string(),
             row.errors.to_string(),
-            ms(percentile(&mut row.latencies, 50)),
-            ms(percentile(&mut row.latencies, 95)),
+            row.degraded.to_string(),
+            ms(row.p50_latency_us),
+            ms(row.p95_latency_us),
         ]);
     }
-    let widths: Vec<usize> = (0..8)
+    let widths: Vec<usize> = (0..10)
         .map(|c| {
             table
                 .iter()
@@ -160,40 +292,6 @@ pub fn stats(path: &Path, json: bool, out: &mut Out) -> Result<u8, Failure> {
             .collect();
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
-    writeln!(out, "\n{} records from {}", report.records, path.display())?;
+    writeln!(out, "\n{records} records from {target}")?;
     Ok(code)
-}
-
-fn key(record: &AuditRecord) -> (String, String, String) {
-    let day = record.time.get(..10).unwrap_or(&record.time).to_owned();
-    let tool = match &record.provider {
-        Some(provider) => format!("{provider}/{}", record.tool),
-        None => record.tool.clone(),
-    };
-    (day, record.role.clone(), tool)
-}
-
-/// The nearest-rank percentile.
-fn percentile(values: &mut [u64], p: u64) -> Option<u64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_unstable();
-    let rank = (p * values.len() as u64).div_ceil(100).max(1);
-    values.get(rank as usize - 1).copied()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::percentile;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let mut v: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&mut v, 50), Some(50));
-        assert_eq!(percentile(&mut v, 95), Some(95));
-        assert_eq!(percentile(&mut [7], 95), Some(7));
-        assert_eq!(percentile(&mut [], 50), None);
-        assert_eq!(percentile(&mut [3, 1, 2], 50), Some(2));
-    }
 }

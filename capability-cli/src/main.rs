@@ -5,6 +5,9 @@
 //! capability check --policy policy.toml --role monitor -- npx server-filesystem /tmp
 //! capability pin --server fs -- node server.js           # approve: write capability.lock
 //! capability verify --server fs -- node server.js        # exit 1 on any drift
+//! capability db migrate state.db                         # or postgres://user@host/db
+//! capability audit verify state.db --key alice.pub       # every writer's chain, checkpoints
+//! capability audit stats state.db                        # mcp_daily_stats
 //! ```
 //!
 //! The server's name (which selects policy patterns, assertions and pins) is the operator's:
@@ -95,28 +98,51 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
-    /// Read an audit trail (JSON Lines, hash-chained).
+    /// Read an audit trail: a JSON Lines file, a SQLite database or PostgreSQL.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Manage the database of the shared state (ledger, revocations, audit).
+    #[command(subcommand)]
+    Db(DbCommand),
 }
 
 #[derive(Subcommand, Debug)]
 enum AuditCommand {
-    /// Check every record and the chain; exit 1 naming the first bad record.
+    /// Check every record and each writer's chain; exit 1 naming what is wrong.
+    ///
+    /// With `--key`, also the signed checkpoints: a cut-off tail or a chain computed again.
     Verify {
-        /// The trail.
-        path: PathBuf,
+        /// The trail: a `.jsonl` file, a SQLite database path, or `postgres://...`.
+        #[arg(value_name = "PATH_OR_URL")]
+        target: String,
+        /// The public key (a `.pub` file from `capability keygen`) the checkpoints are signed
+        /// with.
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
         /// Print JSON on standard output.
         #[arg(long)]
         json: bool,
     },
-    /// Calls, denials, errors and p50/p95 latency per day, role and tool.
+    /// Calls, allowed, denied, errors, degraded and p50/p95 latency per day, role and tool
+    /// (`mcp_daily_stats`).
     Stats {
-        /// The trail.
-        path: PathBuf,
+        /// The trail: a `.jsonl` file, a SQLite database path, or `postgres://...`.
+        #[arg(value_name = "PATH_OR_URL")]
+        target: String,
         /// Print JSON on standard output.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DbCommand {
+    /// Create or upgrade the tables (the migrations this build ships); a database at a newer
+    /// schema version is refused.
+    Migrate {
+        /// A SQLite database path, or `postgres://user@host/db`.
+        #[arg(value_name = "PATH_OR_URL")]
+        target: String,
     },
 }
 
@@ -276,8 +302,11 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             out,
         ),
         Command::Keygen { out: key_file } => approve::keygen(&key_file, out),
-        Command::Audit(AuditCommand::Verify { path, json }) => audit::verify(&path, json, out),
-        Command::Audit(AuditCommand::Stats { path, json }) => audit::stats(&path, json, out),
+        Command::Audit(AuditCommand::Verify { target, key, json }) => {
+            audit::verify(&target, key.as_deref(), json, out)
+        }
+        Command::Audit(AuditCommand::Stats { target, json }) => audit::stats(&target, json, out),
+        Command::Db(DbCommand::Migrate { target }) => audit::migrate(&target, out),
     }
 }
 

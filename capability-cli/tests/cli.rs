@@ -570,22 +570,24 @@ fn audit_verify_and_stats() {
     assert_eq!(rows.len(), 2);
     let list = rows
         .iter()
-        .find(|r| r["tool"] == "k8s/list_pods")
+        .find(|r| r["tool"] == "list_pods")
         .expect("row");
+    assert_eq!(list["provider"], "k8s");
     assert_eq!(
         (
             list["calls"].as_u64(),
+            list["allowed"].as_u64(),
             list["errors"].as_u64(),
-            list["denials"].as_u64()
+            list["denied"].as_u64()
         ),
-        (Some(10), Some(1), Some(0))
+        (Some(10), Some(10), Some(1), Some(0))
     );
     assert!(list["p50_latency_us"].is_u64() && list["p95_latency_us"].is_u64());
     let restart = rows
         .iter()
-        .find(|r| r["tool"] == "k8s/restart_pod")
+        .find(|r| r["tool"] == "restart_pod")
         .expect("row");
-    assert_eq!(restart["denials"], 1);
+    assert_eq!(restart["denied"], 1);
     assert_eq!(restart["p50_latency_us"], Value::Null);
 
     // Tampered, reordered and truncated trails exit 1 and name the first bad record.
@@ -613,6 +615,88 @@ fn audit_verify_and_stats() {
     }
     let out = capability(&dir, &["audit", "verify", "missing.jsonl"]);
     assert_eq!(code(&out), 2);
+}
+
+/// A trail in a SQLite database, written by two writers, one of them signing checkpoints.
+fn sqlite_trail(dir: &Path) -> (PathBuf, PathBuf) {
+    use capability_store::{SinkOptions, Store};
+    use std::sync::Arc;
+    let path = dir.join("state.db");
+    let key = capability::gate::SecretKey::generate().expect("randomness");
+    let public = dir.join("audit.pub");
+    std::fs::write(&public, key.public_key().to_text()).expect("write");
+    let read = capability::CapabilityManifest::builder("list_pods")
+        .provider("k8s")
+        .read_only(true)
+        .build()
+        .expect("valid");
+    let ctx =
+        capability::authz::ToolContext::new("monitor", "s", capability::authz::Ceiling::ReadOnly);
+    let out = capability(dir, &["db", "migrate", "state.db"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "sqlite:state.db: schema version 1\n");
+    let store = capability_store::sqlite::SqliteStore::open(&path).expect("open");
+    let signer: Arc<dyn capability::audit::CheckpointSigner> = Arc::new(key);
+    for writer in ["w-1", "w-2"] {
+        let mut options = SinkOptions::writer(writer);
+        options.checkpoints = Some((signer.clone(), capability::audit::CheckpointEvery::default()));
+        let sink = store.audit_sink(options).expect("sink");
+        let dispatch = capability::audit::AuditedDispatch::new(sink.clone());
+        for i in 0..5u32 {
+            let _: capability::audit::Outcome<u32, String> = dispatch.call(
+                &ctx,
+                capability::audit::Caller::new("a").incident("INC-2026-0042"),
+                &read,
+                &json!({ "i": i }),
+                || Ok(i),
+            );
+        }
+        sink.close().expect("the final checkpoint");
+    }
+    (path, public)
+}
+
+#[test]
+fn db_migrate_audit_verify_and_stats_on_sqlite() {
+    let dir = scratch("audit-sqlite");
+    let (path, _) = sqlite_trail(&dir);
+    let out = capability(&dir, &["audit", "verify", "state.db", "--key", "audit.pub"]);
+    assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "sqlite:state.db: writer w-1: 5 records, chain intact, checkpointed to record 5\n\
+         sqlite:state.db: writer w-2: 5 records, chain intact, checkpointed to record 5\n\
+         sqlite:state.db: 2 writers, 10 records, every chain intact\n"
+    );
+    let out = capability(&dir, &["audit", "stats", "state.db", "--json"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let rows = json_out(&out)["rows"].clone();
+    assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+    assert_eq!((rows[0]["calls"].as_u64(), rows[0]["allowed"].as_u64()), (Some(10), Some(10)));
+
+    // Cut writer w-2's last record off: the chain alone cannot tell, the signed checkpoint can.
+    let db = rusqlite::Connection::open(&path).expect("open");
+    db.execute("DELETE FROM mcp_audit_log WHERE writer_id = 'w-2' AND seq = 5", [])
+        .expect("delete");
+    let out = capability(&dir, &["audit", "verify", "state.db"]);
+    assert_eq!(code(&out), 0, "without the key the cut is invisible");
+    let out = capability(&dir, &["audit", "verify", "state.db", "--key", "audit.pub"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        text(&out.stdout).contains("writer w-2: tail cut off: a signed checkpoint vouches for record 5, but the chain ends at record 4"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = capability(&dir, &["audit", "verify", "state.db", "--key", "audit.pub", "--json"]);
+    assert_eq!(json_out(&out)["intact"], false);
+
+    // A JSON Lines file is not a database; a missing key file is bad input.
+    std::fs::write(dir.join("a.jsonl"), "").expect("write");
+    assert_eq!(code(&capability(&dir, &["db", "migrate", "a.jsonl"])), 2);
+    assert_eq!(
+        code(&capability(&dir, &["audit", "verify", "state.db", "--key", "missing.pub"])),
+        2
+    );
 }
 
 // ----- The human side of the write gate -----

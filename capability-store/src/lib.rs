@@ -54,8 +54,12 @@ use serde::Serialize;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod row;
+mod stats;
+mod target;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+
+pub use target::{TargetKind, target_kind};
 
 /// The schema version this build writes and reads. A database at a newer version is refused.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -1,0 +1,41 @@
+//! What a target names: a JSON Lines trail, a SQLite file or a PostgreSQL URL.
+
+/// What a target names: a JSON Lines file, a SQLite database or a PostgreSQL database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A JSON Lines trail (`.jsonl`, `.ndjson`, or an existing file that is not SQLite).
+    Jsonl,
+    /// A SQLite database file (an existing SQLite file, or any other new path).
+    Sqlite,
+    /// `postgres://...` or `postgresql://...`.
+    Postgres,
+}
+
+/// The kind of store `target` names, as the command line reads it: `postgres://` and
+/// `postgresql://` URLs are PostgreSQL; an existing file starting with SQLite's header is
+/// SQLite; a path ending in `.jsonl` or `.ndjson`, or an existing file that is not SQLite, is a
+/// JSON Lines trail; any other path is a (new) SQLite database.
+pub fn target_kind(target: &str) -> TargetKind {
+    if target.starts_with("postgres://") || target.starts_with("postgresql://") {
+        return TargetKind::Postgres;
+    }
+    let path = std::path::Path::new(target);
+    let mut header = [0u8; 16];
+    let sqlite = std::fs::File::open(path)
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut header))
+        .is_ok()
+        && &header == b"SQLite format 3\0";
+    if sqlite {
+        return TargetKind::Sqlite;
+    }
+    let jsonl_name = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("jsonl") || e.eq_ignore_ascii_case("ndjson"));
+    if jsonl_name || path.is_file() {
+        TargetKind::Jsonl
+    } else {
+        TargetKind::Sqlite
+    }
+}
+
