@@ -568,10 +568,7 @@ fn audit_verify_and_stats() {
     let stats = json_out(&out);
     let rows = stats["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 2);
-    let list = rows
-        .iter()
-        .find(|r| r["tool"] == "list_pods")
-        .expect("row");
+    let list = rows.iter().find(|r| r["tool"] == "list_pods").expect("row");
     assert_eq!(list["provider"], "k8s");
     assert_eq!(
         (
@@ -639,7 +636,10 @@ fn sqlite_trail(dir: &Path) -> (PathBuf, PathBuf) {
     let signer: Arc<dyn capability::audit::CheckpointSigner> = Arc::new(key);
     for writer in ["w-1", "w-2"] {
         let mut options = SinkOptions::writer(writer);
-        options.checkpoints = Some((signer.clone(), capability::audit::CheckpointEvery::default()));
+        options.checkpoints = Some((
+            signer.clone(),
+            capability::audit::CheckpointEvery::default(),
+        ));
         let sink = store.audit_sink(options).expect("sink");
         let dispatch = capability::audit::AuditedDispatch::new(sink.clone());
         for i in 0..5u32 {
@@ -672,12 +672,18 @@ fn db_migrate_audit_verify_and_stats_on_sqlite() {
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     let rows = json_out(&out)["rows"].clone();
     assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
-    assert_eq!((rows[0]["calls"].as_u64(), rows[0]["allowed"].as_u64()), (Some(10), Some(10)));
+    assert_eq!(
+        (rows[0]["calls"].as_u64(), rows[0]["allowed"].as_u64()),
+        (Some(10), Some(10))
+    );
 
     // Cut writer w-2's last record off: the chain alone cannot tell, the signed checkpoint can.
     let db = rusqlite::Connection::open(&path).expect("open");
-    db.execute("DELETE FROM mcp_audit_log WHERE writer_id = 'w-2' AND seq = 5", [])
-        .expect("delete");
+    db.execute(
+        "DELETE FROM mcp_audit_log WHERE writer_id = 'w-2' AND seq = 5",
+        [],
+    )
+    .expect("delete");
     let out = capability(&dir, &["audit", "verify", "state.db"]);
     assert_eq!(code(&out), 0, "without the key the cut is invisible");
     let out = capability(&dir, &["audit", "verify", "state.db", "--key", "audit.pub"]);
@@ -687,14 +693,27 @@ fn db_migrate_audit_verify_and_stats_on_sqlite() {
         "{}",
         text(&out.stdout)
     );
-    let out = capability(&dir, &["audit", "verify", "state.db", "--key", "audit.pub", "--json"]);
+    let out = capability(
+        &dir,
+        &[
+            "audit",
+            "verify",
+            "state.db",
+            "--key",
+            "audit.pub",
+            "--json",
+        ],
+    );
     assert_eq!(json_out(&out)["intact"], false);
 
     // A JSON Lines file is not a database; a missing key file is bad input.
     std::fs::write(dir.join("a.jsonl"), "").expect("write");
     assert_eq!(code(&capability(&dir, &["db", "migrate", "a.jsonl"])), 2);
     assert_eq!(
-        code(&capability(&dir, &["audit", "verify", "state.db", "--key", "missing.pub"])),
+        code(&capability(
+            &dir,
+            &["audit", "verify", "state.db", "--key", "missing.pub"]
+        )),
         2
     );
 }

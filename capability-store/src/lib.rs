@@ -54,10 +54,10 @@ use serde::Serialize;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod row;
-mod stats;
-mod target;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+mod stats;
+mod target;
 
 pub use target::{TargetKind, target_kind};
 
@@ -118,16 +118,28 @@ pub fn open(target: &str) -> Result<Box<dyn Store>, StoreError> {
     }
 }
 
-/// A PostgreSQL URL without its password, for messages.
+/// A PostgreSQL URL without its password, for messages: the `user:password@` part keeps only
+/// the user, and a `password=` parameter's value becomes `***`.
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let url = match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let credentials = &url[scheme + 3..at];
             let user = credentials.split(':').next().unwrap_or_default();
             format!("{}{}@{}", &url[..scheme + 3], user, &url[at + 1..])
         }
         _ => url.to_owned(),
-    }
+    };
+    let Some((base, query)) = url.split_once('?') else {
+        return url;
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", query.join("&"))
 }
 
 /// How an audit sink writes.
@@ -186,4 +198,22 @@ pub struct DailyStats {
     pub p50_latency_us: Option<u64>,
     /// The 95th percentile latency of the calls that ran, in microseconds.
     pub p95_latency_us: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn urls_lose_their_passwords() {
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db/platform"),
+            "postgres://app@db/platform"
+        );
+        assert_eq!(
+            redact_url("postgres://db/platform?user=app&password=s3cret&sslmode=disable"),
+            "postgres://db/platform?user=app&password=***&sslmode=disable"
+        );
+        assert_eq!(redact_url("state.db"), "state.db");
+    }
 }

@@ -8,17 +8,24 @@ use capability_audit::{AuditRecord, Verdict};
 use crate::DailyStats;
 use crate::row::nearest_rank;
 
+/// Day, role, provider, tool.
+type Key = (String, String, String, String);
+
 impl DailyStats {
     /// `mcp_daily_stats` computed from records (a JSON Lines trail, or a test's own GROUP BY),
     /// by the same rules as the databases: the UTC day of `time`; errors are calls that ran and
     /// failed; latencies are those of calls that ran, nearest-rank percentiles.
     pub fn from_records(records: &[AuditRecord]) -> Vec<DailyStats> {
-        let mut rows: BTreeMap<(String, String, String, String), (DailyStats, Vec<u64>)> =
-            BTreeMap::new();
+        let mut rows: BTreeMap<Key, (DailyStats, Vec<u64>)> = BTreeMap::new();
         for record in records {
             let day = record.time.get(..10).unwrap_or(&record.time).to_owned();
             let provider = record.provider.clone().unwrap_or_default();
-            let key = (day.clone(), record.role.clone(), provider.clone(), record.tool.clone());
+            let key = (
+                day.clone(),
+                record.role.clone(),
+                provider.clone(),
+                record.tool.clone(),
+            );
             let (row, latencies) = rows.entry(key).or_insert_with(|| {
                 (
                     DailyStats {
@@ -62,7 +69,6 @@ impl DailyStats {
             .collect()
     }
 }
-
 
 /// The nearest-rank percentile of sorted values (see [`nearest_rank`]).
 fn percentile(sorted: &[u64], percent: u64) -> Option<u64> {

@@ -38,4 +38,3 @@ pub fn target_kind(target: &str) -> TargetKind {
         TargetKind::Sqlite
     }
 }
-
