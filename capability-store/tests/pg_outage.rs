@@ -172,6 +172,9 @@ fn an_unreachable_server_means_refusal_and_pending_records_land_after() {
         .approve(proposal(), Some(&approval))
         .expect("the approval was not consumed");
     assert_eq!(RestartPod::execute(approved), "restarted api-0");
+    // The dispatcher remembers the failure, whatever the sink says now: the first call after
+    // the outage is refused, and its refusal record is what shows that writing works again.
+    assert!(matches!(call(), Outcome::AuditFailed(_)));
     assert!(matches!(call(), Outcome::Done(1)));
 
     let trail = store.read_trail().expect("trail");
@@ -179,17 +182,18 @@ fn an_unreachable_server_means_refusal_and_pending_records_land_after() {
     assert!(report.is_intact(), "{report:?}");
     let tools: Vec<&str> = trail.records.iter().map(|r| r.tool.as_str()).collect();
     // The call before the outage, the refused calls' records and the direct append (pending
-    // until the restart), then the record appended after, then the last call.
+    // until the restart), then the record appended after, then the refused first call after
+    // the restart and the last call.
     assert_eq!(tools.first(), Some(&"list_pods"));
     assert!(tools.contains(&"note"), "{tools:?}");
-    assert_eq!(trail.records[trail.records.len() - 2].seq, after.seq);
+    assert_eq!(trail.records[trail.records.len() - 3].seq, after.seq);
     assert_eq!(tools.last(), Some(&"list_pods"));
     let refused = trail
         .records
         .iter()
         .filter(|r| r.verdict == Verdict::AuditFailed)
         .count();
-    assert_eq!(refused, 3, "each refused call left its record");
+    assert_eq!(refused, 4, "each refused call left its record");
 }
 
 #[test]
@@ -215,12 +219,16 @@ fn discarded_records_leave_a_valid_chain() {
     assert!(matches!(out, Outcome::AuditFailed(_)));
     assert_eq!(sink.discard_pending(), 1, "the refused call's record");
     server.restart().expect("restart");
+    // The first call after the outage is refused (its record clears the dispatcher's failure),
+    // the next one runs.
     let out: Outcome<u32, String> = dispatch.call(&ctx, caller, &list, &json!({}), || Ok(3));
+    assert!(matches!(out, Outcome::AuditFailed(_)));
+    let out: Outcome<u32, String> = dispatch.call(&ctx, caller, &list, &json!({}), || Ok(4));
     assert!(out.is_done());
     let trail = store.read_trail().expect("trail");
     assert_eq!(
         trail.records.iter().map(|r| r.seq).collect::<Vec<_>>(),
-        vec![1, 2]
+        vec![1, 2, 3]
     );
     assert!(verify_chains(&trail.records, &[], None).is_intact());
 }
