@@ -10,6 +10,7 @@ use capability_store::{DailyStats, Store, TargetKind, target_kind};
 use serde_json::json;
 
 use crate::Failure;
+use crate::approve::escape;
 use crate::out::{self, Out};
 
 /// `capability db migrate <target>`: applies the shipped migrations.
@@ -293,5 +294,91 @@ pub fn stats(target: &str, json: bool, out: &mut Out) -> Result<u8, Failure> {
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
     writeln!(out, "\n{records} records from {target}")?;
+    Ok(code)
+}
+
+/// One session's tool calls, in order (a JSON Lines trail in file order; a database by time,
+/// writer and seq): step, tool, verdict, the redacted input, the output's keyed digest and size,
+/// latency. A broken JSON Lines trail is replayed up to its first bad record, said so on
+/// standard error, exit 1; a session with no call is exit 1 too.
+pub fn replay(target: &str, session: &str, json: bool, out: &mut Out) -> Result<u8, Failure> {
+    let (mut records, broken) = match target_kind(target) {
+        TargetKind::Jsonl => {
+            let (records, report) =
+                capability::audit::read_jsonl(target).map_err(|e| Failure::input(e.to_string()))?;
+            if let Some(problem) = &report.problem {
+                out::note(format_args!(
+                    "capability: {target}: {problem}; the replay covers the {} records before it",
+                    report.records
+                ));
+            }
+            (records, report.problem.is_some())
+        }
+        TargetKind::Sqlite | TargetKind::Postgres => {
+            let trail = open(target)?
+                .read_trail()
+                .map_err(|e| Failure::input(e.to_string()))?;
+            let mut records = trail.records;
+            records.sort_by(|a, b| (&a.time, &a.writer, a.seq).cmp(&(&b.time, &b.writer, b.seq)));
+            (records, false)
+        }
+    };
+    records.retain(|r| r.session == session);
+    if records.is_empty() {
+        out::note(format_args!(
+            "capability: {target}: no call of session `{session}`"
+        ));
+    }
+    let code = u8::from(broken || records.is_empty());
+    if json {
+        let calls: Vec<serde_json::Value> = records
+            .iter()
+            .map(|r| {
+                json!({
+                    "time": r.time, "writer": r.writer, "seq": r.seq, "agent": r.agent,
+                    "role": r.role, "step": r.step, "incident_id": r.incident_id,
+                    "provider": r.provider, "tool": r.tool, "verdict": r.verdict,
+                    "reasons": r.reasons, "input": r.input, "output_digest": r.output_digest,
+                    "output_size": r.output_size, "latency_us": r.latency_us,
+                    "success": r.success, "error": r.error,
+                })
+            })
+            .collect();
+        out.json(&json!({ "target": target, "session": session, "calls": calls }))?;
+        return Ok(code);
+    }
+    for (n, r) in records.iter().enumerate() {
+        let tool = match &r.provider {
+            Some(provider) => format!("{provider}/{}", r.tool),
+            None => r.tool.clone(),
+        };
+        let verdict = match serde_json::to_value(r.verdict) {
+            Ok(serde_json::Value::String(v)) => v,
+            _ => String::new(),
+        };
+        let outcome = match (&r.error, &r.output_digest, r.output_size) {
+            (Some(error), _, _) => format!("error: {error}"),
+            (None, Some(digest), Some(size)) => format!("output {size} B {digest}"),
+            _ if r.reasons.is_empty() => String::new(),
+            _ => r.reasons.join("; "),
+        };
+        let latency = r
+            .latency_us
+            .map_or_else(|| "-".to_owned(), |us| format!("{us} µs"));
+        // Everything but the digests came from agents and tools: escaped, so a tool name or an
+        // error text cannot steer the terminal.
+        writeln!(
+            out,
+            "{:>3}  {}  step {}  {}  {}  {}  {}",
+            n + 1,
+            escape(&r.time),
+            escape(r.step.as_deref().unwrap_or("-")),
+            escape(&tool),
+            verdict,
+            latency,
+            escape(&outcome)
+        )?;
+        writeln!(out, "     input {}", escape(&r.input.to_string()))?;
+    }
     Ok(code)
 }

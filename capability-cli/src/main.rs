@@ -8,6 +8,7 @@
 //! capability db migrate state.db                         # or postgres://user@host/db
 //! capability audit verify state.db --key alice.pub       # every writer's chain, checkpoints
 //! capability audit stats state.db                        # mcp_daily_stats
+//! capability audit replay state.db --session s-1          # one session's calls, in order
 //! ```
 //!
 //! The server's name (which selects policy patterns, assertions and pins) is the operator's:
@@ -119,6 +120,19 @@ enum AuditCommand {
         /// with.
         #[arg(long, value_name = "FILE")]
         key: Option<PathBuf>,
+        /// Print JSON on standard output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One session's tool calls in order: step, tool, verdict, redacted input, output digest
+    /// and size, latency.
+    Replay {
+        /// The trail: a `.jsonl` file, a SQLite database path, or `postgres://...`.
+        #[arg(value_name = "PATH_OR_URL")]
+        target: String,
+        /// The session.
+        #[arg(long)]
+        session: String,
         /// Print JSON on standard output.
         #[arg(long)]
         json: bool,
@@ -306,6 +320,11 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             audit::verify(&target, key.as_deref(), json, out)
         }
         Command::Audit(AuditCommand::Stats { target, json }) => audit::stats(&target, json, out),
+        Command::Audit(AuditCommand::Replay {
+            target,
+            session,
+            json,
+        }) => audit::replay(&target, &session, json, out),
         Command::Db(DbCommand::Migrate { target }) => audit::migrate(&target, out),
     }
 }

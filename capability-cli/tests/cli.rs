@@ -718,6 +718,66 @@ fn db_migrate_audit_verify_and_stats_on_sqlite() {
     );
 }
 
+#[test]
+fn audit_replay_prints_one_session_in_order() {
+    let dir = scratch("audit-replay");
+    audit_demo_trail(&dir);
+    let out = capability(&dir, &["audit", "replay", "audit.jsonl", "--session", "s"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let calls: Vec<&str> = stdout.lines().filter(|l| !l.starts_with("     ")).collect();
+    assert_eq!(calls.len(), 11, "{stdout}");
+    assert!(
+        calls[0].starts_with("  1  ") && calls[0].contains("k8s/list_pods  allowed"),
+        "{stdout}"
+    );
+    assert!(calls[3].contains("error: boom"), "{stdout}");
+    assert!(calls[10].contains("k8s/restart_pod  denied"), "{stdout}");
+    assert!(stdout.contains("     input {\"i\":0}"), "{stdout}");
+    let out = capability(
+        &dir,
+        &["audit", "replay", "audit.jsonl", "--session", "s", "--json"],
+    );
+    let calls = json_out(&out)["calls"].clone();
+    assert_eq!(calls.as_array().map(Vec::len), Some(11));
+    assert_eq!(calls[3]["error"], "boom");
+    assert!(
+        calls[0]["output_digest"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("hmac-sha256:"))
+    );
+    // Another session: nothing, exit 1.
+    let out = capability(
+        &dir,
+        &["audit", "replay", "audit.jsonl", "--session", "other"],
+    );
+    assert_eq!(code(&out), 1);
+    assert!(text(&out.stderr).contains("no call of session `other`"));
+
+    // From a database, across writers, in time order.
+    let dir = scratch("audit-replay-db");
+    sqlite_trail(&dir);
+    let out = capability(
+        &dir,
+        &["audit", "replay", "state.db", "--session", "s", "--json"],
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let calls = json_out(&out)["calls"].clone();
+    let writers: Vec<&str> = calls
+        .as_array()
+        .expect("calls")
+        .iter()
+        .filter_map(|c| c["writer"].as_str())
+        .collect();
+    assert_eq!(
+        writers,
+        [
+            "w-1", "w-1", "w-1", "w-1", "w-1", "w-2", "w-2", "w-2", "w-2", "w-2"
+        ]
+    );
+    assert_eq!(calls[0]["incident_id"], "INC-2026-0042");
+}
+
 // ----- The human side of the write gate -----
 
 /// Restart a pod.
