@@ -94,7 +94,7 @@ fn assistant(turn: &Turn) -> Value {
 /// with no `tool_use` block is [`Malformed`](crate::ModelErrorKind::Malformed). `thinking` and
 /// `redacted_thinking` blocks are skipped. A `tool_use` block without a string `id` (it gets a
 /// made-up one) or `name`, or whose `input` is not an object, becomes a call with
-/// [`Arguments::Malformed`].
+/// [`Arguments::Malformed`](crate::Arguments::Malformed).
 pub fn parse_response(body: &Value) -> Result<Turn, ModelError> {
     let Some(object) = body.as_object() else {
         return Err(malformed("the body is not a JSON object"));

@@ -12,9 +12,9 @@
 //! nothing else (the loop gives only the role's visible tools: serialization adds none), and a
 //! `parse_response(..)` that reads one answer into a [`Turn`](crate::Turn). Model output that is
 //! wrong in one tool call (arguments that are not a JSON object, a missing id or name) becomes
-//! [`Arguments::Malformed`](crate::Arguments::Malformed) on that call, which the loop never
+//! [`Arguments::Malformed`] on that call, which the loop never
 //! dispatches; a body that is not the format at all becomes a
-//! [`ModelError`](crate::ModelError) of kind [`Malformed`](crate::ModelErrorKind::Malformed).
+//! [`ModelError`] of kind [`Malformed`](crate::ModelErrorKind::Malformed).
 //! Nothing here panics on any input.
 
 pub mod anthropic;
