@@ -16,6 +16,27 @@
 //! dispatches; a body that is not the format at all becomes a
 //! [`ModelError`] of kind [`Malformed`](crate::ModelErrorKind::Malformed).
 //! Nothing here panics on any input.
+//!
+//! ```
+//! use capability_agent::provider::openai;
+//! use capability_agent::{Arguments, Message, ToolSpec};
+//! use serde_json::json;
+//!
+//! let tools = [ToolSpec {
+//!     name: "disk_usage".into(),
+//!     description: Some("Disk usage of a host".into()),
+//!     input_schema: json!({"type": "object", "properties": {"host": {"type": "string"}}}),
+//! }];
+//! let body = openai::request("gpt-4.1", &[Message::User("Disk alert".into())], &tools);
+//! assert_eq!(body["tools"][0]["function"]["name"], "disk_usage");
+//!
+//! let answer = json!({"choices": [{"message": {"role": "assistant", "content": null,
+//!     "tool_calls": [{"id": "call_1", "type": "function",
+//!         "function": {"name": "disk_usage", "arguments": "{\"host\": "}}]}}]});
+//! let turn = openai::parse_response(&answer).unwrap();
+//! // Arguments that are not JSON are kept, typed, and never dispatched.
+//! assert!(matches!(turn.tool_calls[0].arguments, Arguments::Malformed { .. }));
+//! ```
 
 pub mod anthropic;
 pub mod ollama;
