@@ -90,13 +90,20 @@ fn serve(stream: TcpStream, status: u16, body: &str) -> Option<Received> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
+        307 => "Temporary Redirect",
         401 => "Unauthorized",
         _ => "Internal Server Error",
     };
     let mut stream = stream;
+    // A 307 redirects to the address in its body.
+    let location = if status == 307 {
+        format!("location: {body}\r\n")
+    } else {
+        String::new()
+    };
     write!(
         stream,
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status} {reason}\r\n{location}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )
     .ok()?;
@@ -373,4 +380,27 @@ fn a_key_echoed_by_the_provider_is_redacted() {
     assert!(!error.to_string().contains(KEY), "{error}");
     assert!(error.message.contains("[redacted]"), "{error}");
     assert!(server.received()[0].body.get("tools").is_none());
+}
+
+#[test]
+fn a_redirect_is_not_followed_so_the_key_stays_home() {
+    let mut elsewhere = Server::start(vec![(200, json!({"content": []}).to_string())]);
+    let target = format!("{}/v1/messages", elsewhere.base);
+    let mut server = Server::start(vec![(307, target)]);
+    let mut model = AnthropicModel::new(&server.base, KEY, "m");
+    let error = model.turn(&conversation(), &tools()).unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Status(307), "{error}");
+    assert_eq!(server.received().len(), 1);
+    // Nothing reached the other server: unblock its accept with a plain connection and check
+    // that what it got carries no key.
+    drop(TcpStream::connect(
+        elsewhere.base.trim_start_matches("http://"),
+    ));
+    let got = elsewhere.received();
+    assert!(
+        got.iter()
+            .all(|r| !r.headers.values().any(|v| v.contains(KEY))),
+        "{got:?}"
+    );
+    assert!(got.is_empty(), "{got:?}");
 }

@@ -149,10 +149,13 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// The agent: HTTP error statuses are answers (read for their message), not errors.
+/// The agent: HTTP error statuses are answers (read for their message), not errors; redirects
+/// are not followed (a redirect would carry the `x-api-key` header to wherever it points: a
+/// 3xx is an answer like any other non-2xx status).
 fn agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
+        .max_redirects(0)
         .timeout_global(Some(timeout))
         .build()
         .into()
