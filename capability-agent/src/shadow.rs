@@ -1,0 +1,1 @@
+//! Shadow mode (placeholder, filled in by the next commit).
