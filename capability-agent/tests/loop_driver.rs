@@ -202,9 +202,10 @@ fn a_hidden_tool_beyond_the_denial_budget_degrades_the_loop() {
         call("c1", "delete_pod", json!({"pod": "checkout-7d9"})),
         answer("never reached"),
     ]);
+    let mut messages = Vec::new();
     let outcome = AgentLoop::new(&dispatch).run(
         &mut model,
-        &mut Vec::new(),
+        &mut messages,
         &ToolSource::new(&server, &tools),
         &monitor("s-1"),
         CALLER,
@@ -221,6 +222,11 @@ fn a_hidden_tool_beyond_the_denial_budget_degrades_the_loop() {
     );
     assert_eq!(model.turns(), 1, "no retry");
     assert!(executor.calls.borrow().is_empty());
+    // Even the transcript of the degraded run does not say the tool exists.
+    assert_eq!(
+        results(&messages)[0].content,
+        json!("no tool named `delete_pod` is available")
+    );
     let records = sink.records();
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].verdict, Verdict::Degraded);

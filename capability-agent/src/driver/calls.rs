@@ -109,18 +109,22 @@ impl<D: Authorize + ?Sized, X: ToolExecutor + ?Sized> Context<'_, D, X> {
             .call(&decider, self.caller, &manifest, &input, || {
                 Err::<Value, String>("a tool the model was not shown is never run".to_owned())
             });
-        match outcome {
-            Outcome::Denied(_) | Outcome::Done(_) | Outcome::Failed(_) => answer(
-                call,
-                Value::String(format!(
-                    "no tool named `{}` is available",
-                    truncate(&call.name, MAX_ECHOED_NAME)
-                )),
-                true,
-            ),
-            Outcome::Degrade(reason) => degraded(call, reason),
-            Outcome::AuditFailed(error) => audit_failed(call, error.to_string()),
-        }
+        // Whatever happened, the result says only that no such tool is available: even the
+        // transcript of a degraded run does not tell the model the tool exists.
+        let mut handled = answer(
+            call,
+            Value::String(format!(
+                "no tool named `{}` is available",
+                truncate(&call.name, MAX_ECHOED_NAME)
+            )),
+            true,
+        );
+        handled.stop = match outcome {
+            Outcome::Denied(_) | Outcome::Done(_) | Outcome::Failed(_) => None,
+            Outcome::Degrade(reason) => Some(Stop::Degrade(reason)),
+            Outcome::AuditFailed(error) => Some(Stop::AuditFailed(error.to_string())),
+        };
+        handled
     }
 }
 
