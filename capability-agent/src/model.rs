@@ -154,7 +154,9 @@ pub enum ModelErrorKind {
 impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            ModelErrorKind::Transport => write!(f, "the provider cannot be reached: {}", self.message),
+            ModelErrorKind::Transport => {
+                write!(f, "the provider cannot be reached: {}", self.message)
+            }
             ModelErrorKind::Status(status) => {
                 write!(f, "the provider answered HTTP {status}: {}", self.message)
             }
