@@ -105,6 +105,21 @@ pub mod gate {
     pub use capability_gate::*;
 }
 
+/// Durable shared state: the approval ledger, revocations and the audit trail on SQLite and
+/// (feature `postgres`) PostgreSQL (feature `store`; crate `capability-store`).
+#[cfg(feature = "store")]
+pub mod store {
+    pub use capability_store::*;
+}
+
+/// The agent loop of ADR-105: role-filtered tools in the provider's schema, audited tool
+/// calls, `max_iterations`, degrade, the circuit breaker, shadow mode (feature `agent-loop`;
+/// crate `capability-agent`).
+#[cfg(feature = "agent-loop")]
+pub mod agent_loop {
+    pub use capability_agent::*;
+}
+
 /// Declares an advisor agent: a research, selection or analysis agent, which only reads.
 ///
 /// ```
