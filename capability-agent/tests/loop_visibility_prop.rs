@@ -1,5 +1,6 @@
 //! Property (seeded): over random roles, servers and tool lists, the tools a model is shown are
-//! exactly the role's visible set, never one more, and no call of another tool is ever run.
+//! exactly the role's visible set, never one more (also in the request each provider's wire
+//! format would send), and no call of another tool is ever run.
 
 mod loop_support;
 
@@ -149,6 +150,33 @@ fn the_model_is_shown_exactly_the_visible_set_and_nothing_else_runs() {
         for shown in &model.shown {
             let shown: BTreeSet<String> = shown.iter().cloned().collect();
             assert_eq!(shown, expected, "seed {seed}: exactly the visible set");
+        }
+        // And as each provider receives it: the request's `tools` are exactly the visible set.
+        for requests in &model.requests {
+            for (format, request) in ["anthropic", "openai", "ollama"].iter().zip(requests) {
+                let names: BTreeSet<String> = request["tools"]
+                    .as_array()
+                    .map(|tools| {
+                        tools
+                            .iter()
+                            .filter_map(|t| {
+                                t.get("name")
+                                    .or_else(|| t["function"].get("name"))
+                                    .and_then(Value::as_str)
+                                    .map(str::to_owned)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                assert_eq!(names, expected, "seed {seed}: the {format} request's tools");
+                let serialized = request["tools"].to_string();
+                for hidden in NAMES.iter().filter(|n| !expected.contains(**n)) {
+                    assert!(
+                        !serialized.contains(&format!("\"{hidden}\"")),
+                        "seed {seed}: hidden `{hidden}` in the {format} request's tools"
+                    );
+                }
+            }
         }
         for name in ran.borrow().iter() {
             assert!(

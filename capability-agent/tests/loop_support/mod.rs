@@ -20,6 +20,9 @@ pub struct Scripted {
     pub shown: Vec<Vec<String>>,
     /// The conversation each turn was given.
     pub seen: Vec<Vec<Message>>,
+    /// Each turn's request as each provider would receive it: Anthropic Messages,
+    /// OpenAI-compatible chat completions, Ollama `/api/chat`.
+    pub requests: Vec<[Value; 3]>,
 }
 
 impl Scripted {
@@ -31,6 +34,7 @@ impl Scripted {
             then: None,
             shown: Vec::new(),
             seen: Vec::new(),
+            requests: Vec::new(),
         }
     }
 
@@ -66,6 +70,11 @@ impl Model for Scripted {
         self.shown
             .push(tools.iter().map(|t| t.name.clone()).collect());
         self.seen.push(messages.to_vec());
+        self.requests.push([
+            capability_agent::provider::anthropic::request("m", 1024, messages, tools),
+            capability_agent::provider::openai::request("m", messages, tools),
+            capability_agent::provider::ollama::request("m", messages, tools),
+        ]);
         match self.script.pop_front() {
             Some(turn) => turn,
             None => self.then.clone().ok_or_else(|| {
