@@ -20,13 +20,25 @@ pub fn migrate(target: &str, out: &mut Out) -> Result<u8, Failure> {
             "{target} is a JSON Lines trail, not a database: it needs no migration"
         )));
     }
-    let store = open(target)?;
+    let store = open_to_migrate(target)?;
     let version = store.migrate().map_err(|e| Failure::input(e.to_string()))?;
     writeln!(out, "{}: schema version {version}", store.describe())?;
     Ok(0)
 }
 
+/// Opens a store to read from: a SQLite path that does not exist is an error, never a new
+/// empty database (only `db migrate` creates one).
 fn open(target: &str) -> Result<Box<dyn Store>, Failure> {
+    if target_kind(target) == TargetKind::Sqlite && !Path::new(target).exists() {
+        return Err(Failure::input(format!(
+            "{target}: no such file (create a database with `capability db migrate {target}`)"
+        )));
+    }
+    capability_store::open(target).map_err(|e| Failure::input(e.to_string()))
+}
+
+/// Opens (or creates) a store to migrate.
+fn open_to_migrate(target: &str) -> Result<Box<dyn Store>, Failure> {
     capability_store::open(target).map_err(|e| Failure::input(e.to_string()))
 }
 

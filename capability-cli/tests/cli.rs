@@ -706,6 +706,16 @@ fn db_migrate_audit_verify_and_stats_on_sqlite() {
     );
     assert_eq!(json_out(&out)["intact"], false);
 
+    // Reading a database that does not exist is an error, and creates nothing.
+    let out = capability(&dir, &["audit", "verify", "missing.db"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out.stderr).contains("missing.db: no such file"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.join("missing.db").exists());
+
     // A JSON Lines file is not a database; a missing key file is bad input.
     std::fs::write(dir.join("a.jsonl"), "").expect("write");
     assert_eq!(code(&capability(&dir, &["db", "migrate", "a.jsonl"])), 2);
