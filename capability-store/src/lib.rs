@@ -105,6 +105,12 @@ pub fn open(target: &str) -> Result<Box<dyn Store>, StoreError> {
             ));
         }
     }
+    if target_kind(target) == TargetKind::Jsonl {
+        return Err(StoreError::new(
+            target,
+            "a JSON Lines trail, not a database (read it with `capability_audit::verify_jsonl`)",
+        ));
+    }
     #[cfg(feature = "sqlite")]
     {
         Ok(Box::new(sqlite::SqliteStore::open(target)?))
@@ -203,6 +209,19 @@ pub struct DailyStats {
 #[cfg(test)]
 mod tests {
     use super::redact_url;
+
+    #[test]
+    fn a_json_lines_path_is_not_opened_as_a_database() {
+        let dir =
+            std::env::temp_dir().join(format!("capability-store-jsonl-{}", std::process::id()));
+        let path = dir.join("audit.jsonl");
+        let error = match super::open(&path.display().to_string()) {
+            Ok(_) => panic!("opened a JSON Lines path as a database"),
+            Err(error) => error,
+        };
+        assert!(error.to_string().contains("JSON Lines"), "{error}");
+        assert!(!path.exists(), "nothing is created");
+    }
 
     #[test]
     fn urls_lose_their_passwords() {
