@@ -55,6 +55,13 @@ impl OpsServer {
         "cordoned".to_owned()
     }
 
+    /// rmcp drops this doc comment, because another attribute follows it; so does the manifest.
+    #[allow(clippy::unused_self)]
+    #[tool(annotations(read_only_hint = true))]
+    fn version(&self) -> String {
+        "1".to_owned()
+    }
+
     /// Not a tool: left alone.
     #[allow(dead_code)]
     fn helper(&self) -> u8 {
@@ -113,7 +120,7 @@ fn every_listed_tool_has_a_manifest_that_agrees_with_rmcp() {
     let registry = Registry::from_inventory().expect("the inventory is consistent");
     let mut listed = OpsServer::tool_router().list_all();
     listed.extend(OpsServer::other_router().list_all());
-    assert_eq!(listed.len(), 6);
+    assert_eq!(listed.len(), 7);
     for tool in &listed {
         let manifest = registry
             .tool(&tool.name)
@@ -149,6 +156,7 @@ fn generated_types_carry_the_manifests() {
     assert_eq!(Scale::manifest().description(), None);
     assert_eq!(hints(Cordon::manifest()), [false, false, false, true]);
     assert_eq!(other_tools::Ping::manifest().name(), "ping");
+    assert_eq!(ops_server_tools::Version::manifest().description(), None);
 }
 
 #[test]

@@ -256,7 +256,7 @@ fn span_of(method: &Method, subject: Subject) -> Span {
 }
 
 /// `list_pods` / `list-pods` / `list.pods` -> `ListPods`; a leading digit gets a `Tool` prefix.
-fn camel_case(name: &str) -> String {
+pub(super) fn camel_case(name: &str) -> String {
     let mut out = String::new();
     for part in name.split(|c: char| !c.is_ascii_alphanumeric()) {
         let mut chars = part.chars();

@@ -73,3 +73,6 @@ fn router_key(out: &mut RouterArgs, meta: &ParseNestedMeta<'_>) -> syn::Result<(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests;
