@@ -166,6 +166,65 @@ pub use capability_derive::advisor_agent;
 /// capability manifest.
 pub use capability_derive::agent;
 
+/// Gives each `#[tool(...)]` method of an rmcp `#[tool_router]` impl block a capability manifest
+/// and a type agents can bind, read from the same `#[tool(...)]` tokens rmcp publishes.
+///
+/// Place it above `#[tool_router]`. For each tool method it reads what rmcp reads: the name
+/// (`name = ".."`, else the method name), the description (`description = ..`, else the doc
+/// comment), and `annotations(read_only_hint, destructive_hint, idempotent_hint,
+/// open_world_hint)`; absent hints take the MCP defaults on both sides, so the manifest and the
+/// `Tool.annotations` rmcp lists never disagree. `#[capability(scopes = [..], provider = "..")]`
+/// next to `#[tool(...)]` adds scopes and a provider, and is removed before rmcp sees the item.
+/// The rules of [`derive@Capability`] are compile errors at the token they are about.
+///
+/// Each tool becomes a unit struct named after the tool in CamelCase, in a module named after
+/// the type (`impl OpsServer` -> `ops_server_tools::ListPods`; `module = name` overrides it),
+/// with `impl Capability` (and `ReadOnlyTool` for a read-only tool), registered in the
+/// inventory. An advisor can bind the read-only ones only:
+///
+/// ```rust,standalone_crate
+/// use capability::{advisor_agent, agent, tool_capabilities, Agent, Capability};
+/// use rmcp::handler::server::wrapper::Parameters;
+/// use rmcp::{tool, tool_router};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct PodRef { name: String }
+///
+/// struct OpsServer;
+///
+/// #[tool_capabilities]
+/// #[tool_router]
+/// impl OpsServer {
+///     /// List the pods of the cluster.
+///     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+///     #[capability(scopes = ["k8s:read"], provider = "k8s")]
+///     fn list_pods(&self) -> String { "web-1".into() }
+///
+///     /// Restart a pod.
+///     #[tool(annotations(destructive_hint = true))]
+///     #[capability(scopes = ["k8s:write"])]
+///     fn restart_pod(&self, Parameters(pod): Parameters<PodRef>) -> String { pod.name }
+/// }
+///
+/// #[advisor_agent(tools(ops_server_tools::ListPods))]
+/// struct Viewer;
+///
+/// #[agent(tools(ops_server_tools::ListPods, ops_server_tools::RestartPod))]
+/// struct Operator;
+///
+/// let m = ops_server_tools::ListPods::manifest();
+/// assert_eq!(m.name(), "list_pods");
+/// assert!(m.read_only() && !m.open_world());
+/// assert_eq!(m.description(), Some("List the pods of the cluster."));
+/// assert!(ops_server_tools::RestartPod::manifest().destructive());
+/// assert_eq!(OpsServer::tool_router().list_all().len(), 2);
+/// assert!(Viewer::spec().is_advisor());
+/// ```
+///
+/// Keys of `#[tool_capabilities(...)]`: `module = name`, `crate = ".."`. Keys of
+/// `#[capability(...)]` on a tool method: `scopes = [..]`, `provider = ".."`.
+pub use capability_derive::tool_capabilities;
+
 /// Attaches a frozen [`CapabilityManifest`] to a tool type and registers it.
 ///
 /// Works on named, tuple and unit structs and on enums, generic ones included. Several

@@ -35,4 +35,5 @@ fn ui() {
     t.compile_fail("ui-tests/advisor/*.rs");
     t.compile_fail("ui-tests/agent/*.rs");
     t.compile_fail("ui-tests/gate/*.rs");
+    t.compile_fail("ui-tests/router/*.rs");
 }

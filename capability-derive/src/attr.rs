@@ -190,7 +190,7 @@ fn agent_key(out: &mut AgentAttrs, kind: AgentKind, meta: &ParseNestedMeta<'_>) 
     }
 }
 
-fn meta_key(meta: &ParseNestedMeta<'_>) -> syn::Result<String> {
+pub fn meta_key(meta: &ParseNestedMeta<'_>) -> syn::Result<String> {
     // `crate` is a keyword, so `Path::get_ident` is the way to read it as a key too.
     match meta.path.get_ident() {
         Some(ident) => Ok(ident.to_string()),
@@ -198,7 +198,7 @@ fn meta_key(meta: &ParseNestedMeta<'_>) -> syn::Result<String> {
     }
 }
 
-fn set<T>(
+pub fn set<T>(
     slot: &mut Option<T>,
     value: T,
     meta: &ParseNestedMeta<'_>,
@@ -237,7 +237,7 @@ fn flag(meta: &ParseNestedMeta<'_>, order: usize) -> syn::Result<Flag> {
     }
 }
 
-fn string_list(meta: &ParseNestedMeta<'_>, expected: &str) -> syn::Result<Vec<LitStr>> {
+pub fn string_list(meta: &ParseNestedMeta<'_>, expected: &str) -> syn::Result<Vec<LitStr>> {
     let value = meta.value()?;
     let content;
     syn::bracketed!(content in value);
@@ -266,13 +266,13 @@ fn tool_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<Type>> {
     Ok(tools.into_iter().collect())
 }
 
-fn crate_path(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Path> {
+pub fn crate_path(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Path> {
     let lit: LitStr = meta.value()?.parse()?;
     lit.parse()
         .map_err(|_| syn::Error::new(lit.span(), "expected a path such as \"::capability\""))
 }
 
-fn unknown_key(
+pub fn unknown_key(
     meta: &ParseNestedMeta<'_>,
     key: &str,
     attribute: &str,
@@ -292,7 +292,7 @@ fn unknown_key(
 }
 
 /// Consumes whatever follows an unknown key (`= value` or `(...)`), so parsing can go on.
-fn skip_value(meta: &ParseNestedMeta<'_>) {
+pub fn skip_value(meta: &ParseNestedMeta<'_>) {
     let _ = meta.input.step(|cursor| {
         let mut rest = *cursor;
         while let Some((tt, next)) = rest.token_tree() {

@@ -9,6 +9,7 @@ mod check;
 mod errors;
 mod expand;
 mod fallback;
+mod router;
 mod tokens;
 
 use proc_macro::TokenStream;
@@ -45,6 +46,13 @@ pub fn advisor_agent(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn agent(args: TokenStream, item: TokenStream) -> TokenStream {
     agent_macro(AgentKind::Operator, args, item)
+}
+
+/// Gives each `#[tool(...)]` method of an rmcp `#[tool_router]` impl block a capability manifest
+/// and a bindable type. Documented in `capability`.
+#[proc_macro_attribute]
+pub fn tool_capabilities(args: TokenStream, item: TokenStream) -> TokenStream {
+    router::tool_capabilities(args.into(), item.into()).into()
 }
 
 fn agent_macro(kind: AgentKind, args: TokenStream, item: TokenStream) -> TokenStream {

@@ -1,0 +1,19 @@
+use capability::tool_capabilities;
+use rmcp::{tool, tool_router};
+
+struct OpsServer;
+
+#[tool_capabilities]
+#[tool_router]
+impl OpsServer {
+    /// List the pods.
+    #[tool(annotations(read_only_hint = true))]
+    fn list_pods(&self) -> String {
+        String::new()
+    }
+
+    #[capability(scopes = ["k8s:read"])]
+    fn helper(&self) {}
+}
+
+fn main() {}

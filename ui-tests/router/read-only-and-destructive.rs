@@ -1,0 +1,16 @@
+use capability::tool_capabilities;
+use rmcp::{tool, tool_router};
+
+struct OpsServer;
+
+#[tool_capabilities]
+#[tool_router]
+impl OpsServer {
+    /// List the pods.
+    #[tool(annotations(read_only_hint = true, destructive_hint = true))]
+    fn list_pods(&self) -> String {
+        String::new()
+    }
+}
+
+fn main() {}
