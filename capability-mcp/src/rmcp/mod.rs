@@ -75,8 +75,15 @@
 mod client;
 mod connect;
 mod convert;
+#[cfg(feature = "rmcp-server")]
+mod server;
 
 pub use crate::visibility::{HiddenTool, WithheldReason};
 pub use client::{GovernedClient, GovernedError, SharedDecider};
 pub use connect::{ListError, connect_client, list_tools};
 pub use convert::{manifest_from_rmcp, to_rmcp_annotations, to_rmcp_tool, tool_json};
+#[cfg(feature = "rmcp-server")]
+pub use server::{
+    BearerRoles, FixedRole, GovernedServer, REFUSED_CODE, RoleResolver, bearer_token, http_parts,
+    www_authenticate,
+};
