@@ -332,11 +332,26 @@ async fn every_call_is_in_the_audit_trail_with_its_role() {
                 s("operator"),
                 s("restart_pod"),
                 Verdict::Allowed,
-                s("mcp:k8s")
+                s("mcp:k8s/operator")
             ),
-            (s("viewer"), s("restart_pod"), Verdict::Denied, s("mcp:k8s")),
-            (s("viewer"), s("exfiltrate"), Verdict::Denied, s("mcp:k8s")),
-            (s("viewer"), s("get_logs"), Verdict::Allowed, s("mcp:k8s")),
+            (
+                s("viewer"),
+                s("restart_pod"),
+                Verdict::Denied,
+                s("mcp:k8s/viewer")
+            ),
+            (
+                s("viewer"),
+                s("exfiltrate"),
+                Verdict::Denied,
+                s("mcp:k8s/viewer")
+            ),
+            (
+                s("viewer"),
+                s("get_logs"),
+                Verdict::Allowed,
+                s("mcp:k8s/viewer")
+            ),
         ]
     );
     let records = h.sink.records();
@@ -430,5 +445,30 @@ async fn a_tool_that_drifted_from_its_pin_is_hidden_from_everyone() {
     let error = refused(&operator, "restart_pod").await;
     assert_eq!(reasons(&error), ["drift"]);
     assert!(h.ops.calls().is_empty());
+    let _ = operator.cancel().await;
+}
+
+#[tokio::test]
+async fn one_roles_denials_never_degrade_another_roles_session() {
+    let mut h = Harness::new();
+    // The default budget: the first denial degrades the session.
+    h.dispatch = Arc::new(AuditedDispatch::new(h.sink.clone()));
+    let viewer = h.client(FixedRole::new("viewer"), false).await;
+    let operator = h.client(FixedRole::new("operator"), false).await;
+    let error = refused(&viewer, "restart_pod").await;
+    assert_eq!(reasons(&error), ["ceiling_exceeded"]);
+    assert!(
+        error.data.as_ref().expect("data")["dispatch"]
+            .as_str()
+            .is_some_and(|d| d.contains("non-agentic")),
+        "the degrade is reported: {error:?}"
+    );
+    operator
+        .peer()
+        .call_tool(CallToolRequestParams::new("restart_pod"))
+        .await
+        .expect("the operator's session is its own");
+    assert_eq!(h.ops.calls(), ["restart_pod"]);
+    let _ = viewer.cancel().await;
     let _ = operator.cancel().await;
 }

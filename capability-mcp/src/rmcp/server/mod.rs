@@ -44,8 +44,9 @@ const INVALID_NAME: &str = "invalid_tool_name";
 ///
 /// Per request, the caller's role comes from the [`RoleResolver`] (a bearer token of a
 /// Streamable HTTP request: [`BearerRoles`]; a stdio server's fixed role: [`FixedRole`]) and
-/// its grant from the policy ([`Policy::context`], session `mcp:<server>` or
-/// `mcp:<server>/<Mcp-Session-Id>`). Then:
+/// its grant from the policy ([`Policy::context`], session `mcp:<server>/<role>`, or
+/// `mcp:<server>/<role>/<session>` when the resolver names one: by default the
+/// `Mcp-Session-Id` of a Streamable HTTP request). Then:
 ///
 /// - **`tools/list`** lists every page of the inner handler's tools and returns, in one page,
 ///   those [`Visibility::of`] (the one visibility function) shows the role, with `cacheScope:
@@ -157,9 +158,14 @@ impl<H: ServerHandler> GovernedServer<H> {
     }
 
     fn who(&self, context: &RequestContext<RoleServer>) -> Who {
+        let role = self.resolver.role(context);
+        // The role is part of the session, so that callers of one role never spend (or
+        // degrade) the budget of another, even when they name the same session id.
+        let server = self.server.name();
+        let role_name = role.as_deref().unwrap_or(NO_ROLE);
         let session = match self.resolver.session(context) {
-            Some(id) => format!("mcp:{}/{id}", self.server.name()),
-            None => format!("mcp:{}", self.server.name()),
+            Some(id) => format!("mcp:{server}/{role_name}/{id}"),
+            None => format!("mcp:{server}/{role_name}"),
         };
         let agent = context
             .peer
@@ -168,7 +174,7 @@ impl<H: ServerHandler> GovernedServer<H> {
             .filter(|name| !name.is_empty())
             .unwrap_or_else(|| "mcp-client".to_owned());
         Who {
-            role: self.resolver.role(context),
+            role,
             session,
             agent,
         }
