@@ -1,12 +1,56 @@
 //! Manifests as MCP `Tool` objects, for a server's `tools/list`.
+//!
+//! Every exported tool carries its required scopes and its descriptor hash in `_meta`, under
+//! one reverse-DNS key, [`MANIFEST_META_KEY`]:
+//!
+//! ```json
+//! "_meta": { "dev.capability/manifest": { "scopes": ["k8s:write"], "descriptorHash": "9f2c…" } }
+//! ```
+//!
+//! `scopes` is always there (sorted, possibly empty); `descriptorHash` when the manifest has
+//! one. Reading them back is [`from_mcp_tool`](crate::import::from_mcp_tool)'s business, and
+//! both are claims there: see [`crate::import`].
 
 use capability_core::manifest::{CapabilityManifest, HintKind};
 use serde_json::{Map, Value};
 
+/// The `_meta` key under which an exported tool carries its manifest's required scopes and
+/// descriptor hash: `{"scopes": [..], "descriptorHash": ".."}`.
+pub const MANIFEST_META_KEY: &str = "dev.capability/manifest";
+
+/// The value written under [`MANIFEST_META_KEY`]: `{"scopes": [..], "descriptorHash": ".."}`
+/// (`descriptorHash` only when the manifest has one).
+///
+/// ```
+/// use capability::CapabilityManifest;
+/// use capability::mcp::export::manifest_meta;
+///
+/// let m = CapabilityManifest::builder("restart_pod").scope("k8s:write").build()?;
+/// assert_eq!(manifest_meta(&m)["scopes"], serde_json::json!(["k8s:write"]));
+/// # Ok::<(), capability::ManifestError>(())
+/// ```
+pub fn manifest_meta(manifest: &CapabilityManifest) -> Value {
+    let mut meta = Map::new();
+    let scopes = manifest
+        .required_scopes()
+        .iter()
+        .map(|scope| Value::String(scope.clone()))
+        .collect();
+    meta.insert("scopes".to_owned(), Value::Array(scopes));
+    if !manifest.descriptor_hash().is_empty() {
+        meta.insert(
+            "descriptorHash".to_owned(),
+            Value::String(manifest.descriptor_hash().to_owned()),
+        );
+    }
+    Value::Object(meta)
+}
+
 /// This tool as an MCP `Tool` object, for a server's `tools/list`: name, title,
 /// description, the minimal input schema `{"type": "object"}`, and the effective hints as
 /// `annotations` with the MCP spellings (all four, always, so that no client falls back to
-/// its own defaults). With the `schemars` feature, `capability::mcp::mcp_tool::<T>()` gives the
+/// its own defaults), and the required scopes and descriptor hash in `_meta` under
+/// [`MANIFEST_META_KEY`]. With the `schemars` feature, `capability::mcp::mcp_tool::<T>()` gives the
 /// type's real input schema instead.
 ///
 /// ```
@@ -60,6 +104,9 @@ pub fn to_mcp_tool_with_schema(manifest: &CapabilityManifest, input_schema: Valu
         annotations.insert(kind.mcp_name().to_owned(), Value::Bool(value));
     }
     tool.insert("annotations".to_owned(), Value::Object(annotations));
+    let mut meta = Map::new();
+    meta.insert(MANIFEST_META_KEY.to_owned(), manifest_meta(manifest));
+    tool.insert("_meta".to_owned(), Value::Object(meta));
     Value::Object(tool)
 }
 

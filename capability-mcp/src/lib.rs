@@ -6,7 +6,7 @@
 //! the operator trusts the server), writes manifests back as MCP `Tool` objects, pins descriptors
 //! in a lockfile so a changed tool is noticed, and decides with one function what a caller may
 //! see of a server. With the `rmcp` feature it converts to and from rmcp's model and offers a
-//! governed client.
+//! governed client; with `rmcp-server`, a governed server that wraps any rmcp `ServerHandler`.
 //!
 //! Use it through the facade, `capability::mcp` (and `capability::rmcp`). It has no process
 //! supervision of its own: spawning servers is the command line's job.
@@ -19,7 +19,11 @@
 //!   [`Visibility::of`]: drift against the lock, then duplicate names, then the decision of any
 //!   [`Authorize`](capability_core::authz::Authorize). The governed client and the command line's
 //!   `check` both use it.
-//! - [`rmcp`] (feature `rmcp`): conversions, listing, the governed client.
+//! - [`rmcp`] (feature `rmcp`): conversions, listing, the governed client; with feature
+//!   `rmcp-server`, the governed server (`GovernedServer`).
+//! - Every exported tool carries its required scopes and descriptor hash in `_meta` under
+//!   [`export::MANIFEST_META_KEY`] (`dev.capability/manifest`); [`import`] reads them back as
+//!   claims (scopes from any server, as a restriction; the hash never as a pin).
 //!
 //! A server's name is the operator's, never the server's own: it selects policy patterns,
 //! operator assertions and lockfile pins, so a server that calls itself by a trusted name

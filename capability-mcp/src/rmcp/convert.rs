@@ -3,11 +3,12 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use ::rmcp::model::{Tool, ToolAnnotations};
+use ::rmcp::model::{MetaObject, Tool, ToolAnnotations};
 use serde_json::Value;
 
 use capability_core::manifest::{CapabilityManifest, HintKind, ManifestError};
 
+use crate::export::{MANIFEST_META_KEY, manifest_meta};
 use crate::import::from_mcp_tool;
 use crate::server::Server;
 
@@ -34,7 +35,8 @@ pub fn tool_json(tool: &Tool) -> Result<Value, ManifestError> {
 
 /// This tool as an rmcp `Tool`, for a server's `tools/list`: the same object as
 /// [`to_mcp_tool`](crate::export::to_mcp_tool) (name, title, description, the input schema
-/// `{"type": "object"}`, and [`to_rmcp_annotations`]). It is built with rmcp's own constructors,
+/// `{"type": "object"}`, [`to_rmcp_annotations`], and the scopes and descriptor hash in `_meta`
+/// under [`MANIFEST_META_KEY`]). It is built with rmcp's own constructors,
 /// so it cannot fail.
 pub fn to_rmcp_tool(manifest: &CapabilityManifest) -> Tool {
     let mut input_schema = serde_json::Map::new();
@@ -50,7 +52,10 @@ pub fn to_rmcp_tool(manifest: &CapabilityManifest) -> Tool {
     if let Some(title) = manifest.title() {
         tool = tool.with_title(title);
     }
-    tool.with_annotations(to_rmcp_annotations(manifest))
+    let mut meta = serde_json::Map::new();
+    meta.insert(MANIFEST_META_KEY.to_owned(), manifest_meta(manifest));
+    tool.with_meta(MetaObject(meta))
+        .with_annotations(to_rmcp_annotations(manifest))
 }
 
 /// The manifest's effective hints as rmcp annotations, all four set explicitly (so no client

@@ -2,7 +2,10 @@
 //! `CapabilityManifest` and `rmcp::model::Tool`, [`list_tools`], which lists every tool of a
 //! connected server, and a [`GovernedClient`] that shows a role only the tools it may call and
 //! refuses every other call before it is sent. (Spawning and supervising a server process is
-//! the command line's job, not this library's.)
+//! the command line's job, not this library's.) With the feature `rmcp-server`,
+//! `GovernedServer` does the same on the server side: it wraps any rmcp `ServerHandler` and
+//! shows each caller (its role resolved per request: `FixedRole` for stdio, `BearerRoles` for
+//! Streamable HTTP) only the tools it may call, refuses the others and audits every call.
 //!
 //! The conversions apply this crate's rules, not rmcp's defaults: a server's annotations count
 //! only when the [`Server`](crate::Server) is trusted, and a read-only tool is never destructive (rmcp's
@@ -75,8 +78,15 @@
 mod client;
 mod connect;
 mod convert;
+#[cfg(feature = "rmcp-server")]
+mod server;
 
 pub use crate::visibility::{HiddenTool, WithheldReason};
 pub use client::{GovernedClient, GovernedError, SharedDecider};
 pub use connect::{ListError, connect_client, list_tools};
 pub use convert::{manifest_from_rmcp, to_rmcp_annotations, to_rmcp_tool, tool_json};
+#[cfg(feature = "rmcp-server")]
+pub use server::{
+    BearerRoles, FixedRole, GovernedServer, REFUSED_CODE, RoleResolver, bearer_token, http_parts,
+    www_authenticate,
+};
