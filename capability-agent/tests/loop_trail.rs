@@ -122,4 +122,11 @@ fn a_tool_that_drifted_from_its_pin_is_hidden_and_its_call_denied() {
         ),
         ("list_pods", Verdict::Denied, "reader")
     );
+    // The trail says why: not the rules, the tool list.
+    assert_eq!(records[0].reasons.len(), 1, "{:?}", records[0].reasons);
+    assert!(
+        records[0].reasons[0].starts_with("the tool was not shown: it was not shown to the model"),
+        "{:?}",
+        records[0].reasons
+    );
 }

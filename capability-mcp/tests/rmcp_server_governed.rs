@@ -445,6 +445,18 @@ async fn a_tool_that_drifted_from_its_pin_is_hidden_from_everyone() {
     let error = refused(&operator, "restart_pod").await;
     assert_eq!(reasons(&error), ["drift"]);
     assert!(h.ops.calls().is_empty());
+    // The audit trail records the drift itself, not a rule that was never asked.
+    let records = h.sink.records();
+    let record = records.last().expect("the refused call is recorded");
+    assert_eq!(record.tool, "restart_pod");
+    assert!(
+        record
+            .reasons
+            .iter()
+            .any(|r| r.starts_with("the tool was not shown: its descriptor changed")),
+        "{:?}",
+        record.reasons
+    );
     let _ = operator.cancel().await;
 }
 

@@ -130,7 +130,7 @@ impl<D: Authorize + ?Sized, X: ToolExecutor + ?Sized> Context<'_, D, X> {
 
 /// The decider for a tool the model was not shown: it always denies, with the role's own
 /// reasons when the role denies the tool, and otherwise (a tool hidden for drift or a duplicate
-/// name, or one the server does not list) because no rule allows it here.
+/// name, or one the server does not list) with [`DenyReason::Withheld`].
 struct Unshown<'d, D: ?Sized> {
     inner: &'d D,
     listed: bool,
@@ -143,11 +143,18 @@ impl<D: Authorize + ?Sized> Authorize for Unshown<'_, D> {
         } else {
             Decision::default()
         };
-        if decision.is_allowed() {
-            Decision::deny(DenyReason::NotAllowed)
-        } else {
-            decision
+        if !decision.is_allowed() {
+            return decision;
         }
+        Decision::deny(DenyReason::Withheld {
+            why: if self.listed {
+                "it was not shown to the model (its descriptor drifted from its pin, or its name \
+                 is listed twice)"
+                    .to_owned()
+            } else {
+                "the server does not list a tool with this name".to_owned()
+            },
+        })
     }
 
     fn principal(&self) -> &str {

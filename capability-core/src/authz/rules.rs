@@ -120,6 +120,13 @@ pub enum DenyReason {
         /// The revoked grant's id.
         grant: String,
     },
+    /// The tool was not shown to this caller for a reason of the tool list itself, not of the
+    /// rules: its descriptor drifted from its pin, its name is listed twice, or the server does
+    /// not list it. A call of it is refused and recorded with this reason.
+    Withheld {
+        /// Why it was not shown.
+        why: String,
+    },
     /// Whether a grant of the chain is revoked cannot be known: the revocation store could not
     /// be reached, so no grant is believed.
     RevocationsUnavailable {
@@ -177,6 +184,7 @@ impl DenyReason {
                 write!(f, "missing scopes {}", scopes.join(", "))
             }
             DenyReason::Revoked { grant } => write!(f, "grant {grant} is revoked"),
+            DenyReason::Withheld { why } => write!(f, "the tool was not shown: {why}"),
             DenyReason::RevocationsUnavailable { error } => write!(
                 f,
                 "revocations cannot be checked, so no grant is believed: {error}"

@@ -399,8 +399,8 @@ impl Authorize for Nobody {
 }
 
 /// The role's decider, for a tool the visibility function withholds for reasons of its own
-/// (drift, a duplicate name, not listed): those are recorded as [`DenyReason::NotAllowed`]
-/// (the audit trail's reasons are the decision's), next to any reason of the policy.
+/// (drift, a duplicate name, not listed): each is recorded as [`DenyReason::Withheld`] (the
+/// audit trail's reasons are the decision's), next to any reason of the policy.
 struct Withholding<'a> {
     inner: &'a ToolContext,
     reasons: &'a [WithheldReason],
@@ -409,13 +409,12 @@ struct Withholding<'a> {
 impl Authorize for Withholding<'_> {
     fn decide(&self, tool: &CapabilityManifest) -> Decision {
         let mut reasons = self.inner.decide(tool).into_reasons();
-        let own = self
-            .reasons
-            .iter()
-            .any(|r| !matches!(r, WithheldReason::Policy(_)));
-        if own && !reasons.contains(&DenyReason::NotAllowed) {
-            reasons.push(DenyReason::NotAllowed);
-        }
+        reasons.extend(
+            self.reasons
+                .iter()
+                .filter(|r| !matches!(r, WithheldReason::Policy(_)))
+                .map(|r| DenyReason::Withheld { why: r.to_string() }),
+        );
         Decision::from_reasons(reasons)
     }
 
