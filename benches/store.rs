@@ -12,7 +12,6 @@ use std::time::Instant;
 use capability::CapabilityManifest;
 use capability::audit::{AuditRecord, AuditedDispatch, Budget, Caller, Outcome};
 use capability::authz::{Ceiling, ToolContext};
-use capability_store::row::{AUDIT_COLUMNS, input_json, reasons_json, verdict_name};
 use capability_store::sqlite::SqliteStore;
 use capability_store::{SinkOptions, Store};
 use serde_json::json;
@@ -77,57 +76,15 @@ fn audited(path: &Path) -> (f64, Vec<AuditRecord>) {
     (records.len() as f64 / elapsed, records)
 }
 
-/// The same rows inserted directly, `batch` per transaction, one thread; rows per second.
+/// The same rows inserted directly, `batch` per transaction, one thread, through the same
+/// insert statement the sink uses (`SqliteStore::insert_records`); rows per second.
 fn direct(path: &Path, records: &[AuditRecord], batch: usize) -> f64 {
-    drop(open(path));
-    let conn = rusqlite::Connection::open(path).unwrap_or_else(|e| panic!("{e}"));
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let marks: Vec<String> = (1..=AUDIT_COLUMNS.len()).map(|i| format!("?{i}")).collect();
-    let sql = format!(
-        "INSERT INTO mcp_audit_log ({}) VALUES ({})",
-        AUDIT_COLUMNS.join(", "),
-        marks.join(", ")
-    );
+    let store = open(path);
     let start = Instant::now();
     for chunk in records.chunks(batch) {
-        let tx = conn
-            .unchecked_transaction()
+        store
+            .insert_records(chunk)
             .unwrap_or_else(|e| panic!("{e}"));
-        {
-            let mut statement = tx.prepare_cached(&sql).unwrap_or_else(|e| panic!("{e}"));
-            for r in chunk {
-                statement
-                    .execute(rusqlite::params![
-                        r.writer,
-                        r.seq,
-                        r.time,
-                        r.agent,
-                        r.role,
-                        r.session,
-                        r.incident_id,
-                        r.step,
-                        r.provider,
-                        r.tool,
-                        r.descriptor_hash,
-                        r.policy_version,
-                        verdict_name(r.verdict),
-                        reasons_json(&r.reasons),
-                        input_json(&r.input),
-                        r.input_digest,
-                        r.input_size,
-                        r.output_digest,
-                        r.output_size,
-                        r.latency_us,
-                        r.success,
-                        r.error,
-                        r.prev,
-                        r.hash,
-                    ])
-                    .unwrap_or_else(|e| panic!("{e}"));
-            }
-        }
-        tx.commit().unwrap_or_else(|e| panic!("{e}"));
     }
     records.len() as f64 / start.elapsed().as_secs_f64()
 }

@@ -104,6 +104,20 @@ impl SqliteStore {
         SqliteRevocations::new(self.db.clone())
     }
 
+    /// Inserts complete records (chain fields included) in one transaction, as they are: an
+    /// import of a trail, and the direct-insert baseline of the store benchmark. Nothing is
+    /// checked or chained here; `verify_chains` over the trail tells whether they hold.
+    pub fn insert_records(
+        &self,
+        records: &[capability_audit::AuditRecord],
+    ) -> Result<(), StoreError> {
+        self.db.with(|conn| {
+            let tx = conn.transaction()?;
+            records::insert_records(&tx, records)?;
+            tx.commit()
+        })
+    }
+
     /// An audit sink writing as one writer, as its own type (see [`SqliteSink`]).
     pub fn sink(&self, options: SinkOptions) -> Result<SqliteSink, AuditError> {
         SqliteSink::open(&self.db, options)
