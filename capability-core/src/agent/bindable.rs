@@ -59,8 +59,8 @@ mod sealed {
 #[diagnostic::on_unimplemented(
     message = "advisor agent `{Agent}` cannot bind `{Self}`, because `{Self}` is not a read-only tool",
     label = "`{Self}` may mutate state, and `{Agent}` is an advisor",
-    note = "advisor agents (research, selection, analysis) bind only tools declared `#[capability(read_only)]`",
-    note = "if `{Self}` truly never mutates, declare it `#[capability(read_only)]`; otherwise bind it to an `#[agent(...)]`, which may act"
+    note = "advisor agents (research, selection, analysis) bind only read-only tools: `#[capability(read_only)]`, or `annotations(read_only_hint = true)` on an rmcp `#[tool]`",
+    note = "if `{Self}` truly never mutates, declare it read-only; otherwise bind it to an `#[agent(...)]`, which may act"
 )]
 pub trait AdvisorBindable<Agent: ?Sized, const READ_ONLY: bool>:
     Capability + sealed::Sealed<Agent, READ_ONLY>
