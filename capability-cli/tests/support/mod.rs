@@ -7,7 +7,7 @@
 //! `let servers = require_servers!("my_test");`, which skips the test loudly when Node.js or npm is
 //! missing or the install fails, or panics instead when `CAPABILITY_REQUIRE_MCP_SERVERS=1` (CI).
 //!
-//! std only: no extra dev-dependencies.
+//! std and serde_json only.
 
 // Each test binary uses only part of this module.
 #![allow(dead_code)]
@@ -42,6 +42,9 @@ const PACKAGE_JSON: &str = "package.json";
 const PACKAGE_LOCK: &str = "package-lock.json";
 /// In the install directory: a copy of what the last successful `npm ci` installed.
 const STAMP: &str = ".installed";
+/// The TypeScript SDK client script, copied next to `node_modules` (ES modules resolve packages
+/// from the importing file's directory).
+const TS_CLIENT: &str = "ts-client.mjs";
 /// In the install directory: held while one process installs.
 const LOCK: &str = ".install.lock";
 /// In the install directory: the output of the last `npm ci`.
@@ -51,8 +54,12 @@ const SCOPE: &str = "@modelcontextprotocol";
 const FILESYSTEM: &str = "server-filesystem";
 const MEMORY: &str = "server-memory";
 const EVERYTHING: &str = "server-everything";
+/// The official TypeScript SDK (`@modelcontextprotocol/sdk`), for its client.
+const SDK: &str = "sdk";
 /// The entry point of each server, from its package's `"bin"` field.
 const ENTRY: &str = "dist/index.js";
+/// A file every install of the SDK has, checked after `npm ci`.
+const SDK_CLIENT: &str = "dist/esm/client/index.js";
 
 /// A reference server, ready to spawn: `program args...` with `env` added to the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +97,41 @@ impl McpServer {
     }
 }
 
+/// Where the TypeScript SDK client connects.
+#[derive(Debug, Clone, Copy)]
+pub enum TsTarget<'a> {
+    /// Streamable HTTP at `url`, with `Authorization: Bearer <token>` when given.
+    Http {
+        /// The MCP endpoint, e.g. `http://127.0.0.1:8090/mcp`.
+        url: &'a str,
+        /// The bearer token.
+        token: Option<&'a str>,
+    },
+    /// A server it spawns over stdio.
+    Stdio {
+        /// The program.
+        program: &'a Path,
+        /// Its arguments.
+        args: &'a [String],
+    },
+}
+
+/// The JSON lines a [`Servers::ts_client`] run printed, parsed; `Err` with its output when the
+/// client failed or printed something that is not JSON.
+pub fn ts_client_lines(output: &std::process::Output) -> Result<Vec<serde_json::Value>, String> {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!("ts-client exited with {}: {stdout}", output.status));
+    }
+    stdout
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            serde_json::from_str(line).map_err(|e| format!("ts-client printed {line:?}: {e}"))
+        })
+        .collect()
+}
+
 /// The installed reference servers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Servers {
@@ -104,12 +146,45 @@ impl Servers {
     }
 
     fn entry(&self, package: &str) -> String {
+        let entry = if package == SDK { SDK_CLIENT } else { ENTRY };
         self.node_modules
             .join(SCOPE)
             .join(package)
-            .join(ENTRY)
+            .join(entry)
             .display()
             .to_string()
+    }
+
+    /// The official TypeScript SDK client (`tests/mcp-servers/ts-client.mjs` over the pinned
+    /// `@modelcontextprotocol/sdk`), connecting to `target` and running `ops` (a JSON array, see
+    /// the script's header). Run it with [`Command::output`]: stdout has one JSON line per
+    /// operation, the first for the connection.
+    pub fn ts_client(&self, ops: &serde_json::Value, target: TsTarget<'_>) -> Command {
+        let script = self
+            .node_modules
+            .parent()
+            .unwrap_or(&self.node_modules)
+            .join(TS_CLIENT);
+        let mut command = Command::new("node");
+        command
+            .arg(script)
+            .arg("--ops")
+            .arg(ops.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        match target {
+            TsTarget::Http { url, token } => {
+                command.arg("--http").arg(url);
+                if let Some(token) = token {
+                    command.arg("--token").arg(token);
+                }
+            }
+            TsTarget::Stdio { program, args } => {
+                command.arg("--stdio").arg(program).args(args);
+            }
+        }
+        command
     }
 
     /// `@modelcontextprotocol/server-filesystem`, allowed to reach `root` (and what is under it):
@@ -229,8 +304,10 @@ fn install() -> Result<Servers, String> {
         write(&dir.join(STAMP), &wanted)?;
     }
 
+    // Copied on every install check, not stamped: the script is not part of what npm installs.
+    write(&dir.join(TS_CLIENT), &read(&source.join(TS_CLIENT))?)?;
     let servers = Servers { node_modules };
-    for package in [FILESYSTEM, MEMORY, EVERYTHING] {
+    for package in [FILESYSTEM, MEMORY, EVERYTHING, SDK] {
         let entry = PathBuf::from(servers.entry(package));
         if !entry.is_file() {
             return Err(format!(
@@ -404,12 +481,15 @@ fn is_stale(lock: &Path) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Paths
 
-/// The workspace root: the parent of this crate's directory.
+/// The workspace root: the nearest directory at or above this crate's that holds
+/// `tests/mcp-servers/package.json` (this module is also included, by `#[path]`, from test files
+/// of other workspace members and of the root package).
 fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest_dir
-        .parent()
-        .expect("a workspace member's directory has a parent")
+        .ancestors()
+        .find(|dir| dir.join("tests").join("mcp-servers").join(PACKAGE_JSON).is_file())
+        .unwrap_or(manifest_dir)
         .to_path_buf()
 }
 

@@ -1,0 +1,121 @@
+// The official TypeScript SDK client (@modelcontextprotocol/sdk, pinned in package.json), driven by
+// the Rust integration tests: it connects to one MCP server, runs a list of operations and prints
+// one JSON line per operation on stdout. Errors of an operation are printed, not thrown, so a test
+// can assert on a refusal.
+//
+//   node ts-client.mjs --ops '<json array>' --stdio <command> [args...]
+//   node ts-client.mjs --ops '<json array>' --http <url> [--token <bearer token>]
+//
+// Operations:
+//   {"op": "list"}                                   -> {"op":"list","result":{tools, ...}}
+//   {"op": "call", "name": "x", "arguments": {...}}  -> {"op":"call","result":{...}}
+//                                                    or {"op":"call","error":{code,message,data}}
+//   {"op": "waitListChanged", "timeoutMs": 5000}     -> {"op":"waitListChanged","changed":true|false}
+// The first line is {"op":"connect","serverInfo":..,"protocolVersion":..}; a failure to connect
+// prints {"op":"connect","error":..} and exits 1.
+//
+// This file is copied next to the installed node_modules by the tests (ES modules resolve packages
+// from the importing file's directory).
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+
+function usage(message) {
+  process.stderr.write(`ts-client: ${message}\n`);
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const options = { ops: [], token: undefined, http: undefined, stdio: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--ops') {
+      try {
+        options.ops = JSON.parse(argv[++i]);
+      } catch (e) {
+        usage(`--ops is not JSON: ${e.message}`);
+      }
+    } else if (arg === '--token') {
+      options.token = argv[++i];
+    } else if (arg === '--http') {
+      options.http = argv[++i];
+    } else if (arg === '--stdio') {
+      options.stdio = argv.slice(i + 1);
+      break;
+    } else {
+      usage(`unknown argument ${arg}`);
+    }
+  }
+  if (!options.http && !(options.stdio && options.stdio.length > 0)) {
+    usage('give --http <url> or --stdio <command> [args...]');
+  }
+  return options;
+}
+
+function print(line) {
+  process.stdout.write(JSON.stringify(line) + '\n');
+}
+
+function errorJson(e) {
+  return { code: e?.code ?? null, message: String(e?.message ?? e), data: e?.data ?? null };
+}
+
+const options = parseArgs(process.argv.slice(2));
+const transport = options.http
+  ? new StreamableHTTPClientTransport(new URL(options.http), {
+      requestInit: options.token ? { headers: { Authorization: `Bearer ${options.token}` } } : {},
+    })
+  : new StdioClientTransport({
+      command: options.stdio[0],
+      args: options.stdio.slice(1),
+      stderr: 'inherit',
+    });
+
+const client = new Client({ name: 'capability-ts-client', version: '0.0.0' });
+let listChanged = 0;
+let wakeListChanged = null;
+client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+  listChanged += 1;
+  if (wakeListChanged) wakeListChanged();
+});
+
+try {
+  await client.connect(transport);
+  print({
+    op: 'connect',
+    serverInfo: client.getServerVersion() ?? null,
+    protocolVersion: transport.protocolVersion ?? null,
+  });
+} catch (e) {
+  print({ op: 'connect', error: errorJson(e) });
+  process.exit(1);
+}
+
+for (const op of options.ops) {
+  try {
+    if (op.op === 'list') {
+      print({ op: 'list', result: await client.listTools() });
+    } else if (op.op === 'call') {
+      const result = await client.callTool({ name: op.name, arguments: op.arguments ?? {} });
+      print({ op: 'call', name: op.name, result });
+    } else if (op.op === 'waitListChanged') {
+      if (listChanged === 0) {
+        await new Promise((resolve) => {
+          wakeListChanged = resolve;
+          setTimeout(resolve, op.timeoutMs ?? 5000);
+        });
+      }
+      print({ op: 'waitListChanged', changed: listChanged > 0 });
+      listChanged = 0;
+      wakeListChanged = null;
+    } else {
+      print({ op: op.op, error: { code: null, message: `unknown op ${op.op}`, data: null } });
+    }
+  } catch (e) {
+    print({ op: op.op, name: op.name, error: errorJson(e) });
+  }
+}
+
+await client.close();
+process.exit(0);
