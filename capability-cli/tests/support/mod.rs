@@ -488,7 +488,12 @@ fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest_dir
         .ancestors()
-        .find(|dir| dir.join("tests").join("mcp-servers").join(PACKAGE_JSON).is_file())
+        .find(|dir| {
+            dir.join("tests")
+                .join("mcp-servers")
+                .join(PACKAGE_JSON)
+                .is_file()
+        })
         .unwrap_or(manifest_dir)
         .to_path_buf()
 }
