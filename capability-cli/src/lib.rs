@@ -1,5 +1,5 @@
 //! The library half of the `capability` command: spawning and supervising a live MCP server to
-//! list its tools ([`supervise`]). The command itself (`src/main.rs`) is the user interface; this
+//! list its tools ([`supervise`]), and `capability proxy` ([`proxy`]). The command itself (`src/main.rs`) is the user interface; this
 //! part is a library so that its tests can drive it against real processes.
 //!
 //! Process supervision lives here, in the command line's crate, and nowhere in the libraries:
@@ -7,4 +7,5 @@
 
 #![forbid(unsafe_code)]
 
+pub mod proxy;
 pub mod supervise;

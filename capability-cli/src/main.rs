@@ -9,6 +9,7 @@
 //! capability audit verify state.db --key alice.pub       # every writer's chain, checkpoints
 //! capability audit stats state.db                        # mcp_daily_stats
 //! capability audit replay state.db --session s-1          # one session's calls, in order
+//! capability proxy --policy p.toml --role viewer --server fs --audit trail.jsonl -- node fs.js
 //! ```
 //!
 //! The server's name (which selects policy patterns, assertions and pins) is the operator's:
@@ -105,6 +106,75 @@ enum Command {
     /// Manage the database of the shared state (ledger, revocations, audit).
     #[command(subcommand)]
     Db(DbCommand),
+    /// Govern an MCP server for any MCP client: speak MCP to the client on standard input and
+    /// output, spawn the server over stdio, and put the policy, the lockfile and the audit
+    /// trail between them.
+    #[command(long_about = PROXY_ABOUT, after_help = PROXY_AFTER_HELP)]
+    Proxy(ProxyArgs),
+}
+
+const PROXY_ABOUT: &str = "Govern an MCP server for any MCP client: speak MCP to the client on \
+standard input and output, spawn the server over stdio, and put the policy, the lockfile and the \
+audit trail between them.
+
+The client sees only the tools its role may call (an untrusted server's annotations are not \
+believed; with --lock, a tool that drifted from its pin is hidden; duplicate names are hidden). \
+A call of any other tool is answered with a JSON-RPC error carrying the reasons and never reaches \
+the server. Every call, allowed or refused, is an audit record; a call whose record cannot be \
+written is refused (fail-closed). When the server announces that its tools changed, the proxy \
+lists them again, reviews them against the lockfile (drift is reported on standard error) and \
+tells the client.
+
+Tools only: resources, prompts and completions are neither advertised nor forwarded.
+
+Standard output is the client's JSON-RPC channel; the proxy's messages, and the server's \
+standard error, go to standard error.";
+
+const PROXY_AFTER_HELP: &str = "Example (the `mcpServers` entry of a client):
+  \"command\": \"capability\",
+  \"args\": [\"proxy\", \"--policy\", \"/etc/capability/policy.toml\", \"--role\", \"viewer\",
+           \"--server\", \"memory\", \"--audit\", \"/var/log/capability/memory.jsonl\",
+           \"--\", \"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"]
+
+Exit codes: 0 the client disconnected (the server was stopped); 1 the server failed to connect, \
+exited or closed its output; 2 bad input or usage (nothing is spawned).";
+
+#[derive(Args, Debug)]
+struct ProxyArgs {
+    /// The policy file (TOML): its roles decide what the client may list and call.
+    #[arg(long, value_name = "FILE")]
+    policy: PathBuf,
+    /// The client's role: a role of the policy.
+    #[arg(long)]
+    role: String,
+    /// The server's name: the provider of its tools, which selects the policy's patterns and
+    /// assertions and the lockfile's pins. The name the server gives itself is never used.
+    #[arg(long)]
+    server: String,
+    /// Whether the server's annotations are believed. Untrusted: every tool counts as
+    /// mutating, destructive and open-world unless the policy's assertions vouch for it.
+    #[arg(long, value_enum, default_value_t = TrustArg::Untrusted)]
+    trust: TrustArg,
+    /// A lockfile (from `capability pin`): a tool that drifted from its pin is hidden. The
+    /// file must pin the server.
+    #[arg(long, value_name = "FILE")]
+    lock: Option<PathBuf>,
+    /// The audit trail (required): a JSON Lines file (created if missing), or an existing
+    /// store: a SQLite database or `postgres://...` (create one with `capability db
+    /// migrate`).
+    #[arg(long, value_name = "PATH_OR_URL")]
+    audit: String,
+    /// Tool calls the client's session may make; then every call is refused until the proxy
+    /// restarts.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    max_calls: u32,
+    /// Refused calls tolerated; the next one degrades the session: every call is then refused
+    /// until the proxy restarts.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    max_denials: u32,
+    /// The server: `-- <command> [args]`, spoken to over stdio.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -326,6 +396,44 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             json,
         }) => audit::replay(&target, &session, json, out),
         Command::Db(DbCommand::Migrate { target }) => audit::migrate(&target, out),
+        Command::Proxy(args) => proxy(args),
+    }
+}
+
+/// `capability proxy`: everything is read and checked before the server is spawned.
+fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
+    use capability_cli::proxy::{Options, RunError};
+    let options = Options {
+        policy: args.policy,
+        role: args.role,
+        server: args.server,
+        trusted: args.trust == TrustArg::Trusted,
+        lock: args.lock,
+        audit: args.audit,
+        budget: capability::audit::Budget {
+            max_calls: args.max_calls,
+            max_denials: args.max_denials,
+        },
+        command: args.command,
+    };
+    let proxy = options
+        .prepare()
+        .map_err(|e| Failure::input(format!("proxy: {e}")))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::input(format!("proxy: cannot start the async runtime: {e}")))?;
+    let result = runtime.block_on(proxy.run());
+    // A read of standard input may still be blocked in a thread of the runtime: do not wait.
+    runtime.shutdown_background();
+    match result {
+        Ok(()) => Ok(0),
+        Err(error @ RunError::Spawn(_)) => Err(Failure::input(format!("proxy: {error}"))),
+        Err(error) => Err(Failure {
+            code: 1,
+            message: format!("proxy: {error}"),
+            closed_pipe: false,
+        }),
     }
 }
 

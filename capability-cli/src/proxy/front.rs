@@ -1,0 +1,112 @@
+//! The client's side of a stdio proxy: a thin line filter between the process's standard
+//! streams and rmcp.
+//!
+//! rmcp ignores a line that is not JSON (as the other MCP SDKs do) and gives the sender no
+//! answer. JSON-RPC 2.0 asks for a `-32700 Parse error` with `id: null`, so the filter answers
+//! such a line itself and passes every other line to rmcp unchanged; a line that is JSON but
+//! not a JSON-RPC message is rmcp's (it answers `-32600 Invalid Request`). Everything rmcp
+//! writes goes out whole lines at a time, through the one writer that owns standard output.
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// The buffer of the in-process pipe between the filter and rmcp.
+const PIPE_BYTES: usize = 256 * 1024;
+
+/// The filter, running.
+pub(crate) struct Filter {
+    /// rmcp's end: what the client sent (filtered), and where rmcp's answers go.
+    pub(crate) transport: DuplexStream,
+    /// Reads the client's lines until its input ends.
+    pub(crate) reader: JoinHandle<()>,
+    /// Writes everything to the client; ends once rmcp's end is dropped and the reader is done.
+    pub(crate) writer: JoinHandle<()>,
+}
+
+/// The answer to a line that is not JSON.
+fn parse_error(error: &serde_json::Error) -> Vec<u8> {
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32700, "message": format!("Parse error: {error}")},
+    });
+    let mut line = answer.to_string().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// Starts the filter between `input` (the client's messages) and `output` (to the client).
+pub(crate) fn start<R, W>(input: R, output: W) -> Filter
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (ours, transport) = tokio::io::duplex(PIPE_BYTES);
+    let (from_rmcp, mut to_rmcp) = tokio::io::split(ours);
+    let (out, mut lines) = mpsc::unbounded_channel::<Vec<u8>>();
+
+    let errors = out.clone();
+    let reader = tokio::spawn(async move {
+        let mut input = BufReader::new(input);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match input.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let text = line.trim_ascii();
+            if text.is_empty() {
+                continue;
+            }
+            if let Err(error) = serde_json::from_slice::<serde_json::Value>(text) {
+                crate::proxy::note(format_args!(
+                    "a message from the client is not JSON; answered with a parse error"
+                ));
+                let _ = errors.send(parse_error(&error));
+                continue;
+            }
+            if !line.ends_with(b"\n") {
+                line.push(b'\n');
+            }
+            if to_rmcp.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        // The client's input ended: rmcp sees the end of its input and stops.
+        let _ = to_rmcp.shutdown().await;
+    });
+
+    tokio::spawn(async move {
+        let mut from_rmcp = BufReader::new(from_rmcp);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match from_rmcp.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if out.send(std::mem::take(&mut line)).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+
+    let writer = tokio::spawn(async move {
+        let mut output = output;
+        while let Some(line) = lines.recv().await {
+            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+                break;
+            }
+        }
+        let _ = output.flush().await;
+    });
+
+    Filter {
+        transport,
+        reader,
+        writer,
+    }
+}

@@ -1,0 +1,430 @@
+//! `capability proxy` over stdio (issue 14): the reference servers behind the proxy, rmcp's
+//! client and the official TypeScript SDK client in front of it. What a role lists and calls,
+//! refusals that never reach the server, and an audit record for every call.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use capability::rmcp::{REFUSED_CODE, connect_client};
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceError};
+use serde_json::{Value, json};
+use support::TsTarget;
+
+const BIN: &str = env!("CARGO_BIN_EXE_capability");
+
+const POLICY: &str = r#"
+version = "2026-11"
+
+[roles.viewer]
+ceiling = "read-only"
+allow = ["*"]
+
+[roles.operator]
+ceiling = "unrestricted"
+allow = ["*"]
+
+# The memory server is untrusted; its operator vouches for reading the graph.
+[assertions."memory/read_graph"]
+read_only = true
+destructive = false
+open_world = false
+"#;
+
+/// A fresh directory for one test, with the policy in it.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("proxy_stdio")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    std::fs::write(dir.join("policy.toml"), POLICY).expect("policy");
+    dir
+}
+
+/// `proxy --policy <dir>/policy.toml --role <role> --server <server> --audit <audit> <extra>
+/// -- <server command>`.
+fn proxy_args(
+    dir: &Path,
+    role: &str,
+    server: &str,
+    audit: &Path,
+    extra: &[&str],
+    upstream: &support::McpServer,
+) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "proxy".into(),
+        "--policy".into(),
+        dir.join("policy.toml").display().to_string(),
+        "--role".into(),
+        role.into(),
+        "--server".into(),
+        server.into(),
+        "--audit".into(),
+        audit.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    args.push("--".into());
+    // The server's environment goes through `env`, since the proxy passes on its own.
+    if !upstream.env.is_empty() {
+        args.push("env".into());
+        args.extend(upstream.env.iter().map(|(k, v)| format!("{k}={v}")));
+    }
+    args.push(upstream.program.display().to_string());
+    args.extend(upstream.args.iter().cloned());
+    args
+}
+
+/// rmcp's client, connected through a proxy it spawned.
+struct Proxied {
+    child: tokio::process::Child,
+    client: RunningService<RoleClient, ClientConfig>,
+}
+
+impl Proxied {
+    async fn start(args: &[String]) -> Proxied {
+        let mut child = tokio::process::Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the proxy");
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            panic!("piped stdio");
+        };
+        let client = connect_client((stdout, stdin))
+            .await
+            .expect("MCP handshake");
+        Proxied { child, client }
+    }
+
+    async fn names(&self) -> Vec<String> {
+        let tools = self.client.peer().list_tools(None).await.expect("lists");
+        tools.tools.iter().map(|t| t.name.to_string()).collect()
+    }
+
+    async fn call(&self, tool: &str, arguments: Value) -> Result<String, rmcp::ErrorData> {
+        let mut request = CallToolRequestParams::new(tool.to_owned());
+        request.arguments = arguments.as_object().cloned();
+        match self.client.peer().call_tool(request).await {
+            Ok(result) => Ok(serde_json::to_string(&result).expect("JSON")),
+            Err(ServiceError::McpError(error)) => Err(error),
+            Err(other) => panic!("`{tool}`: {other}"),
+        }
+    }
+
+    /// Closes the client's side; the proxy stops the server and exits with its status.
+    async fn close(mut self) -> std::process::ExitStatus {
+        let _ = self.client.cancel().await;
+        tokio::time::timeout(std::time::Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("the proxy exits once the client is gone")
+            .expect("exit status")
+    }
+}
+
+/// The audit records of a JSON Lines trail (checkpoint lines left out).
+fn records(trail: &Path) -> Vec<Value> {
+    std::fs::read_to_string(trail)
+        .expect("the trail exists")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+        .filter(|line| line.get("checkpoint").is_none())
+        .collect()
+}
+
+/// `(role, tool, verdict)` of each record.
+fn summary(trail: &Path) -> Vec<(String, String, String)> {
+    records(trail)
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (s("role"), s("tool"), s("verdict"))
+        })
+        .collect()
+}
+
+fn triple(role: &str, tool: &str, verdict: &str) -> (String, String, String) {
+    (role.to_owned(), tool.to_owned(), verdict.to_owned())
+}
+
+/// `capability audit verify <trail>` exits 0.
+fn verifies(trail: &Path) {
+    let out = std::process::Command::new(BIN)
+        .args(["audit", "verify"])
+        .arg(trail)
+        .output()
+        .expect("run capability audit verify");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn reason_tags(error: &rmcp::ErrorData) -> Vec<String> {
+    error.data.as_ref().expect("refusal data")["reasons"]
+        .as_array()
+        .expect("reasons")
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn read_only_tools_of_everything() -> Vec<String> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/mcp/server-everything.tools.json"
+    );
+    let list: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("JSON");
+    list["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter(|t| t["annotations"]["readOnlyHint"] == true)
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn rmcp_client_through_the_proxy_on_server_everything() {
+    let servers = require_servers!("rmcp_client_through_the_proxy_on_server_everything");
+    let everything = servers.everything();
+    let dir = scratch("everything_rmcp");
+
+    // A trusted server's read-only claims are believed: the viewer sees exactly those tools.
+    let viewer_trail = dir.join("viewer.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "everything",
+        &viewer_trail,
+        &["--trust", "trusted"],
+        &everything,
+    );
+    let viewer = Proxied::start(&args).await;
+    let read_only = read_only_tools_of_everything();
+    assert!(!read_only.is_empty());
+    assert_eq!(viewer.names().await, read_only);
+    let echoed = viewer
+        .call("echo", json!({"message": "through the proxy"}))
+        .await
+        .expect("echo is read-only");
+    assert!(echoed.contains("through the proxy"), "{echoed}");
+    let refused = viewer
+        .call("toggle-simulated-logging", json!({}))
+        .await
+        .expect_err("not read-only: refused");
+    assert_eq!(refused.code.0, REFUSED_CODE);
+    assert!(
+        reason_tags(&refused).contains(&"ceiling_exceeded".to_owned()),
+        "{refused:?}"
+    );
+    let unknown = viewer
+        .call("no-such-tool", json!({}))
+        .await
+        .expect_err("not listed: refused");
+    assert_eq!(unknown.code.0, REFUSED_CODE);
+    assert!(
+        viewer.close().await.success(),
+        "exit 0 when the client goes"
+    );
+    assert_eq!(
+        summary(&viewer_trail),
+        [
+            triple("viewer", "echo", "allowed"),
+            triple("viewer", "toggle-simulated-logging", "denied"),
+            triple("viewer", "no-such-tool", "denied"),
+        ]
+    );
+    verifies(&viewer_trail);
+
+    // Untrusted (the default): the claims are not believed, the viewer sees nothing.
+    let untrusted_trail = dir.join("untrusted-viewer.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "everything",
+        &untrusted_trail,
+        &[],
+        &everything,
+    );
+    let untrusted = Proxied::start(&args).await;
+    assert_eq!(untrusted.names().await, Vec::<String>::new());
+    let refused = untrusted
+        .call("echo", json!({"message": "x"}))
+        .await
+        .expect_err("an unbelieved claim: refused");
+    assert_eq!(refused.code.0, REFUSED_CODE);
+    assert!(untrusted.close().await.success());
+    assert_eq!(
+        summary(&untrusted_trail),
+        [triple("viewer", "echo", "denied")]
+    );
+
+    // The operator sees and may call everything.
+    let operator_trail = dir.join("operator.jsonl");
+    let args = proxy_args(
+        &dir,
+        "operator",
+        "everything",
+        &operator_trail,
+        &[],
+        &everything,
+    );
+    let operator = Proxied::start(&args).await;
+    assert_eq!(operator.names().await.len(), 13);
+    let toggled = operator
+        .call("toggle-simulated-logging", json!({}))
+        .await
+        .expect("the operator may");
+    assert!(toggled.contains("ogging"), "{toggled}");
+    assert!(operator.close().await.success());
+    assert_eq!(
+        summary(&operator_trail),
+        [triple("operator", "toggle-simulated-logging", "allowed")]
+    );
+    verifies(&operator_trail);
+}
+
+/// Runs the TypeScript SDK client through a proxy started with `args`; its JSON lines.
+fn ts_through_proxy(servers: &support::Servers, ops: &Value, args: &[String]) -> Vec<Value> {
+    let output = servers
+        .ts_client(
+            ops,
+            TsTarget::Stdio {
+                program: Path::new(BIN),
+                args,
+            },
+        )
+        .output()
+        .expect("run the TypeScript client");
+    support::ts_client_lines(&output).expect("the client ran")
+}
+
+fn listed(line: &Value) -> Vec<String> {
+    line["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a tool list: {line}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn typescript_client_through_the_proxy_on_server_memory() {
+    let servers = require_servers!("typescript_client_through_the_proxy_on_server_memory");
+    let dir = scratch("memory_ts");
+    let memory_file = dir.join("memory.jsonl");
+    let memory = servers.memory(&memory_file);
+    let create = json!({"op": "call", "name": "create_entities", "arguments": {"entities": [
+        {"name": "proxy", "entityType": "test", "observations": ["governed"]}
+    ]}});
+    let ops = json!([{"op": "list"}, create, {"op": "call", "name": "read_graph"}]);
+
+    // The viewer (untrusted server): only what the policy's assertion vouches for.
+    let viewer_trail = dir.join("viewer.jsonl");
+    let args = proxy_args(&dir, "viewer", "memory", &viewer_trail, &[], &memory);
+    let lines = ts_through_proxy(&servers, &ops, &args);
+    assert_eq!(lines[0]["op"], "connect", "{lines:?}");
+    assert_eq!(lines[0]["serverInfo"]["name"], "capability-proxy");
+    assert_eq!(listed(&lines[1]), ["read_graph"]);
+    let refusal = &lines[2]["error"];
+    assert_eq!(refusal["code"], REFUSED_CODE, "{lines:?}");
+    assert_eq!(refusal["data"]["tool"], "create_entities");
+    assert_eq!(refusal["data"]["role"], "viewer");
+    assert!(
+        !refusal["data"]["reasons"]
+            .as_array()
+            .expect("reasons")
+            .is_empty(),
+        "{refusal}"
+    );
+    assert!(
+        lines[3]["result"]["content"].is_array(),
+        "read_graph runs: {lines:?}"
+    );
+    assert!(
+        !memory_file.exists()
+            || !std::fs::read_to_string(&memory_file)
+                .expect("memory file")
+                .contains("governed"),
+        "the refused call never reached the server"
+    );
+    assert_eq!(
+        summary(&viewer_trail),
+        [
+            triple("viewer", "create_entities", "denied"),
+            triple("viewer", "read_graph", "allowed"),
+        ]
+    );
+    verifies(&viewer_trail);
+
+    // The operator's call goes through and changes the graph.
+    let operator_trail = dir.join("operator.jsonl");
+    let args = proxy_args(&dir, "operator", "memory", &operator_trail, &[], &memory);
+    let lines = ts_through_proxy(&servers, &ops, &args);
+    assert_eq!(listed(&lines[1]).len(), 9, "{lines:?}");
+    assert!(lines[2]["result"].is_object(), "{lines:?}");
+    assert!(
+        std::fs::read_to_string(&memory_file)
+            .expect("the server wrote its graph")
+            .contains("governed")
+    );
+    assert_eq!(
+        summary(&operator_trail),
+        [
+            triple("operator", "create_entities", "allowed"),
+            triple("operator", "read_graph", "allowed"),
+        ]
+    );
+    verifies(&operator_trail);
+}
+
+#[test]
+fn typescript_client_through_the_proxy_on_server_filesystem() {
+    let servers = require_servers!("typescript_client_through_the_proxy_on_server_filesystem");
+    let dir = scratch("filesystem_ts");
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).expect("root");
+    std::fs::write(root.join("hello.txt"), "hello through the proxy").expect("a file");
+    let filesystem = servers.filesystem(&root);
+    let read = json!({"op": "call", "name": "read_text_file",
+                      "arguments": {"path": root.join("hello.txt")}});
+    let write = json!({"op": "call", "name": "write_file",
+                       "arguments": {"path": root.join("new.txt"), "content": "x"}});
+    let ops = json!([{"op": "list"}, read, write]);
+
+    let trail = dir.join("viewer.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "filesystem",
+        &trail,
+        &["--trust", "trusted"],
+        &filesystem,
+    );
+    let lines = ts_through_proxy(&servers, &ops, &args);
+    let names = listed(&lines[1]);
+    assert!(names.contains(&"read_text_file".to_owned()), "{names:?}");
+    assert!(!names.contains(&"write_file".to_owned()), "{names:?}");
+    let text = lines[2]["result"].to_string();
+    assert!(text.contains("hello through the proxy"), "{lines:?}");
+    assert_eq!(lines[3]["error"]["code"], REFUSED_CODE, "{lines:?}");
+    assert!(!root.join("new.txt").exists(), "never forwarded");
+    assert_eq!(
+        summary(&trail),
+        [
+            triple("viewer", "read_text_file", "allowed"),
+            triple("viewer", "write_file", "denied"),
+        ]
+    );
+}
