@@ -2,19 +2,15 @@
 //! client and the official TypeScript SDK client in front of it. What a role lists and calls,
 //! refusals that never reach the server, and an audit record for every call.
 
+mod proxy_common;
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-
-use capability::rmcp::{REFUSED_CODE, connect_client};
-use rmcp::model::{CallToolRequestParams, ClientConfig};
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceError};
+use capability::rmcp::REFUSED_CODE;
 use serde_json::{Value, json};
-use support::TsTarget;
 
-const BIN: &str = env!("CARGO_BIN_EXE_capability");
+use proxy_common::{
+    Proxied, listed, proxy_args, scratch, summary, triple, ts_through_proxy, verifies,
+};
 
 const POLICY: &str = r#"
 version = "2026-11"
@@ -33,141 +29,6 @@ read_only = true
 destructive = false
 open_world = false
 "#;
-
-/// A fresh directory for one test, with the policy in it.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("proxy_stdio")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    std::fs::write(dir.join("policy.toml"), POLICY).expect("policy");
-    dir
-}
-
-/// `proxy --policy <dir>/policy.toml --role <role> --server <server> --audit <audit> <extra>
-/// -- <server command>`.
-fn proxy_args(
-    dir: &Path,
-    role: &str,
-    server: &str,
-    audit: &Path,
-    extra: &[&str],
-    upstream: &support::McpServer,
-) -> Vec<String> {
-    let mut args: Vec<String> = vec![
-        "proxy".into(),
-        "--policy".into(),
-        dir.join("policy.toml").display().to_string(),
-        "--role".into(),
-        role.into(),
-        "--server".into(),
-        server.into(),
-        "--audit".into(),
-        audit.display().to_string(),
-    ];
-    args.extend(extra.iter().map(|s| (*s).to_owned()));
-    args.push("--".into());
-    // The server's environment goes through `env`, since the proxy passes on its own.
-    if !upstream.env.is_empty() {
-        args.push("env".into());
-        args.extend(upstream.env.iter().map(|(k, v)| format!("{k}={v}")));
-    }
-    args.push(upstream.program.display().to_string());
-    args.extend(upstream.args.iter().cloned());
-    args
-}
-
-/// rmcp's client, connected through a proxy it spawned.
-struct Proxied {
-    child: tokio::process::Child,
-    client: RunningService<RoleClient, ClientConfig>,
-}
-
-impl Proxied {
-    async fn start(args: &[String]) -> Proxied {
-        let mut child = tokio::process::Command::new(BIN)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn the proxy");
-        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-            panic!("piped stdio");
-        };
-        let client = connect_client((stdout, stdin))
-            .await
-            .expect("MCP handshake");
-        Proxied { child, client }
-    }
-
-    async fn names(&self) -> Vec<String> {
-        let tools = self.client.peer().list_tools(None).await.expect("lists");
-        tools.tools.iter().map(|t| t.name.to_string()).collect()
-    }
-
-    async fn call(&self, tool: &str, arguments: Value) -> Result<String, rmcp::ErrorData> {
-        let mut request = CallToolRequestParams::new(tool.to_owned());
-        request.arguments = arguments.as_object().cloned();
-        match self.client.peer().call_tool(request).await {
-            Ok(result) => Ok(serde_json::to_string(&result).expect("JSON")),
-            Err(ServiceError::McpError(error)) => Err(error),
-            Err(other) => panic!("`{tool}`: {other}"),
-        }
-    }
-
-    /// Closes the client's side; the proxy stops the server and exits with its status.
-    async fn close(mut self) -> std::process::ExitStatus {
-        let _ = self.client.cancel().await;
-        tokio::time::timeout(std::time::Duration::from_secs(10), self.child.wait())
-            .await
-            .expect("the proxy exits once the client is gone")
-            .expect("exit status")
-    }
-}
-
-/// The audit records of a JSON Lines trail (checkpoint lines left out).
-fn records(trail: &Path) -> Vec<Value> {
-    std::fs::read_to_string(trail)
-        .expect("the trail exists")
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
-        .filter(|line| line.get("checkpoint").is_none())
-        .collect()
-}
-
-/// `(role, tool, verdict)` of each record.
-fn summary(trail: &Path) -> Vec<(String, String, String)> {
-    records(trail)
-        .iter()
-        .map(|r| {
-            let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
-            (s("role"), s("tool"), s("verdict"))
-        })
-        .collect()
-}
-
-fn triple(role: &str, tool: &str, verdict: &str) -> (String, String, String) {
-    (role.to_owned(), tool.to_owned(), verdict.to_owned())
-}
-
-/// `capability audit verify <trail>` exits 0.
-fn verifies(trail: &Path) {
-    let out = std::process::Command::new(BIN)
-        .args(["audit", "verify"])
-        .arg(trail)
-        .output()
-        .expect("run capability audit verify");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn reason_tags(error: &rmcp::ErrorData) -> Vec<String> {
     error.data.as_ref().expect("refusal data")["reasons"]
@@ -198,7 +59,7 @@ fn read_only_tools_of_everything() -> Vec<String> {
 async fn rmcp_client_through_the_proxy_on_server_everything() {
     let servers = require_servers!("rmcp_client_through_the_proxy_on_server_everything");
     let everything = servers.everything();
-    let dir = scratch("everything_rmcp");
+    let dir = scratch("everything_rmcp", POLICY);
 
     // A trusted server's read-only claims are believed: the viewer sees exactly those tools.
     let viewer_trail = dir.join("viewer.jsonl");
@@ -295,34 +156,10 @@ async fn rmcp_client_through_the_proxy_on_server_everything() {
     verifies(&operator_trail);
 }
 
-/// Runs the TypeScript SDK client through a proxy started with `args`; its JSON lines.
-fn ts_through_proxy(servers: &support::Servers, ops: &Value, args: &[String]) -> Vec<Value> {
-    let output = servers
-        .ts_client(
-            ops,
-            TsTarget::Stdio {
-                program: Path::new(BIN),
-                args,
-            },
-        )
-        .output()
-        .expect("run the TypeScript client");
-    support::ts_client_lines(&output).expect("the client ran")
-}
-
-fn listed(line: &Value) -> Vec<String> {
-    line["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("a tool list: {line}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
-
 #[test]
 fn typescript_client_through_the_proxy_on_server_memory() {
     let servers = require_servers!("typescript_client_through_the_proxy_on_server_memory");
-    let dir = scratch("memory_ts");
+    let dir = scratch("memory_ts", POLICY);
     let memory_file = dir.join("memory.jsonl");
     let memory = servers.memory(&memory_file);
     let create = json!({"op": "call", "name": "create_entities", "arguments": {"entities": [
@@ -392,7 +229,7 @@ fn typescript_client_through_the_proxy_on_server_memory() {
 #[test]
 fn typescript_client_through_the_proxy_on_server_filesystem() {
     let servers = require_servers!("typescript_client_through_the_proxy_on_server_filesystem");
-    let dir = scratch("filesystem_ts");
+    let dir = scratch("filesystem_ts", POLICY);
     let root = dir.join("root");
     std::fs::create_dir_all(&root).expect("root");
     std::fs::write(root.join("hello.txt"), "hello through the proxy").expect("a file");

@@ -45,6 +45,9 @@ const STAMP: &str = ".installed";
 /// The TypeScript SDK client script, copied next to `node_modules` (ES modules resolve packages
 /// from the importing file's directory).
 const TS_CLIENT: &str = "ts-client.mjs";
+/// The drift test server (`tests/mcp-servers/drift-server.mjs`, the SDK's server API), copied
+/// next to `node_modules` like the client script.
+const DRIFT_SERVER: &str = "drift-server.mjs";
 /// In the install directory: held while one process installs.
 const LOCK: &str = ".install.lock";
 /// In the install directory: the output of the last `npm ci`.
@@ -213,6 +216,22 @@ impl Servers {
         }
     }
 
+    /// `tests/mcp-servers/drift-server.mjs` over stdio: a server of the SDK's server API whose
+    /// tool `shifty` changes its description when `drift` is called (see the script's header).
+    pub fn drift(&self) -> McpServer {
+        let script = self
+            .node_modules
+            .parent()
+            .unwrap_or(&self.node_modules)
+            .join(DRIFT_SERVER);
+        McpServer {
+            name: "drift-server",
+            program: PathBuf::from("node"),
+            args: vec![script.display().to_string()],
+            env: Vec::new(),
+        }
+    }
+
     /// `@modelcontextprotocol/server-everything` over stdio (its first argument picks the transport:
     /// `stdio`, `sse` or `streamableHttp`; stdio is the default, passed explicitly here).
     pub fn everything(&self) -> McpServer {
@@ -306,6 +325,7 @@ fn install() -> Result<Servers, String> {
 
     // Copied on every install check, not stamped: the script is not part of what npm installs.
     write(&dir.join(TS_CLIENT), &read(&source.join(TS_CLIENT))?)?;
+    write(&dir.join(DRIFT_SERVER), &read(&source.join(DRIFT_SERVER))?)?;
     let servers = Servers { node_modules };
     for package in [FILESYSTEM, MEMORY, EVERYTHING, SDK] {
         let entry = PathBuf::from(servers.entry(package));

@@ -1,0 +1,198 @@
+//! What the tests of `capability proxy` share: a scratch directory with a policy, the proxy's
+//! command line, rmcp's client through a proxy, the TypeScript client through a proxy, and
+//! reading the audit trail.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use capability::rmcp::connect_client;
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceError};
+use serde_json::Value;
+
+use crate::support::{self, TsTarget};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_capability");
+
+/// A fresh directory for one test, with the policy in it.
+pub fn scratch(name: &str, policy: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("proxy")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    std::fs::write(dir.join("policy.toml"), policy).expect("policy");
+    dir
+}
+
+/// `proxy --policy <dir>/policy.toml --role <role> --server <server> --audit <audit> <extra>
+/// -- <server command>`.
+pub fn proxy_args(
+    dir: &Path,
+    role: &str,
+    server: &str,
+    audit: &Path,
+    extra: &[&str],
+    upstream: &support::McpServer,
+) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "proxy".into(),
+        "--policy".into(),
+        dir.join("policy.toml").display().to_string(),
+        "--role".into(),
+        role.into(),
+        "--server".into(),
+        server.into(),
+        "--audit".into(),
+        audit.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    args.push("--".into());
+    // The server's environment goes through `env`, since the proxy passes on its own.
+    if !upstream.env.is_empty() {
+        args.push("env".into());
+        args.extend(upstream.env.iter().map(|(k, v)| format!("{k}={v}")));
+    }
+    args.push(upstream.program.display().to_string());
+    args.extend(upstream.args.iter().cloned());
+    args
+}
+
+/// rmcp's client, connected through a proxy it spawned.
+pub struct Proxied {
+    pub child: tokio::process::Child,
+    pub client: RunningService<RoleClient, ClientConfig>,
+}
+
+impl Proxied {
+    pub async fn start(args: &[String]) -> Proxied {
+        Proxied::start_with(args, Stdio::inherit()).await
+    }
+
+    /// With the proxy's standard error going to `stderr`.
+    pub async fn start_with(args: &[String], stderr: Stdio) -> Proxied {
+        let mut child = tokio::process::Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the proxy");
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            panic!("piped stdio");
+        };
+        let client = connect_client((stdout, stdin))
+            .await
+            .expect("MCP handshake");
+        Proxied { child, client }
+    }
+
+    pub async fn names(&self) -> Vec<String> {
+        let tools = self.client.peer().list_tools(None).await.expect("lists");
+        tools.tools.iter().map(|t| t.name.to_string()).collect()
+    }
+
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<String, rmcp::ErrorData> {
+        let mut request = CallToolRequestParams::new(tool.to_owned());
+        request.arguments = arguments.as_object().cloned();
+        match self.client.peer().call_tool(request).await {
+            Ok(result) => Ok(serde_json::to_string(&result).expect("JSON")),
+            Err(ServiceError::McpError(error)) => Err(error),
+            Err(other) => panic!("`{tool}`: {other}"),
+        }
+    }
+
+    /// Closes the client's side; the proxy stops the server and exits with its status.
+    pub async fn close(mut self) -> std::process::ExitStatus {
+        let _ = self.client.cancel().await;
+        tokio::time::timeout(std::time::Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("the proxy exits once the client is gone")
+            .expect("exit status")
+    }
+}
+
+/// The audit records of a JSON Lines trail (checkpoint lines left out).
+pub fn records(trail: &Path) -> Vec<Value> {
+    std::fs::read_to_string(trail)
+        .expect("the trail exists")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+        .filter(|line| line.get("checkpoint").is_none())
+        .collect()
+}
+
+/// `(role, tool, verdict)` of each record.
+pub fn summary(trail: &Path) -> Vec<(String, String, String)> {
+    records(trail)
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (s("role"), s("tool"), s("verdict"))
+        })
+        .collect()
+}
+
+pub fn triple(role: &str, tool: &str, verdict: &str) -> (String, String, String) {
+    (role.to_owned(), tool.to_owned(), verdict.to_owned())
+}
+
+/// `capability audit verify <trail>` exits 0.
+pub fn verifies(trail: &Path) {
+    let out = std::process::Command::new(BIN)
+        .args(["audit", "verify"])
+        .arg(trail)
+        .output()
+        .expect("run capability audit verify");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs the TypeScript SDK client through a proxy started with `args`; its JSON lines.
+pub fn ts_through_proxy(servers: &support::Servers, ops: &Value, args: &[String]) -> Vec<Value> {
+    let output = servers
+        .ts_client(
+            ops,
+            TsTarget::Stdio {
+                program: Path::new(BIN),
+                args,
+            },
+        )
+        .output()
+        .expect("run the TypeScript client");
+    support::ts_client_lines(&output).expect("the client ran")
+}
+
+pub fn listed(line: &Value) -> Vec<String> {
+    line["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a tool list: {line}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The pids of the children of process `pid` (Linux: `/proc/<pid>/task/*/children`).
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}

@@ -1,0 +1,431 @@
+//! `capability proxy` when things go wrong (issue 14, item 3): bad input (exit 2, nothing
+//! spawned), the server crashing, the client leaving, malformed lines from either side, and an
+//! audit trail that cannot be written (fail-closed).
+
+mod proxy_common;
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use capability::rmcp::REFUSED_CODE;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use proxy_common::{BIN, Proxied, children, proxy_args, scratch, summary, triple, verifies};
+
+const POLICY: &str = r#"
+[roles.viewer]
+ceiling = "read-only"
+allow = ["*"]
+
+[roles.operator]
+ceiling = "unrestricted"
+allow = ["*"]
+"#;
+
+fn capability(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run capability")
+}
+
+#[test]
+fn bad_input_exits_2_before_anything_is_spawned() {
+    let dir = scratch("bad_input", POLICY);
+    let path = |name: &str| dir.join(name).display().to_string();
+    std::fs::write(dir.join("broken.toml"), "[roles.viewer\nceiling = 1").expect("write");
+    std::fs::write(dir.join("broken.lock"), "not = [a lockfile").expect("write");
+    // A lockfile that pins another server only.
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/mcp/server-memory.tools.json"
+    );
+    let pinned = capability(&[
+        "pin",
+        "--server",
+        "other",
+        "--lock",
+        &path("other.lock"),
+        fixture,
+    ]);
+    assert_eq!(
+        pinned.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&pinned.stderr)
+    );
+    let marker = dir.join("spawned");
+    let spawn = format!("touch {}", marker.display());
+    let (policy, trail, missing) = (path("policy.toml"), path("trail.jsonl"), path("missing"));
+    let base = |role: &str, policy: &str, audit: &str| -> Vec<String> {
+        [
+            "proxy", "--policy", policy, "--role", role, "--server", "fs", "--audit", audit,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    };
+    let with = |mut args: Vec<String>, extra: &[&str]| {
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    };
+    let command = ["--", "sh", "-c", &spawn];
+    let nowhere = format!("{}/no/such/dir/trail.jsonl", dir.display());
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            with(base("intern", &policy, &trail), &command),
+            "role `intern` is not in the policy",
+        ),
+        (with(base("viewer", &missing, &trail), &command), "missing"),
+        (
+            with(base("viewer", &path("broken.toml"), &trail), &command),
+            "broken.toml",
+        ),
+        (
+            with(
+                base("viewer", &policy, &trail),
+                &[
+                    "--lock", &missing, command[0], command[1], command[2], command[3],
+                ],
+            ),
+            "no such lockfile",
+        ),
+        (
+            with(
+                base("viewer", &policy, &trail),
+                &[
+                    "--lock",
+                    &path("broken.lock"),
+                    command[0],
+                    command[1],
+                    command[2],
+                    command[3],
+                ],
+            ),
+            "broken.lock",
+        ),
+        (
+            with(
+                base("viewer", &policy, &trail),
+                &[
+                    "--lock",
+                    &path("other.lock"),
+                    command[0],
+                    command[1],
+                    command[2],
+                    command[3],
+                ],
+            ),
+            "pins no tool of server `fs`",
+        ),
+        (
+            with(base("viewer", &policy, &nowhere), &command),
+            "cannot open the audit trail",
+        ),
+        (
+            with(
+                base("viewer", &policy, &trail),
+                &[
+                    "--trust",
+                    "sometimes",
+                    command[0],
+                    command[1],
+                    command[2],
+                    command[3],
+                ],
+            ),
+            "sometimes",
+        ),
+        (base("viewer", &policy, &trail), "COMMAND"),
+        (
+            with(
+                vec![
+                    "proxy".into(),
+                    "--policy".into(),
+                    policy.clone(),
+                    "--role".into(),
+                    "viewer".into(),
+                    "--server".into(),
+                    "fs".into(),
+                ],
+                &command,
+            ),
+            "--audit",
+        ),
+    ];
+    for (args, message) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = capability(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: stdout is the client's");
+        assert!(!marker.exists(), "{args:?}: the command was spawned");
+    }
+    assert!(!dir.join("trail.jsonl").exists(), "no trail was started");
+
+    // The same command line with good input does spawn it (so the marker can tell).
+    let out = capability(&[
+        "proxy", "--policy", &policy, "--role", "viewer", "--server", "fs", "--audit", &trail,
+        "--", "sh", "-c", &spawn,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(marker.exists(), "spawned");
+}
+
+#[test]
+fn help_documents_every_flag_and_says_tools_only() {
+    let out = capability(&["proxy", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--policy",
+        "--role",
+        "--server",
+        "--trust",
+        "--lock",
+        "--audit",
+        "--max-calls",
+        "--max-denials",
+        "<COMMAND>",
+    ] {
+        assert!(help.contains(flag), "{flag} in:\n{help}");
+    }
+    assert!(help.contains("Tools only"), "{help}");
+    assert!(help.contains("mcpServers"), "{help}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_server_crashing_ends_the_proxy_with_an_error_after_the_trail() {
+    let servers =
+        require_servers!("the_server_crashing_ends_the_proxy_with_an_error_after_the_trail");
+    let dir = scratch("crash", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "drift",
+        &trail,
+        &["--trust", "trusted"],
+        &servers.drift(),
+    );
+    let mut proxied = Proxied::start(&args).await;
+    let stable = proxied.call("stable", json!({})).await.expect("runs");
+    assert!(stable.contains("stable"), "{stable}");
+    let error = proxied
+        .call("crash", json!({}))
+        .await
+        .expect_err("the server died");
+    assert!(error.message.contains("did not answer"), "{error:?}");
+    let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())
+        .await
+        .expect("the proxy exits when the server is gone")
+        .expect("status");
+    assert_eq!(status.code(), Some(1), "non-zero");
+    assert_eq!(
+        summary(&trail),
+        [
+            triple("viewer", "stable", "allowed"),
+            triple("viewer", "crash", "allowed")
+        ]
+    );
+    let records = proxy_common::records(&trail);
+    assert_eq!(records[1]["success"], false, "{:?}", records[1]);
+    verifies(&trail);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_client_leaving_stops_the_server_and_keeps_the_trail() {
+    let servers = require_servers!("the_client_leaving_stops_the_server_and_keeps_the_trail");
+    let dir = scratch("client_leaves", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "drift",
+        &trail,
+        &["--trust", "trusted"],
+        &servers.drift(),
+    );
+    let proxied = Proxied::start(&args).await;
+    proxied.call("stable", json!({})).await.expect("runs");
+    proxied.call("shifty", json!({})).await.expect("runs");
+    let proxy_pid = proxied.child.id().expect("running");
+    let server = children(proxy_pid);
+    assert_eq!(server.len(), 1, "one server process: {server:?}");
+    assert!(Path::new(&format!("/proc/{}", server[0])).exists());
+    let status = proxied.close().await;
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        !Path::new(&format!("/proc/{}", server[0])).exists(),
+        "the server process is gone"
+    );
+    assert_eq!(
+        summary(&trail),
+        [
+            triple("viewer", "stable", "allowed"),
+            triple("viewer", "shifty", "allowed")
+        ]
+    );
+    verifies(&trail);
+}
+
+/// Reads lines until one satisfies `want`.
+async fn read_until(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    want: impl Fn(&Value) -> bool,
+) -> Value {
+    let read = async {
+        while let Some(line) = lines.next_line().await.expect("reads") {
+            let value: Value = serde_json::from_str(&line).expect("the proxy writes JSON lines");
+            if want(&value) {
+                return value;
+            }
+        }
+        panic!("the proxy closed its output");
+    };
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .expect("an answer in time")
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn malformed_lines_from_the_client_get_a_parse_error_and_the_proxy_goes_on() {
+    let servers =
+        require_servers!("malformed_lines_from_the_client_get_a_parse_error_and_the_proxy_goes_on");
+    let dir = scratch("client_garbage", POLICY);
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "drift",
+        &dir.join("t.jsonl"),
+        &["--trust", "trusted"],
+        &servers.drift(),
+    );
+    let mut child = tokio::process::Command::new(BIN)
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let parse_error = |v: &Value| v["error"]["code"] == -32700;
+
+    stdin.write_all(b"this is not JSON\n").await.expect("write");
+    let answer = read_until(&mut lines, parse_error).await;
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    stdin
+        .write_all(format!("{initialize}\n").as_bytes())
+        .await
+        .expect("write");
+    let answer = read_until(&mut lines, |v| v["id"] == 1).await;
+    assert_eq!(
+        answer["result"]["serverInfo"]["name"], "capability-proxy",
+        "{answer}"
+    );
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n{\"broken\n")
+        .await
+        .expect("write");
+    read_until(&mut lines, parse_error).await;
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n")
+        .await
+        .expect("write");
+    let answer = read_until(&mut lines, |v| v["id"] == 2).await;
+    assert_eq!(
+        answer["result"]["tools"].as_array().map(Vec::len),
+        Some(5),
+        "{answer}"
+    );
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("exits")
+        .expect("status");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn malformed_lines_from_the_server_are_ignored_and_the_proxy_goes_on() {
+    let servers =
+        require_servers!("malformed_lines_from_the_server_are_ignored_and_the_proxy_goes_on");
+    let dir = scratch("server_garbage", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "drift",
+        &trail,
+        &["--trust", "trusted"],
+        &servers.drift(),
+    );
+    let proxied = Proxied::start(&args).await;
+    let noisy = proxied
+        .call("noise", json!({}))
+        .await
+        .expect("answers after its noise");
+    assert!(noisy.contains("noisy"), "{noisy}");
+    let stable = proxied
+        .call("stable", json!({}))
+        .await
+        .expect("still running");
+    assert!(stable.contains("stable"), "{stable}");
+    assert_eq!(proxied.names().await.len(), 5);
+    assert_eq!(proxied.close().await.code(), Some(0));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_audit_trail_that_cannot_be_written_refuses_calls_but_lists() {
+    let servers = require_servers!("an_audit_trail_that_cannot_be_written_refuses_calls_but_lists");
+    let dir = scratch("full_trail", POLICY);
+    // A trail on a full device: it opens, and no record can be written.
+    let trail = dir.join("trail.jsonl");
+    std::os::unix::fs::symlink("/dev/full", &trail).expect("symlink");
+    let memory_file = dir.join("memory.jsonl");
+    let args = proxy_args(
+        &dir,
+        "operator",
+        "memory",
+        &trail,
+        &[],
+        &servers.memory(&memory_file),
+    );
+    let proxied = Proxied::start(&args).await;
+    assert_eq!(proxied.names().await.len(), 9, "listing needs no record");
+    // The audited dispatch learns that the trail cannot be written from a failed write: the
+    // first call runs and its record is lost (a gap of capability-audit, reported). From then
+    // on every call is refused before it reaches the server.
+    let _ = proxied.call("read_graph", json!({})).await;
+    let create = json!({"entities": [{"name": "x", "entityType": "t", "observations": []}]});
+    let refused = proxied
+        .call("create_entities", create)
+        .await
+        .expect_err("refused: its record cannot be written");
+    assert_eq!(refused.code.0, REFUSED_CODE, "{refused:?}");
+    let data = refused.data.as_ref().expect("data").to_string();
+    assert!(data.contains("could not be written"), "{data}");
+    assert_eq!(proxied.names().await.len(), 9, "listing still works");
+    assert!(!memory_file.exists(), "the call never reached the server");
+    assert!(
+        proxied.call("read_graph", json!({})).await.is_err(),
+        "every call"
+    );
+    assert_eq!(proxied.close().await.code(), Some(0));
+}
