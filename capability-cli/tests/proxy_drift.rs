@@ -116,3 +116,110 @@ fn a_drifted_tool_is_hidden_and_the_client_is_told() {
         "{denied}"
     );
 }
+
+/// rmcp's client, told of list changes.
+struct Watching {
+    changed: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl rmcp::ClientHandler for Watching {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("watching", "0"),
+        )
+    }
+
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.changed.notify_one();
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn rmcp_clients_of_both_protocol_revisions_are_told_and_see_the_drifted_tool_hidden() {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+
+    let servers = require_servers!(
+        "rmcp_clients_of_both_protocol_revisions_are_told_and_see_the_drifted_tool_hidden"
+    );
+    let dir = scratch("drift_rmcp", POLICY);
+    let drift = servers.drift();
+    let lock = dir.join("capability.lock");
+    let lock_arg = lock.display().to_string();
+    let pinned = std::process::Command::new(BIN)
+        .args([
+            "pin", "--server", "drift", "--trust", "trusted", "--lock", &lock_arg, "--",
+        ])
+        .arg(&drift.program)
+        .args(&drift.args)
+        .output()
+        .expect("run capability pin");
+    assert_eq!(pinned.status.code(), Some(0));
+
+    for (version, lifecycle) in [
+        ("2025-11-25", ClientLifecycleMode::Initialize),
+        (
+            "2026-07-28",
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        ),
+    ] {
+        let trail = dir.join(format!("{version}.jsonl"));
+        let args = proxy_args(
+            &dir,
+            "viewer",
+            "drift",
+            &trail,
+            &["--trust", "trusted", "--lock", &lock_arg],
+            &drift,
+        );
+        let mut child = tokio::process::Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the proxy");
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            panic!("piped");
+        };
+        let changed = std::sync::Arc::new(tokio::sync::Notify::new());
+        let client = Watching {
+            changed: changed.clone(),
+        }
+        .serve_with_lifecycle((stdout, stdin), lifecycle)
+        .await
+        .expect("connects");
+        let negotiated = client
+            .peer()
+            .peer_info()
+            .map(|info| info.protocol_version.to_string());
+        assert_eq!(negotiated.as_deref(), Some(version));
+        let names = |list: rmcp::model::ListToolsResult| -> Vec<String> {
+            list.tools.iter().map(|t| t.name.to_string()).collect()
+        };
+        let before = names(client.peer().list_tools(None).await.expect("lists"));
+        assert!(before.contains(&"shifty".to_owned()), "{before:?}");
+        client
+            .peer()
+            .call_tool(rmcp::model::CallToolRequestParams::new("drift"))
+            .await
+            .expect("drift runs");
+        tokio::time::timeout(std::time::Duration::from_secs(15), changed.notified())
+            .await
+            .unwrap_or_else(|_| panic!("{version}: the client was not told"));
+        let after = names(client.peer().list_tools(None).await.expect("lists"));
+        assert!(
+            !after.contains(&"shifty".to_owned()),
+            "{version}: {after:?}"
+        );
+        let _ = client.cancel().await;
+        let _ = child.wait().await;
+    }
+}

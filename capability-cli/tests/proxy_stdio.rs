@@ -265,3 +265,54 @@ fn typescript_client_through_the_proxy_on_server_filesystem() {
         ]
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_audit_trail_can_be_a_sqlite_store() {
+    let servers = require_servers!("the_audit_trail_can_be_a_sqlite_store");
+    let dir = scratch("sqlite_store", POLICY);
+    let db = dir.join("state.db");
+    let db_arg = db.display().to_string();
+    let run = |args: &[&str]| {
+        std::process::Command::new(proxy_common::BIN)
+            .args(args)
+            .output()
+            .expect("run capability")
+    };
+    let migrated = run(&["db", "migrate", &db_arg]);
+    assert_eq!(migrated.status.code(), Some(0), "{migrated:?}");
+
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "everything",
+        &db,
+        &["--trust", "trusted"],
+        &servers.everything(),
+    );
+    let viewer = Proxied::start(&args).await;
+    viewer
+        .call("echo", json!({"message": "stored"}))
+        .await
+        .expect("echo runs");
+    viewer
+        .call("toggle-simulated-logging", json!({}))
+        .await
+        .expect_err("refused");
+    assert!(viewer.close().await.success());
+
+    let verified = run(&["audit", "verify", &db_arg]);
+    assert_eq!(verified.status.code(), Some(0), "{verified:?}");
+    let replay = run(&[
+        "audit",
+        "replay",
+        &db_arg,
+        "--session",
+        "mcp:everything/viewer",
+        "--json",
+    ]);
+    assert_eq!(replay.status.code(), Some(0), "{replay:?}");
+    let replay = String::from_utf8_lossy(&replay.stdout);
+    assert!(replay.contains("echo"), "{replay}");
+    assert!(replay.contains("toggle-simulated-logging"), "{replay}");
+    assert!(replay.contains("denied"), "{replay}");
+}
