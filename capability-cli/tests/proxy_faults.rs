@@ -225,7 +225,12 @@ async fn the_server_crashing_ends_the_proxy_with_an_error_after_the_trail() {
         .call("crash", json!({}))
         .await
         .expect_err("the server died");
-    assert!(error.message.contains("did not answer"), "{error:?}");
+    assert!(
+        error
+            .message
+            .contains("the MCP server `drift` did not answer: `node` exited (exit status: 3)"),
+        "{error:?}"
+    );
     let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())
         .await
         .expect("the proxy exits when the server is gone")
@@ -428,4 +433,40 @@ async fn an_audit_trail_that_cannot_be_written_refuses_calls_but_lists() {
         "every call"
     );
     assert_eq!(proxied.close().await.code(), Some(0));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn sigterm_stops_the_server_and_keeps_the_trail() {
+    let servers = require_servers!("sigterm_stops_the_server_and_keeps_the_trail");
+    let dir = scratch("sigterm", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "drift",
+        &trail,
+        &["--trust", "trusted"],
+        &servers.drift(),
+    );
+    let mut proxied = Proxied::start(&args).await;
+    proxied.call("stable", json!({})).await.expect("runs");
+    let proxy_pid = proxied.child.id().expect("running");
+    let server = children(proxy_pid);
+    assert_eq!(server.len(), 1, "{server:?}");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &proxy_pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())
+        .await
+        .expect("the proxy stops")
+        .expect("status");
+    assert_eq!(status.code(), Some(0), "a clean stop, not death by signal");
+    assert!(
+        !Path::new(&format!("/proc/{}", server[0])).exists(),
+        "server gone"
+    );
+    assert_eq!(summary(&trail), [triple("viewer", "stable", "allowed")]);
+    verifies(&trail);
 }

@@ -4,6 +4,7 @@
 //! `notifications/tools/list_changed`.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use ::rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
@@ -11,7 +12,7 @@ use ::rmcp::model::{
 };
 use ::rmcp::service::{NotificationContext, RequestContext};
 use ::rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceError};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// The name the proxy gives itself, to the client and to the server.
 pub const PROXY_NAME: &str = "capability-proxy";
@@ -31,21 +32,37 @@ impl ToolCache {
     }
 }
 
-/// Why the server can no longer answer, once it is gone; shared with the supervising task.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Gone(Arc<Mutex<Option<String>>>);
+/// How long a call whose connection to the server broke waits to learn why (the supervising
+/// task reads the server's exit status), so the client's error can say it.
+const WHY_WAIT: Duration = Duration::from_millis(500);
+
+/// Why the server can no longer answer, once it is gone; set by the supervising task.
+#[derive(Clone, Debug)]
+pub(crate) struct Gone(Arc<watch::Sender<Option<String>>>);
+
+impl Default for Gone {
+    fn default() -> Self {
+        Gone(Arc::new(watch::Sender::new(None)))
+    }
+}
 
 impl Gone {
     pub(crate) fn set(&self, why: String) {
-        let mut gone = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        gone.get_or_insert(why);
+        self.0.send_if_modified(|gone| {
+            let first = gone.is_none();
+            gone.get_or_insert(why);
+            first
+        });
     }
 
-    pub(crate) fn get(&self) -> Option<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// Why, waiting up to [`WHY_WAIT`] for it.
+    async fn why(&self) -> Option<String> {
+        let mut watching = self.0.subscribe();
+        let known = tokio::time::timeout(WHY_WAIT, watching.wait_for(Option::is_some)).await;
+        match known {
+            Ok(Ok(why)) => why.clone(),
+            _ => None,
+        }
     }
 }
 
@@ -66,10 +83,11 @@ pub(crate) struct Forward {
 }
 
 impl Forward {
-    fn unavailable(&self, error: &ServiceError) -> ErrorData {
+    async fn unavailable(&self, error: &ServiceError) -> ErrorData {
         let why = self
             .gone
-            .get()
+            .why()
+            .await
             .unwrap_or_else(|| format!("the connection failed: {error}"));
         ErrorData::internal_error(
             format!("the MCP server `{}` did not answer: {why}", self.server),
@@ -107,7 +125,7 @@ impl ServerHandler for Forward {
         match self.upstream.call_tool_once(request).await {
             Ok(response) => Ok(response),
             Err(ServiceError::McpError(error)) => Err(error),
-            Err(error) => Err(self.unavailable(&error)),
+            Err(error) => Err(self.unavailable(&error).await),
         }
     }
 }

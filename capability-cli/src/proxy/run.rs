@@ -27,8 +27,11 @@ use super::{Proxy, front, note};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the server gets to exit once its input is closed, before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
-/// How long answers already on their way get to reach the client once the server is gone.
-const DRAIN: Duration = Duration::from_millis(300);
+/// How long answers already on their way (errors saying why the server is gone) get to reach
+/// the client once the server is gone; more than a call waits to learn why.
+const DRAIN: Duration = Duration::from_millis(800);
+/// How long a server that closed its output gets to exit before it counts as still running.
+const STATUS_WAIT: Duration = Duration::from_millis(300);
 /// How long the last lines get to be written to the client.
 const FLUSH: Duration = Duration::from_secs(2);
 
@@ -169,7 +172,6 @@ where
         front = governed.serve(filter.transport) => front,
         status = child.wait() => {
             let message = format!("{} before the client connected", exited(&command, status));
-            note(format_args!("{message}"));
             return Err(RunError::ServerGone(message));
         }
     };
@@ -193,12 +195,21 @@ where
     let front_stop = front.cancellation_token();
     let mut front_done = tokio::spawn(front.waiting());
 
+    // Watched from here on, once: a signal between two turns of the loop is not lost.
+    let signalled = terminated();
+    tokio::pin!(signalled);
     let ending = loop {
         tokio::select! {
-            _ = &mut front_done => break None,
-            status = child.wait() => break Some(exited(&command, status)),
+            _ = &mut front_done => break Err("the client disconnected"),
+            signal = &mut signalled => break Err(signal),
+            status = child.wait() => break Ok(exited(&command, status)),
             _ = &mut upstream_done => {
-                break Some(format!("`{command}` closed its standard output"));
+                // Most often it is exiting: its status says more, if it comes soon.
+                let why = match tokio::time::timeout(STATUS_WAIT, child.wait()).await {
+                    Ok(status) => exited(&command, status),
+                    Err(_) => format!("`{command}` closed its standard output"),
+                };
+                break Ok(why);
             }
             Some(()) = changed.recv() => {
                 relist(&upstream_peer, &proxy.server, proxy.lock.as_deref(), &cache, &front_peer)
@@ -207,19 +218,18 @@ where
         }
     };
     match ending {
-        None => {
-            // The client went: stop the server (its input is closed, then it is killed).
+        Err(cause) => {
+            // The client went, or the proxy was asked to stop: stop the server (its input is
+            // closed, then it is killed).
+            front_stop.cancel();
             upstream_stop.cancel();
             let _ = stop(&mut child, ()).await;
             finish(filter.reader, filter.writer).await;
-            note(format_args!(
-                "the client disconnected; the server was stopped"
-            ));
+            note(format_args!("{cause}; the server was stopped"));
             Ok(())
         }
-        Some(why) => {
+        Ok(why) => {
             gone.set(why.clone());
-            note(format_args!("the MCP server is gone: {why}"));
             // Answers to calls in flight (errors naming why) reach the client, then it is told
             // by the end of the proxy's output.
             tokio::time::sleep(DRAIN).await;
@@ -230,6 +240,35 @@ where
                 "the MCP server is gone: {why}"
             )))
         }
+    }
+}
+
+/// SIGTERM, SIGINT or SIGHUP (on Windows, Ctrl-C): the proxy is asked to stop, and stops as
+/// when the client disconnects. A signal that cannot be watched is never reported.
+async fn terminated() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let watch = |kind| async move {
+            match signal(kind) {
+                Ok(mut stream) => {
+                    stream.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = watch(SignalKind::terminate()) => "SIGTERM",
+            () = watch(SignalKind::interrupt()) => "SIGINT",
+            () = watch(SignalKind::hangup()) => "SIGHUP",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        "Ctrl-C"
     }
 }
 
