@@ -120,8 +120,8 @@ audit trail between them.
 The client sees only the tools its role may call (an untrusted server's annotations are not \
 believed; with --lock, a tool that drifted from its pin is hidden; duplicate names are hidden). \
 A call of any other tool is answered with a JSON-RPC error carrying the reasons and never reaches \
-the server. Every call, allowed or refused, is an audit record; a call whose record cannot be \
-written is refused (fail-closed). When the server announces that its tools changed, the proxy \
+the server. Every call, allowed or refused, is an audit record; once a record cannot be written, every \
+call is refused (fail-closed) while listing goes on. When the server announces that its tools changed, the proxy \
 lists them again, reviews them against the lockfile (drift is reported on standard error) and \
 tells the client.
 
@@ -136,8 +136,9 @@ const PROXY_AFTER_HELP: &str = "Example (the `mcpServers` entry of a client):
            \"--server\", \"memory\", \"--audit\", \"/var/log/capability/memory.jsonl\",
            \"--\", \"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"]
 
-Exit codes: 0 the client disconnected (the server was stopped); 1 the server failed to connect, \
-exited or closed its output; 2 bad input or usage (nothing is spawned).";
+Exit codes: 0 the client disconnected, or SIGTERM/SIGINT/SIGHUP (the server was stopped); 1 the \
+server failed to connect, exited or closed its output; 2 bad input or usage (nothing is spawned), \
+or a command that cannot be started.";
 
 #[derive(Args, Debug)]
 struct ProxyArgs {
