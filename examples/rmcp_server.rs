@@ -361,7 +361,7 @@ enum Caller {
     Bearer(SocketAddr, BearerRoles),
 }
 
-async fn serve_stdio(server: GovernedServer<Ops>) -> Result<(), Failure> {
+async fn serve_stdio(server: impl ServerHandler) -> Result<(), Failure> {
     let running = server
         .serve(rmcp::transport::stdio())
         .await
@@ -370,7 +370,10 @@ async fn serve_stdio(server: GovernedServer<Ops>) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn serve_http(server: GovernedServer<Ops>, address: SocketAddr) -> Result<(), Failure> {
+async fn serve_http(
+    server: impl ServerHandler + Clone,
+    address: SocketAddr,
+) -> Result<(), Failure> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| Failure::Runtime(format!("cannot listen on {address}: {e}")))?;
