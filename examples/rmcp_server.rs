@@ -13,7 +13,8 @@
 //! - `--role <role>`: stdio mode (the default transport): every request has this role.
 //! - `--http <address>`: Streamable HTTP at `http://<address>/mcp` (port 0 picks a free port);
 //!   the role comes from the request's `Authorization: Bearer <token>`.
-//! - `--token <token>=<role>` (HTTP, repeatable): the bearer-token table. Without any, two demo
+//! - `--token <token>=<role>` (HTTP, repeatable), and `RMCP_SERVER_TOKENS=<token>=<role>,...`
+//!   in the environment (out of the process list): the bearer-token table. Without any, two demo
 //!   tokens are used and printed at startup: `operator-demo-token` (operator) and
 //!   `viewer-demo-token` (viewer). A request without a token, or with a token not in the table,
 //!   has no role: it lists no tool and every call is refused.
@@ -58,13 +59,16 @@ const DEMO_TOKENS: [(&str, &str); 2] = [
     ("operator-demo-token", "operator"),
     ("viewer-demo-token", "viewer"),
 ];
+/// The environment variable with more of the bearer-token table: `token=role,token=role`.
+const TOKENS_ENV: &str = "RMCP_SERVER_TOKENS";
 /// The name of the audit trail in the temporary directory, without `--audit`.
 const DEFAULT_AUDIT: &str = "capability-rmcp-server-audit.jsonl";
 
 const USAGE: &str =
     "usage: rmcp_server [--role <role> | --http <address> [--token <token>=<role>]...]
                   [--audit <path>] [--policy <path>] [--journal <path>]
-       rmcp_server --manifests";
+       rmcp_server --manifests
+environment: RMCP_SERVER_TOKENS=<token>=<role>,... (with --http: more of the token table)";
 
 /// A pod, by name.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -189,31 +193,48 @@ struct Options {
     journal: Option<PathBuf>,
 }
 
-fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
+/// Sets a flag's value, refusing a second one.
+fn once<T>(slot: &mut Option<T>, value: T, flag: &str) -> Result<(), String> {
+    match slot.replace(value) {
+        Some(_) => Err(format!("{flag} is given twice")),
+        None => Ok(()),
+    }
+}
+
+/// One entry of the token table: `<token>=<role>`.
+fn token_entry(text: &str, from: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .filter(|(t, r)| !t.is_empty() && !r.is_empty())
+        .map(|(t, r)| (t.to_owned(), r.to_owned()))
+        // The entry is not echoed: it may hold a token.
+        .ok_or(format!("{from}: expected <token>=<role>"))
+}
+
+fn parse(
+    mut args: impl Iterator<Item = String>,
+    env_tokens: Option<String>,
+) -> Result<Options, String> {
     let (mut role, mut http, mut tokens, mut manifests) = (None, None, Vec::new(), false);
     let (mut audit, mut policy, mut journal) = (None, None, None);
     while let Some(arg) = args.next() {
         let mut value = |flag: &str| args.next().ok_or(format!("{flag} needs a value"));
         match arg.as_str() {
-            "--role" => role = Some(value("--role")?),
+            "--role" => once(&mut role, value("--role")?, "--role")?,
             "--http" => {
                 let text = value("--http")?;
                 let address = text.parse().map_err(|e| {
                     format!("--http {text:?}: not an address like 127.0.0.1:8090 ({e})")
                 })?;
-                http = Some(address);
+                once(&mut http, address, "--http")?;
             }
-            "--token" => {
-                let text = value("--token")?;
-                let (token, role) = text
-                    .split_once('=')
-                    .filter(|(t, r)| !t.is_empty() && !r.is_empty())
-                    .ok_or(format!("--token {text:?}: expected <token>=<role>"))?;
-                tokens.push((token.to_owned(), role.to_owned()));
-            }
-            "--audit" => audit = Some(PathBuf::from(value("--audit")?)),
-            "--policy" => policy = Some(PathBuf::from(value("--policy")?)),
-            "--journal" => journal = Some(PathBuf::from(value("--journal")?)),
+            "--token" => tokens.push(token_entry(&value("--token")?, "--token")?),
+            "--audit" => once(&mut audit, PathBuf::from(value("--audit")?), "--audit")?,
+            "--policy" => once(&mut policy, PathBuf::from(value("--policy")?), "--policy")?,
+            "--journal" => once(
+                &mut journal,
+                PathBuf::from(value("--journal")?),
+                "--journal",
+            )?,
             "--manifests" => manifests = true,
             "--help" | "-h" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -227,7 +248,16 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             return Err("--token is for --http; over stdio the role is --role".to_owned());
         }
         (Some(role), None, _) => Mode::Stdio { role },
-        (None, Some(address), _) => Mode::Http { address, tokens },
+        (None, Some(address), _) => {
+            // The table from the environment, kept out of the process list.
+            for entry in env_tokens.iter().flat_map(|v| v.split(',')) {
+                let entry = entry.trim();
+                if !entry.is_empty() {
+                    tokens.push(token_entry(entry, TOKENS_ENV)?);
+                }
+            }
+            Mode::Http { address, tokens }
+        }
         (None, None, _) => return Err("give --role <role> (stdio) or --http <address>".to_owned()),
     };
     Ok(Options {
@@ -239,7 +269,17 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
-    let options = match parse(std::env::args().skip(1)) {
+    let args: Result<Vec<String>, _> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string())
+        .collect();
+    let env_tokens = std::env::var_os(TOKENS_ENV).map(|v| v.into_string());
+    let parsed = match (args, env_tokens) {
+        (Err(arg), _) => Err(format!("an argument is not UTF-8: {arg:?}")),
+        (_, Some(Err(_))) => Err(format!("{TOKENS_ENV} is not UTF-8")),
+        (Ok(args), env_tokens) => parse(args.into_iter(), env_tokens.and_then(Result::ok)),
+    };
+    let options = match parsed {
         Ok(options) => options,
         Err(message) if message.is_empty() => {
             println!("{USAGE}");
@@ -300,7 +340,9 @@ fn run(options: Options) -> Result<(), Failure> {
         }
         Mode::Http { address, tokens } => {
             let tokens = if tokens.is_empty() {
-                eprintln!("rmcp_server: no --token given; DEMO tokens (do not deploy):");
+                eprintln!(
+                    "rmcp_server: no --token or {TOKENS_ENV} given; DEMO tokens (do not deploy):"
+                );
                 DEMO_TOKENS
                     .iter()
                     .map(|(t, r)| {

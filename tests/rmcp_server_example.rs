@@ -151,12 +151,28 @@ struct HttpExample {
     url: String,
 }
 
+/// Where the example's bearer-token table comes from.
+#[derive(Clone, Copy)]
+enum Tokens {
+    /// `--token <token>=<role>`, twice.
+    Flags,
+    /// `RMCP_SERVER_TOKENS=<token>=<role>,<token>=<role>`.
+    Env,
+}
+
 impl HttpExample {
-    fn start(scratch: &Scratch) -> Self {
-        let mut child = Command::new(example())
+    fn start(scratch: &Scratch, tokens: Tokens) -> Self {
+        let operator = format!("{OPERATOR_TOKEN}=operator");
+        let viewer = format!("{VIEWER_TOKEN}=viewer");
+        let mut command = Command::new(example());
+        command
             .args(["--http", "127.0.0.1:0"])
-            .args(["--token", &format!("{OPERATOR_TOKEN}=operator")])
-            .args(["--token", &format!("{VIEWER_TOKEN}=viewer")])
+            .env_remove("RMCP_SERVER_TOKENS");
+        match tokens {
+            Tokens::Flags => command.args(["--token", &operator, "--token", &viewer]),
+            Tokens::Env => command.env("RMCP_SERVER_TOKENS", format!(" {operator}, {viewer} ")),
+        };
+        let mut child = command
             .args(scratch.args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -346,7 +362,7 @@ async fn rmcp_client_over_stdio() {
 #[tokio::test(flavor = "multi_thread")]
 async fn rmcp_client_over_http() {
     let scratch = Scratch::new("rmcp_http");
-    let server = HttpExample::start(&scratch);
+    let server = HttpExample::start(&scratch, Tokens::Flags);
     let viewer = rmcp_session(rmcp_http(&server.url, Some(VIEWER_TOKEN)).await).await;
     let operator = rmcp_session(rmcp_http(&server.url, Some(OPERATOR_TOKEN)).await).await;
     check_viewer_and_operator(&viewer, &operator, &scratch);
@@ -447,7 +463,7 @@ fn typescript_client_over_stdio() {
 fn typescript_client_over_http() {
     let servers = require_servers!("typescript_client_over_http");
     let scratch = Scratch::new("ts_http");
-    let server = HttpExample::start(&scratch);
+    let server = HttpExample::start(&scratch, Tokens::Env);
     let run = |token| {
         let target = TsTarget::Http {
             url: &server.url,
@@ -486,9 +502,13 @@ fn bad_flags_exit_2_with_a_message() {
         &["--http", "not-an-address"],
         &["--http", "127.0.0.1:0", "--token", "no-equals-sign"],
         &["--http", "127.0.0.1:0", "--token", "t=nosuchrole"],
+        &["--role", "viewer", "--role", "operator"],
+        &["--role", "viewer", "--token", "t=viewer"],
+        &["--manifests", "--role", "viewer"],
     ] {
         let output = Command::new(example())
             .args(args)
+            .env_remove("RMCP_SERVER_TOKENS")
             .stdin(Stdio::null())
             .output()
             .expect("runs the example");
@@ -497,4 +517,37 @@ fn bad_flags_exit_2_with_a_message() {
         assert!(stderr.contains("usage: rmcp_server"), "{args:?}: {stderr}");
         assert!(output.stdout.is_empty(), "{args:?}");
     }
+    // A bad table entry in the environment is refused too, without echoing it.
+    let output = Command::new(example())
+        .args(["--http", "127.0.0.1:0"])
+        .env(
+            "RMCP_SERVER_TOKENS",
+            "viewer-token=viewer,secret-without-role",
+        )
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs the example");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("RMCP_SERVER_TOKENS"), "{stderr}");
+    assert!(!stderr.contains("secret-without-role"), "{stderr}");
+}
+
+#[test]
+fn stdio_ignores_the_token_table_of_the_environment() {
+    let scratch = Scratch::new("stdio_env");
+    let output = Command::new(example())
+        .args(["--role", "viewer"])
+        .args(scratch.args())
+        .env("RMCP_SERVER_TOKENS", "not a table")
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs the example");
+    // stdin is closed at once: the server starts, sees the end of its input and stops.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("serving stdio as role viewer"), "{stderr}");
+    assert!(
+        output.stdout.is_empty(),
+        "stdout is the MCP channel: {output:?}"
+    );
 }
