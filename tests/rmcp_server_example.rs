@@ -1,0 +1,553 @@
+//! `examples/rmcp_server.rs`, run as a real process and driven by clients nobody here wrote:
+//! rmcp's own client and the official TypeScript SDK client (`tests/mcp-servers/ts-client.mjs`),
+//! each over stdio and over Streamable HTTP, each as `viewer` and as `operator`.
+//!
+//! For every combination: the viewer lists exactly the tools whose manifest (printed by the
+//! example's `--manifests`) is read-only and the operator lists all of them; a viewer's call of
+//! a read-only tool runs; its call of a hidden tool is refused with a JSON-RPC error carrying
+//! the reasons and never reaches the tool (the example's `--journal` records every tool that
+//! ran); every call, allowed or refused, is in the JSON Lines audit trail with its tool, role and
+//! verdict. Over HTTP, a caller without a token or with an unknown one sees nothing.
+//!
+//! The example binary is built by `cargo build --example rmcp_server` (once per run, next to
+//! this test's own target directory), so `cargo test --test rmcp_server_example` needs nothing
+//! else. The TypeScript tests need Node.js (see `capability-cli/tests/support/mod.rs`).
+
+#[path = "../capability-cli/tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceError, ServiceExt};
+use serde_json::{Value, json};
+use support::TsTarget;
+
+/// The JSON-RPC error code of a refused call (`capability_mcp::rmcp::REFUSED_CODE`).
+const REFUSED_CODE: i64 = -32602;
+/// The read-only tool every test calls, and the hidden (destructive) one.
+const READ_ONLY_TOOL: &str = "get_pod_status";
+const HIDDEN_TOOL: &str = "restart_pod";
+/// The bearer-token table the HTTP tests give the example.
+const OPERATOR_TOKEN: &str = "op-test-token";
+const VIEWER_TOKEN: &str = "view-test-token";
+/// How long the example may take to say it listens.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+// ---------------------------------------------------------------------------------------------
+// The example process
+
+/// The example's binary, built once per test run with the profile and target directory of this
+/// test binary (`<target>/<profile>/deps/<test>` → `<target>/<profile>/examples/rmcp_server`).
+fn example() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test binary is in <target>/<profile>/deps");
+        let target = profile_dir.parent().expect("<target>");
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev".to_owned(),
+            Some(other) => other.to_owned(),
+        };
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--example", "rmcp_server", "--profile"])
+            .arg(&profile)
+            .arg("--manifest-path")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", target)
+            .status()
+            .expect("runs cargo");
+        assert!(
+            status.success(),
+            "`cargo build --example rmcp_server` failed"
+        );
+        let binary = profile_dir
+            .join("examples")
+            .join(format!("rmcp_server{}", std::env::consts::EXE_SUFFIX));
+        assert!(binary.is_file(), "{} is missing", binary.display());
+        binary
+    })
+}
+
+/// A scratch directory for one test: the audit trail and the journal.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("rmcp_server_example")
+            .join(test);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("creates the scratch directory");
+        Scratch { dir }
+    }
+
+    fn audit(&self) -> PathBuf {
+        self.dir.join("audit.jsonl")
+    }
+
+    fn journal(&self) -> PathBuf {
+        self.dir.join("journal.jsonl")
+    }
+
+    /// The example's arguments for the audit trail and the journal.
+    fn args(&self) -> Vec<String> {
+        vec![
+            "--audit".to_owned(),
+            self.audit().display().to_string(),
+            "--journal".to_owned(),
+            self.journal().display().to_string(),
+        ]
+    }
+
+    /// The tools that ran, from the journal.
+    fn ran(&self) -> Vec<String> {
+        lines(&self.journal())
+            .iter()
+            .map(|line| line["tool"].as_str().expect("a tool").to_owned())
+            .collect()
+    }
+
+    /// `(tool, role, verdict)` of every audit record.
+    fn audited(&self) -> Vec<(String, String, String)> {
+        lines(&self.audit())
+            .iter()
+            .map(|r| {
+                let field = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+                (field("tool"), field("role"), field("verdict"))
+            })
+            .collect()
+    }
+}
+
+/// The JSON lines of a file (none when it does not exist).
+fn lines(path: &Path) -> Vec<Value> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+/// The example serving Streamable HTTP on a free port; killed when dropped.
+struct HttpExample {
+    child: Child,
+    url: String,
+}
+
+/// Where the example's bearer-token table comes from.
+#[derive(Clone, Copy)]
+enum Tokens {
+    /// `--token <token>=<role>`, twice.
+    Flags,
+    /// `RMCP_SERVER_TOKENS=<token>=<role>,<token>=<role>`.
+    Env,
+}
+
+impl HttpExample {
+    fn start(scratch: &Scratch, tokens: Tokens) -> Self {
+        let operator = format!("{OPERATOR_TOKEN}=operator");
+        let viewer = format!("{VIEWER_TOKEN}=viewer");
+        let mut command = Command::new(example());
+        command
+            .args(["--http", "127.0.0.1:0"])
+            .env_remove("RMCP_SERVER_TOKENS");
+        match tokens {
+            Tokens::Flags => command.args(["--token", &operator, "--token", &viewer]),
+            Tokens::Env => command.env("RMCP_SERVER_TOKENS", format!(" {operator}, {viewer} ")),
+        };
+        let mut child = command
+            .args(scratch.args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starts the example");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (ready, listening) = mpsc::channel();
+        // Reads the example's stderr until it ends (so the pipe never fills), passing it on,
+        // and sends the URL of its "listening on" line.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[example] {line}");
+                if let Some(url) = line.strip_prefix("rmcp_server: listening on ") {
+                    let _ = ready.send(url.to_owned());
+                }
+            }
+        });
+        let url = match listening.recv_timeout(READY_TIMEOUT) {
+            Ok(url) => url,
+            Err(e) => {
+                let _ = child.kill();
+                panic!("the example did not say where it listens: {e}");
+            }
+        };
+        HttpExample { child, url }
+    }
+}
+
+impl Drop for HttpExample {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The example's tool manifests (`--manifests`): every tool, and the read-only ones.
+fn manifests() -> (BTreeSet<String>, BTreeSet<String>) {
+    let output = Command::new(example())
+        .arg("--manifests")
+        .output()
+        .expect("runs the example");
+    assert!(output.status.success(), "{output:?}");
+    let (mut all, mut read_only) = (BTreeSet::new(), BTreeSet::new());
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let manifest: Value = serde_json::from_str(line).expect("a JSON line");
+        let name = manifest["name"].as_str().expect("a name").to_owned();
+        if manifest["read_only"] == true {
+            read_only.insert(name.clone());
+        }
+        all.insert(name);
+    }
+    // The example has both kinds, or the tests below would prove nothing.
+    assert!(read_only.contains(READ_ONLY_TOOL) && all.contains(HIDDEN_TOOL));
+    assert!(!read_only.contains(HIDDEN_TOOL) && read_only.len() < all.len());
+    (all, read_only)
+}
+
+/// What one session of a client saw and did: its list, and the outcome of a call of the
+/// read-only tool and of the hidden one (`Ok(text)` or `Err((code, data))`).
+struct Seen {
+    listed: BTreeSet<String>,
+    read_only_call: Result<String, (i64, Value)>,
+    hidden_call: Result<String, (i64, Value)>,
+}
+
+/// The checks every client, transport and role must pass.
+fn check_viewer_and_operator(viewer: &Seen, operator: &Seen, scratch: &Scratch) {
+    let (all, read_only) = manifests();
+    assert_eq!(
+        viewer.listed, read_only,
+        "the viewer lists the read-only tools"
+    );
+    assert_eq!(operator.listed, all, "the operator lists every tool");
+
+    let text = viewer
+        .read_only_call
+        .as_ref()
+        .expect("the viewer's read-only call runs");
+    assert!(text.contains("web-1"), "{text}");
+    let (code, data) = viewer
+        .hidden_call
+        .as_ref()
+        .expect_err("the viewer's call of a hidden tool is refused");
+    assert_eq!(*code, REFUSED_CODE, "{data}");
+    assert_eq!(data["tool"], HIDDEN_TOOL, "{data}");
+    assert_eq!(data["role"], "viewer", "{data}");
+    let reasons = data["reasons"].as_array().expect("reasons");
+    assert!(
+        reasons.iter().any(|r| r["reason"] == "ceiling_exceeded"),
+        "the read-only ceiling is the reason: {data}"
+    );
+
+    operator
+        .read_only_call
+        .as_ref()
+        .expect("the operator reads");
+    let restarted = operator
+        .hidden_call
+        .as_ref()
+        .expect("the operator restarts");
+    assert!(restarted.contains("restarted"), "{restarted}");
+
+    // The refused call never ran: the journal has the viewer's read and the operator's two
+    // calls, in order, and nothing else.
+    assert_eq!(
+        scratch.ran(),
+        [READ_ONLY_TOOL, READ_ONLY_TOOL, HIDDEN_TOOL],
+        "the tools that ran"
+    );
+    // Every call is in the audit trail: the refused one as denied.
+    let audited = scratch.audited();
+    for (tool, role, verdict) in [
+        (READ_ONLY_TOOL, "viewer", "allowed"),
+        (HIDDEN_TOOL, "viewer", "denied"),
+        (READ_ONLY_TOOL, "operator", "allowed"),
+        (HIDDEN_TOOL, "operator", "allowed"),
+    ] {
+        let record = (tool.to_owned(), role.to_owned(), verdict.to_owned());
+        assert!(audited.contains(&record), "{record:?} not in {audited:?}");
+    }
+    assert_eq!(audited.len(), 4, "one record per call: {audited:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// rmcp's client
+
+type RmcpClient = RunningService<RoleClient, ()>;
+
+async fn rmcp_session(client: RmcpClient) -> Seen {
+    let listed = client.list_all_tools().await.expect("lists");
+    let listed = listed.iter().map(|t| t.name.to_string()).collect();
+    let read_only_call = rmcp_call(&client, READ_ONLY_TOOL).await;
+    let hidden_call = rmcp_call(&client, HIDDEN_TOOL).await;
+    let _ = client.cancel().await;
+    Seen {
+        listed,
+        read_only_call,
+        hidden_call,
+    }
+}
+
+async fn rmcp_call(client: &RmcpClient, tool: &str) -> Result<String, (i64, Value)> {
+    let arguments = json!({"name": "web-1"}).as_object().cloned();
+    let mut request = CallToolRequestParams::new(tool.to_owned());
+    request.arguments = arguments;
+    match client.call_tool(request).await {
+        Ok(result) => {
+            let result = serde_json::to_value(result).expect("serializes");
+            assert_ne!(result["isError"], true, "{result}");
+            Ok(result["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned())
+        }
+        Err(ServiceError::McpError(error)) => {
+            Err((i64::from(error.code.0), error.data.unwrap_or_default()))
+        }
+        Err(other) => panic!("{tool}: {other}"),
+    }
+}
+
+async fn rmcp_stdio(role: &str, scratch: &Scratch) -> Seen {
+    let mut command = tokio::process::Command::new(example());
+    command.args(["--role", role]).args(scratch.args());
+    let transport = TokioChildProcess::new(command).expect("spawns the example");
+    rmcp_session(().serve(transport).await.expect("connects")).await
+}
+
+async fn rmcp_http(url: &str, token: Option<&str>) -> RmcpClient {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
+    ().serve(transport).await.expect("connects")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rmcp_client_over_stdio() {
+    let scratch = Scratch::new("rmcp_stdio");
+    let viewer = rmcp_stdio("viewer", &scratch).await;
+    let operator = rmcp_stdio("operator", &scratch).await;
+    check_viewer_and_operator(&viewer, &operator, &scratch);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rmcp_client_over_http() {
+    let scratch = Scratch::new("rmcp_http");
+    let server = HttpExample::start(&scratch, Tokens::Flags);
+    let viewer = rmcp_session(rmcp_http(&server.url, Some(VIEWER_TOKEN)).await).await;
+    let operator = rmcp_session(rmcp_http(&server.url, Some(OPERATOR_TOKEN)).await).await;
+    check_viewer_and_operator(&viewer, &operator, &scratch);
+
+    // No token, or one not in the table: no role, no tool, every call refused and audited.
+    for token in [None, Some("guessed-token")] {
+        let nobody = rmcp_session(rmcp_http(&server.url, token).await).await;
+        assert!(nobody.listed.is_empty(), "{token:?}: {:?}", nobody.listed);
+        for call in [&nobody.read_only_call, &nobody.hidden_call] {
+            let (code, _) = call.as_ref().expect_err("refused");
+            assert_eq!(*code, REFUSED_CODE);
+        }
+    }
+    let audited = scratch.audited();
+    let denied_without_role = audited
+        .iter()
+        .filter(|(_, role, verdict)| role == "(none)" && verdict == "denied")
+        .count();
+    assert_eq!(denied_without_role, 4, "{audited:?}");
+    assert_eq!(scratch.ran().len(), 3, "no call without a role ran");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The official TypeScript SDK client
+
+/// The TypeScript client's operations: list, call the read-only tool, call the hidden one.
+fn ts_ops() -> Value {
+    json!([
+        {"op": "list"},
+        {"op": "call", "name": READ_ONLY_TOOL, "arguments": {"name": "web-1"}},
+        {"op": "call", "name": HIDDEN_TOOL, "arguments": {"name": "web-1"}},
+    ])
+}
+
+/// What the TypeScript client printed for [`ts_ops`], and the raw list result.
+fn ts_seen(servers: &support::Servers, target: TsTarget<'_>) -> (Seen, Value) {
+    let output = servers
+        .ts_client(&ts_ops(), target)
+        .output()
+        .expect("runs node");
+    let lines = support::ts_client_lines(&output).expect("the TypeScript client ran");
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[0]["op"], "connect", "{lines:?}");
+    let list = lines[1]["result"].clone();
+    let listed = list["tools"]
+        .as_array()
+        .expect("a tool list")
+        .iter()
+        .map(|t| t["name"].as_str().expect("a name").to_owned())
+        .collect();
+    let call = |line: &Value| match line.get("error") {
+        Some(error) => Err((error["code"].as_i64().unwrap_or(0), error["data"].clone())),
+        None => {
+            assert_ne!(line["result"]["isError"], true, "{line}");
+            let text = line["result"]["content"][0]["text"].as_str();
+            Ok(text.unwrap_or_default().to_owned())
+        }
+    };
+    let seen = Seen {
+        listed,
+        read_only_call: call(&lines[2]),
+        hidden_call: call(&lines[3]),
+    };
+    (seen, list)
+}
+
+/// The filtered list's `cacheScope: "private"`, as far as the TypeScript SDK passes it on.
+fn check_cache_scope(viewer_list: &Value) {
+    assert_eq!(
+        viewer_list["cacheScope"], "private",
+        "the SDK's list result: {viewer_list}"
+    );
+}
+
+#[test]
+fn typescript_client_over_stdio() {
+    let servers = require_servers!("typescript_client_over_stdio");
+    let scratch = Scratch::new("ts_stdio");
+    let program = example();
+    let run = |role: &str| {
+        let mut args = vec!["--role".to_owned(), role.to_owned()];
+        args.extend(scratch.args());
+        ts_seen(
+            &servers,
+            TsTarget::Stdio {
+                program,
+                args: &args,
+            },
+        )
+    };
+    let (viewer, viewer_list) = run("viewer");
+    let (operator, _) = run("operator");
+    check_viewer_and_operator(&viewer, &operator, &scratch);
+    check_cache_scope(&viewer_list);
+}
+
+#[test]
+fn typescript_client_over_http() {
+    let servers = require_servers!("typescript_client_over_http");
+    let scratch = Scratch::new("ts_http");
+    let server = HttpExample::start(&scratch, Tokens::Env);
+    let run = |token| {
+        let target = TsTarget::Http {
+            url: &server.url,
+            token,
+        };
+        ts_seen(&servers, target)
+    };
+    let (viewer, viewer_list) = run(Some(VIEWER_TOKEN));
+    let (operator, _) = run(Some(OPERATOR_TOKEN));
+    check_viewer_and_operator(&viewer, &operator, &scratch);
+    check_cache_scope(&viewer_list);
+
+    for token in [None, Some("guessed-token")] {
+        let (nobody, _) = run(token);
+        assert!(nobody.listed.is_empty(), "{token:?}: {:?}", nobody.listed);
+        for call in [&nobody.read_only_call, &nobody.hidden_call] {
+            let (code, _) = call.as_ref().expect_err("refused");
+            assert_eq!(*code, REFUSED_CODE);
+        }
+    }
+    assert_eq!(scratch.ran().len(), 3, "no call without a role ran");
+    assert_eq!(scratch.audited().len(), 8, "every call is audited");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The command line
+
+#[test]
+fn bad_flags_exit_2_with_a_message() {
+    for args in [
+        &[][..],
+        &["--bogus"],
+        &["--role"],
+        &["--role", "admin"],
+        &["--role", "viewer", "--http", "127.0.0.1:0"],
+        &["--http", "not-an-address"],
+        &["--http", "127.0.0.1:0", "--token", "no-equals-sign"],
+        &["--http", "127.0.0.1:0", "--token", "t=nosuchrole"],
+        &["--role", "viewer", "--role", "operator"],
+        &["--role", "viewer", "--token", "t=viewer"],
+        &["--manifests", "--role", "viewer"],
+    ] {
+        let output = Command::new(example())
+            .args(args)
+            .env_remove("RMCP_SERVER_TOKENS")
+            .stdin(Stdio::null())
+            .output()
+            .expect("runs the example");
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("usage: rmcp_server"), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "{args:?}");
+    }
+    // A bad table entry in the environment is refused too, without echoing it.
+    let output = Command::new(example())
+        .args(["--http", "127.0.0.1:0"])
+        .env(
+            "RMCP_SERVER_TOKENS",
+            "viewer-token=viewer,secret-without-role",
+        )
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs the example");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("RMCP_SERVER_TOKENS"), "{stderr}");
+    assert!(!stderr.contains("secret-without-role"), "{stderr}");
+}
+
+#[test]
+fn stdio_ignores_the_token_table_of_the_environment() {
+    let scratch = Scratch::new("stdio_env");
+    let output = Command::new(example())
+        .args(["--role", "viewer"])
+        .args(scratch.args())
+        .env("RMCP_SERVER_TOKENS", "not a table")
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs the example");
+    // stdin is closed at once: the server starts, sees the end of its input and stops.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("serving stdio as role viewer"), "{stderr}");
+    assert!(
+        output.stdout.is_empty(),
+        "stdout is the MCP channel: {output:?}"
+    );
+}
