@@ -40,6 +40,8 @@ const HIDDEN_TOOL: &str = "restart_pod";
 /// The bearer-token table the HTTP tests give the example.
 const OPERATOR_TOKEN: &str = "op-test-token";
 const VIEWER_TOKEN: &str = "view-test-token";
+/// A role with every tool by ceiling, but without the scope `k8s:write` (over `--token` only).
+const ONCALL_TOKEN: &str = "oncall-test-token";
 /// How long the example may take to say it listens.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -169,7 +171,14 @@ impl HttpExample {
             .args(["--http", "127.0.0.1:0"])
             .env_remove("RMCP_SERVER_TOKENS");
         match tokens {
-            Tokens::Flags => command.args(["--token", &operator, "--token", &viewer]),
+            Tokens::Flags => command.args([
+                "--token",
+                &operator,
+                "--token",
+                &viewer,
+                "--token",
+                &format!("{ONCALL_TOKEN}=oncall"),
+            ]),
             Tokens::Env => command.env("RMCP_SERVER_TOKENS", format!(" {operator}, {viewer} ")),
         };
         let mut child = command
@@ -383,6 +392,51 @@ async fn rmcp_client_over_http() {
         .count();
     assert_eq!(denied_without_role, 4, "{audited:?}");
     assert_eq!(scratch.ran().len(), 3, "no call without a role ran");
+}
+
+/// The scopes an rmcp tool declares with `#[capability(scopes = ..)]` are published in its
+/// `_meta` and enforced: a role without `k8s:write` does not see the tools that need it, and a
+/// call of one is refused with the MCP step-up challenge naming every missing scope.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_scope_is_refused_with_the_step_up_challenge() {
+    let scratch = Scratch::new("rmcp_scope");
+    let server = HttpExample::start(&scratch, Tokens::Flags);
+    let client = rmcp_http(&server.url, Some(ONCALL_TOKEN)).await;
+    let listed: BTreeSet<String> = client
+        .list_all_tools()
+        .await
+        .expect("lists")
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    let expected: BTreeSet<String> = ["get_pod_status", "list_deployments", "query_metrics"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(listed, expected, "the tools needing `k8s:write` are hidden");
+    let (code, data) = rmcp_call(&client, HIDDEN_TOOL)
+        .await
+        .expect_err("refused for a missing scope");
+    assert_eq!(code, REFUSED_CODE);
+    assert_eq!(data["error"], "insufficient_scope", "{data}");
+    assert_eq!(data["missingScopes"], json!(["k8s:write"]), "{data}");
+    assert!(
+        data["wwwAuthenticate"]
+            .as_str()
+            .is_some_and(|h| h.contains("insufficient_scope") && h.contains("k8s:write")),
+        "{data}"
+    );
+    let _ = client.cancel().await;
+    assert!(scratch.ran().is_empty(), "the refused call never ran");
+    let audited = scratch.audited();
+    assert!(
+        audited
+            .iter()
+            .any(|(tool, role, verdict)| tool == HIDDEN_TOOL
+                && role == "oncall"
+                && verdict == "denied"),
+        "{audited:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,6 +15,13 @@ struct PodRef {
 
 struct OpsServer;
 
+/// A `meta` of the author's own, which the manifest's is added to.
+fn team_meta() -> rmcp::model::MetaObject {
+    let mut meta = rmcp::model::MetaObject::new();
+    meta.0.insert("team".to_owned(), "sre".into());
+    meta
+}
+
 #[tool_capabilities]
 #[tool_router]
 impl OpsServer {
@@ -57,7 +64,7 @@ impl OpsServer {
 
     /// rmcp drops this doc comment, because another attribute follows it; so does the manifest.
     #[allow(clippy::unused_self)]
-    #[tool(annotations(read_only_hint = true))]
+    #[tool(annotations(read_only_hint = true), meta = team_meta())]
     fn version(&self) -> String {
         "1".to_owned()
     }
@@ -133,6 +140,50 @@ fn every_listed_tool_has_a_manifest_that_agrees_with_rmcp() {
             tool.name
         );
     }
+}
+
+#[test]
+fn listed_tools_carry_the_manifests_scopes_and_hash_in_meta() {
+    use capability::mcp::export::{MANIFEST_META_KEY, manifest_meta};
+    use capability::mcp::{McpManifest, Server};
+
+    let registry = Registry::from_inventory().expect("the inventory is consistent");
+    let mut listed = OpsServer::tool_router().list_all();
+    listed.extend(OpsServer::other_router().list_all());
+    for tool in &listed {
+        let manifest = registry.tool(&tool.name).expect("a manifest");
+        let meta = tool
+            .meta
+            .as_ref()
+            .unwrap_or_else(|| panic!("`{}` is listed without `_meta`", tool.name));
+        assert_eq!(
+            meta.0.get(MANIFEST_META_KEY),
+            Some(&manifest_meta(manifest)),
+            "`_meta` of `{}`",
+            tool.name
+        );
+    }
+    let version = listed.iter().find(|t| t.name == "version").expect("listed");
+    let meta = version.meta.as_ref().expect("meta");
+    assert_eq!(
+        meta.0.get("team"),
+        Some(&serde_json::json!("sre")),
+        "the author's meta stays"
+    );
+
+    // Read back from the wire, even from an untrusted server: the scopes a tool requires.
+    let restart = listed
+        .iter()
+        .find(|t| t.name == "restart_pod")
+        .expect("listed");
+    let json = serde_json::to_value(restart).expect("a tool serializes");
+    assert_eq!(
+        json["_meta"][MANIFEST_META_KEY]["scopes"],
+        serde_json::json!(["k8s:write"])
+    );
+    let imported =
+        CapabilityManifest::from_mcp_tool(&json, &Server::untrusted("ops")).expect("imports");
+    assert_eq!(imported.required_scopes(), ["k8s:write".to_owned()]);
 }
 
 #[test]

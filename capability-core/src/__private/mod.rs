@@ -5,12 +5,14 @@
 //! writes by hand should name it.
 
 mod derived;
+mod meta;
 
 pub use crate::agent::{
     AdvisorBinding, AdvisorBound, AdvisorTool, OperatorBound, OperatorTool, bind_advisor_tool,
     bind_tool,
 };
 pub use derived::{AgentEntry, StaticAgent, StaticTool, ToolData, ToolEntry};
+pub use meta::tool_meta;
 
 // The public names generated code uses, reached through this module so that a user's own item
 // called `Capability` or `Agent` can never capture what the macros mean.

@@ -12,10 +12,12 @@ pub(crate) mod data;
 mod error;
 mod form;
 pub(crate) mod hints;
+mod meta;
 
 pub use builder::ManifestBuilder;
 pub use error::{FieldProblem, ManifestError};
 pub use hints::{Hint, HintKind, HintSet, HintSource};
+pub use meta::{MANIFEST_META_KEY, manifest_meta};
 
 use data::ManifestData;
 use hints::Stated;

@@ -18,31 +18,13 @@ pub fn tools(
     errors: &mut Errors,
 ) -> TokenStream {
     let krate = facade(args.krate.as_ref());
-    let module = match (&args.module, self_ident) {
-        (Some(module), _) => module.clone(),
-        (None, Some(ty)) => {
-            let text = ty.to_string();
-            let text = text.strip_prefix("r#").unwrap_or(&text);
-            format_ident!(
-                "{}_tools",
-                capability_rules::snake_case(text),
-                span = ty.span()
-            )
-        }
-        (None, None) => format_ident!("tools"),
-    };
+    let module = module_ident(args, self_ident);
     let mut seen: Vec<String> = Vec::new();
     let mut items = Vec::new();
     for method in methods {
-        let name = method
-            .name
-            .as_ref()
-            .map_or_else(|| method.ident.to_string(), syn::LitStr::value);
+        let name = tool_name(method);
         let type_name = camel_case(&name);
-        let Some(ident) = syn::parse_str::<syn::Ident>(&type_name)
-            .ok()
-            .map(|i| syn::Ident::new(&i.to_string(), method.ident.span()))
-        else {
+        let Some(ident) = type_ident(method) else {
             errors.push(syn::Error::new(
                 name_span(method),
                 format!("the tool name `{name}` gives no Rust type name; set `name = \"..\"`"),
@@ -69,6 +51,59 @@ pub fn tools(
             #(#items)*
         }
     }
+}
+
+/// The module of the generated types: `module = ..`, else `<snake self type>_tools`.
+fn module_ident(args: &RouterArgs, self_ident: Option<&syn::Ident>) -> syn::Ident {
+    match (&args.module, self_ident) {
+        (Some(module), _) => module.clone(),
+        (None, Some(ty)) => {
+            let text = ty.to_string();
+            let text = text.strip_prefix("r#").unwrap_or(&text);
+            format_ident!(
+                "{}_tools",
+                capability_rules::snake_case(text),
+                span = ty.span()
+            )
+        }
+        (None, None) => format_ident!("tools"),
+    }
+}
+
+/// The tool's name as rmcp publishes it: `name = ".."`, else the method's.
+fn tool_name(method: &Method) -> String {
+    method
+        .name
+        .as_ref()
+        .map_or_else(|| method.ident.to_string(), syn::LitStr::value)
+}
+
+/// The generated type of a tool, `None` when its name gives no Rust identifier.
+fn type_ident(method: &Method) -> Option<syn::Ident> {
+    syn::parse_str::<syn::Ident>(&camel_case(&tool_name(method)))
+        .ok()
+        .map(|i| syn::Ident::new(&i.to_string(), method.ident.span()))
+}
+
+/// The `meta` of a tool's `#[tool(...)]`: the author's `meta` (if any) with the manifest's
+/// scopes and descriptor hash added under `dev.capability/manifest`, so the tools rmcp lists
+/// carry them. `None` when the tool gets no type (its error is reported by [`tools`]).
+pub fn meta_expr(
+    args: &RouterArgs,
+    self_ident: Option<&syn::Ident>,
+    method: &Method,
+    existing: Option<TokenStream>,
+) -> Option<TokenStream> {
+    let krate = facade(args.krate.as_ref());
+    let module = module_ident(args, self_ident);
+    let ty = type_ident(method)?;
+    let existing = match existing {
+        Some(value) => quote!(#krate::__private::Option::Some(#value)),
+        None => quote!(#krate::__private::Option::None),
+    };
+    Some(quote_spanned! {method.ident.span()=>
+        #krate::__private::tool_meta::<#module::#ty, _>(#existing)
+    })
 }
 
 fn tool(

@@ -39,7 +39,10 @@ pub fn tool_capabilities(args: TokenStream, item: TokenStream) -> TokenStream {
     });
     errors.ok(syn::parse::Parser::parse2(parser, args));
     errors.append(found);
-    let Some(block) = parse::impl_block(item.clone(), &mut errors) else {
+    let meta_for = |self_ident: Option<&proc_macro2::Ident>, method: &parse::Method, existing| {
+        expand::meta_expr(&router_args, self_ident, method, existing)
+    };
+    let Some(block) = parse::impl_block(item.clone(), &mut errors, &meta_for) else {
         let mut out = syn::Error::new(
             Span::call_site(),
             "`#[tool_capabilities]` goes on an rmcp `#[tool_router]` impl block, above \

@@ -44,8 +44,18 @@ pub struct ImplBlock {
     pub methods: Vec<Method>,
 }
 
+/// What gives each tool method's `#[tool(...)]` its `meta`: from the self type's last
+/// identifier, the method and the `meta` the author wrote (if any), the expression rmcp
+/// publishes as the tool's `_meta`; `None` leaves the attribute as written.
+pub type MetaFor<'a> =
+    dyn Fn(Option<&Ident>, &Method, Option<TokenStream>) -> Option<TokenStream> + 'a;
+
 /// Splits the item; problems go to `errors`. `None` when it is not an impl block.
-pub fn impl_block(item: TokenStream, errors: &mut Errors) -> Option<ImplBlock> {
+pub fn impl_block(
+    item: TokenStream,
+    errors: &mut Errors,
+    meta_for: &MetaFor<'_>,
+) -> Option<ImplBlock> {
     let mut head: Vec<TokenTree> = item.into_iter().collect();
     let body = match head.pop() {
         Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => g,
@@ -72,7 +82,8 @@ pub fn impl_block(item: TokenStream, errors: &mut Errors) -> Option<ImplBlock> {
         return None;
     }
     let mut methods = Vec::new();
-    let body_tokens = items(body.stream(), &mut methods, errors);
+    let meta_for = |method: &Method, existing| meta_for(self_ident.as_ref(), method, existing);
+    let body_tokens = items(body.stream(), &mut methods, errors, &meta_for);
     let mut group = Group::new(Delimiter::Brace, body_tokens);
     group.set_span(body.span());
     let mut output: TokenStream = head.into_iter().collect();
@@ -85,7 +96,12 @@ pub fn impl_block(item: TokenStream, errors: &mut Errors) -> Option<ImplBlock> {
 }
 
 /// Walks the items of the body: attributes, then tokens up to a `;` or (for a `fn`) its body.
-fn items(body: TokenStream, methods: &mut Vec<Method>, errors: &mut Errors) -> TokenStream {
+fn items(
+    body: TokenStream,
+    methods: &mut Vec<Method>,
+    errors: &mut Errors,
+    meta_for: &dyn Fn(&Method, Option<TokenStream>) -> Option<TokenStream>,
+) -> TokenStream {
     let mut out = TokenStream::new();
     let mut tokens = body.into_iter().peekable();
     while tokens.peek().is_some() {
@@ -136,9 +152,15 @@ fn items(body: TokenStream, methods: &mut Vec<Method>, errors: &mut Errors) -> T
             .filter(|a| a.path().is_ident("capability"))
             .collect();
         let tool = parsed.iter().copied().find(|a| is_tool_attr(a));
+        // The `#[tool(...)]` to emit, with the manifest's `meta`.
+        let mut tool_output: Option<(*const Attribute, TokenStream)> = None;
         match (is_fn, tool) {
             (true, Some(tool)) => {
                 if let Some(method) = method(&rest, tool, &parsed, &capability, errors) {
+                    if let Some(rewritten) = with_meta(tool, |existing| meta_for(&method, existing))
+                    {
+                        tool_output = Some((std::ptr::from_ref(tool), rewritten));
+                    }
                     methods.push(method);
                 }
             }
@@ -152,14 +174,86 @@ fn items(body: TokenStream, methods: &mut Vec<Method>, errors: &mut Errors) -> T
                 }
             }
         }
-        for (raw, parsed) in attrs {
-            if !parsed.is_some_and(|a| a.path().is_ident("capability")) {
-                out.extend(raw);
+        for (raw, parsed) in &attrs {
+            if parsed
+                .as_ref()
+                .is_some_and(|a| a.path().is_ident("capability"))
+            {
+                continue;
+            }
+            match (&tool_output, parsed) {
+                (Some((tool, rewritten)), Some(a)) if std::ptr::eq(*tool, a) => {
+                    out.extend(rewritten.clone());
+                }
+                _ => out.extend(raw.clone()),
             }
         }
         out.extend(rest);
     }
     out
+}
+
+/// `#[tool(...)]` with `meta = <expr>` set: `make(None)` appended when the author gave no
+/// `meta`, `make(Some(value))` in place of the author's value otherwise. `None` when `make`
+/// gives nothing or the attribute is not `#[path]` / `#[path(...)]`.
+fn with_meta(
+    tool: &Attribute,
+    make: impl Fn(Option<TokenStream>) -> Option<TokenStream>,
+) -> Option<TokenStream> {
+    let path = tool.path();
+    let args: Vec<TokenTree> = match &tool.meta {
+        syn::Meta::Path(_) => Vec::new(),
+        syn::Meta::List(list) => list.tokens.clone().into_iter().collect(),
+        syn::Meta::NameValue(_) => return None,
+    };
+    // The top-level `key = value` entries, split at commas.
+    let mut entries: Vec<Vec<TokenTree>> = vec![Vec::new()];
+    for tt in args {
+        match &tt {
+            TokenTree::Punct(p) if p.as_char() == ',' => entries.push(Vec::new()),
+            _ => entries.last_mut()?.push(tt),
+        }
+    }
+    entries.retain(|entry| !entry.is_empty());
+    let is_meta = |entry: &[TokenTree]| {
+        matches!(entry, [TokenTree::Ident(key), TokenTree::Punct(eq), ..]
+            if key == "meta" && eq.as_char() == '=')
+    };
+    let mut rebuilt = TokenStream::new();
+    let mut found = false;
+    for entry in &entries {
+        if !rebuilt.is_empty() {
+            rebuilt.extend(quote::quote!(,));
+        }
+        if is_meta(entry) && !found {
+            found = true;
+            let value: TokenStream = entry[2..].iter().cloned().collect();
+            let expr = make(Some(value))?;
+            let key = entry[0].clone();
+            rebuilt.extend(quote::quote!(#key = #expr));
+        } else {
+            rebuilt.extend(entry.iter().cloned());
+        }
+    }
+    if !found {
+        let expr = make(None)?;
+        if !rebuilt.is_empty() {
+            rebuilt.extend(quote::quote!(,));
+        }
+        rebuilt.extend(quote::quote!(meta = #expr));
+    }
+    let mut group = Group::new(Delimiter::Parenthesis, rebuilt);
+    if let syn::Meta::List(list) = &tool.meta {
+        group.set_span(list.delimiter.span().join());
+    }
+    let pound = &tool.pound_token;
+    let mut inner = quote::quote!(#path);
+    inner.extend([TokenTree::Group(group)]);
+    let mut bracket = Group::new(Delimiter::Bracket, inner);
+    bracket.set_span(tool.bracket_token.span.join());
+    let mut out = quote::quote!(#pound);
+    out.extend([TokenTree::Group(bracket)]);
+    Some(out)
 }
 
 /// rmcp's test: the attribute path's last segment is `tool`.

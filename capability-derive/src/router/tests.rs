@@ -8,7 +8,7 @@ use crate::errors::Errors;
 
 fn methods(item: proc_macro2::TokenStream) -> (Vec<Method>, String, bool) {
     let mut errors = Errors::default();
-    let block = parse::impl_block(item, &mut errors).expect("an impl block");
+    let block = parse::impl_block(item, &mut errors, &|_, _, _| None).expect("an impl block");
     (block.methods, block.output.to_string(), errors.is_empty())
 }
 
