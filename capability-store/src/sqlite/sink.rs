@@ -6,11 +6,19 @@
 //! transaction, while the others wait (and queue the next batch). So one commit, and one
 //! `fsync`, serves many threads, and still no `append` returns before its record is durable.
 //!
+//! A leader that finds fewer records queued than the last commit carried first waits a moment
+//! (at most [`GATHER_MAX`], and never longer than half the last commit took) for the threads
+//! that commit released to queue their next records: without that, the first of them to come
+//! back leads a commit of one record while the others queue behind it, and commits alternate
+//! between one record and the rest, twice the `fsync`s for the same records. A lone thread
+//! never waits (its last commit carried one record).
+//!
 //! A failed commit puts its records back at the head of the queue: they are retried by
 //! [`ready`](AuditSink::ready) and by the next append, unless
 //! [`discard_pending`](AuditSink::discard_pending) drops them.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use capability_audit::{
     AuditError, AuditRecord, AuditSink, Checkpoint, CheckpointSchedule, CheckpointSigner,
@@ -21,6 +29,9 @@ use rusqlite::{Connection, TransactionBehavior};
 
 use super::{Db, records};
 use crate::SinkOptions;
+
+/// The longest a leader waits for more records before it commits (see the module docs).
+const GATHER_MAX: Duration = Duration::from_micros(500);
 
 /// An audit sink writing one writer's chain into a SQLite database (see the module docs).
 /// Made by [`SqliteStore::sink`](super::SqliteStore::sink). It resumes the chain of its writer
@@ -34,6 +45,8 @@ pub struct SqliteSink {
     conn: Mutex<Connection>,
     state: Mutex<State>,
     changed: Condvar,
+    /// Wakes a leader gathering records when one is queued.
+    gathered: Condvar,
     signer: Option<Arc<dyn CheckpointSigner>>,
 }
 
@@ -47,6 +60,11 @@ struct State {
     /// Appended, not yet committed, in seq order.
     queue: Vec<AuditRecord>,
     committing: bool,
+    /// A leader is waiting for more records before it commits.
+    gathering: bool,
+    /// How many records the last commit carried, and how long it took.
+    last_batch: usize,
+    last_commit: Duration,
     /// The last seq of the last batch tried.
     attempted: u64,
     /// Why the last batch failed, until one succeeds.
@@ -113,6 +131,9 @@ impl SqliteSink {
                 committed_prev: prev,
                 queue: Vec::new(),
                 committing: false,
+                gathering: false,
+                last_batch: 0,
+                last_commit: Duration::ZERO,
                 attempted: seq,
                 failure: None,
                 epoch: 0,
@@ -121,6 +142,7 @@ impl SqliteSink {
                 closed: false,
             }),
             changed: Condvar::new(),
+            gathered: Condvar::new(),
             signer,
         })
     }
@@ -149,7 +171,8 @@ impl SqliteSink {
 
     /// Commits every queued record (and a checkpoint, when one is due) in one transaction, as
     /// the leader. Called with no commit under way and a non-empty queue.
-    fn commit<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    fn commit<'a>(&'a self, state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let mut state = self.gather(state);
         let batch = std::mem::take(&mut state.queue);
         let Some(last) = batch.last() else {
             return state;
@@ -168,6 +191,7 @@ impl SqliteSink {
         state.attempted = last_seq;
         drop(state);
 
+        let started = Instant::now();
         let result = {
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
             write(&mut conn, &batch, checkpoint.as_ref())
@@ -177,6 +201,8 @@ impl SqliteSink {
         state.committing = false;
         match result {
             Ok(()) => {
+                state.last_batch = batch.len();
+                state.last_commit = started.elapsed();
                 state.committed_seq = last_seq;
                 state.committed_prev = last_hash;
                 state.failure = None;
@@ -195,6 +221,32 @@ impl SqliteSink {
             }
         }
         self.changed.notify_all();
+        state
+    }
+
+    /// As the leader, before a commit: while fewer records are queued than the last commit
+    /// carried, waits for more, at most [`GATHER_MAX`] and half the last commit's time. Other
+    /// threads see a commit under way meanwhile, so they queue and wait.
+    fn gather<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        if state.queue.len() >= state.last_batch {
+            return state;
+        }
+        let deadline = Instant::now() + GATHER_MAX.min(state.last_commit / 2);
+        state.committing = true;
+        state.gathering = true;
+        while state.queue.len() < state.last_batch {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            state = self
+                .gathered
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        state.gathering = false;
+        state.committing = false;
         state
     }
 
@@ -273,6 +325,9 @@ impl AuditSink for SqliteSink {
         state.seq = record.seq;
         state.prev.clone_from(&record.hash);
         state.queue.push(record.clone());
+        if state.gathering {
+            self.gathered.notify_one();
+        }
         let (seq, epoch) = (record.seq, state.epoch);
         self.committed(state, seq, epoch)?;
         Ok(record)
