@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use capability_core::authz::{Authorize, DenyReason};
 use capability_core::manifest::{CapabilityManifest, ManifestError};
@@ -120,6 +121,30 @@ pub struct ListedTool {
 }
 
 impl ListedTool {
+    /// This tool with the reasons that do not depend on the caller (drift, a duplicate name)
+    /// and `decider`'s decision.
+    fn decided_by(&self, decider: &(impl Authorize + ?Sized)) -> ListedTool {
+        let mut reasons: Vec<WithheldReason> = self
+            .reasons
+            .iter()
+            .filter(|r| !matches!(r, WithheldReason::Policy(_)))
+            .cloned()
+            .collect();
+        reasons.extend(
+            decider
+                .decide(&self.manifest)
+                .into_reasons()
+                .into_iter()
+                .map(WithheldReason::Policy),
+        );
+        ListedTool {
+            manifest: self.manifest.clone(),
+            reasons,
+        }
+    }
+}
+
+impl ListedTool {
     /// Its manifest: claims believed as pinned claims when it matches its pin, otherwise as far
     /// as the server is trusted.
     pub fn manifest(&self) -> &CapabilityManifest {
@@ -172,7 +197,7 @@ impl ListedTool {
 #[derive(Clone, Debug)]
 pub struct Visibility {
     tools: Vec<ListedTool>,
-    review: Option<Review>,
+    review: Option<Arc<Review>>,
 }
 
 impl Visibility {
@@ -250,7 +275,38 @@ impl Visibility {
                 ListedTool { manifest, reasons }
             })
             .collect();
-        Ok(Visibility { tools, review })
+        Ok(Visibility {
+            tools,
+            review: review.map(Arc::new),
+        })
+    }
+
+    /// The same list as another caller sees it: drift and duplicate names stay (they do not
+    /// depend on who asks), the decision is `decider`'s. Equal to [`Visibility::of`] with
+    /// `decider`, without reading the manifests and reviewing the lockfile again, so a server
+    /// can compute the caller-independent part once per tool list.
+    pub fn for_decider(&self, decider: &(impl Authorize + ?Sized)) -> Visibility {
+        let tools = self
+            .tools
+            .iter()
+            .map(|listed| listed.decided_by(decider))
+            .collect();
+        Visibility {
+            tools,
+            review: self.review.clone(),
+        }
+    }
+
+    /// [`for_decider`](Self::for_decider) for the first tool named `name` only.
+    pub(crate) fn tool_for_decider(
+        &self,
+        name: &str,
+        decider: &(impl Authorize + ?Sized),
+    ) -> Option<ListedTool> {
+        self.tools
+            .iter()
+            .find(|listed| listed.manifest.name() == name)
+            .map(|listed| listed.decided_by(decider))
     }
 
     /// Every listed tool, in the server's order.
@@ -280,6 +336,61 @@ impl Visibility {
 
     /// The lockfile's review of the server, when a lockfile is in use.
     pub fn review(&self) -> Option<&Review> {
-        self.review.as_ref()
+        self.review.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use capability_core::authz::{Ceiling, ToolContext};
+    use serde_json::json;
+
+    use super::*;
+
+    /// `for_decider` of a view computed for one caller is what `of` computes for another: the
+    /// same tools, visible or hidden with the same reasons in the same order.
+    #[test]
+    fn for_decider_is_of_with_that_decider() {
+        let tools = vec![
+            json!({"name": "read", "inputSchema": {"type": "object"},
+                   "annotations": {"readOnlyHint": true}}),
+            json!({"name": "read", "inputSchema": {"type": "object"}, "description": "A twin."}),
+            json!({"name": "peek", "inputSchema": {"type": "object"},
+                   "annotations": {"readOnlyHint": true}}),
+            json!({"name": "wipe", "inputSchema": {"type": "object"},
+                   "annotations": {"destructiveHint": true}}),
+            json!({"name": "new", "inputSchema": {"type": "object"}}),
+        ];
+        let server = Server::trusted("notes");
+        let mut lock = Lockfile::default();
+        lock.pin(&server, &tools[..4]).expect("pins");
+        let reader = ToolContext::new("reader", "s-1", Ceiling::ReadOnly);
+        let writer = ToolContext::new("writer", "s-2", Ceiling::Unrestricted);
+        for lock in [None, Some(&lock)] {
+            let for_reader = Visibility::of(&server, &tools, lock, &reader).expect("valid");
+            let for_writer = Visibility::of(&server, &tools, lock, &writer).expect("valid");
+            for (from, to, expected) in [
+                (&for_reader, &writer, &for_writer),
+                (&for_writer, &reader, &for_reader),
+            ] {
+                let again = from.for_decider(to);
+                let pairs = |v: &Visibility| -> Vec<(String, Vec<WithheldReason>)> {
+                    v.tools()
+                        .iter()
+                        .map(|t| (t.manifest().name().to_owned(), t.reasons().to_vec()))
+                        .collect()
+                };
+                assert_eq!(pairs(&again), pairs(expected), "lock: {}", lock.is_some());
+                let peek = from.tool_for_decider("peek", to).expect("listed");
+                assert_eq!(peek.reasons(), expected.tools()[2].reasons());
+            }
+            // The two callers do see different things, so the test can tell them apart.
+            assert_ne!(
+                for_reader.visible().count(),
+                for_writer.visible().count(),
+                "lock: {}",
+                lock.is_some()
+            );
+        }
     }
 }

@@ -7,7 +7,7 @@ mod refusal;
 mod resolve;
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ::rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams,
@@ -79,6 +79,15 @@ pub struct GovernedServer<H> {
     dispatch: Arc<AuditedDispatch>,
     lock: Option<Arc<Lockfile>>,
     resource_metadata: Option<String>,
+    /// The last tool list of the inner handler and what anyone may see of it before the
+    /// decision (drift, duplicate names): read again only when the list changes.
+    view: Arc<Mutex<Option<View>>>,
+}
+
+/// A tool list and its caller-independent visibility.
+struct View {
+    tools: Vec<Tool>,
+    seen: Arc<Visibility>,
 }
 
 impl<H: Clone> Clone for GovernedServer<H> {
@@ -91,6 +100,7 @@ impl<H: Clone> Clone for GovernedServer<H> {
             dispatch: Arc::clone(&self.dispatch),
             lock: self.lock.clone(),
             resource_metadata: self.resource_metadata.clone(),
+            view: Arc::clone(&self.view),
         }
     }
 }
@@ -130,6 +140,7 @@ impl<H: ServerHandler> GovernedServer<H> {
             dispatch,
             lock: None,
             resource_metadata: None,
+            view: Arc::default(),
         }
     }
 
@@ -137,6 +148,7 @@ impl<H: ServerHandler> GovernedServer<H> {
     /// is hidden from everyone.
     pub fn with_lockfile(mut self, lock: Arc<Lockfile>) -> Self {
         self.lock = Some(lock);
+        self.view = Arc::default();
         self
     }
 
@@ -209,13 +221,19 @@ impl<H: ServerHandler> GovernedServer<H> {
         ))
     }
 
-    /// The inner handler's tools and what `decider` may see of them.
+    /// The inner handler's tools and what anyone may see of them before the decision: read
+    /// from the tools (manifests, the lockfile's review) only when the list differs from the
+    /// last one.
     async fn visibility(
         &self,
         context: &RequestContext<RoleServer>,
-        decider: &ToolContext,
-    ) -> Result<(Vec<Tool>, Visibility), ErrorData> {
+    ) -> Result<(Vec<Tool>, Arc<Visibility>), ErrorData> {
         let tools = self.inner_tools(context).await?;
+        if let Some(view) = lock(&self.view).as_ref()
+            && view.tools == tools
+        {
+            return Ok((tools, Arc::clone(&view.seen)));
+        }
         let invalid = |error: capability_core::manifest::ManifestError| {
             ErrorData::internal_error(format!("the server lists an invalid tool: {error}"), None)
         };
@@ -224,8 +242,14 @@ impl<H: ServerHandler> GovernedServer<H> {
             .map(tool_json)
             .collect::<Result<Vec<_>, _>>()
             .map_err(invalid)?;
-        let seen =
-            Visibility::of(&self.server, &json, self.lock.as_deref(), decider).map_err(invalid)?;
+        let seen = Arc::new(
+            Visibility::of(&self.server, &json, self.lock.as_deref(), &Undecided)
+                .map_err(invalid)?,
+        );
+        *lock(&self.view) = Some(View {
+            tools: tools.clone(),
+            seen: Arc::clone(&seen),
+        });
         Ok((tools, seen))
     }
 
@@ -248,7 +272,8 @@ impl<H: ServerHandler> GovernedServer<H> {
         let visible = match decider {
             None => Vec::new(),
             Some(decider) => {
-                let (tools, seen) = self.visibility(&context, &decider).await?;
+                let (tools, seen) = self.visibility(&context).await?;
+                let seen = seen.for_decider(&decider);
                 tools
                     .into_iter()
                     .zip(seen.tools())
@@ -295,9 +320,9 @@ impl<H: ServerHandler> GovernedServer<H> {
                 outcome,
             ));
         };
-        let (_, seen) = self.visibility(&context, &decider).await?;
-        let listed = seen.tools().iter().find(|t| t.manifest().name() == name);
-        let (manifest, withheld) = match listed {
+        let (_, seen) = self.visibility(&context).await?;
+        let listed = seen.tool_for_decider(&name, &decider);
+        let (manifest, withheld) = match &listed {
             Some(listed) if listed.is_visible() => (listed.manifest().clone(), Vec::new()),
             Some(listed) => (listed.manifest().clone(), listed.reasons().to_vec()),
             None => (self.placeholder(&name)?, vec![WithheldReason::NotListed]),
@@ -374,6 +399,28 @@ impl<H: ServerHandler> GovernedServer<H> {
 /// What the dispatch runs for a call it must refuse: never polled, since its decider denies.
 fn never() -> std::future::Ready<Result<Response, ErrorData>> {
     std::future::ready(Err(ErrorData::internal_error("refused", None)))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The decider of the caller-independent view: allows every tool, so that the view carries
+/// only drift and duplicate names, and each caller's decision is added to it.
+struct Undecided;
+
+impl Authorize for Undecided {
+    fn decide(&self, _tool: &CapabilityManifest) -> Decision {
+        Decision::from_reasons(Vec::new())
+    }
+
+    fn principal(&self) -> &str {
+        ""
+    }
+
+    fn session(&self) -> &str {
+        ""
+    }
 }
 
 /// A caller without a role: every tool is denied.
