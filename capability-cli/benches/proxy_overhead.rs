@@ -9,7 +9,7 @@
 //! tests' support module, included here).
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code, unused_macros, unused_imports)]
+#[allow(unused_macros, unused_imports)]
 mod support;
 
 use std::path::Path;
