@@ -60,7 +60,7 @@ where
             if text.is_empty() {
                 continue;
             }
-            if let Err(error) = serde_json::from_slice::<serde_json::Value>(text) {
+            if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
                 crate::proxy::note(format_args!(
                     "a message from the client is not JSON; answered with a parse error"
                 ));
