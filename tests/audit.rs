@@ -369,6 +369,41 @@ fn a_full_disk_denies_calls_by_default() {
     assert_eq!(dispatch.lost_records(), 4);
 }
 
+/// A trail removed or replaced after the sink opened it would take records no one reads: the
+/// next call is refused before it runs, and so is every one after it.
+#[cfg(unix)]
+#[test]
+fn a_trail_removed_or_replaced_refuses_calls_before_they_run() {
+    let ctx = monitor("s");
+    for what in ["removed", "replaced by another file"] {
+        let path = scratch(&format!("moved-{}.jsonl", what.len()));
+        let sink = Arc::new(JsonlSink::open(&path, FlushPolicy::EveryRecord).expect("opens"));
+        let dispatch = AuditedDispatch::new(sink);
+        let ran = AtomicUsize::new(0);
+        let call = || -> Outcome<u8, String> {
+            dispatch.call(&ctx, CALLER, &list_pods(), &json!({}), || {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok(1)
+            })
+        };
+        assert!(call().is_done());
+        if what == "removed" {
+            std::fs::remove_file(&path).expect("removes the trail");
+        } else {
+            let other = path.with_extension("other");
+            std::fs::write(&other, "").expect("another file");
+            std::fs::rename(&other, &path).expect("replaces the trail");
+        }
+        for _ in 0..2 {
+            let Outcome::AuditFailed(error) = call() else {
+                panic!("{what}: must be refused")
+            };
+            assert!(error.to_string().contains(what), "{error}");
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "{what}: nothing ran after");
+    }
+}
+
 #[test]
 fn an_unwritable_trail_is_a_clear_error() {
     let error = JsonlSink::open("/proc/version", FlushPolicy::EveryRecord)

@@ -285,6 +285,36 @@ impl JsonlSink {
     }
 }
 
+impl JsonlSink {
+    /// Whether the trail's path still names the file this sink writes: a trail removed or
+    /// replaced (moved away, rotated, deleted) since it was opened would take records no one
+    /// will read, so it counts as a trail that cannot be written. Other errors of looking the
+    /// path up (a directory made unreadable) say nothing about the file, and pass.
+    #[cfg(unix)]
+    fn still_named(&self, file: &File) -> Result<(), AuditError> {
+        use std::os::unix::fs::MetadataExt;
+        let gone = |what: &str| AuditError::Io {
+            path: self.path.display().to_string(),
+            message: format!(
+                "the file was {what} since this sink opened it; records written now would be \
+                 lost (restart the writer to open the trail again)"
+            ),
+        };
+        match (file.metadata(), std::fs::metadata(&self.path)) {
+            (Ok(open), Ok(named)) if open.dev() != named.dev() || open.ino() != named.ino() => {
+                Err(gone("replaced by another file"))
+            }
+            (_, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(gone("removed")),
+            _ => Ok(()),
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn still_named(&self, _file: &File) -> Result<(), AuditError> {
+        Ok(())
+    }
+}
+
 impl AuditSink for JsonlSink {
     fn append(&self, mut record: AuditRecord) -> Result<AuditRecord, AuditError> {
         let mut state = lock(&self.state);
@@ -322,7 +352,7 @@ impl AuditSink for JsonlSink {
         if state.failed {
             self.write_out(&mut state)
         } else {
-            Ok(())
+            self.still_named(&state.file)
         }
     }
 
