@@ -88,8 +88,8 @@ impl Listening {
         let url = tokio::time::timeout(Duration::from_secs(30), async {
             while let Ok(Some(line)) = lines.next_line().await {
                 eprintln!("{line}");
-                if let Some((_, url)) = line.split_once("listening on ") {
-                    return url.trim().to_owned();
+                if let Some((_, url)) = line.split_once("listening on http://") {
+                    return format!("http://{}", url.trim());
                 }
             }
             panic!("the proxy ended without listening");
@@ -506,4 +506,104 @@ async fn every_http_client_is_told_when_the_server_tools_change() {
         let _ = client.cancel().await;
     }
     assert!(proxy.stop().await.success());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_server_crashing_ends_the_http_proxy_with_an_error_after_the_trail() {
+    let servers =
+        require_servers!("the_server_crashing_ends_the_http_proxy_with_an_error_after_the_trail");
+    let dir = scratch("http_crash", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let mut proxy = Listening::start_as(
+        &dir,
+        &trail,
+        "drift",
+        &["--trust", "trusted"],
+        &servers.drift(),
+    )
+    .await;
+    let viewer = http_client(&proxy.url, Some(VIEW_TOKEN)).await;
+    assert_eq!(
+        call(&viewer, "stable", json!({}))
+            .await
+            .ok()
+            .map(|s| s.contains("stable")),
+        Some(true)
+    );
+    let crashed = call(&viewer, "crash", json!({}))
+        .await
+        .expect_err("the server died instead of answering");
+    assert_ne!(crashed.code.0, REFUSED_CODE, "{crashed:?}");
+    assert!(crashed.message.contains("exit status: 3"), "{crashed:?}");
+    let status = tokio::time::timeout(Duration::from_secs(15), proxy.child.wait())
+        .await
+        .expect("the proxy exits once the server is gone")
+        .expect("status");
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    assert_eq!(
+        summary(&trail),
+        [
+            triple("viewer", "stable", "allowed"),
+            triple("viewer", "crash", "allowed"),
+        ]
+    );
+    verifies(&trail);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn listening_beyond_loopback_is_allowed_with_a_warning() {
+    let servers = require_servers!("listening_beyond_loopback_is_allowed_with_a_warning");
+    let dir = scratch("http_any", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let mut command = tokio::process::Command::new(BIN);
+    command
+        .arg("proxy")
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .args([
+            "--server",
+            "drift",
+            "--trust",
+            "trusted",
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .arg("--audit")
+        .arg(&trail)
+        .arg("--")
+        .arg(&servers.drift().program)
+        .args(&servers.drift().args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("spawn the proxy");
+    let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+    let mut seen = Vec::new();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            seen.push(line.clone());
+            if let Some((_, url)) = line.split_once("listening on http://") {
+                return format!("http://{}", url.trim());
+            }
+        }
+        panic!("the proxy ended without listening: {seen:?}");
+    })
+    .await
+    .expect("listens");
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("warning") && l.contains("not a loopback")),
+        "{seen:?}"
+    );
+    // Reachable through the loopback address, whatever Host it is called by.
+    let port = url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches("/mcp").parse::<u16>().ok());
+    let port = port.expect("a port in the URL");
+    let viewer = http_client(&format!("http://127.0.0.1:{port}/mcp"), Some(VIEW_TOKEN)).await;
+    assert!(names(&viewer).await.contains(&"stable".to_owned()));
+    let _ = viewer.cancel().await;
+    let _ = child.kill().await;
 }
