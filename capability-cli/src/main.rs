@@ -124,8 +124,8 @@ SHA-256 in the policy's [bearer_tokens] table (`\"sha256:<hex>\" = \"<role>\"`, 
 one not in the table, sees no tool and every call of it is refused. One server is shared by \
 every client, and each is told when its tools change. There is no TLS: an address that is not \
 loopback is served with a warning. With --upstream <url>, the server is a Streamable HTTP \
-endpoint instead of a command; when its connection ends, the proxy exits as when a spawned \
-server exits.
+endpoint instead of a command; once a call cannot reach it, that call gets an error saying so and \
+the proxy exits 1, as when a spawned server exits (let a supervisor restart it).
 
 The client sees only the tools its role may call (an untrusted server's annotations are not \
 believed; with --lock, a tool that drifted from its pin is hidden; duplicate names are hidden). \
@@ -151,7 +151,7 @@ Over Streamable HTTP, with the policy's [bearer_tokens]:
     --listen 127.0.0.1:8931 -- npx -y @modelcontextprotocol/server-memory
 
 Exit codes: 0 the client disconnected, or SIGTERM/SIGINT/SIGHUP (the server was stopped); 1 the \
-server failed to connect, exited or closed its output (or its HTTP connection ended); 2 bad input \
+server failed to connect, exited or closed its output (or a call could not reach --upstream); 2 bad input \
 or usage (nothing is spawned, nothing listens), or a command that cannot be started.";
 
 #[derive(Args, Debug)]
