@@ -912,3 +912,67 @@ fn index_handles_more_scopes_than_one_word() {
         );
     }
 }
+
+// ----- The `[bearer_tokens]` table -----
+
+/// `printf %s "test" | sha256sum`
+const TEST_SHA256: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+fn with_tokens(table: &str) -> String {
+    format!("[roles.viewer]\nceiling = \"read-only\"\nallow = [\"*\"]\n\n[bearer_tokens]\n{table}")
+}
+
+#[test]
+fn bearer_tokens_map_a_token_hash_to_a_role_of_the_policy() {
+    let upper = TEST_SHA256.to_ascii_uppercase();
+    let with = policy(&with_tokens(&format!("\"sha256:{upper}\" = \"viewer\"\n")));
+    let tokens: Vec<(&str, &str)> = with.bearer_tokens().collect();
+    assert_eq!(
+        tokens,
+        [(TEST_SHA256, "viewer")],
+        "the hash is kept in lowercase"
+    );
+    assert_eq!(policy(POLICY_WITHOUT_TOKENS).bearer_tokens().len(), 0);
+}
+
+const POLICY_WITHOUT_TOKENS: &str = "[roles.viewer]\nceiling = \"read-only\"\n";
+
+#[test]
+fn a_bearer_token_of_an_unknown_role_is_refused_where_it_is_written() {
+    let (line, column, message) = error(&with_tokens(&format!(
+        "\"sha256:{TEST_SHA256}\" = \"admin\"\n"
+    )));
+    assert_eq!((line, column), (6, 77), "{message}");
+    assert!(
+        message.contains("`admin`") && message.contains("no such role"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_bearer_token_that_is_not_a_sha256_is_refused() {
+    let short = &TEST_SHA256[..63];
+    let not_hex = format!("z{}", &TEST_SHA256[1..]);
+    for key in [
+        TEST_SHA256.to_owned(),           // no `sha256:`
+        "test".to_owned(),                // a token, not its hash
+        format!("sha256:{short}"),        // 63 digits
+        format!("sha256:{not_hex}"),      // not hex
+        format!("sha512:{TEST_SHA256}"),  // another algorithm
+        format!("sha256:{TEST_SHA256} "), // white space
+    ] {
+        let (line, column, message) = error(&with_tokens(&format!("\"{key}\" = \"viewer\"\n")));
+        assert_eq!((line, column), (6, 1), "{key}: {message}");
+        assert!(message.contains("sha256sum"), "{key}: {message}");
+    }
+}
+
+#[test]
+fn one_token_hash_listed_twice_is_refused() {
+    let upper = TEST_SHA256.to_ascii_uppercase();
+    let text = with_tokens(&format!(
+        "\"sha256:{TEST_SHA256}\" = \"viewer\"\n\"sha256:{upper}\" = \"viewer\"\n"
+    ));
+    let (_, _, message) = error(&text);
+    assert!(message.contains("twice"), "{message}");
+}

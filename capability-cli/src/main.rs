@@ -107,8 +107,8 @@ enum Command {
     #[command(subcommand)]
     Db(DbCommand),
     /// Govern an MCP server for any MCP client: speak MCP to the client on standard input and
-    /// output, spawn the server over stdio, and put the policy, the lockfile and the audit
-    /// trail between them.
+    /// output (or Streamable HTTP), spawn the server over stdio (or reach it over HTTP), and
+    /// put the policy, the lockfile and the audit trail between them.
     #[command(long_about = PROXY_ABOUT, after_help = PROXY_AFTER_HELP)]
     Proxy(ProxyArgs),
 }
@@ -116,6 +116,16 @@ enum Command {
 const PROXY_ABOUT: &str = "Govern an MCP server for any MCP client: speak MCP to the client on \
 standard input and output, spawn the server over stdio, and put the policy, the lockfile and the \
 audit trail between them.
+
+With --listen, the proxy serves Streamable HTTP instead (at http://<address>/mcp), to any number \
+of clients: each request's role comes from its `Authorization: Bearer` token, looked up by its \
+SHA-256 in the policy's [bearer_tokens] table (`\"sha256:<hex>\" = \"<role>\"`, the hex from \
+`printf %s \"$TOKEN\" | sha256sum`); --role is then refused. A request without a token, or with \
+one not in the table, sees no tool and every call of it is refused. One server is shared by \
+every client, and each is told when its tools change. There is no TLS: an address that is not \
+loopback is served with a warning. With --upstream <url>, the server is a Streamable HTTP \
+endpoint instead of a command; once a call cannot reach it, that call gets an error saying so and \
+the proxy exits 1, as when a spawned server exits (let a supervisor restart it).
 
 The client sees only the tools its role may call (an untrusted server's annotations are not \
 believed; with --lock, a tool that drifted from its pin is hidden; duplicate names are hidden). \
@@ -127,8 +137,8 @@ tells the client.
 
 Tools only: resources, prompts and completions are neither advertised nor forwarded.
 
-Standard output is the client's JSON-RPC channel; the proxy's messages, and the server's \
-standard error, go to standard error.";
+Over stdio, standard output is the client's JSON-RPC channel; the proxy's messages, and the \
+server's standard error, go to standard error.";
 
 const PROXY_AFTER_HELP: &str = "Example (the `mcpServers` entry of a client):
   \"command\": \"capability\",
@@ -136,18 +146,31 @@ const PROXY_AFTER_HELP: &str = "Example (the `mcpServers` entry of a client):
            \"--server\", \"memory\", \"--audit\", \"/var/log/capability/memory.jsonl\",
            \"--\", \"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"]
 
+Over Streamable HTTP, with the policy's [bearer_tokens]:
+  capability proxy --policy policy.toml --server memory --audit memory.jsonl \\
+    --listen 127.0.0.1:8931 -- npx -y @modelcontextprotocol/server-memory
+
 Exit codes: 0 the client disconnected, or SIGTERM/SIGINT/SIGHUP (the server was stopped); 1 the \
-server failed to connect, exited or closed its output; 2 bad input or usage (nothing is spawned), \
-or a command that cannot be started.";
+server failed to connect, exited or closed its output (or a call could not reach --upstream); 2 bad input \
+or usage (nothing is spawned, nothing listens), or a command that cannot be started.";
 
 #[derive(Args, Debug)]
 struct ProxyArgs {
     /// The policy file (TOML): its roles decide what the client may list and call.
     #[arg(long, value_name = "FILE")]
     policy: PathBuf,
-    /// The client's role: a role of the policy.
+    /// The client's role: a role of the policy. Required over stdio; refused with --listen.
     #[arg(long)]
-    role: String,
+    role: Option<String>,
+    /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8931; port 0 picks one, printed
+    /// on standard error) instead of standard input and output; roles come from bearer tokens
+    /// through the policy's [bearer_tokens].
+    #[arg(long, value_name = "ADDRESS")]
+    listen: Option<std::net::SocketAddr>,
+    /// The server's Streamable HTTP endpoint (e.g. http://127.0.0.1:3001/mcp), instead of a
+    /// command after `--`.
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
     /// The server's name: the provider of its tools, which selects the policy's patterns and
     /// assertions and the lockfile's pins. The name the server gives itself is never used.
     #[arg(long)]
@@ -173,8 +196,8 @@ struct ProxyArgs {
     /// until the proxy restarts.
     #[arg(long, default_value_t = 100, value_name = "N")]
     max_denials: u32,
-    /// The server: `-- <command> [args]`, spoken to over stdio.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// The server: `-- <command> [args]`, spoken to over stdio (or --upstream).
+    #[arg(last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 }
 
@@ -407,6 +430,8 @@ fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
     let options = Options {
         policy: args.policy,
         role: args.role,
+        listen: args.listen,
+        upstream: args.upstream,
         server: args.server,
         trusted: args.trust == TrustArg::Trusted,
         lock: args.lock,

@@ -74,6 +74,26 @@ fn bad_input_exits_2_before_anything_is_spawned() {
         args
     };
     let command = ["--", "sh", "-c", &spawn];
+    // A policy with a bearer token, and a port that is taken.
+    let tokens = path("tokens.toml");
+    std::fs::write(
+        &tokens,
+        format!(
+            "{POLICY}\n[bearer_tokens]\n\"sha256:{}\" = \"viewer\"\n",
+            "ab".repeat(32)
+        ),
+    )
+    .expect("write");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let busy = taken.local_addr().expect("address").to_string();
+    let no_role = |policy: &str| -> Vec<String> {
+        [
+            "proxy", "--policy", policy, "--server", "fs", "--audit", &trail,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    };
     let nowhere = format!("{}/no/such/dir/trail.jsonl", dir.display());
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
@@ -140,7 +160,88 @@ fn bad_input_exits_2_before_anything_is_spawned() {
             ),
             "sometimes",
         ),
-        (base("viewer", &policy, &trail), "COMMAND"),
+        (base("viewer", &policy, &trail), "no server"),
+        // The HTTP front and the HTTP upstream.
+        (
+            with(
+                no_role(&policy),
+                &[
+                    "--listen",
+                    "127.0.0.1:0",
+                    command[0],
+                    command[1],
+                    command[2],
+                    command[3],
+                ],
+            ),
+            "[bearer_tokens]",
+        ),
+        (
+            with(
+                base("viewer", &tokens, &trail),
+                &[
+                    "--listen",
+                    "127.0.0.1:0",
+                    command[0],
+                    command[1],
+                    command[2],
+                    command[3],
+                ],
+            ),
+            "is not used with `--listen`",
+        ),
+        (
+            with(
+                no_role(&tokens),
+                &[
+                    "--listen",
+                    "nowhere:port",
+                    command[0],
+                    command[1],
+                    command[2],
+                    command[3],
+                ],
+            ),
+            "--listen",
+        ),
+        (
+            with(
+                no_role(&tokens),
+                &[
+                    "--listen", &busy, command[0], command[1], command[2], command[3],
+                ],
+            ),
+            "cannot listen on",
+        ),
+        (with(no_role(&policy), &command), "--role"),
+        (
+            with(
+                base("viewer", &policy, &trail),
+                &[
+                    "--upstream",
+                    "http://127.0.0.1:9/mcp",
+                    command[0],
+                    command[1],
+                    command[2],
+                    command[3],
+                ],
+            ),
+            "not both",
+        ),
+        (
+            with(
+                base("viewer", &policy, &trail),
+                &["--upstream", "ftp://127.0.0.1/mcp"],
+            ),
+            "http:// or https://",
+        ),
+        (
+            with(
+                base("viewer", &policy, &trail),
+                &["--upstream", "not a url"],
+            ),
+            "is not a server's URL",
+        ),
         (
             with(
                 vec![
@@ -196,6 +297,9 @@ fn help_documents_every_flag_and_says_tools_only() {
         "--audit",
         "--max-calls",
         "--max-denials",
+        "--listen",
+        "--upstream",
+        "[bearer_tokens]",
         "<COMMAND>",
     ] {
         assert!(help.contains(flag), "{flag} in:\n{help}");

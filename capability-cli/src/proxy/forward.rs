@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use ::rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    Tool,
 };
-use ::rmcp::service::{NotificationContext, RequestContext};
+use ::rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use ::rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceError};
 use tokio::sync::{mpsc, watch};
 
@@ -32,36 +33,107 @@ impl ToolCache {
     }
 }
 
+/// The clients of an HTTP front, to tell each of them when the server's tools changed: the peer
+/// of every session (protocol 2025-11-25, after its `notifications/initialized`) and every open
+/// `subscriptions/listen` (2026-07-28, where requests are stateless).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Clients(Arc<Mutex<ClientList>>);
+
+#[derive(Debug, Default)]
+struct ClientList {
+    peers: Vec<Peer<RoleServer>>,
+    listening: Vec<(u64, SubscriptionSink)>,
+    next: u64,
+}
+
+impl Clients {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ClientList> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells every client still connected that the tools changed; forgets the others.
+    pub(crate) async fn notify_tool_list_changed(&self) -> usize {
+        let (peers, sinks) = {
+            let mut list = self.lock();
+            list.peers.retain(|peer| !peer.is_transport_closed());
+            let sinks: Vec<_> = list.listening.iter().map(|(_, s)| s.clone()).collect();
+            (list.peers.clone(), sinks)
+        };
+        let mut told = 0;
+        for peer in peers {
+            told += usize::from(peer.notify_tool_list_changed().await.is_ok());
+        }
+        for sink in sinks {
+            told += usize::from(sink.notify_tool_list_changed().await.is_ok());
+        }
+        told
+    }
+}
+
 /// How long a call whose connection to the server broke waits to learn why (the supervising
 /// task reads the server's exit status), so the client's error can say it.
 const WHY_WAIT: Duration = Duration::from_millis(500);
 
-/// Why the server can no longer answer, once it is gone; set by the supervising task.
+/// Why the server can no longer answer, once it is gone; set by the supervising task. And,
+/// for the supervising task, the first call whose connection to the server failed.
 #[derive(Clone, Debug)]
-pub(crate) struct Gone(Arc<watch::Sender<Option<String>>>);
+pub(crate) struct Gone {
+    why: Arc<watch::Sender<Option<String>>>,
+    broken: Arc<watch::Sender<Option<String>>>,
+}
 
 impl Default for Gone {
     fn default() -> Self {
-        Gone(Arc::new(watch::Sender::new(None)))
+        Gone {
+            why: Arc::new(watch::Sender::new(None)),
+            broken: Arc::new(watch::Sender::new(None)),
+        }
     }
+}
+
+/// Keeps the first value sent.
+fn first(sender: &watch::Sender<Option<String>>, value: String) {
+    sender.send_if_modified(|slot| {
+        let first = slot.is_none();
+        slot.get_or_insert(value);
+        first
+    });
+}
+
+/// Waits up to `wait` (forever: `None`) for a value.
+async fn wait_for(
+    sender: &watch::Sender<Option<String>>,
+    wait: Option<Duration>,
+) -> Option<String> {
+    let mut watching = sender.subscribe();
+    let known = watching.wait_for(Option::is_some);
+    let known = match wait {
+        Some(wait) => tokio::time::timeout(wait, known).await.ok()?,
+        None => known.await,
+    };
+    known.ok().and_then(|why| why.clone())
 }
 
 impl Gone {
     pub(crate) fn set(&self, why: String) {
-        self.0.send_if_modified(|gone| {
-            let first = gone.is_none();
-            gone.get_or_insert(why);
-            first
-        });
+        first(&self.why, why);
     }
 
     /// Why, waiting up to [`WHY_WAIT`] for it.
     async fn why(&self) -> Option<String> {
-        let mut watching = self.0.subscribe();
-        let known = tokio::time::timeout(WHY_WAIT, watching.wait_for(Option::is_some)).await;
-        match known {
-            Ok(Ok(why)) => why.clone(),
-            _ => None,
+        wait_for(&self.why, Some(WHY_WAIT)).await
+    }
+
+    /// A call's connection to the server failed.
+    fn broke(&self, error: String) {
+        first(&self.broken, error);
+    }
+
+    /// Resolves with the error of the first call whose connection to the server failed.
+    pub(crate) async fn broken(&self) -> String {
+        match wait_for(&self.broken, None).await {
+            Some(error) => error,
+            None => std::future::pending().await,
         }
     }
 }
@@ -80,10 +152,14 @@ pub(crate) struct Forward {
     pub(crate) tools: ToolCache,
     pub(crate) server: String,
     pub(crate) gone: Gone,
+    /// The clients to tell of changes, behind an HTTP front (over stdio, the one client's
+    /// peer is told directly).
+    pub(crate) clients: Option<Clients>,
 }
 
 impl Forward {
     async fn unavailable(&self, error: &ServiceError) -> ErrorData {
+        self.gone.broke(error.to_string());
         let why = self
             .gone
             .why()
@@ -127,6 +203,38 @@ impl ServerHandler for Forward {
             Err(ServiceError::McpError(error)) => Err(error),
             Err(error) => Err(self.unavailable(&error).await),
         }
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(clients) = &self.clients {
+            clients.lock().peers.push(context.peer);
+        }
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // rmcp keeps of this only what the client asked for.
+        self.clients
+            .as_ref()
+            .map(|_| SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let Some(clients) = &self.clients else {
+            return Ok(());
+        };
+        let key = {
+            let mut list = clients.lock();
+            list.next += 1;
+            let key = list.next;
+            list.listening.push((key, context.sink().clone()));
+            key
+        };
+        context.cancelled().await;
+        clients.lock().listening.retain(|(k, _)| *k != key);
+        Ok(())
     }
 }
 

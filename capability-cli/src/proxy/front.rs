@@ -110,3 +110,72 @@ where
         writer,
     }
 }
+
+/// Standard input and output for the async runtime. When they are pipes or sockets (a server
+/// an MCP client spawns gets one or the other: Node.js, and so Electron, hands its children
+/// sockets), the runtime's reactor drives them like the server's pipes; otherwise (a terminal,
+/// a file) tokio's blocking threads do, whose hand-offs cost tens of microseconds a message.
+pub(crate) fn standard_streams() -> (
+    Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+    Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+) {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let input: Box<dyn tokio::io::AsyncRead + Unpin + Send> =
+            match reactor_stream(std::io::stdin().as_fd()) {
+                Some(Stream::Pipe(file)) => {
+                    match tokio::net::unix::pipe::Receiver::from_file(file) {
+                        Ok(pipe) => Box::new(pipe),
+                        Err(_) => Box::new(tokio::io::stdin()),
+                    }
+                }
+                Some(Stream::Socket(socket)) => Box::new(socket),
+                None => Box::new(tokio::io::stdin()),
+            };
+        let output: Box<dyn tokio::io::AsyncWrite + Unpin + Send> =
+            match reactor_stream(std::io::stdout().as_fd()) {
+                Some(Stream::Pipe(file)) => match tokio::net::unix::pipe::Sender::from_file(file) {
+                    Ok(pipe) => Box::new(pipe),
+                    Err(_) => Box::new(tokio::io::stdout()),
+                },
+                Some(Stream::Socket(socket)) => Box::new(socket),
+                None => Box::new(tokio::io::stdout()),
+            };
+        (input, output)
+    }
+    #[cfg(not(unix))]
+    {
+        (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+    }
+}
+
+/// A standard stream the reactor can drive.
+#[cfg(unix)]
+enum Stream {
+    /// A pipe: made non-blocking by tokio's `pipe::{Receiver, Sender}::from_file`, which checks
+    /// the type and access mode before changing anything.
+    Pipe(std::fs::File),
+    /// A socket, made non-blocking here.
+    Socket(tokio::net::UnixStream),
+}
+
+/// A copy of `fd` as a [`Stream`], or `None` when it is neither a pipe nor a Unix socket (it
+/// is then left as it was, blocking).
+#[cfg(unix)]
+fn reactor_stream(fd: std::os::fd::BorrowedFd<'_>) -> Option<Stream> {
+    use std::os::unix::fs::FileTypeExt;
+    let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
+    let kind = file.metadata().ok()?.file_type();
+    if kind.is_fifo() {
+        return Some(Stream::Pipe(file));
+    }
+    if kind.is_socket() {
+        let socket = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file));
+        socket.set_nonblocking(true).ok()?;
+        return tokio::net::UnixStream::from_std(socket)
+            .ok()
+            .map(Stream::Socket);
+    }
+    None
+}

@@ -9,34 +9,50 @@
 //! reaches the server, and every call, allowed or refused, goes through the audited dispatch
 //! (its per-session budget, and fail-closed: a call whose record cannot be written is refused).
 //!
-//! [`Options::prepare`] reads and checks everything (policy, role, lockfile, audit trail) before
-//! anything is spawned; [`Proxy::run`] spawns the server and serves the client over the
-//! process's standard input and output. Messages go to standard error only.
+//! The client's side is standard input and output (one client, one role: `--role`), or
+//! Streamable HTTP (`--listen`: any number of clients, each request's role from its bearer
+//! token through the policy's `[bearer_tokens]`). The server's side is a command spawned and
+//! spoken to over stdio, or a Streamable HTTP server (`--upstream <url>`); one server is shared
+//! by every client.
+//!
+//! [`Options::prepare`] reads and checks everything (policy, role or tokens, lockfile, the
+//! address to listen on, the upstream URL, audit trail) before anything is spawned;
+//! [`Proxy::run`] connects to the server and serves the clients. Messages go to standard error
+//! only.
 
 mod audit;
+mod backend;
+mod connected;
 mod forward;
 mod front;
+mod http;
 mod run;
 
 use std::ffi::OsString;
 use std::fmt;
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use capability::audit::{AuditSink, Budget};
 use capability::mcp::Lockfile;
+use capability::rmcp::BearerRoles;
 use capability::{CapabilityManifest, Policy, Server};
 
 pub use forward::PROXY_NAME;
-pub use run::RunError;
 
 /// What `capability proxy` was asked to do, before anything is read.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// The policy file (TOML).
     pub policy: PathBuf,
-    /// The client's role: a role of the policy.
-    pub role: String,
+    /// The client's role, a role of the policy: required over stdio, refused with `listen`.
+    pub role: Option<String>,
+    /// Serve Streamable HTTP on this address instead of standard input and output; each
+    /// request's role comes from its bearer token (the policy's `[bearer_tokens]`).
+    pub listen: Option<SocketAddr>,
+    /// The server's Streamable HTTP endpoint, instead of a command.
+    pub upstream: Option<String>,
     /// The server's name: the provider its tools are known by in the policy and the lockfile.
     pub server: String,
     /// Whether the server's annotations are believed.
@@ -47,31 +63,54 @@ pub struct Options {
     pub audit: String,
     /// The budget of the client's session.
     pub budget: Budget,
-    /// The server's command and its arguments.
+    /// The server's command and its arguments (empty with `upstream`).
     pub command: Vec<OsString>,
 }
 
-/// A proxy ready to run: its files read and checked, its audit trail open.
+/// The client's side.
+#[derive(Debug)]
+enum Front {
+    /// Standard input and output, one client of one role.
+    Stdio { role: String },
+    /// Streamable HTTP on a bound socket, roles from bearer tokens.
+    Http {
+        listener: TcpListener,
+        tokens: BearerRoles,
+    },
+}
+
+/// The server's side.
+#[derive(Debug)]
+enum Source {
+    /// A command, spoken to over stdio.
+    Command {
+        program: OsString,
+        args: Vec<OsString>,
+    },
+    /// A Streamable HTTP endpoint.
+    Url(String),
+}
+
+/// A proxy ready to run: its files read and checked, its socket bound, its audit trail open.
 pub struct Proxy {
     policy: Arc<Policy>,
-    role: String,
+    front: Front,
     server: Server,
     lock: Option<Arc<Lockfile>>,
     sink: Arc<dyn AuditSink>,
     audit: String,
     budget: Budget,
-    program: OsString,
-    args: Vec<OsString>,
+    source: Source,
 }
 
 impl fmt::Debug for Proxy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Proxy")
-            .field("role", &self.role)
+            .field("front", &self.front)
             .field("server", &self.server)
             .field("lockfile", &self.lock.is_some())
             .field("audit", &self.audit)
-            .field("program", &self.program)
+            .field("source", &self.source)
             .finish_non_exhaustive()
     }
 }
@@ -93,22 +132,61 @@ impl Options {
     /// audit trail; nothing is spawned.
     pub fn prepare(self) -> Result<Proxy, SetupError> {
         let fail = |message: String| SetupError(message);
-        let Some((program, args)) = self.command.split_first() else {
-            return Err(fail(
-                "no server command: give it after `--`, e.g. `-- npx -y @modelcontextprotocol/server-memory`"
-                    .to_owned(),
-            ));
+        let source = match (self.command.split_first(), self.upstream) {
+            (Some(_), Some(url)) => {
+                return Err(fail(format!(
+                    "give the server either as a command after `--` or as `--upstream {url}`, \
+                     not both"
+                )));
+            }
+            (None, None) => {
+                return Err(fail(
+                    "no server: give its command after `--`, e.g. `-- npx -y \
+                     @modelcontextprotocol/server-memory`, or its URL with `--upstream \
+                     http://127.0.0.1:3001/mcp`"
+                        .to_owned(),
+                ));
+            }
+            (Some((program, args)), None) => Source::Command {
+                program: program.clone(),
+                args: args.to_vec(),
+            },
+            (None, Some(url)) => Source::Url(backend::check_url(&url).map_err(fail)?),
         };
         let policy = Policy::from_toml_file(&self.policy).map_err(|e| fail(e.to_string()))?;
-        if !policy.roles().any(|r| r == self.role) {
-            let roles: Vec<&str> = policy.roles().collect();
-            return Err(fail(format!(
-                "role `{}` is not in the policy {} (it has: {})",
-                self.role,
-                self.policy.display(),
-                roles.join(", ")
-            )));
-        }
+        let front = match (self.listen, self.role) {
+            (Some(_), Some(role)) => {
+                return Err(fail(format!(
+                    "`--role {role}` is not used with `--listen`: each request's role comes \
+                     from its bearer token, through the policy's `[bearer_tokens]`"
+                )));
+            }
+            (Some(address), None) => {
+                let tokens = http::tokens(&policy)
+                    .map_err(|e| fail(format!("{}: {e}", self.policy.display())))?;
+                let listener = TcpListener::bind(address)
+                    .map_err(|e| fail(format!("cannot listen on {address}: {e}")))?;
+                Front::Http { listener, tokens }
+            }
+            (None, None) => {
+                return Err(fail(
+                    "give the client's role with `--role`, or `--listen <address>` to serve \
+                     Streamable HTTP with roles from bearer tokens"
+                        .to_owned(),
+                ));
+            }
+            (None, Some(role)) => {
+                if !policy.roles().any(|r| r == role) {
+                    let roles: Vec<&str> = policy.roles().collect();
+                    return Err(fail(format!(
+                        "role `{role}` is not in the policy {} (it has: {})",
+                        self.policy.display(),
+                        roles.join(", ")
+                    )));
+                }
+                Front::Stdio { role }
+            }
+        };
         if let Err(error) = CapabilityManifest::builder("tool")
             .provider(&self.server)
             .build()
@@ -142,102 +220,63 @@ impl Options {
                 Some(Arc::new(lock))
             }
         };
-        let sink = audit::open(&self.audit, &self.server, &self.role).map_err(fail)?;
+        // The writer of the trail names the role over stdio; over HTTP, each record does.
+        let writer = match &front {
+            Front::Stdio { role } => role.as_str(),
+            Front::Http { .. } => "http",
+        };
+        let sink = audit::open(&self.audit, &self.server, writer).map_err(fail)?;
         Ok(Proxy {
             policy: Arc::new(policy),
-            role: self.role,
+            front,
             server,
             lock,
             sink,
             audit: self.audit,
             budget: self.budget,
-            program: program.clone(),
-            args: args.to_vec(),
+            source,
         })
     }
 }
 
 impl Proxy {
-    /// Spawns the server and serves the client on standard input and output until either side
-    /// goes: `Ok` when the client disconnected (the server is then stopped), an error when the
-    /// server could not be started or went away. The audit trail is closed (flushed) on every
-    /// path.
+    /// Connects to the server (spawning its command) and serves the client on standard input
+    /// and output, or the clients over Streamable HTTP, until either side goes: `Ok` when the
+    /// stdio client disconnected or a signal asked the proxy to stop (the server is then
+    /// stopped), an error when the server could not be started or went away. The audit trail
+    /// is closed (flushed) on every path.
     ///
     /// Call it inside a tokio runtime with the I/O and time drivers enabled.
     pub async fn run(self) -> Result<(), RunError> {
-        let (input, output) = standard_streams();
+        let (input, output) = front::standard_streams();
         run::run(self, input, output).await
     }
 }
 
-/// Standard input and output for the async runtime. When they are pipes or sockets (a server
-/// an MCP client spawns gets one or the other: Node.js, and so Electron, hands its children
-/// sockets), the runtime's reactor drives them like the server's pipes; otherwise (a terminal,
-/// a file) tokio's blocking threads do, whose hand-offs cost tens of microseconds a message.
-fn standard_streams() -> (
-    Box<dyn tokio::io::AsyncRead + Unpin + Send>,
-    Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
-) {
-    #[cfg(unix)]
-    {
-        use std::os::fd::AsFd;
-        let input: Box<dyn tokio::io::AsyncRead + Unpin + Send> =
-            match reactor_stream(std::io::stdin().as_fd()) {
-                Some(Stream::Pipe(file)) => {
-                    match tokio::net::unix::pipe::Receiver::from_file(file) {
-                        Ok(pipe) => Box::new(pipe),
-                        Err(_) => Box::new(tokio::io::stdin()),
-                    }
-                }
-                Some(Stream::Socket(socket)) => Box::new(socket),
-                None => Box::new(tokio::io::stdin()),
-            };
-        let output: Box<dyn tokio::io::AsyncWrite + Unpin + Send> =
-            match reactor_stream(std::io::stdout().as_fd()) {
-                Some(Stream::Pipe(file)) => match tokio::net::unix::pipe::Sender::from_file(file) {
-                    Ok(pipe) => Box::new(pipe),
-                    Err(_) => Box::new(tokio::io::stdout()),
-                },
-                Some(Stream::Socket(socket)) => Box::new(socket),
-                None => Box::new(tokio::io::stdout()),
-            };
-        (input, output)
-    }
-    #[cfg(not(unix))]
-    {
-        (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+/// Why the proxy stopped other than by the client disconnecting.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The server's command could not be started.
+    Spawn(String),
+    /// The server did not connect, or did not list its tools.
+    Connect(String),
+    /// The server exited, or closed its output, while the client was connected.
+    ServerGone(String),
+    /// The client did not complete the MCP handshake.
+    Client(String),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Spawn(m) | RunError::Connect(m) | RunError::ServerGone(m) => f.write_str(m),
+            RunError::Client(m) => write!(f, "the client did not connect: {m}"),
+        }
     }
 }
 
-/// A standard stream the reactor can drive.
-#[cfg(unix)]
-enum Stream {
-    /// A pipe: made non-blocking by tokio's `pipe::{Receiver, Sender}::from_file`, which checks
-    /// the type and access mode before changing anything.
-    Pipe(std::fs::File),
-    /// A socket, made non-blocking here.
-    Socket(tokio::net::UnixStream),
-}
-
-/// A copy of `fd` as a [`Stream`], or `None` when it is neither a pipe nor a Unix socket (it
-/// is then left as it was, blocking).
-#[cfg(unix)]
-fn reactor_stream(fd: std::os::fd::BorrowedFd<'_>) -> Option<Stream> {
-    use std::os::unix::fs::FileTypeExt;
-    let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
-    let kind = file.metadata().ok()?.file_type();
-    if kind.is_fifo() {
-        return Some(Stream::Pipe(file));
-    }
-    if kind.is_socket() {
-        let socket = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file));
-        socket.set_nonblocking(true).ok()?;
-        return tokio::net::UnixStream::from_std(socket)
-            .ok()
-            .map(Stream::Socket);
-    }
-    None
-}
+impl std::error::Error for RunError {}
 
 /// A message on standard error, prefixed with `capability proxy:`.
 pub(crate) fn note(message: fmt::Arguments<'_>) {

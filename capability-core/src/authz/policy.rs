@@ -29,7 +29,10 @@ const WHAT: &str = "policy";
 /// and `k8s/*` needs the provider `k8s`); `deny` patterns cannot be escaped: they ignore ASCII
 /// case, and their provider part also matches a tool without a provider (see
 /// [`Pattern`](super::Pattern)). Role names may not be empty or have white space around them. Operator assertions (`[assertions."provider/tool"]`)
-/// say what a specific tool really does, and win over its code or server.
+/// say what a specific tool really does, and win over its code or server. The optional
+/// `[bearer_tokens]` table gives callers over HTTP a role by the SHA-256 of their bearer token
+/// (`"sha256:<64 hex>" = "<role>"`, so the file holds no secret; see
+/// [`Policy::bearer_tokens`]).
 ///
 /// ```
 /// use capability::{CapabilityManifest, Policy};
@@ -68,6 +71,8 @@ pub struct Policy {
     /// Sorted by name.
     pub(super) roles: Vec<Arc<RoleRules>>,
     pub(super) assertions: Arc<Assertions>,
+    /// The `[bearer_tokens]` table: (SHA-256 hex of a token, role), in hash order.
+    bearer_tokens: Vec<(String, String)>,
 }
 
 impl Policy {
@@ -131,11 +136,46 @@ impl Policy {
             assertions.insert(provider, name, assertion);
         }
         let servers = ServerEntry::from_file(file.servers, &at)?;
+        let mut bearer_tokens = Vec::with_capacity(file.bearer_tokens.len());
+        for (key, role) in file.bearer_tokens {
+            let hex = key
+                .get_ref()
+                .strip_prefix("sha256:")
+                .filter(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+                .ok_or_else(|| {
+                    at(
+                        key.span().start,
+                        format!(
+                            "`{}` is not a token's hash: write `sha256:` and the 64 hex digits \
+                             of the token's SHA-256 (`printf %s \"$TOKEN\" | sha256sum`)",
+                            key.get_ref().escape_debug()
+                        ),
+                    )
+                })?;
+            if roles
+                .binary_search_by(|r| r.name.as_str().cmp(role.get_ref()))
+                .is_err()
+            {
+                return Err(at(
+                    role.span().start,
+                    format!("bearer token of role `{}`: no such role", role.get_ref()),
+                ));
+            }
+            let hex = hex.to_ascii_lowercase();
+            if bearer_tokens.iter().any(|(h, _)| *h == hex) {
+                return Err(at(
+                    key.span().start,
+                    format!("the token sha256:{hex} is listed twice"),
+                ));
+            }
+            bearer_tokens.push((hex, role.into_inner()));
+        }
         Ok(Policy {
             version: file.version,
             servers,
             roles,
             assertions: Arc::new(assertions),
+            bearer_tokens,
         })
     }
 
@@ -149,6 +189,33 @@ impl Policy {
     /// The `version` the policy file declares, if any.
     pub fn version(&self) -> Option<&str> {
         self.version.as_deref()
+    }
+
+    /// The `[bearer_tokens]` table: for each token a caller may present (over Streamable HTTP,
+    /// `Authorization: Bearer <token>`), the SHA-256 of the token in lowercase hex and the role
+    /// it gives. The file holds hashes, never tokens; each role is a role of the policy.
+    ///
+    /// ```
+    /// use capability::Policy;
+    ///
+    /// // printf %s "test" | sha256sum
+    /// let policy = Policy::from_toml_str(r#"
+    ///     [roles.viewer]
+    ///     ceiling = "read-only"
+    ///     allow = ["*"]
+    ///
+    ///     [bearer_tokens]
+    ///     "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" = "viewer"
+    /// "#)?;
+    /// let (hash, role) = policy.bearer_tokens().next().expect("one token");
+    /// assert_eq!(role, "viewer");
+    /// assert!(hash.starts_with("9f86d0"));
+    /// # Ok::<(), capability::authz::PolicyError>(())
+    /// ```
+    pub fn bearer_tokens(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        self.bearer_tokens
+            .iter()
+            .map(|(hash, role)| (hash.as_str(), role.as_str()))
     }
 
     /// The roles, sorted by name.
@@ -251,6 +318,9 @@ struct PolicyFile {
     roles: BTreeMap<Spanned<String>, RoleFile>,
     #[serde(default)]
     assertions: BTreeMap<Spanned<String>, Assertion>,
+    /// `"sha256:<hex>" = "<role>"`: the role a bearer token gives, by the token's hash.
+    #[serde(default)]
+    bearer_tokens: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 #[derive(Deserialize)]

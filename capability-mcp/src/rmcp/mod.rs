@@ -87,6 +87,6 @@ pub use connect::{ListError, connect_client, list_tools};
 pub use convert::{manifest_from_rmcp, to_rmcp_annotations, to_rmcp_tool, tool_json};
 #[cfg(feature = "rmcp-server")]
 pub use server::{
-    BearerRoles, FixedRole, GovernedServer, REFUSED_CODE, RoleResolver, bearer_token, http_parts,
-    www_authenticate,
+    BearerRoles, FixedRole, GovernedServer, REFUSED_CODE, RoleResolver, TokenHashError,
+    bearer_token, http_parts, www_authenticate,
 };

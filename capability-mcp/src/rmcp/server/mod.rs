@@ -30,7 +30,7 @@ use super::convert::tool_json;
 use refusal::Refusal;
 
 pub use refusal::{REFUSED_CODE, www_authenticate};
-pub use resolve::{BearerRoles, FixedRole, RoleResolver, bearer_token, http_parts};
+pub use resolve::{BearerRoles, FixedRole, RoleResolver, TokenHashError, bearer_token, http_parts};
 
 /// The most pages of the inner handler's tool list that are followed.
 const MAX_PAGES: usize = 1000;

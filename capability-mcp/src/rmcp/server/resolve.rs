@@ -103,6 +103,34 @@ impl BearerRoles {
         self
     }
 
+    /// The caller presenting a token whose SHA-256, in hex, is `sha256_hex` has the role
+    /// `role`: the table is built without ever holding the token. Compute the hash with
+    /// `printf %s "$TOKEN" | sha256sum` (no newline after the token). The hex may be upper or
+    /// lower case; anything but 64 hex digits is refused.
+    ///
+    /// ```
+    /// use capability::rmcp::BearerRoles;
+    ///
+    /// // printf %s "test" | sha256sum
+    /// let hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    /// let roles = BearerRoles::new().token_sha256(hash, "viewer")?;
+    /// assert_eq!(roles.role_of("test"), Some("viewer"));
+    /// assert!(BearerRoles::new().token_sha256("test", "viewer").is_err());
+    /// # Ok::<(), capability::rmcp::TokenHashError>(())
+    /// ```
+    pub fn token_sha256(
+        mut self,
+        sha256_hex: &str,
+        role: impl Into<String>,
+    ) -> Result<Self, TokenHashError> {
+        if sha256_hex.len() != 64 || !sha256_hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(TokenHashError(sha256_hex.len()));
+        }
+        self.by_hash
+            .insert(sha256_hex.to_ascii_lowercase(), role.into());
+        Ok(self)
+    }
+
     /// How many tokens the table has.
     pub fn len(&self) -> usize {
         self.by_hash.len()
@@ -125,6 +153,59 @@ impl RoleResolver for BearerRoles {
     }
 }
 
+/// A token's hash given to [`BearerRoles::token_sha256`] that is not 64 hex digits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenHashError(usize);
+
+impl fmt::Display for TokenHashError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a token's SHA-256 is 64 hex digits (`printf %s \"$TOKEN\" | sha256sum`); this one \
+             has {} characters or a character that is not a hex digit",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for TokenHashError {}
+
 fn hash(token: &str) -> String {
     capability_rules::sha256_hex(token.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEST_SHA256: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+    #[test]
+    fn a_token_is_found_through_its_hash_in_either_case() {
+        let roles = BearerRoles::new()
+            .token_sha256(&TEST_SHA256.to_ascii_uppercase(), "viewer")
+            .expect("64 hex digits");
+        assert_eq!(roles.role_of("test"), Some("viewer"));
+        assert_eq!(roles.role_of("Test"), None);
+        assert_eq!(
+            roles.role_of(TEST_SHA256),
+            None,
+            "the hash is not the token"
+        );
+    }
+
+    #[test]
+    fn a_hash_that_is_not_64_hex_digits_is_refused() {
+        for bad in ["", "test", &TEST_SHA256[1..], &format!("{TEST_SHA256}0")] {
+            assert!(
+                BearerRoles::new().token_sha256(bad, "viewer").is_err(),
+                "{bad}"
+            );
+        }
+        let not_hex = format!("g{}", &TEST_SHA256[1..]);
+        let error = BearerRoles::new()
+            .token_sha256(&not_hex, "viewer")
+            .expect_err("not hex");
+        assert!(error.to_string().contains("sha256sum"), "{error}");
+    }
 }

@@ -1,0 +1,207 @@
+//! The server's side of the proxy: a command spawned and spoken to over stdio, or a Streamable
+//! HTTP endpoint (`--upstream <url>`); connected, and its tools listed, before any client is
+//! served.
+
+use std::ffi::OsString;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use ::rmcp::RoleClient;
+use ::rmcp::model::{ProtocolVersion, Tool};
+use ::rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use ::rmcp::transport::StreamableHttpClientTransport;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use capability::rmcp::list_tools;
+
+use super::forward::Upstream;
+use super::{Proxy, RunError, Source};
+
+/// How long the server gets to connect (answer `server/discover` or `initialize`) and list its
+/// tools.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the server gets to exit once its input is closed, before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// How long a server that closed its output gets to exit before it counts as still running.
+const STATUS_WAIT: Duration = Duration::from_millis(300);
+
+/// The connection to the server, running.
+pub(super) type Connection = RunningService<RoleClient, Upstream>;
+
+/// Checks an `--upstream` URL: `http://` or `https://`, with a host.
+pub(super) fn check_url(url: &str) -> Result<String, String> {
+    let bad = |why: &str| {
+        format!("`--upstream {url}` is not a server's URL: {why} (e.g. http://127.0.0.1:3001/mcp)")
+    };
+    let uri: hyper::Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => return Err(bad("it must start with http:// or https://")),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(bad("it names no host"));
+    }
+    Ok(url.to_owned())
+}
+
+/// The server: a child process, or an HTTP endpoint.
+pub(super) enum Backend {
+    Child { child: Child, command: String },
+    Http { url: String },
+}
+
+fn exited(command: &str, status: std::io::Result<ExitStatus>) -> String {
+    match status {
+        Ok(status) => format!("`{command}` exited ({status})"),
+        Err(error) => format!("`{command}` went away (cannot read its exit status: {error})"),
+    }
+}
+
+impl Backend {
+    /// Resolves when a child process exits, saying how; never for an HTTP endpoint (its end is
+    /// the end of the connection).
+    pub(super) async fn exited(&mut self) -> String {
+        match self {
+            Backend::Child { child, command } => exited(command, child.wait().await),
+            Backend::Http { .. } => std::future::pending().await,
+        }
+    }
+
+    /// Why the connection to the server ended: a child's exit status if it comes soon.
+    pub(super) async fn why_closed(&mut self) -> String {
+        match self {
+            Backend::Child { child, command } => {
+                match tokio::time::timeout(STATUS_WAIT, child.wait()).await {
+                    Ok(status) => exited(command, status),
+                    Err(_) => format!("`{command}` closed its standard output"),
+                }
+            }
+            Backend::Http { url } => format!("the connection to {url} ended"),
+        }
+    }
+
+    /// Gives a child [`EXIT_GRACE`] to exit (its input is closed by then), then kills it.
+    pub(super) async fn stop(&mut self) {
+        if let Backend::Child { child, .. } = self
+            && tokio::time::timeout(EXIT_GRACE, child.wait())
+                .await
+                .is_err()
+        {
+            let _ = child.kill().await;
+        }
+    }
+}
+
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+/// Starts the server (spawns its command), connects to it and lists its tools.
+pub(super) async fn connect(
+    proxy: &Proxy,
+    changed: mpsc::UnboundedSender<()>,
+) -> Result<(Backend, Connection, Vec<Tool>), RunError> {
+    let upstream = Upstream { changed };
+    match &proxy.source {
+        Source::Command { program, args } => {
+            let command = program.to_string_lossy().into_owned();
+            let mut child = spawn(program, args)
+                .map_err(|e| RunError::Spawn(format!("cannot start `{command}`: {e}")))?;
+            let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                let _ = child.kill().await;
+                return Err(RunError::Spawn(format!(
+                    "cannot start `{command}`: its standard streams could not be captured"
+                )));
+            };
+            let connecting = async {
+                let connection = upstream
+                    .serve_with_lifecycle((stdout, stdin), lifecycle())
+                    .await
+                    .map_err(|e| format!("`{command}` did not connect: {e}"))?;
+                list(proxy, connection, &command).await
+            };
+            let connected = tokio::select! {
+                connected = tokio::time::timeout(CONNECT_TIMEOUT, connecting) => connected,
+                status = child.wait() => {
+                    return Err(RunError::Connect(format!(
+                        "{} before it connected",
+                        exited(&command, status)
+                    )));
+                }
+            };
+            let mut backend = Backend::Child { child, command };
+            match settle(connected, backend.name()) {
+                Ok((connection, tools)) => Ok((backend, connection, tools)),
+                Err(error) => {
+                    backend.stop().await;
+                    Err(error)
+                }
+            }
+        }
+        Source::Url(url) => {
+            // reqwest's rustls finds its crypto provider here (ring): installed once, before
+            // the first client is built; a provider already installed is kept.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+            let connecting = async {
+                let connection = upstream
+                    .serve_with_lifecycle(transport, lifecycle())
+                    .await
+                    .map_err(|e| format!("{url} did not connect: {e}"))?;
+                list(proxy, connection, url).await
+            };
+            let connected = tokio::time::timeout(CONNECT_TIMEOUT, connecting).await;
+            let (connection, tools) = settle(connected, url)?;
+            Ok((Backend::Http { url: url.clone() }, connection, tools))
+        }
+    }
+}
+
+impl Backend {
+    fn name(&self) -> &str {
+        match self {
+            Backend::Child { command, .. } => command,
+            Backend::Http { url } => url,
+        }
+    }
+}
+
+async fn list(
+    proxy: &Proxy,
+    connection: Connection,
+    name: &str,
+) -> Result<(Connection, Vec<Tool>), String> {
+    let tools = list_tools(connection.peer(), &proxy.server)
+        .await
+        .map_err(|e| format!("`{name}`: {e}"))?;
+    Ok((connection, tools))
+}
+
+fn settle<T>(
+    connected: Result<Result<T, String>, tokio::time::error::Elapsed>,
+    name: &str,
+) -> Result<T, RunError> {
+    match connected {
+        Ok(Ok(connected)) => Ok(connected),
+        Ok(Err(message)) => Err(RunError::Connect(message)),
+        Err(_) => Err(RunError::Connect(format!(
+            "`{name}` did not connect and list its tools within {} s",
+            CONNECT_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+fn spawn(program: &OsString, args: &[OsString]) -> std::io::Result<Child> {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        // The server's log lines go where the proxy's go: standard error.
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+}

@@ -1,0 +1,170 @@
+//! The server, connected: what the stdio front and the HTTP front share (the governed handler,
+//! listing again, the server's end, the signals that stop the proxy).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::rmcp::model::Tool;
+use ::rmcp::service::RunningServiceCancellationToken;
+use ::rmcp::{Peer, RoleClient};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use capability::Server;
+use capability::audit::AuditedDispatch;
+use capability::mcp::{DriftStatus, Lockfile};
+use capability::rmcp::{GovernedServer, RoleResolver, list_tools, tool_json};
+
+use super::backend::Backend;
+use super::forward::{Clients, Forward, Gone, ToolCache};
+use super::{Proxy, RunError, note};
+
+/// How long answers already on their way (errors saying why the server is gone) get to reach
+/// the client once the server is gone; more than a call waits to learn why.
+const DRAIN: Duration = Duration::from_millis(800);
+
+/// The server, connected and listed; what either front needs to serve it.
+pub(super) struct Connected {
+    pub(super) backend: Backend,
+    pub(super) upstream: Peer<RoleClient>,
+    pub(super) upstream_stop: RunningServiceCancellationToken,
+    pub(super) upstream_done: JoinHandle<()>,
+    pub(super) changed: mpsc::UnboundedReceiver<()>,
+    pub(super) cache: ToolCache,
+    pub(super) gone: Gone,
+}
+
+impl Connected {
+    /// Lists the server's tools again after `notifications/tools/list_changed` and reviews
+    /// them against the lockfile; `true` when the clients should be told.
+    pub(super) async fn relist(&self, server: &Server, lock: Option<&Lockfile>) -> bool {
+        match list_tools(&self.upstream, server).await {
+            Ok(tools) => {
+                review(server, lock, &tools);
+                self.cache.set(tools);
+                true
+            }
+            Err(error) => {
+                note(format_args!(
+                    "the server announced new tools, but listing them failed ({error}); the \
+                     clients keep the previous list"
+                ));
+                false
+            }
+        }
+    }
+
+    /// The server is gone: calls in flight get their errors naming why, then the front and
+    /// the server are stopped.
+    pub(super) async fn gone(mut self, why: String, stop_front: impl FnOnce()) -> RunError {
+        self.gone.set(why.clone());
+        tokio::time::sleep(DRAIN).await;
+        stop_front();
+        self.upstream_stop.cancel();
+        self.backend.stop().await;
+        RunError::ServerGone(format!("the MCP server is gone: {why}"))
+    }
+}
+
+/// Resolves when the server is gone, saying why: a child process exited; for an HTTP endpoint,
+/// a call's connection to it failed (rmcp's client does not get a session back from a server
+/// that restarted, so the proxy stops as it does when a command exits).
+pub(super) async fn server_gone(backend: &mut Backend, gone: &Gone) -> String {
+    match backend {
+        Backend::Http { url } => {
+            let error = gone.broken().await;
+            format!("the connection to {url} failed: {error}")
+        }
+        Backend::Child { .. } => backend.exited().await,
+    }
+}
+
+/// The governed front of the proxy, with the resolver of its callers' roles.
+pub(super) fn governed(
+    proxy: &Proxy,
+    connected: &Connected,
+    resolver: impl RoleResolver,
+    clients: Option<Clients>,
+) -> GovernedServer<Forward> {
+    let forward = Forward {
+        upstream: connected.upstream.clone(),
+        tools: connected.cache.clone(),
+        server: proxy.server.name().to_owned(),
+        gone: connected.gone.clone(),
+        clients,
+    };
+    let mut dispatch = AuditedDispatch::new(Arc::clone(&proxy.sink)).with_budget(proxy.budget);
+    if let Some(version) = proxy.policy.version() {
+        dispatch = dispatch.with_policy_version(version);
+    }
+    let mut governed = GovernedServer::new(
+        forward,
+        proxy.server.clone(),
+        Arc::clone(&proxy.policy),
+        resolver,
+        Arc::new(dispatch),
+    );
+    if let Some(lock) = &proxy.lock {
+        governed = governed.with_lockfile(Arc::clone(lock));
+    }
+    governed
+}
+
+/// SIGTERM, SIGINT or SIGHUP (on Windows, Ctrl-C): the proxy is asked to stop, and stops as
+/// when the client disconnects. A signal that cannot be watched is never reported.
+pub(super) async fn terminated() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let watch = |kind| async move {
+            match signal(kind) {
+                Ok(mut stream) => {
+                    stream.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = watch(SignalKind::terminate()) => "SIGTERM",
+            () = watch(SignalKind::interrupt()) => "SIGINT",
+            () = watch(SignalKind::hangup()) => "SIGHUP",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        "Ctrl-C"
+    }
+}
+
+/// Says on standard error which tools drifted from the lockfile (they are hidden).
+pub(super) fn review(server: &Server, lock: Option<&Lockfile>, tools: &[Tool]) {
+    let Some(lock) = lock else { return };
+    let json: Result<Vec<_>, _> = tools.iter().map(tool_json).collect();
+    let review = json
+        .map_err(|e| e.to_string())
+        .and_then(|json| lock.review(server, &json).map_err(|e| e.to_string()));
+    match review {
+        Ok(review) => {
+            for tool in review.tools() {
+                if *tool.status() != DriftStatus::Unchanged {
+                    note(format_args!(
+                        "drift: `{}/{}` {} since it was pinned; it is hidden until pinned again",
+                        server.name(),
+                        tool.manifest().name(),
+                        tool.status()
+                    ));
+                }
+            }
+            for name in review.removed() {
+                note(format_args!(
+                    "drift: `{}/{name}` is pinned but no longer listed",
+                    server.name()
+                ));
+            }
+        }
+        Err(error) => note(format_args!("the tools cannot be reviewed: {error}")),
+    }
+}

@@ -1,0 +1,141 @@
+//! The client's side over Streamable HTTP (`--listen`): rmcp's Streamable HTTP service under
+//! hyper's HTTP/1.1 connection driver, one governed front for every session, each request's
+//! role from its bearer token.
+
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use ::rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use ::rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService,
+};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+
+use capability::Policy;
+use capability::rmcp::BearerRoles;
+
+use super::connected::{Connected, governed, server_gone, terminated};
+use super::forward::Clients;
+use super::{Proxy, RunError, note};
+
+/// The path the MCP endpoint is served on.
+pub(super) const PATH: &str = "/mcp";
+
+/// The policy's `[bearer_tokens]` as a resolver; a policy without any is refused (nobody could
+/// list or call anything).
+pub(super) fn tokens(policy: &Policy) -> Result<BearerRoles, String> {
+    let mut roles = BearerRoles::new();
+    for (hash, role) in policy.bearer_tokens() {
+        roles = roles.token_sha256(hash, role).map_err(|e| e.to_string())?;
+    }
+    if roles.is_empty() {
+        return Err(
+            "`--listen` needs the policy's `[bearer_tokens]` (each request's role comes from \
+             its bearer token), e.g. `\"sha256:<hex>\" = \"viewer\"` with the hex from `printf \
+             %s \"$TOKEN\" | sha256sum`"
+                .to_owned(),
+        );
+    }
+    Ok(roles)
+}
+
+/// The `Host` headers the service accepts: rmcp's loopback names by default (against DNS
+/// rebinding); for an address that is not loopback, that address too; for the unspecified
+/// address (`0.0.0.0`, `::`), any host, since the names clients use are not known here.
+fn config(address: SocketAddr) -> StreamableHttpServerConfig {
+    let config = StreamableHttpServerConfig::default();
+    let ip = address.ip();
+    if ip.is_loopback() {
+        return config;
+    }
+    let unspecified = ip.is_unspecified();
+    note(format_args!(
+        "warning: listening on {address}, which is not a loopback address: requests and bearer \
+         tokens travel in clear text (no TLS here; put a TLS proxy in front){}",
+        if unspecified {
+            ", and the Host header is not checked"
+        } else {
+            ""
+        }
+    ));
+    if unspecified {
+        return config.disable_allowed_hosts();
+    }
+    let shown = match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    };
+    let mut hosts = config.allowed_hosts.clone();
+    hosts.push(ip.to_string());
+    hosts.push(shown);
+    config.with_allowed_hosts(hosts)
+}
+
+/// Serves the governed front over Streamable HTTP until a signal asks the proxy to stop (`Ok`)
+/// or the server goes (an error).
+pub(super) async fn serve(
+    proxy: &Proxy,
+    mut connected: Connected,
+    listener: TcpListener,
+    tokens: BearerRoles,
+) -> Result<(), RunError> {
+    let address = listener
+        .local_addr()
+        .map_err(|e| RunError::Spawn(format!("cannot read the address listened on: {e}")))?;
+    let listener = listener
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpListener::from_std(listener))
+        .map_err(|e| RunError::Spawn(format!("cannot listen on {address}: {e}")))?;
+    let clients = Clients::default();
+    let front = governed(proxy, &connected, tokens, Some(clients.clone()));
+    let config = config(address);
+    let stop_front = config.cancellation_token.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(front.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    note(format_args!(
+        "serving `{}` ({} tools listed by the server); listening on http://{address}{PATH}",
+        proxy.server.name(),
+        connected.cache.get().len()
+    ));
+
+    let signalled = terminated();
+    tokio::pin!(signalled);
+    let ending = loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let service = TowerToHyperService::new(service.clone());
+                    tokio::spawn(async move {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+                Err(error) => note(format_args!("cannot accept a connection: {error}")),
+            },
+            signal = &mut signalled => break Err(signal),
+            why = server_gone(&mut connected.backend, &connected.gone) => break Ok(why),
+            _ = &mut connected.upstream_done => break Ok(connected.backend.why_closed().await),
+            Some(()) = connected.changed.recv() => {
+                if connected.relist(&proxy.server, proxy.lock.as_deref()).await {
+                    let told = clients.notify_tool_list_changed().await;
+                    note(format_args!("told {told} connected clients that the tools changed"));
+                }
+            }
+        }
+    };
+    match ending {
+        Err(cause) => {
+            stop_front.cancel();
+            connected.upstream_stop.cancel();
+            connected.backend.stop().await;
+            note(format_args!("{cause}; the server was stopped"));
+            Ok(())
+        }
+        Ok(why) => Err(connected.gone(why, || stop_front.cancel()).await),
+    }
+}

@@ -1,0 +1,609 @@
+//! `capability proxy` over Streamable HTTP (issue 14): `--listen` with roles from the policy's
+//! `[bearer_tokens]`, rmcp's client and the official TypeScript SDK client over HTTP, the
+//! reference memory server behind it; and `--upstream <url>`, server-everything serving
+//! Streamable HTTP behind the proxy, a stdio client in front.
+
+mod proxy_common;
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use capability::rmcp::{REFUSED_CODE, connect_client};
+use rmcp::model::{CallToolRequestParams, ClientConfig, ServerNotification, SubscriptionFilter};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceError};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use proxy_common::{BIN, Proxied, listed, scratch, summary, triple, verifies};
+use support::TsTarget;
+
+const VIEW_TOKEN: &str = "view-token-1";
+const OP_TOKEN: &str = "op-token-2";
+
+/// `printf %s view-token-1 | sha256sum`, `printf %s op-token-2 | sha256sum`.
+const POLICY: &str = r#"
+version = "2026-11"
+
+[roles.viewer]
+ceiling = "read-only"
+allow = ["*"]
+
+[roles.operator]
+ceiling = "unrestricted"
+allow = ["*"]
+
+# The memory server is untrusted; its operator vouches for reading the graph.
+[assertions."memory/read_graph"]
+read_only = true
+destructive = false
+open_world = false
+
+[bearer_tokens]
+"sha256:09e9d7f8abc7fb4c5166489d546ce2d6917ea129392001c9c940fdfc99dacbf0" = "viewer"
+"sha256:0600f62603764be3a117c63d3d006b57b2d28e32179766cb5720be552484604b" = "operator"
+"#;
+
+/// A proxy started with `--listen 127.0.0.1:0`, and the URL it printed.
+struct Listening {
+    child: tokio::process::Child,
+    url: String,
+}
+
+impl Listening {
+    async fn start(dir: &Path, trail: &Path, server: &support::McpServer) -> Listening {
+        Listening::start_as(dir, trail, "memory", &[], server).await
+    }
+
+    async fn start_as(
+        dir: &Path,
+        trail: &Path,
+        name: &str,
+        extra: &[&str],
+        server: &support::McpServer,
+    ) -> Listening {
+        let mut command = tokio::process::Command::new(BIN);
+        command
+            .arg("proxy")
+            .arg("--policy")
+            .arg(dir.join("policy.toml"))
+            .args(["--server", name, "--listen", "127.0.0.1:0", "--audit"])
+            .arg(trail)
+            .args(extra)
+            .arg("--")
+            .arg(&server.program)
+            .args(&server.args)
+            .envs(server.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn the proxy");
+        let stderr = child.stderr.take().expect("piped");
+        let mut lines = BufReader::new(stderr).lines();
+        let url = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{line}");
+                if let Some((_, url)) = line.split_once("listening on http://") {
+                    return format!("http://{}", url.trim());
+                }
+            }
+            panic!("the proxy ended without listening");
+        })
+        .await
+        .expect("the proxy listens within 30 s");
+        // The rest of its messages go to the test's output.
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{line}");
+            }
+        });
+        Listening { child, url }
+    }
+
+    /// SIGTERM: the proxy stops the server, closes the trail and exits 0.
+    async fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("running");
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("the proxy exits on SIGTERM")
+            .expect("status")
+    }
+}
+
+/// rmcp's client over Streamable HTTP, with a bearer token if given.
+async fn http_client(url: &str, token: Option<&str>) -> RunningService<RoleClient, ClientConfig> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    connect_client(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("MCP handshake over HTTP")
+}
+
+async fn names(client: &RunningService<RoleClient, ClientConfig>) -> Vec<String> {
+    let tools = client.peer().list_tools(None).await.expect("lists");
+    tools.tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+async fn call(
+    client: &RunningService<RoleClient, ClientConfig>,
+    tool: &str,
+    arguments: Value,
+) -> Result<String, rmcp::ErrorData> {
+    let mut request = CallToolRequestParams::new(tool.to_owned());
+    request.arguments = arguments.as_object().cloned();
+    match client.peer().call_tool(request).await {
+        Ok(result) => Ok(serde_json::to_string(&result).expect("JSON")),
+        Err(ServiceError::McpError(error)) => Err(error),
+        Err(other) => panic!("`{tool}`: {other}"),
+    }
+}
+
+fn reason_tags(error: &rmcp::ErrorData) -> Vec<String> {
+    error.data.as_ref().expect("refusal data")["reasons"]
+        .as_array()
+        .expect("reasons")
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn entity(name: &str) -> Value {
+    json!({"entities": [{"name": name, "entityType": "test", "observations": ["x"]}]})
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn rmcp_clients_over_http_get_the_role_of_their_bearer_token() {
+    let servers = require_servers!("rmcp_clients_over_http_get_the_role_of_their_bearer_token");
+    let dir = scratch("http_rmcp", POLICY);
+    let memory = servers.memory(&dir.join("memory.jsonl"));
+    let trail = dir.join("trail.jsonl");
+    let proxy = Listening::start(&dir, &trail, &memory).await;
+    assert!(proxy.url.starts_with("http://127.0.0.1:") && proxy.url.ends_with("/mcp"));
+
+    let viewer = http_client(&proxy.url, Some(VIEW_TOKEN)).await;
+    let operator = http_client(&proxy.url, Some(OP_TOKEN)).await;
+    let nobody = http_client(&proxy.url, None).await;
+    let stranger = http_client(&proxy.url, Some("not-a-known-token")).await;
+
+    // The viewer sees only what the assertion vouches for; the operator sees every tool.
+    assert_eq!(names(&viewer).await, ["read_graph"]);
+    let everything = names(&operator).await;
+    assert!(everything.len() > 1 && everything.contains(&"create_entities".to_owned()));
+    // Without a token, or with an unknown one: nothing, and every call refused.
+    assert_eq!(names(&nobody).await, Vec::<String>::new());
+    assert_eq!(names(&stranger).await, Vec::<String>::new());
+    for client in [&nobody, &stranger] {
+        let refused = call(client, "read_graph", json!({}))
+            .await
+            .expect_err("no role: refused");
+        assert_eq!(refused.code.0, REFUSED_CODE);
+    }
+
+    // The viewer's write is refused with reasons and never reaches the server.
+    let refused = call(&viewer, "create_entities", entity("from-viewer"))
+        .await
+        .expect_err("a write: refused");
+    assert_eq!(refused.code.0, REFUSED_CODE);
+    assert!(
+        reason_tags(&refused).contains(&"ceiling_exceeded".to_owned()),
+        "{refused:?}"
+    );
+    let graph = call(&operator, "read_graph", json!({}))
+        .await
+        .expect("read");
+    assert!(
+        !graph.contains("from-viewer"),
+        "the refused write happened: {graph}"
+    );
+
+    // The operator's write goes through, and the viewer reads it.
+    call(&operator, "create_entities", entity("from-operator"))
+        .await
+        .expect("the operator may write");
+    let graph = call(&viewer, "read_graph", json!({})).await.expect("read");
+    assert!(graph.contains("from-operator"), "{graph}");
+
+    for client in [viewer, operator, nobody, stranger] {
+        let _ = client.cancel().await;
+    }
+    assert!(proxy.stop().await.success(), "SIGTERM: exit 0");
+    assert_eq!(
+        summary(&trail),
+        [
+            triple("(none)", "read_graph", "denied"),
+            triple("(none)", "read_graph", "denied"),
+            triple("viewer", "create_entities", "denied"),
+            triple("operator", "read_graph", "allowed"),
+            triple("operator", "create_entities", "allowed"),
+            triple("viewer", "read_graph", "allowed"),
+        ]
+    );
+    verifies(&trail);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_typescript_client_over_http_lists_and_calls_by_its_token() {
+    let servers = require_servers!("the_typescript_client_over_http_lists_and_calls_by_its_token");
+    let dir = scratch("http_ts", POLICY);
+    let memory = servers.memory(&dir.join("memory.jsonl"));
+    let trail = dir.join("trail.jsonl");
+    let proxy = Listening::start(&dir, &trail, &memory).await;
+    let run = |ops: Value, token: Option<&str>| {
+        let output = servers
+            .ts_client(
+                &ops,
+                TsTarget::Http {
+                    url: &proxy.url,
+                    token,
+                },
+            )
+            .output()
+            .expect("run the TypeScript client");
+        support::ts_client_lines(&output).expect("the client ran")
+    };
+    let ops = json!([
+        {"op": "list"},
+        {"op": "call", "name": "create_entities", "arguments": entity("from-ts")},
+        {"op": "call", "name": "read_graph", "arguments": {}},
+    ]);
+
+    let viewer = run(ops.clone(), Some(VIEW_TOKEN));
+    assert_eq!(listed(&viewer[1]), ["read_graph"]);
+    assert_eq!(viewer[2]["error"]["code"], REFUSED_CODE, "{}", viewer[2]);
+    assert!(
+        !viewer[3]["result"].to_string().contains("from-ts"),
+        "{}",
+        viewer[3]
+    );
+
+    let operator = run(ops.clone(), Some(OP_TOKEN));
+    assert!(listed(&operator[1]).contains(&"create_entities".to_owned()));
+    assert!(operator[2].get("error").is_none(), "{}", operator[2]);
+    assert!(
+        operator[3]["result"].to_string().contains("from-ts"),
+        "{}",
+        operator[3]
+    );
+
+    let nobody = run(ops, None);
+    assert_eq!(listed(&nobody[1]), Vec::<String>::new());
+    assert_eq!(nobody[2]["error"]["code"], REFUSED_CODE, "{}", nobody[2]);
+    assert_eq!(nobody[3]["error"]["code"], REFUSED_CODE, "{}", nobody[3]);
+
+    assert!(proxy.stop().await.success());
+    assert_eq!(
+        summary(&trail),
+        [
+            triple("viewer", "create_entities", "denied"),
+            triple("viewer", "read_graph", "allowed"),
+            triple("operator", "create_entities", "allowed"),
+            triple("operator", "read_graph", "allowed"),
+            triple("(none)", "create_entities", "denied"),
+            triple("(none)", "read_graph", "denied"),
+        ]
+    );
+    verifies(&trail);
+}
+
+/// A free port on the loopback address (the OS picks it; it is free again once returned).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address").port()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_streamable_http_upstream_behind_the_proxy() {
+    let servers = require_servers!("a_streamable_http_upstream_behind_the_proxy");
+    let everything = servers.everything();
+    let port = free_port();
+    let mut upstream = everything_over_http(&everything, port).await;
+
+    let dir = scratch("http_upstream", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let args: Vec<String> = vec![
+        "proxy".into(),
+        "--policy".into(),
+        dir.join("policy.toml").display().to_string(),
+        "--role".into(),
+        "viewer".into(),
+        "--server".into(),
+        "everything".into(),
+        "--trust".into(),
+        "trusted".into(),
+        "--audit".into(),
+        trail.display().to_string(),
+        "--upstream".into(),
+        url,
+    ];
+    let viewer = Proxied::start(&args).await;
+    let shown = viewer.names().await;
+    assert!(shown.contains(&"echo".to_owned()), "{shown:?}");
+    assert!(
+        !shown.contains(&"toggle-simulated-logging".to_owned()),
+        "{shown:?}"
+    );
+    let echoed = viewer
+        .call("echo", json!({"message": "over http upstream"}))
+        .await
+        .expect("echo is read-only");
+    assert!(echoed.contains("over http upstream"), "{echoed}");
+    let refused = viewer
+        .call("toggle-simulated-logging", json!({}))
+        .await
+        .expect_err("not read-only: refused");
+    assert_eq!(refused.code.0, REFUSED_CODE);
+
+    // The upstream goes away: a call gets an error saying so (not a refusal), and the proxy
+    // exits 1 after closing the trail, as when a spawned server exits.
+    let _ = upstream.kill().await;
+    let _ = upstream.wait().await;
+    let failed = viewer
+        .call("echo", json!({"message": "anyone?"}))
+        .await
+        .expect_err("nobody answers");
+    assert_ne!(failed.code.0, REFUSED_CODE, "{failed:?}");
+    assert!(
+        failed.message.contains("`everything` did not answer")
+            && failed
+                .message
+                .contains("the connection to http://127.0.0.1:"),
+        "{failed:?}"
+    );
+    let mut child = viewer.child;
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("the proxy exits once its upstream is gone")
+        .expect("status");
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    assert_eq!(
+        summary(&trail),
+        [
+            triple("viewer", "echo", "allowed"),
+            triple("viewer", "toggle-simulated-logging", "denied"),
+            triple("viewer", "echo", "allowed"),
+        ]
+    );
+    let last = &proxy_common::records(&trail)[2];
+    assert_eq!(last["success"], false, "{last}");
+    verifies(&trail);
+}
+
+/// server-everything serving Streamable HTTP on `port`, once it says it listens.
+async fn everything_over_http(everything: &support::McpServer, port: u16) -> tokio::process::Child {
+    let mut upstream = tokio::process::Command::new(&everything.program)
+        .arg(&everything.args[0])
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start server-everything");
+    let mut lines = BufReader::new(upstream.stderr.take().expect("piped")).lines();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+            if line.contains("listening on port") {
+                return;
+            }
+        }
+        panic!("server-everything ended without listening");
+    })
+    .await
+    .expect("server-everything listens within 30 s");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    upstream
+}
+
+/// rmcp's client, told of list changes.
+struct Watching {
+    changed: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl rmcp::ClientHandler for Watching {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("watching", "0"),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.changed.notify_one();
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_http_client_is_told_when_the_server_tools_change() {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+
+    let servers = require_servers!("every_http_client_is_told_when_the_server_tools_change");
+    let dir = scratch("http_drift", POLICY);
+    let drift = servers.drift();
+    let trail = dir.join("trail.jsonl");
+    let proxy = Listening::start_as(&dir, &trail, "drift", &["--trust", "trusted"], &drift).await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    // One client of each protocol revision, both viewers: the first in a session, told on
+    // it; the second stateless, told on its `subscriptions/listen`.
+    let connect = |lifecycle: ClientLifecycleMode| {
+        let changed = std::sync::Arc::new(tokio::sync::Notify::new());
+        let config = StreamableHttpClientTransportConfig::with_uri(proxy.url.as_str())
+            .auth_header(VIEW_TOKEN);
+        let watching = Watching {
+            changed: changed.clone(),
+        };
+        async move {
+            let client = watching
+                .serve_with_lifecycle(
+                    StreamableHttpClientTransport::from_config(config),
+                    lifecycle,
+                )
+                .await
+                .expect("connects");
+            let shown = client.peer().list_tools(None).await.expect("lists");
+            assert!(shown.tools.iter().any(|t| t.name == "shifty"));
+            (client, changed)
+        }
+    };
+    let (legacy, legacy_changed) = connect(ClientLifecycleMode::Initialize).await;
+    let (modern, _) = connect(ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    })
+    .await;
+    let version = |client: &RunningService<RoleClient, Watching>| {
+        client
+            .peer()
+            .peer_info()
+            .map(|i| i.protocol_version.to_string())
+    };
+    assert_eq!(version(&legacy).as_deref(), Some("2025-11-25"));
+    assert_eq!(version(&modern).as_deref(), Some("2026-07-28"));
+    let mut subscription = modern
+        .peer()
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("the proxy accepts a subscription to tool list changes");
+    assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
+
+    legacy
+        .peer()
+        .call_tool(CallToolRequestParams::new("drift"))
+        .await
+        .expect("drift runs");
+    tokio::time::timeout(Duration::from_secs(15), legacy_changed.notified())
+        .await
+        .expect("the session's client was told");
+    let told = tokio::time::timeout(Duration::from_secs(15), subscription.next())
+        .await
+        .expect("the subscribed client was told")
+        .expect("the subscription is open");
+    assert!(
+        matches!(
+            told,
+            Some(ServerNotification::ToolListChangedNotification(_))
+        ),
+        "{told:?}"
+    );
+    drop(subscription);
+    for client in [legacy, modern] {
+        let _ = client.cancel().await;
+    }
+    assert!(proxy.stop().await.success());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_server_crashing_ends_the_http_proxy_with_an_error_after_the_trail() {
+    let servers =
+        require_servers!("the_server_crashing_ends_the_http_proxy_with_an_error_after_the_trail");
+    let dir = scratch("http_crash", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let mut proxy = Listening::start_as(
+        &dir,
+        &trail,
+        "drift",
+        &["--trust", "trusted"],
+        &servers.drift(),
+    )
+    .await;
+    let viewer = http_client(&proxy.url, Some(VIEW_TOKEN)).await;
+    assert_eq!(
+        call(&viewer, "stable", json!({}))
+            .await
+            .ok()
+            .map(|s| s.contains("stable")),
+        Some(true)
+    );
+    let crashed = call(&viewer, "crash", json!({}))
+        .await
+        .expect_err("the server died instead of answering");
+    assert_ne!(crashed.code.0, REFUSED_CODE, "{crashed:?}");
+    assert!(crashed.message.contains("exit status: 3"), "{crashed:?}");
+    let status = tokio::time::timeout(Duration::from_secs(15), proxy.child.wait())
+        .await
+        .expect("the proxy exits once the server is gone")
+        .expect("status");
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    assert_eq!(
+        summary(&trail),
+        [
+            triple("viewer", "stable", "allowed"),
+            triple("viewer", "crash", "allowed"),
+        ]
+    );
+    verifies(&trail);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn listening_beyond_loopback_is_allowed_with_a_warning() {
+    let servers = require_servers!("listening_beyond_loopback_is_allowed_with_a_warning");
+    let dir = scratch("http_any", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let mut command = tokio::process::Command::new(BIN);
+    command
+        .arg("proxy")
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .args([
+            "--server",
+            "drift",
+            "--trust",
+            "trusted",
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .arg("--audit")
+        .arg(&trail)
+        .arg("--")
+        .arg(&servers.drift().program)
+        .args(&servers.drift().args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("spawn the proxy");
+    let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+    let mut seen = Vec::new();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            seen.push(line.clone());
+            if let Some((_, url)) = line.split_once("listening on http://") {
+                return format!("http://{}", url.trim());
+            }
+        }
+        panic!("the proxy ended without listening: {seen:?}");
+    })
+    .await
+    .expect("listens");
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("warning") && l.contains("not a loopback")),
+        "{seen:?}"
+    );
+    // Reachable through the loopback address, whatever Host it is called by.
+    let port = url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches("/mcp").parse::<u16>().ok());
+    let port = port.expect("a port in the URL");
+    let viewer = http_client(&format!("http://127.0.0.1:{port}/mcp"), Some(VIEW_TOKEN)).await;
+    assert!(names(&viewer).await.contains(&"stable".to_owned()));
+    let _ = viewer.cancel().await;
+    let _ = child.kill().await;
+}
