@@ -130,9 +130,11 @@ the proxy exits 1, as when a spawned server exits (let a supervisor restart it).
 The client sees only the tools its role may call (an untrusted server's annotations are not \
 believed; with --lock, a tool that drifted from its pin is hidden; duplicate names are hidden). \
 A call of any other tool is answered with a JSON-RPC error carrying the reasons and never reaches \
-the server. Every call, allowed or refused, is an audit record; once a record cannot be written, every \
-call is refused (fail-closed) while listing goes on. When the server announces that its tools changed, the proxy \
-lists them again, reviews them against the lockfile (drift is reported on standard error) and \
+the server. Every call, allowed or refused, is an audit record. Once a record could not be \
+written, every later call is refused (fail-closed) while listing goes on; the call whose record \
+failed has run, and its record waits in memory for the trail to take writes again. A JSON Lines \
+trail removed or replaced under the proxy refuses the next call before it runs. When the server \
+announces that its tools changed, the proxy lists them again, reviews them against the lockfile (drift is reported on standard error) and \
 tells the client.
 
 Tools only: resources, prompts and completions are neither advertised nor forwarded.
