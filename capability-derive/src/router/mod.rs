@@ -6,6 +6,7 @@
 //! (`expand.rs`), with a fallback per method whose rules failed.
 
 mod expand;
+mod meta;
 mod parse;
 
 use proc_macro2::{Span, TokenStream};
