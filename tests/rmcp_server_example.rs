@@ -352,6 +352,9 @@ async fn rmcp_stdio(role: &str, scratch: &Scratch) -> Seen {
 }
 
 async fn rmcp_http(url: &str, token: Option<&str>) -> RmcpClient {
+    // The workspace's rmcp has reqwest without a default TLS provider (see the root
+    // Cargo.toml); installing one twice is refused, which is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut config = StreamableHttpClientTransportConfig::with_uri(url);
     if let Some(token) = token {
         config = config.auth_header(token);
