@@ -976,3 +976,29 @@ fn one_token_hash_listed_twice_is_refused() {
     let (_, _, message) = error(&text);
     assert!(message.contains("twice"), "{message}");
 }
+
+#[test]
+fn a_server_entry_says_what_the_proxy_forwards_besides_tools() {
+    let policy = Policy::from_toml_str(
+        "[servers.docs]\nforward = [\"resources\"]\n\n[servers.fs]\ncommand = [\"fs-server\"]\n",
+    )
+    .expect("valid");
+    let docs = &policy.servers()[0];
+    assert_eq!(docs.name(), "docs");
+    assert!(docs.forwards_resources());
+    assert!(!docs.forwards_prompts());
+    let fs = &policy.servers()[1];
+    assert!(
+        !fs.forwards_resources() && !fs.forwards_prompts(),
+        "tools only by default"
+    );
+
+    let error = Policy::from_toml_str("[servers.docs]\nforward = [\"resources\", \"sampling\"]\n")
+        .expect_err("only resources and prompts");
+    let text = error.to_string();
+    assert!(text.contains("2:11"), "{text}");
+    assert!(
+        text.contains("`forward` takes \"resources\" and \"prompts\" (tools are always governed), not `sampling`"),
+        "{text}"
+    );
+}

@@ -137,7 +137,10 @@ trail removed or replaced under the proxy refuses the next call before it runs. 
 announces that its tools changed, the proxy lists them again, reviews them against the lockfile (drift is reported on standard error) and \
 tells the client.
 
-Tools only: resources, prompts and completions are neither advertised nor forwarded.
+Tools only by default: resources, prompts and completions are neither advertised nor forwarded. \
+The policy's entry for the server can let resources and prompts through (`[servers.<name>] \
+forward = [\"resources\", \"prompts\"]`); they are passed on as they come, without a decision or an \
+audit record (completions never are).
 
 Over stdio, standard output is the client's JSON-RPC channel; the proxy's messages, and the \
 server's standard error, go to standard error.";

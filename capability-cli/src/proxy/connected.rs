@@ -86,12 +86,20 @@ pub(super) fn governed(
     resolver: impl RoleResolver,
     clients: Option<Clients>,
 ) -> GovernedServer<Forward> {
+    // The policy's `[servers.<name>]` entry says whether resources and prompts go through.
+    let entry = proxy
+        .policy
+        .servers()
+        .iter()
+        .find(|e| e.name() == proxy.server.name());
     let forward = Forward {
         upstream: connected.upstream.clone(),
         tools: connected.cache.clone(),
         server: proxy.server.name().to_owned(),
         gone: connected.gone.clone(),
         clients,
+        resources: entry.is_some_and(|e| e.forwards_resources()),
+        prompts: entry.is_some_and(|e| e.forwards_prompts()),
     };
     let mut dispatch = AuditedDispatch::new(Arc::clone(&proxy.sink)).with_budget(proxy.budget);
     if let Some(version) = proxy.policy.version() {

@@ -7,9 +7,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ::rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
-    Tool,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig,
+    GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use ::rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use ::rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceError};
@@ -144,8 +146,9 @@ impl Gone {
 /// time the server announces a change), so the client only ever sees descriptors the proxy has
 /// reviewed against the lockfile, and a call costs one round trip to the server, not two.
 /// `tools/call` is sent to the server as it came (the governed server has already decided and
-/// recorded it). Everything else (resources, prompts, completion, ...) is not advertised and is
-/// answered with rmcp's `method not found`.
+/// recorded it). Resources and prompts are advertised and forwarded only when the policy's
+/// `[servers.<name>] forward = [..]` names them; everything else (completion, ...) is not
+/// advertised and is answered with rmcp's `method not found`.
 #[derive(Clone)]
 pub(crate) struct Forward {
     pub(crate) upstream: Peer<RoleClient>,
@@ -155,9 +158,22 @@ pub(crate) struct Forward {
     /// The clients to tell of changes, behind an HTTP front (over stdio, the one client's
     /// peer is told directly).
     pub(crate) clients: Option<Clients>,
+    /// `forward = ["resources"]`: list and read the server's resources.
+    pub(crate) resources: bool,
+    /// `forward = ["prompts"]`: list and get the server's prompts.
+    pub(crate) prompts: bool,
 }
 
 impl Forward {
+    /// The error of a forwarded request: the server's own, or why it could not answer.
+    async fn forwarded<T>(&self, result: Result<T, ServiceError>) -> Result<T, ErrorData> {
+        match result {
+            Ok(answer) => Ok(answer),
+            Err(ServiceError::McpError(error)) => Err(error),
+            Err(error) => Err(self.unavailable(&error).await),
+        }
+    }
+
     async fn unavailable(&self, error: &ServiceError) -> ErrorData {
         self.gone.broke(error.to_string());
         let why = self
@@ -174,13 +190,24 @@ impl Forward {
 
 impl ServerHandler for Forward {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new(PROXY_NAME, env!("CARGO_PKG_VERSION")))
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        if self.resources {
+            capabilities.resources = ServerCapabilities::builder()
+                .enable_resources()
+                .build()
+                .resources;
+        }
+        if self.prompts {
+            capabilities.prompts = ServerCapabilities::builder()
+                .enable_prompts()
+                .build()
+                .prompts;
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(PROXY_NAME, env!("CARGO_PKG_VERSION")))
     }
 
     async fn list_tools(
@@ -189,6 +216,66 @@ impl ServerHandler for Forward {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools.get().to_vec()))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        if !self.resources {
+            return Ok(ListResourcesResult::default());
+        }
+        self.forwarded(self.upstream.list_resources(request).await)
+            .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        if !self.resources {
+            return Ok(ListResourceTemplatesResult::default());
+        }
+        self.forwarded(self.upstream.list_resource_templates(request).await)
+            .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if !self.resources {
+            return Err(ErrorData::method_not_found::<ReadResourceRequestMethod>());
+        }
+        self.forwarded(self.upstream.read_resource_once(request).await)
+            .await
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        if !self.prompts {
+            return Ok(ListPromptsResult::default());
+        }
+        self.forwarded(self.upstream.list_prompts(request).await)
+            .await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if !self.prompts {
+            return Err(ErrorData::method_not_found::<GetPromptRequestMethod>());
+        }
+        self.forwarded(self.upstream.get_prompt_once(request).await)
+            .await
     }
 
     async fn call_tool(

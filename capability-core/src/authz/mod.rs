@@ -32,12 +32,14 @@ mod index;
 mod pattern;
 mod policy;
 mod rules;
+mod servers;
 
 pub use context::{Denial, ToolContext};
 pub use index::{PolicyIndex, RoleId};
 pub use pattern::Pattern;
-pub use policy::{Policy, PolicyError, ServerEntry};
+pub use policy::{Policy, PolicyError};
 pub use rules::{Assertions, Ceiling, Decision, DenyReason, Effect, Rules};
+pub use servers::ServerEntry;
 
 use crate::manifest::CapabilityManifest;
 

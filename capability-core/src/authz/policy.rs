@@ -11,6 +11,7 @@ use toml::Spanned;
 use super::context::ToolContext;
 use super::pattern::Pattern;
 use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules, Rules};
+use super::servers::{ServerEntry, ServerFile};
 use crate::manifest::{Assertion, CapabilityManifest};
 use crate::toml_file::{self, TomlError};
 
@@ -335,134 +336,6 @@ struct RoleFile {
     deny: Vec<Spanned<String>>,
     #[serde(default)]
     scopes: Vec<Spanned<String>>,
-}
-
-// ----- The `[servers]` table: the operator's names for the MCP servers they run -----
-
-/// One entry of a policy's `[servers]` table: a name the operator gives an MCP server, and how
-/// to recognise the server by what the operator types.
-///
-/// A server's name selects the policy's patterns (`name/tool`), its operator assertions and its
-/// lockfile pins, so it must be the operator's, never the server's own `serverInfo.name`. The
-/// command line takes it from `--server`, else from the entry that matches the source, else it
-/// derives one from what was typed (and says so).
-///
-/// ```toml
-/// [servers.everything]                # the name: a provider name (A-Z a-z 0-9 _ - .)
-/// command = ["npx", "-y", "@modelcontextprotocol/server-everything"]
-///
-/// [servers.fs]
-/// file = "recorded/server-filesystem.tools.json"   # relative to the policy file
-/// ```
-///
-/// `command` matches a live server whose command (the words after `--`) is exactly these
-/// words; `file` matches a tool-list file that is this file. An entry has at least one of them.
-///
-/// ```
-/// use capability::Policy;
-///
-/// let policy = Policy::from_toml_str(r#"
-///     [servers.everything]
-///     command = ["node", "server-everything/dist/index.js", "stdio"]
-/// "#)?;
-/// let entry = &policy.servers()[0];
-/// assert_eq!(entry.name(), "everything");
-/// assert!(entry.matches_command(["node", "server-everything/dist/index.js", "stdio"]));
-/// assert!(!entry.matches_command(["node", "server-everything/dist/index.js"]));
-/// # Ok::<(), capability::authz::PolicyError>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServerEntry {
-    name: String,
-    command: Option<Vec<String>>,
-    file: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ServerFile {
-    command: Option<Spanned<Vec<String>>>,
-    file: Option<Spanned<String>>,
-}
-
-impl ServerEntry {
-    fn from_file(
-        table: BTreeMap<Spanned<String>, ServerFile>,
-        at: &impl Fn(usize, String) -> TomlError,
-    ) -> Result<Vec<ServerEntry>, TomlError> {
-        let mut entries = Vec::with_capacity(table.len());
-        for (key, entry) in table {
-            let name = key.get_ref();
-            if let Err(violation) = capability_rules::check_provider(name) {
-                return Err(at(
-                    key.span().start,
-                    format!("server `{name}`: {violation}"),
-                ));
-            }
-            if let Some(command) = &entry.command
-                && command.get_ref().first().is_none_or(String::is_empty)
-            {
-                return Err(at(
-                    command.span().start,
-                    format!("server `{name}`: `command` names a program first, then its arguments"),
-                ));
-            }
-            if let Some(file) = &entry.file
-                && file.get_ref().is_empty()
-            {
-                return Err(at(
-                    file.span().start,
-                    format!("server `{name}`: `file` is empty"),
-                ));
-            }
-            if entry.command.is_none() && entry.file.is_none() {
-                return Err(at(
-                    key.span().start,
-                    format!(
-                        "server `{name}` says neither `command` (a live server's command words) \
-                         nor `file` (a tool-list file), so nothing can match it"
-                    ),
-                ));
-            }
-            entries.push(ServerEntry {
-                name: key.into_inner(),
-                command: entry.command.map(Spanned::into_inner),
-                file: entry.file.map(Spanned::into_inner),
-            });
-        }
-        Ok(entries)
-    }
-
-    /// The operator's name for the server (a valid provider name).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The live server's command: the program, then its arguments.
-    pub fn command(&self) -> Option<&[String]> {
-        self.command.as_deref()
-    }
-
-    /// The tool-list file, as written (a relative path is relative to the policy file).
-    pub fn file(&self) -> Option<&str> {
-        self.file.as_deref()
-    }
-
-    /// Whether a live server started with exactly these words (program first) is this one.
-    pub fn matches_command<I, S>(&self, words: I) -> bool
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        let Some(command) = &self.command else {
-            return false;
-        };
-        let mut words = words.into_iter();
-        command
-            .iter()
-            .all(|expected| words.next().is_some_and(|w| w.as_ref() == expected))
-            && words.next().is_none()
-    }
 }
 
 impl Policy {
