@@ -102,7 +102,10 @@ pub fn meta_expr(
         None => quote!(#krate::__private::Option::None),
     };
     Some(quote_spanned! {method.ident.span()=>
-        #krate::__private::tool_meta::<#module::#ty, _>(#existing)
+        #krate::__private::tool_meta(
+            <#module::#ty as #krate::__private::Capability>::manifest(),
+            #existing,
+        )
     })
 }
 
