@@ -298,6 +298,7 @@ impl Visibility {
     }
 
     /// [`for_decider`](Self::for_decider) for the first tool named `name` only.
+    #[cfg(any(test, feature = "rmcp-server"))]
     pub(crate) fn tool_for_decider(
         &self,
         name: &str,
