@@ -11,22 +11,6 @@ use capability::{Policy, Server};
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 
-fn recorded_read_only_tools() -> Vec<String> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/fixtures/mcp/server-everything.tools.json"
-    );
-    let list: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("JSON");
-    list["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter(|t| t["annotations"]["readOnlyHint"] == true)
-        .filter_map(|t| t["name"].as_str().map(str::to_owned))
-        .collect()
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn governed_client_on_server_everything() {
     let servers = require_servers!("governed_client_on_server_everything");
@@ -42,7 +26,7 @@ async fn governed_client_on_server_everything() {
         (
             Server::trusted("everything"),
             "reader",
-            recorded_read_only_tools(),
+            support::recorded_read_only_tools_of_everything(),
         ),
         (Server::untrusted("everything"), "reader", Vec::new()),
     ] {

@@ -6,7 +6,7 @@ mod proxy_common;
 mod support;
 
 use capability::rmcp::REFUSED_CODE;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use proxy_common::{
     Proxied, listed, proxy_args, scratch, summary, triple, ts_through_proxy, verifies,
@@ -39,22 +39,6 @@ fn reason_tags(error: &rmcp::ErrorData) -> Vec<String> {
         .collect()
 }
 
-fn read_only_tools_of_everything() -> Vec<String> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/fixtures/mcp/server-everything.tools.json"
-    );
-    let list: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("JSON");
-    list["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter(|t| t["annotations"]["readOnlyHint"] == true)
-        .filter_map(|t| t["name"].as_str().map(str::to_owned))
-        .collect()
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn rmcp_client_through_the_proxy_on_server_everything() {
     let servers = require_servers!("rmcp_client_through_the_proxy_on_server_everything");
@@ -72,7 +56,7 @@ async fn rmcp_client_through_the_proxy_on_server_everything() {
         &everything,
     );
     let viewer = Proxied::start(&args).await;
-    let read_only = read_only_tools_of_everything();
+    let read_only = support::recorded_read_only_tools_of_everything();
     assert!(!read_only.is_empty());
     assert_eq!(viewer.names().await, read_only);
     let echoed = viewer

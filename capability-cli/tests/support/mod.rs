@@ -135,6 +135,26 @@ pub fn ts_client_lines(output: &std::process::Output) -> Result<Vec<serde_json::
         .collect()
 }
 
+/// The read-only tools of `server-everything` as recorded in
+/// `tests/fixtures/mcp/server-everything.tools.json` (those whose `readOnlyHint` is true).
+pub fn recorded_read_only_tools_of_everything() -> Vec<String> {
+    let path = workspace_root()
+        .join("tests")
+        .join("fixtures")
+        .join("mcp")
+        .join("server-everything.tools.json");
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let list: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    list["tools"]
+        .as_array()
+        .expect("a tools array")
+        .iter()
+        .filter(|t| t["annotations"]["readOnlyHint"] == true)
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// The installed reference servers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Servers {
