@@ -404,6 +404,53 @@ fn a_trail_removed_or_replaced_refuses_calls_before_they_run() {
     }
 }
 
+/// A trail opened by a relative path stays the trail when the process changes its working
+/// directory (the path is made absolute at open). Run in a child process: the working
+/// directory is the whole process's.
+#[cfg(unix)]
+#[test]
+fn a_relative_trail_survives_a_change_of_directory() {
+    let path = scratch("relative.jsonl");
+    let dir = path.parent().expect("a directory").to_path_buf();
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "relative_trail_child",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("CAPABILITY_AUDIT_RELATIVE", "relative.jsonl")
+        .current_dir(&dir)
+        .output()
+        .expect("run the child");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(verify_jsonl(&path).expect("readable").records, 2);
+}
+
+#[cfg(unix)]
+#[test]
+#[ignore = "run by a_relative_trail_survives_a_change_of_directory as a child process"]
+fn relative_trail_child() {
+    let Some(path) = std::env::var_os("CAPABILITY_AUDIT_RELATIVE") else {
+        return;
+    };
+    let sink = Arc::new(JsonlSink::open(&path, FlushPolicy::EveryRecord).expect("open"));
+    let dispatch = AuditedDispatch::new(sink);
+    let ctx = monitor("child");
+    let call = || -> Outcome<u8, String> {
+        dispatch.call(&ctx, CALLER, &list_pods(), &json!({}), || Ok(1))
+    };
+    assert!(call().is_done());
+    std::env::set_current_dir("/").expect("chdir");
+    let second = call();
+    assert!(second.is_done(), "{second:?}");
+}
+
 #[test]
 fn an_unwritable_trail_is_a_clear_error() {
     let error = JsonlSink::open("/proc/version", FlushPolicy::EveryRecord)

@@ -29,6 +29,9 @@ pub enum FlushPolicy {
 /// dropped): [`verify_jsonl_with_key`] then detects a cut-off tail and a recomputed chain.
 pub struct JsonlSink {
     path: PathBuf,
+    /// `path` made absolute when the sink opened it, so a later change of the process's working
+    /// directory does not make the file look removed.
+    named: PathBuf,
     policy: FlushPolicy,
     state: Mutex<FileState>,
     key: SinkKey,
@@ -101,8 +104,10 @@ impl JsonlSink {
             .open(&path)
             .map_err(io)?;
         file.seek(SeekFrom::End(0)).map_err(io)?;
+        let named = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
         Ok(JsonlSink {
             path,
+            named,
             policy,
             state: Mutex::new(FileState {
                 file,
@@ -288,8 +293,9 @@ impl JsonlSink {
 impl JsonlSink {
     /// Whether the trail's path still names the file this sink writes: a trail removed or
     /// replaced (moved away, rotated, deleted) since it was opened would take records no one
-    /// will read, so it counts as a trail that cannot be written. Other errors of looking the
-    /// path up (a directory made unreadable) say nothing about the file, and pass.
+    /// will read, so it counts as a trail that cannot be written. The path is the one the sink
+    /// opened, made absolute then. Other errors of looking it up (a directory made unreadable)
+    /// say nothing about the file, and pass.
     #[cfg(unix)]
     fn still_named(&self, file: &File) -> Result<(), AuditError> {
         use std::os::unix::fs::MetadataExt;
@@ -300,7 +306,7 @@ impl JsonlSink {
                  lost (restart the writer to open the trail again)"
             ),
         };
-        match (file.metadata(), std::fs::metadata(&self.path)) {
+        match (file.metadata(), std::fs::metadata(&self.named)) {
             (Ok(open), Ok(named)) if open.dev() != named.dev() || open.ino() != named.ino() => {
                 Err(gone("replaced by another file"))
             }
