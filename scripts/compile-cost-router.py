@@ -16,15 +16,10 @@ Usage: scripts/compile-cost-router.py [--runs N] [--dir DIR]
 """
 
 import argparse
-import os
-import shutil
-import statistics
 import subprocess
-import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from compile_cost_common import ROOT, run, touch_rebuild, workspace
 TOOLS = 100
 
 
@@ -84,21 +79,6 @@ def write_crate(dir: Path, name: str, with_capability: bool) -> None:
     (dir / "src" / "lib.rs").write_text(head + "\n" + body)
 
 
-def run(cmd, cwd, env=None) -> float:
-    start = time.perf_counter()
-    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if result.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{result.stderr}")
-    return elapsed
-
-
-def median_of(runs: int, prepare, measure) -> float:
-    samples = []
-    for _ in range(runs):
-        prepare()
-        samples.append(measure())
-    return statistics.median(samples)
 
 
 def main() -> None:
@@ -108,30 +88,18 @@ def main() -> None:
     args = parser.parse_args()
 
     work = args.dir
-    if work.exists():
-        shutil.rmtree(work / "router-rmcp", ignore_errors=True)
-        shutil.rmtree(work / "router-capability", ignore_errors=True)
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "Cargo.toml").write_text(
-        '[workspace]\nmembers = ["router-capability", "router-rmcp"]\nresolver = "3"\n'
-    )
-    write_crate(work / "router-capability", "router-capability", True)
-    write_crate(work / "router-rmcp", "router-rmcp", False)
-    lock = ROOT / "Cargo.lock"
-    if lock.exists():
-        shutil.copy(lock, work / "Cargo.lock")
-    env = dict(os.environ, CARGO_TARGET_DIR=str(work / "target"))
-    env.pop("RUSTFLAGS", None)
-    cargo = os.environ.get("CARGO", "cargo")
+    env, cargo = workspace(work, {
+        name: (lambda dir, name=name, ours=ours: write_crate(dir, name, ours))
+        for name, ours in [("router-capability", True), ("router-rmcp", False)]
+    })
 
     # Dependencies built once; everything timed below rebuilds the measured crate alone.
     run([cargo, "build", "--offline", "--workspace"], cwd=work, env=env)
 
-    figures = {}
-    for crate in ["router-rmcp", "router-capability"]:
-        src = work / crate / "src" / "lib.rs"
-        build = [cargo, "build", "--offline", "-p", crate]
-        figures[crate] = median_of(args.runs, lambda: os.utime(src), lambda: run(build, cwd=work, env=env))
+    figures = {
+        crate: touch_rebuild(args.runs, work, crate, env, cargo)
+        for crate in ["router-rmcp", "router-capability"]
+    }
 
     base = figures["router-rmcp"]
     ours = figures["router-capability"]

@@ -18,15 +18,11 @@ Usage: scripts/compile-cost.py [--runs N] [--dir DIR]
 """
 
 import argparse
-import os
 import shutil
-import statistics
 import subprocess
-import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from compile_cost_common import ROOT, median_of, run, touch_rebuild, workspace
 TOOLS = 100
 AGENTS = 10
 
@@ -83,21 +79,6 @@ def write_crate(dir: Path, name: str, with_capability: bool) -> None:
     (dir / "src" / "lib.rs").write_text(head + "\n" + body)
 
 
-def run(cmd, cwd, env=None) -> float:
-    start = time.perf_counter()
-    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if result.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{result.stderr}")
-    return elapsed
-
-
-def median_of(runs: int, prepare, measure) -> float:
-    samples = []
-    for _ in range(runs):
-        prepare()
-        samples.append(measure())
-    return statistics.median(samples)
 
 
 def main() -> None:
@@ -107,20 +88,11 @@ def main() -> None:
     args = parser.parse_args()
 
     work = args.dir
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    (work / "Cargo.toml").write_text(
-        '[workspace]\nmembers = ["tools-capability", "tools-serde"]\nresolver = "3"\n'
-    )
-    write_crate(work / "tools-capability", "tools-capability", True)
-    write_crate(work / "tools-serde", "tools-serde", False)
-    lock = ROOT / "Cargo.lock"
-    if lock.exists():
-        shutil.copy(lock, work / "Cargo.lock")
-    env = dict(os.environ, CARGO_TARGET_DIR=str(work / "target"))
-    env.pop("RUSTFLAGS", None)
-    cargo = os.environ.get("CARGO", "cargo")
+    shutil.rmtree(work, ignore_errors=True)
+    env, cargo = workspace(work, {
+        name: (lambda dir, name=name, ours=ours: write_crate(dir, name, ours))
+        for name, ours in [("tools-capability", True), ("tools-serde", False)]
+    })
 
     # Dependencies built once; everything timed below rebuilds the measured crate alone.
     derive_clean = run([cargo, "build", "--offline", "-p", "capability-derive"],
@@ -137,9 +109,8 @@ def main() -> None:
 
     figures = {}
     for crate in ["tools-serde", "tools-capability"]:
-        src = work / crate / "src" / "lib.rs"
         build = [cargo, "build", "--offline", "-p", crate]
-        touch = median_of(args.runs, lambda: os.utime(src), lambda: run(build, cwd=work, env=env))
+        touch = touch_rebuild(args.runs, work, crate, env, cargo)
         clean = median_of(
             args.runs,
             lambda: run([cargo, "clean", "--offline", "-p", crate], cwd=work, env=env),

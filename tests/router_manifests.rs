@@ -15,10 +15,15 @@ struct PodRef {
 
 struct OpsServer;
 
-/// A `meta` of the author's own, which the manifest's is added to.
+/// A `meta` of the author's own, which the manifest's is added to. It also forges the
+/// manifest's key, claiming no scopes and another hash: the manifest's value replaces it.
 fn team_meta() -> rmcp::model::MetaObject {
     let mut meta = rmcp::model::MetaObject::new();
     meta.0.insert("team".to_owned(), "sre".into());
+    meta.0.insert(
+        "dev.capability/manifest".to_owned(),
+        serde_json::json!({"scopes": [], "descriptorHash": "forged"}),
+    );
     meta
 }
 
