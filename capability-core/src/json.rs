@@ -9,8 +9,48 @@
 //! of a `serde_json::Map` is never relied on (any crate in a build can turn on serde_json's
 //! `preserve_order`). Numbers are written as ECMAScript writes them (`1.5e-7`, `1e+21`, `100`);
 //! integers that a double cannot hold exactly are written exactly rather than rounded.
+//!
+//! The writer walks the value with a stack of its own, not by recursion, so a value nested
+//! however deep (built in code: parsing stops at [`MAX_DEPTH`]) cannot overflow the thread's
+//! stack. [`depth`] measures a value the same way.
 
 use serde_json::Value;
+
+/// How deep the values that come from outside may nest: serde_json's own parsing limit. The
+/// audited dispatch refuses an input deeper than this (its record says why) rather than walk
+/// it with the recursive code of other crates.
+pub const MAX_DEPTH: usize = 128;
+
+/// How deep `value` nests: 0 for a scalar, 1 for `[]` or `{}`, one more per level. Walks the
+/// value without recursion, and stops counting at `limit + 1` (so a caller checking against a
+/// limit never walks a huge value whole).
+///
+/// ```
+/// use capability::json::depth;
+/// use serde_json::json;
+///
+/// assert_eq!(depth(&json!(1), 10), 0);
+/// assert_eq!(depth(&json!({"a": [1, {"b": []}]}), 10), 4);
+/// assert_eq!(depth(&json!([[[[]]]]), 2), 3, "stops at limit + 1");
+/// ```
+pub fn depth(value: &Value, limit: usize) -> usize {
+    let mut deepest = 0;
+    let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((value, level)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        let level = level + 1;
+        deepest = deepest.max(level);
+        if deepest > limit {
+            return deepest;
+        }
+        stack.extend(children.map(|child| (child, level)));
+    }
+    deepest
+}
 
 /// The canonical JSON text of a value.
 pub fn to_canonical_json(value: &Value) -> String {
@@ -19,53 +59,74 @@ pub fn to_canonical_json(value: &Value) -> String {
     out
 }
 
+/// What is left to write of an array or an object being written.
+enum Frame<'a> {
+    Array(std::slice::Iter<'a, Value>, bool),
+    Object(std::vec::IntoIter<(&'a str, &'a Value)>, bool),
+}
+
+/// Writes `value` canonically, with a stack of frames instead of recursion.
 fn write_value(out: &mut String, value: &Value) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(true) => out.push_str("true"),
-        Value::Bool(false) => out.push_str("false"),
-        Value::Number(number) => write_number(out, number),
-        Value::String(text) => capability_rules::write_json_string(out, text),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
+    let mut stack: Vec<Frame<'_>> = Vec::new();
+    let mut next = Some(value);
+    loop {
+        if let Some(value) = next.take() {
+            match value {
+                Value::Null => out.push_str("null"),
+                Value::Bool(true) => out.push_str("true"),
+                Value::Bool(false) => out.push_str("false"),
+                Value::Number(number) => write_number(out, number),
+                Value::String(text) => capability_rules::write_json_string(out, text),
+                Value::Array(items) => {
+                    out.push('[');
+                    stack.push(Frame::Array(items.iter(), true));
                 }
-                write_value(out, item);
+                Value::Object(map) => {
+                    out.push('{');
+                    let mut entries: Vec<(&str, &Value)> =
+                        map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+                    // serde_json's default map is sorted by key bytes, which is the canonical
+                    // order whenever byte order and UTF-16 order agree; otherwise (or with
+                    // `preserve_order` on somewhere in the build) sort.
+                    let sorted = entries.windows(2).all(|w| w[0].0 < w[1].0)
+                        && entries.iter().all(|(k, _)| byte_order_is_utf16_order(k));
+                    if !sorted {
+                        sort_keys(&mut entries, false);
+                    }
+                    stack.push(Frame::Object(entries.into_iter(), true));
+                }
             }
-            out.push(']');
         }
-        Value::Object(map) => {
-            // serde_json's default map is sorted by key bytes, which is the canonical order
-            // whenever byte order and UTF-16 order agree: write it as it comes, checking the
-            // order on the way. If a key is out of order (`preserve_order` is on somewhere in
-            // the build) or its byte and UTF-16 orders may differ, undo and sort a copy.
-            let mark = out.len();
-            out.push('{');
-            let mut previous: Option<&str> = None;
-            let mut in_order = true;
-            for (i, (key, item)) in map.iter().enumerate() {
-                if previous.is_some_and(|p| p >= key.as_str()) || !byte_order_is_utf16_order(key) {
-                    in_order = false;
-                    break;
+        let Some(frame) = stack.last_mut() else {
+            return;
+        };
+        match frame {
+            Frame::Array(items, first) => match items.next() {
+                Some(item) => {
+                    if !std::mem::replace(first, false) {
+                        out.push(',');
+                    }
+                    next = Some(item);
                 }
-                previous = Some(key);
-                if i > 0 {
-                    out.push(',');
+                None => {
+                    out.push(']');
+                    stack.pop();
                 }
-                capability_rules::write_json_string(out, key);
-                out.push(':');
-                write_value(out, item);
-            }
-            if in_order {
-                out.push('}');
-            } else {
-                out.truncate(mark);
-                let mut entries: Vec<(&str, &Value)> =
-                    map.iter().map(|(k, v)| (k.as_str(), v)).collect();
-                write_object(out, &mut entries);
-            }
+            },
+            Frame::Object(entries, first) => match entries.next() {
+                Some((key, item)) => {
+                    if !std::mem::replace(first, false) {
+                        out.push(',');
+                    }
+                    capability_rules::write_json_string(out, key);
+                    out.push(':');
+                    next = Some(item);
+                }
+                None => {
+                    out.push('}');
+                    stack.pop();
+                }
+            },
         }
     }
 }
@@ -99,12 +160,6 @@ pub fn to_canonical_json_object<'a>(
     let mut out = String::with_capacity(4096);
     write_sorted(&mut out, &entries);
     out
-}
-
-/// Writes an object from its entries (distinct keys), sorting them by key first.
-fn write_object(out: &mut String, entries: &mut [(&str, &Value)]) {
-    sort_keys(entries, false);
-    write_sorted(out, entries);
 }
 
 /// Sorts entries by key in RFC 8785 order (UTF-16 code units); `stable` keeps entries with the
@@ -303,6 +358,26 @@ mod tests {
         let written = descriptor.canonical_json();
         let value: Value = serde_json::from_str(&written).expect("valid JSON");
         assert_eq!(to_canonical_json(&value), written);
+    }
+
+    #[test]
+    fn a_value_nested_deeper_than_any_stack_is_written_and_measured() {
+        // Built in code (parsing stops at 128 levels): 200,000 arrays, one inside the other.
+        let levels = 200_000;
+        let mut value = json!(1);
+        for _ in 0..levels {
+            value = Value::Array(vec![value]);
+        }
+        let text = to_canonical_json(&value);
+        assert_eq!(text.len(), 2 * levels + 1);
+        assert!(text.starts_with("[[[") && text.contains("[1]") && text.ends_with("]]]"));
+        assert_eq!(depth(&value, MAX_DEPTH), MAX_DEPTH + 1);
+        assert_eq!(depth(&value, usize::MAX), levels);
+        // serde_json drops a value by recursion: take it apart level by level.
+        let mut rest = value;
+        while let Value::Array(mut items) = rest {
+            rest = items.pop().unwrap_or(Value::Null);
+        }
     }
 
     #[test]

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::Authorize;
 use super::pattern::Pattern;
 use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules, Rules};
+use super::{Action, Authorize};
 use crate::manifest::{Capability, CapabilityManifest};
 
 /// The grant of one agent in one session: its role, side-effect ceiling and scopes. It
@@ -147,6 +147,10 @@ impl Authorize for ToolContext {
 
     fn policy_version(&self) -> Option<&str> {
         self.policy_version.as_deref()
+    }
+
+    fn decide_action(&self, action: &Action<'_>) -> Decision {
+        self.rules.rules.decide_action(&self.assertions, action)
     }
 }
 

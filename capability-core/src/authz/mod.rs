@@ -28,17 +28,21 @@
 //! ```
 
 mod context;
+mod decision;
 mod index;
+mod items;
 mod pattern;
 mod policy;
 mod rules;
 mod servers;
 
 pub use context::{Denial, ToolContext};
+pub use decision::{Ceiling, Decision, DenyReason, Effect};
 pub use index::{PolicyIndex, RoleId};
+pub use items::{Action, ItemPattern, ServerRequestKind, resolve_uri};
 pub use pattern::Pattern;
 pub use policy::{Policy, PolicyError};
-pub use rules::{Assertions, Ceiling, Decision, DenyReason, Effect, Rules};
+pub use rules::{Assertions, Rules};
 pub use servers::ServerEntry;
 
 use crate::manifest::CapabilityManifest;
@@ -64,6 +68,22 @@ pub trait Authorize {
     /// The version of the rules that decided (a policy's `version`), if known.
     fn policy_version(&self) -> Option<&str> {
         None
+    }
+
+    /// The decision for any action: a tool call by [`decide`](Self::decide); a resource, a
+    /// prompt or a server's request by the decider's rules for them. The default, for a
+    /// decider that has none (an authority grant, a test double), denies everything but tool
+    /// calls: deny by default.
+    fn decide_action(&self, action: &Action<'_>) -> Decision {
+        match action {
+            Action::CallTool(tool) => self.decide(tool),
+            Action::ServerRequest { kind, .. } => {
+                Decision::deny(DenyReason::ServerRequestNotAllowed {
+                    method: kind.method().to_owned(),
+                })
+            }
+            _ => Decision::deny(DenyReason::NotAllowed),
+        }
     }
 
     /// Authorizes a call of this tool, before it happens: `Err` carries every reason.
@@ -97,5 +117,9 @@ impl<A: Authorize + ?Sized> Authorize for &A {
 
     fn policy_version(&self) -> Option<&str> {
         (**self).policy_version()
+    }
+
+    fn decide_action(&self, action: &Action<'_>) -> Decision {
+        (**self).decide_action(action)
     }
 }

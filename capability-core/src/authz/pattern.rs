@@ -133,6 +133,18 @@ impl Subject<'_> {
     }
 }
 
+/// Whether the glob `pattern` (`*` any run, `?` one character) matches `text`, byte for byte or
+/// with ASCII letters regardless of case: the matcher of tool patterns, for the other patterns
+/// of a role (resource URIs, prompt names).
+pub(crate) fn glob_text(pattern: &str, text: &str, ascii_case: bool) -> bool {
+    let case = if ascii_case { Case::Ascii } else { Case::Exact };
+    let subject = Subject {
+        provider: None,
+        name: text,
+    };
+    glob(pattern.as_bytes(), &subject, case)
+}
+
 /// Iterative wildcard matching with one backtrack point: linear in practice.
 fn glob(pattern: &[u8], subject: &Subject<'_>, case: Case) -> bool {
     let (mut p, mut s) = (0, 0);

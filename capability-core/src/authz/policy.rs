@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::context::ToolContext;
+use super::items::{Action, ItemPattern, ServerRequestKind};
 use super::pattern::Pattern;
 use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules, Rules};
 use super::servers::{ServerEntry, ServerFile};
@@ -109,6 +110,34 @@ impl Policy {
                 ));
             rules.allow = patterns(role.allow)?;
             rules.deny = patterns(role.deny)?;
+            let items = |list: Vec<Spanned<String>>, requests: bool| {
+                list.into_iter()
+                    .map(|p| {
+                        let start = p.span().start;
+                        let pattern = ItemPattern::new(p.into_inner()).map_err(|m| at(start, m))?;
+                        if requests
+                            && !ServerRequestKind::ALL
+                                .iter()
+                                .any(|k| pattern.matches_kind(k.as_str()))
+                        {
+                            return Err(at(
+                                start,
+                                format!(
+                                    "`{}` names no server request: write `server/sampling`, \
+                                     `server/elicitation` or `server/roots`",
+                                    pattern.as_str()
+                                ),
+                            ));
+                        }
+                        Ok(pattern)
+                    })
+                    .collect::<Result<Vec<ItemPattern>, TomlError>>()
+            };
+            rules.items.resources = items(role.resources, false)?;
+            rules.items.deny_resources = items(role.deny_resources, false)?;
+            rules.items.prompts = items(role.prompts, false)?;
+            rules.items.deny_prompts = items(role.deny_prompts, false)?;
+            rules.items.server_requests = items(role.server_requests, true)?;
             roles.push(Arc::new(RoleRules {
                 name: name.into_inner(),
                 rules,
@@ -241,6 +270,38 @@ impl Policy {
         }
     }
 
+    /// The one decision for any action of `role`: a tool call, a resource, a prompt, a
+    /// server's request (see [`Rules::decide_action`]). An unknown role is denied.
+    ///
+    /// ```
+    /// use capability::Policy;
+    /// use capability::authz::{Action, DenyReason, ServerRequestKind};
+    ///
+    /// let policy = Policy::from_toml_str(r#"
+    ///     [roles.viewer]
+    ///     ceiling = "read-only"
+    ///     resources = ["memory/memory://*"]
+    ///     prompts = ["everything/simple_*"]
+    ///     server_requests = ["everything/elicitation"]
+    /// "#)?;
+    /// let read = Action::Resource { server: "memory", uri: "memory://graph" };
+    /// assert!(policy.decide_action("viewer", &read).is_allowed());
+    /// let prompt = Action::Prompt { server: "everything", name: "complex_prompt" };
+    /// assert_eq!(policy.decide_action("viewer", &prompt).reasons(), [DenyReason::NotAllowed]);
+    /// let sampling = Action::ServerRequest { server: "everything", kind: ServerRequestKind::Sampling };
+    /// assert!(!policy.decide_action("viewer", &sampling).is_allowed());
+    /// assert!(!policy.decide_action("intern", &read).is_allowed());
+    /// # Ok::<(), capability::authz::PolicyError>(())
+    /// ```
+    pub fn decide_action(&self, role: &str, action: &Action<'_>) -> Decision {
+        match self.role(role) {
+            Some(role) => role.rules.decide_action(&self.assertions, action),
+            None => Decision::deny(DenyReason::UnknownRole {
+                role: role.to_owned(),
+            }),
+        }
+    }
+
     /// The tools `role` may call, in their order: filter a tool list with this before
     /// converting it to an LLM provider's schema, so a role never sees what it may not call.
     /// An unknown role sees nothing.
@@ -336,6 +397,19 @@ struct RoleFile {
     deny: Vec<Spanned<String>>,
     #[serde(default)]
     scopes: Vec<Spanned<String>>,
+    /// `server/URI` globs of the resources the role may read (see `items.rs`).
+    #[serde(default)]
+    resources: Vec<Spanned<String>>,
+    #[serde(default)]
+    deny_resources: Vec<Spanned<String>>,
+    /// `server/name` globs of the prompts the role may get.
+    #[serde(default)]
+    prompts: Vec<Spanned<String>>,
+    #[serde(default)]
+    deny_prompts: Vec<Spanned<String>>,
+    /// `server/kind` globs of the requests servers may send the role's client.
+    #[serde(default)]
+    server_requests: Vec<Spanned<String>>,
 }
 
 impl Policy {
