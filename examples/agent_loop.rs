@@ -288,7 +288,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             record.role,
             record.tool,
             record.verdict,
-            record.reasons.join("; ")
+            record
+                .reasons
+                .iter()
+                .map(|r| r.message())
+                .collect::<Vec<_>>()
+                .join("; ")
         );
     }
     Ok(())

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use capability::Capability;
 use capability::audit::{
     AuditSink, AuditedDispatch, Budget, Caller, DegradeReason, FlushPolicy, JsonlSink, MemorySink,
-    OnAuditFailure, Outcome, ProblemKind, Verdict, verify_jsonl,
+    OnAuditFailure, Outcome, Phase, ProblemKind, Verdict, verify_jsonl,
 };
 use capability::authz::{Ceiling, ToolContext};
 use serde_json::{Value, json};
@@ -78,12 +78,29 @@ fn every_call_leaves_one_record_and_denied_calls_never_run() {
     assert_eq!(ran.load(Ordering::SeqCst), 2, "the denied call never ran");
 
     let records = sink.records();
-    assert_eq!(records.len(), 3);
-    let [ok, denied, failed] = [&records[0], &records[1], &records[2]];
+    // A call that runs is its intent, written before it ran, and its outcome; a denied call
+    // is one record.
+    assert_eq!(records.len(), 5);
+    common::intents_have_outcomes(&records);
+    let phases: Vec<Option<Phase>> = records.iter().map(|r| r.phase).collect();
+    assert_eq!(
+        phases,
+        [
+            Some(Phase::Intent),
+            Some(Phase::Outcome),
+            None,
+            Some(Phase::Intent),
+            Some(Phase::Outcome)
+        ]
+    );
+    let calls = common::calls(records.clone());
+    let [ok, denied, failed] = [&calls[0], &calls[1], &calls[2]];
     assert_eq!(
         (ok.seq, ok.verdict, ok.success),
-        (1, Verdict::Allowed, Some(true))
+        (2, Verdict::Allowed, Some(true))
     );
+    assert_eq!(records[0].call_id, ok.call_id, "the intent and its outcome");
+    assert_ne!(records[0].call_id, failed.call_id);
     assert_eq!(ok.agent, "watcher");
     assert_eq!(ok.role, "monitor");
     assert_eq!(ok.session, "s-1");
@@ -103,7 +120,7 @@ fn every_call_leaves_one_record_and_denied_calls_never_run() {
         denied
             .reasons
             .iter()
-            .any(|r| r.contains("exceeds the role's ceiling")),
+            .any(|r| r.message().contains("exceeds the role's ceiling")),
         "{:?}",
         denied.reasons
     );
@@ -113,8 +130,9 @@ fn every_call_leaves_one_record_and_denied_calls_never_run() {
     );
     // The chain links them.
     assert_eq!(records[0].prev, capability::audit::GENESIS);
-    assert_eq!(records[1].prev, records[0].hash);
-    assert_eq!(records[2].prev, records[1].hash);
+    for pair in records.windows(2) {
+        assert_eq!(pair[1].prev, pair[0].hash);
+    }
     for r in &records {
         assert_eq!(r.hash, r.compute_hash());
     }
@@ -131,7 +149,13 @@ fn sensitive_fields_are_stored_as_digests() {
     let out: Outcome<bool, String> =
         dispatch.call_tool::<Login, _, _>(&ctx, CALLER, &input, || Ok(true));
     assert!(out.is_done());
-    let record = &sink.records()[0];
+    let records = sink.records();
+    assert_eq!(
+        records[0].input, records[1].input,
+        "intent and outcome alike"
+    );
+    assert!(!records[0].to_line().contains("hunter2"));
+    let record = &records[1];
     assert_eq!(record.input["user"], "ada");
     let stored = record.input["password"].as_str().expect("a digest");
     assert!(
@@ -188,7 +212,7 @@ fn budget_and_denials_degrade_the_session_until_reset() {
     // A denial for lack of permission degrades at once (max_denials = 0).
     let out: Outcome<u8, String> =
         dispatch.call(&other, CALLER, &restart_pod(), &json!({}), || Ok(1));
-    let Outcome::Degrade(DegradeReason::Denied { denial }) = out else {
+    let Outcome::Degrade(DegradeReason::Denied { denial, .. }) = out else {
         panic!("expected degrade")
     };
     assert!(
@@ -203,7 +227,10 @@ fn budget_and_denials_degrade_the_session_until_reset() {
         .filter(|r| r.verdict == Verdict::Degraded)
         .count();
     assert_eq!(degraded, 52, "every degraded call is recorded too");
-    assert_eq!(records.len(), 3 + 1 + 50 + 1 + 1 + 1);
+    // Five calls ran (an intent and an outcome each); 52 were degraded.
+    assert_eq!(common::calls(records.clone()).len(), 3 + 1 + 50 + 1 + 1 + 1);
+    assert_eq!(records.len(), 3 + 1 + 50 + 1 + 1 + 1 + 5);
+    common::intents_have_outcomes(&records);
 }
 
 #[test]
@@ -219,7 +246,9 @@ fn file_trail_verifies_and_detects_tampering() {
         }
     }
     let report = verify_jsonl(&path).expect("readable");
-    assert_eq!((report.records, report.problem.clone()), (5, None));
+    // Five calls: an intent and an outcome each.
+    assert_eq!((report.records, report.problem.clone()), (10, None));
+    assert!(report.unfinished.is_empty());
     let text = std::fs::read_to_string(&path).expect("read");
     let lines: Vec<&str> = text.lines().collect();
 
@@ -233,7 +262,7 @@ fn file_trail_verifies_and_detects_tampering() {
     let owned: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
 
     let mut edited = owned.clone();
-    edited[2] = edited[2].replace("\"i\":2", "\"i\":7");
+    edited[2] = edited[2].replace("\"i\":1", "\"i\":7");
     rewrite(&edited);
     let problem = verify_jsonl(&path)
         .expect("readable")
@@ -274,13 +303,18 @@ fn file_trail_verifies_and_detects_tampering() {
     let problem = report.problem.expect("detected");
     assert_eq!(
         (report.records, problem.line, problem.kind.clone()),
-        (4, 5, ProblemKind::TornTail)
+        (9, 10, ProblemKind::TornTail)
     );
-    assert!(problem.to_string().starts_with("line 5: torn tail"));
+    assert!(problem.to_string().starts_with("line 10: torn tail"));
+    // The intent before the torn outcome is a call that started with no outcome recorded.
+    assert_eq!(report.unfinished.len(), 1, "{:?}", report.unfinished);
+    assert_eq!(report.unfinished[0].seq, 9);
     // Appending to a broken trail is refused.
     let refused = JsonlSink::open(&path, FlushPolicy::EveryRecord).expect_err("broken trail");
     assert!(
-        refused.to_string().contains("is broken (line 5: torn tail"),
+        refused
+            .to_string()
+            .contains("is broken (line 10: torn tail"),
         "{refused}"
     );
 
@@ -292,7 +326,7 @@ fn file_trail_verifies_and_detects_tampering() {
         let _: Outcome<u32, String> =
             dispatch.call(&monitor("s"), CALLER, &list_pods(), &json!({}), || Ok(0));
     }
-    assert_eq!(verify_jsonl(&path).expect("readable").records, 6);
+    assert_eq!(verify_jsonl(&path).expect("readable").records, 12);
 }
 
 #[test]
@@ -321,7 +355,9 @@ fn eight_threads_ten_thousand_calls_each() {
     sink.flush().expect("flush");
     let report = verify_jsonl(&path).expect("readable");
     assert_eq!(report.problem, None);
-    assert_eq!(report.records, 80_000);
+    // 80,000 calls: an intent and an outcome each, every intent with its outcome.
+    assert_eq!(report.records, 160_000);
+    assert!(report.unfinished.is_empty());
 }
 
 #[test]
@@ -340,9 +376,8 @@ fn a_full_disk_denies_calls_by_default() {
             Ok(1)
         })
     };
-    // The first call's record fails after it ran; from then on nothing runs.
-    assert!(call().is_done());
-    for _ in 0..3 {
+    // The intent cannot be written, so not even the first call runs.
+    for _ in 0..4 {
         let Outcome::AuditFailed(error) = call() else {
             panic!("must be denied")
         };
@@ -351,12 +386,15 @@ fn a_full_disk_denies_calls_by_default() {
             "{error}"
         );
     }
-    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "no call ran unrecorded");
     assert_eq!(
         dispatch.lost_records(),
         0,
-        "records are kept pending, not dropped"
+        "the refusals' records are kept, not dropped"
     );
+    assert_eq!(dispatch.kept_records(), 4);
+    drop(dispatch);
+    drop(sink);
 
     // A policy may allow the calls and count the loss instead.
     let sink = Arc::new(JsonlSink::open("/dev/full", FlushPolicy::EveryRecord).expect("opens"));
@@ -366,7 +404,11 @@ fn a_full_disk_denies_calls_by_default() {
             dispatch.call(&ctx, CALLER, &list_pods(), &json!({}), || Ok(1));
         assert!(out.is_done());
     }
-    assert_eq!(dispatch.lost_records(), 4);
+    assert_eq!(
+        dispatch.lost_records(),
+        8,
+        "an intent and an outcome per call"
+    );
 }
 
 /// A trail removed or replaced after the sink opened it would take records no one reads: the
@@ -429,7 +471,7 @@ fn a_relative_trail_survives_a_change_of_directory() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(verify_jsonl(&path).expect("readable").records, 2);
+    assert_eq!(verify_jsonl(&path).expect("readable").records, 4);
 }
 
 #[cfg(unix)]
@@ -552,7 +594,12 @@ fn async_calls_are_audited_the_same_way() {
     let out: Outcome<u8, String> =
         block_on(dispatch.call_async(&ctx, CALLER, &restart_pod(), &json!({}), async { Ok(8) }));
     assert!(matches!(out, Outcome::Degrade(_)));
-    assert_eq!(sink.records().len(), 2);
+    assert_eq!(
+        sink.records().len(),
+        3,
+        "an intent and an outcome, and the refusal"
+    );
+    common::intents_have_outcomes(&sink.records());
 }
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {

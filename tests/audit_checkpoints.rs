@@ -30,7 +30,8 @@ const EVERY_5: CheckpointEvery = CheckpointEvery {
     interval: Duration::from_secs(3600),
 };
 
-/// Twelve calls into a trail signed every 5 records (and on close): checkpoints at 5, 10, 12.
+/// Six calls (twelve records: an intent and an outcome each) into a trail signed every 5
+/// records (and on close): checkpoints at 5, 10, 12.
 /// Returns the public key, the last checkpoint, and the lines.
 fn signed_trail(path: &PathBuf) -> (PublicKey, Checkpoint, Vec<String>) {
     let key = SecretKey::generate().expect("key");
@@ -43,7 +44,7 @@ fn signed_trail(path: &PathBuf) -> (PublicKey, Checkpoint, Vec<String>) {
             .with_checkpoints(Arc::new(key), EVERY_5),
     );
     let dispatch = AuditedDispatch::new(sink.clone());
-    for i in 0..12u32 {
+    for i in 0..6u32 {
         let out: Outcome<u32, String> = dispatch.call(
             &monitor("s"),
             Caller::new("watcher"),
@@ -292,7 +293,8 @@ fn a_dropped_sink_signs_its_final_checkpoint_and_a_closed_one_refuses_records() 
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(
         report.checkpoints.iter().map(|c| c.seq).collect::<Vec<_>>(),
-        [3]
+        [6],
+        "three calls, six records"
     );
 
     let sink = Arc::new(JsonlSink::open(&path, FlushPolicy::EveryRecord).expect("reopen"));

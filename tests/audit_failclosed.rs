@@ -1,6 +1,7 @@
-//! The dispatcher is fail-closed by itself, and every call it runs leaves a record: a sink that
-//! cannot write stops calls whatever its `ready()` says; a tool that panics, or a call whose
-//! future is dropped mid-way, still leaves its record.
+//! The dispatcher is fail-closed by itself, and every call it runs is on record before it runs:
+//! its intent is written first, and its outcome after, even when the tool panics or the call's
+//! future is dropped mid-way. A sink that fails, however it fails (down for a while, every
+//! other append), can refuse calls but never let one run without its intent in the trail.
 
 use std::future::Future;
 use std::pin::pin;
@@ -10,7 +11,7 @@ use std::task::{Context, Poll, Waker};
 
 use capability::audit::{
     AuditError, AuditRecord, AuditSink, AuditedDispatch, Caller, DigestKey, MemorySink,
-    OnAuditFailure, Outcome, Verdict,
+    OnAuditFailure, Outcome, Phase, Verdict,
 };
 use serde_json::json;
 
@@ -68,29 +69,133 @@ fn a_custom_sink_with_the_default_ready_does_not_make_the_dispatcher_fail_open()
         })
     };
     sink.down.store(true, Ordering::SeqCst);
-    // The first call ran before anything failed: its record is the failed append.
-    assert!(call().is_done());
+    // No first-call gap: the intent cannot be written, so no call runs.
     for _ in 0..3 {
         let Outcome::AuditFailed(error) = call() else {
-            panic!("a call ran while its record could not be written")
+            panic!("a call ran while its intent could not be written")
         };
         assert!(error.to_string().contains("connection refused"), "{error}");
     }
     assert_eq!(
         ran.load(Ordering::SeqCst),
-        1,
+        0,
         "the tool ran without a record"
     );
     assert_eq!(dispatch.lost_records(), 0);
+    assert_eq!(dispatch.kept_records(), 3, "the refusals' records, kept");
 
-    // The sink is back: the first call is still refused, but its (denial) record is written,
-    // which shows that records can be written again; the next call runs.
+    // The sink is back: the records kept are written first, then the call's intent, and it
+    // runs.
     sink.down.store(false, Ordering::SeqCst);
-    assert!(matches!(call(), Outcome::AuditFailed(_)));
     assert!(call().is_done());
-    assert_eq!(ran.load(Ordering::SeqCst), 2);
-    let verdicts: Vec<Verdict> = sink.inner.records().iter().map(|r| r.verdict).collect();
-    assert_eq!(verdicts, [Verdict::AuditFailed, Verdict::Allowed]);
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(dispatch.kept_records(), 0);
+    let records = sink.inner.records();
+    let verdicts: Vec<Verdict> = records.iter().map(|r| r.verdict).collect();
+    assert_eq!(
+        verdicts,
+        [
+            Verdict::AuditFailed,
+            Verdict::AuditFailed,
+            Verdict::AuditFailed,
+            Verdict::Allowed,
+            Verdict::Allowed
+        ]
+    );
+    common::intents_have_outcomes(&records);
+}
+
+/// A sink of someone else's that fails every other append, whatever is appended, until it is
+/// mended.
+struct Flapping {
+    appends: AtomicUsize,
+    mended: AtomicBool,
+    inner: MemorySink,
+    key: DigestKey,
+}
+
+impl AuditSink for Flapping {
+    fn append(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
+        if !self.mended.load(Ordering::SeqCst)
+            && self.appends.fetch_add(1, Ordering::SeqCst) % 2 == 1
+        {
+            return Err(AuditError::Store {
+                store: "flapping".into(),
+                message: "every other append fails".into(),
+            });
+        }
+        self.inner.append(record)
+    }
+
+    fn digest_key(&self) -> Result<&DigestKey, AuditError> {
+        Ok(&self.key)
+    }
+}
+
+#[test]
+fn a_sink_failing_every_other_append_never_lets_a_call_run_unrecorded() {
+    let sink = Arc::new(Flapping {
+        appends: AtomicUsize::new(0),
+        mended: AtomicBool::new(false),
+        inner: MemorySink::new(),
+        key: DigestKey::generate().expect("randomness"),
+    });
+    let dispatch = AuditedDispatch::new(sink.clone()).with_budget(capability::audit::Budget {
+        max_calls: 1_000,
+        max_denials: 1_000,
+    });
+    let ctx = monitor("s");
+    let (ran, unrecorded) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let mut outcomes = [0usize; 2];
+    for i in 0..200u32 {
+        let out: Outcome<u32, String> =
+            dispatch.call(&ctx, caller(), &list_pods(), &json!({ "i": i }), || {
+                ran.fetch_add(1, Ordering::SeqCst);
+                // At this moment the trail must already hold this call's intent.
+                let records = sink.inner.records();
+                let intent = records.iter().rev().find(|r| r.input == json!({ "i": i }));
+                if intent.is_none_or(|r| r.phase != Some(Phase::Intent)) {
+                    unrecorded.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(i)
+            });
+        outcomes[usize::from(!out.is_done())] += 1;
+    }
+    assert_eq!(
+        unrecorded.load(Ordering::SeqCst),
+        0,
+        "a call ran before its intent"
+    );
+    let ran = ran.load(Ordering::SeqCst);
+    assert!(
+        ran > 0 && outcomes[1] > 0,
+        "{outcomes:?}: some ran, some were refused"
+    );
+    assert_eq!(ran, outcomes[0]);
+    // Every call that ran has its intent and, once the kept records are written, its outcome.
+    sink.mended.store(true, Ordering::SeqCst);
+    let last: Outcome<u32, String> =
+        dispatch.call(&ctx, caller(), &list_pods(), &json!("last"), || Ok(0));
+    assert!(last.is_done());
+    assert_eq!(dispatch.kept_records(), 0);
+    let records = sink.inner.records();
+    let intents = records
+        .iter()
+        .filter(|r| r.phase == Some(Phase::Intent))
+        .count();
+    let outcomes = records
+        .iter()
+        .filter(|r| r.phase == Some(Phase::Outcome))
+        .count();
+    assert!(
+        intents >= ran && intents == outcomes,
+        "{intents} intents, {outcomes} outcomes"
+    );
+    common::intents_have_outcomes(&records);
+    assert!(
+        capability::audit::verify_chains(&records, &[], None).is_intact(),
+        "the chain holds whatever failed"
+    );
 }
 
 #[test]
@@ -104,7 +209,11 @@ fn allow_and_count_still_runs_and_counts_with_a_custom_sink() {
             dispatch.call(&monitor("s"), caller(), &list_pods(), &json!({}), || Ok(1));
         assert!(out.is_done());
     }
-    assert_eq!(dispatch.lost_records(), 3);
+    assert_eq!(
+        dispatch.lost_records(),
+        6,
+        "an intent and an outcome per call"
+    );
 }
 
 #[test]
@@ -132,8 +241,9 @@ fn a_tool_that_panics_after_acting_leaves_a_record_and_the_panic_goes_on() {
     );
     assert!(acted.load(Ordering::SeqCst));
     let records = sink.records();
-    assert_eq!(records.len(), 1, "{records:?}");
-    let record = &records[0];
+    assert_eq!(records.len(), 2, "{records:?}");
+    common::intents_have_outcomes(&records);
+    let record = &records[1];
     assert_eq!(record.verdict, Verdict::Allowed);
     assert_eq!(record.success, Some(false));
     assert!(record.latency_us.is_some());
@@ -161,11 +271,14 @@ fn a_call_async_future_dropped_mid_call_leaves_a_record() {
         let mut cx = Context::from_waker(Waker::noop());
         assert!(call.as_mut().poll(&mut cx).is_pending());
         assert!(acted.load(Ordering::SeqCst), "the tool is mid-call");
-        assert!(sink.records().is_empty(), "no record yet: the call is on");
+        let records = sink.records();
+        assert_eq!(records.len(), 1, "only the intent: the call is on");
+        assert_eq!(records[0].phase, Some(Phase::Intent));
     } // dropped here
     let records = sink.records();
-    assert_eq!(records.len(), 1, "{records:?}");
-    let record = &records[0];
+    assert_eq!(records.len(), 2, "{records:?}");
+    common::intents_have_outcomes(&records);
+    let record = &records[1];
     assert_eq!(record.verdict, Verdict::Allowed);
     assert_eq!(record.success, Some(false));
     assert!(record.latency_us.is_some());
@@ -188,8 +301,9 @@ fn a_call_async_that_completes_leaves_exactly_one_record() {
     };
     assert!(matches!(out, Outcome::Done(7)));
     let records = sink.records();
-    assert_eq!(records.len(), 1);
-    assert_eq!(records[0].success, Some(true));
+    assert_eq!(records.len(), 2);
+    common::intents_have_outcomes(&records);
+    assert_eq!(records[1].success, Some(true));
 }
 
 #[test]
@@ -223,7 +337,7 @@ fn the_incident_is_recorded_and_an_id_too_long_to_store_is_refused() {
     }
     assert_eq!(ran.load(Ordering::SeqCst), 2, "a refused call does not run");
 
-    let records = sink.records();
+    let records = common::calls(sink.records());
     assert_eq!(records.len(), 5);
     assert_eq!(records[0].incident_id.as_deref(), Some("INC-2026-0042"));
     assert_eq!(records[0].step.as_deref(), Some("triage"));
@@ -232,7 +346,7 @@ fn the_incident_is_recorded_and_an_id_too_long_to_store_is_refused() {
         assert_eq!(record.verdict, Verdict::AuditFailed);
         assert_eq!(record.incident_id, None, "never stored cut short");
         assert!(
-            record.reasons[0].contains("incident id"),
+            record.reasons[0].message().contains("incident id"),
             "{:?}",
             record.reasons
         );

@@ -118,9 +118,11 @@ fn each_call_is_an_execute_tool_span_with_the_gen_ai_attributes() {
 
     let descriptor = list_pods().descriptor_hash().to_owned();
     for (span, tool, verdict, error_type, seq) in [
-        (calls[0], "list_pods", "allowed", None, "1"),
-        (calls[1], "list_pods", "allowed", Some("tool_error"), "2"),
-        (calls[2], "restart_pod", "denied", Some("denied"), "3"),
+        // The seq of the call's last record: the outcome of a call that ran (its intent is
+        // the one before).
+        (calls[0], "list_pods", "allowed", None, "2"),
+        (calls[1], "list_pods", "allowed", Some("tool_error"), "4"),
+        (calls[2], "restart_pod", "denied", Some("denied"), "5"),
     ] {
         assert_eq!(span.target, "capability::audit");
         let expected_name = format!("execute_tool {tool}");
@@ -183,9 +185,16 @@ fn each_call_is_an_execute_tool_span_with_the_gen_ai_attributes() {
             .map(|i| i as u64 + 1)
     };
     assert_eq!(span_of("inside the tool"), [index(calls[0])]);
+    // An intent and an outcome for each call that ran, one record for the denied one.
     assert_eq!(
         span_of("tool call"),
-        [index(calls[0]), index(calls[1]), index(calls[2])]
+        [
+            index(calls[0]),
+            index(calls[0]),
+            index(calls[1]),
+            index(calls[1]),
+            index(calls[2])
+        ]
     );
 }
 
@@ -211,6 +220,10 @@ fn a_panicking_tool_marks_its_span() {
         .find(|s| s.name == "execute_tool")
         .expect("a span");
     assert_eq!(field(call, "error.type"), Some("panic"), "{call:?}");
-    assert_eq!(field(call, "capability.audit.seq"), Some("1"), "{call:?}");
-    assert_eq!(sink.records().len(), 1);
+    assert_eq!(field(call, "capability.audit.seq"), Some("2"), "{call:?}");
+    assert_eq!(
+        sink.records().len(),
+        2,
+        "the intent, and the outcome of the panic"
+    );
 }

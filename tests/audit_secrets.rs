@@ -79,8 +79,13 @@ fn write_trail(path: &Path) -> Vec<AuditRecord> {
         }
     }
     let (records, report) = capability::audit::read_jsonl(path).expect("readable");
-    assert_eq!((report.records, report.problem), (4, None));
+    // Four calls: an intent and an outcome each. The outcomes, one per call.
+    assert_eq!((report.records, report.problem), (8, None));
+    assert!(report.unfinished.is_empty());
     records
+        .into_iter()
+        .filter(|r| r.phase == Some(capability::audit::Phase::Outcome))
+        .collect()
 }
 
 /// The hex part of a digest as written in the trail (`sha256:<hex>`, `hmac-sha256:<hex>` or bare).
@@ -256,7 +261,8 @@ fn different_keys_give_different_digests() {
         let out: Outcome<String, String> =
             dispatch.call_tool::<Login, _, _>(&operator(), CALLER, &input, || Ok("t0k3n".into()));
         assert!(out.is_done());
-        sink.records().remove(0)
+        // The outcome: it has the output's digest too.
+        sink.records().remove(1)
     };
     let other_hex = "00".repeat(31) + "01";
     let one = record(MemorySink::new().with_digest_key(key()));
@@ -398,10 +404,10 @@ fn a_keyed_trail_verifies_without_the_key() {
     let records = write_trail(&path);
     assert!(records.iter().all(|r| r.verdict == Verdict::Allowed));
     let report = capability::audit::verify_jsonl(&path).expect("readable");
-    assert_eq!((report.records, report.problem), (4, None));
+    assert_eq!((report.records, report.problem), (8, None));
     // An edited digest is caught like any other edit.
     let text = std::fs::read_to_string(&path).expect("read");
-    // Bob's login, the one record with its input digest.
+    // Bob's login (its intent, line 5, then its outcome): the one call with its input digest.
     let digest = records[2].input_digest.clone();
     let forged = format!("hmac-sha256:{}", "0".repeat(64));
     std::fs::write(&path, text.replacen(&digest, &forged, 1)).expect("write");
@@ -409,7 +415,7 @@ fn a_keyed_trail_verifies_without_the_key() {
         .expect("readable")
         .problem
         .expect("detected");
-    assert_eq!((problem.line, problem.kind), (3, ProblemKind::Edited));
+    assert_eq!((problem.line, problem.kind), (5, ProblemKind::Edited));
 }
 
 /// HMAC-SHA-256 (RFC 2104) on the independent SHA-256 below.

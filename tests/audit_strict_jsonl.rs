@@ -21,7 +21,7 @@ fn scratch(name: &str) -> PathBuf {
     path
 }
 
-/// A trail of four records, and its lines.
+/// A trail of four calls (eight records: an intent and an outcome each), and its lines.
 fn trail(name: &str) -> (PathBuf, Vec<String>) {
     let path = scratch(name);
     {
@@ -38,7 +38,7 @@ fn trail(name: &str) -> (PathBuf, Vec<String>) {
         }
     }
     let report = verify_jsonl(&path).expect("readable");
-    assert_eq!((report.records, report.problem.clone()), (4, None));
+    assert_eq!((report.records, report.problem.clone()), (8, None));
     let text = std::fs::read_to_string(&path).expect("read");
     (path, text.lines().map(str::to_owned).collect())
 }
@@ -117,12 +117,12 @@ fn a_line_with_a_duplicate_key_is_refused() {
     // Inside `input`: `{"i":1,"i":1,...}`. serde_json keeps the last value, so the record and
     // its hash are unchanged; only the bytes show it.
     let mut nested = lines.clone();
-    nested[1] = lines[1].replacen("\"input\":{\"i\":1,", "\"input\":{\"i\":1,\"i\":1,", 1);
-    assert_ne!(nested[1], lines[1]);
-    let parsed: AuditRecord = serde_json::from_str(&nested[1]).expect("serde_json takes it");
+    nested[2] = lines[2].replacen("\"input\":{\"i\":1,", "\"input\":{\"i\":1,\"i\":1,", 1);
+    assert_ne!(nested[2], lines[2]);
+    let parsed: AuditRecord = serde_json::from_str(&nested[2]).expect("serde_json takes it");
     assert_eq!(parsed.hash, parsed.compute_hash(), "the hash still matches");
     rewrite(&path, &nested);
-    refused_at(&path, 2, "duplicate key \"i\"");
+    refused_at(&path, 3, "duplicate key `$.input.i`");
 
     // A duplicate whose first value is the one an attacker wants a naive reader to see: a
     // reader that keeps the first value sees `"ns":"dev"`, serde_json sees `"ns":"prod"`.
@@ -130,5 +130,5 @@ fn a_line_with_a_duplicate_key_is_refused() {
     shadow[2] = lines[2].replacen("\"ns\":\"prod\"", "\"ns\":\"dev\",\"ns\":\"prod\"", 1);
     assert_ne!(shadow[2], lines[2]);
     rewrite(&path, &shadow);
-    refused_at(&path, 3, "duplicate key \"ns\"");
+    refused_at(&path, 3, "duplicate key `$.input.ns`");
 }

@@ -63,7 +63,11 @@ fn each_record_is_also_a_tracing_event() {
             dispatch.call(&ctx, CALLER, &restart_pod(), &json!({}), || Ok(1));
     });
     let events = collector.events.lock().expect("lock").clone();
-    assert_eq!(events.len(), 2, "one event per record");
+    assert_eq!(
+        events.len(),
+        3,
+        "one event per record: an intent, an outcome, a refusal"
+    );
     let get = |event: &[(String, String)], name: &str| {
         event
             .iter()
@@ -88,8 +92,14 @@ fn each_record_is_also_a_tracing_event() {
     assert_eq!(get(&events[0], "tool").as_deref(), Some("list_pods"));
     assert_eq!(get(&events[0], "seq").as_deref(), Some("1"));
     assert_eq!(get(&events[1], "seq").as_deref(), Some("2"));
+    assert_eq!(get(&events[2], "seq").as_deref(), Some("3"));
+    let phase =
+        |event: &[(String, String)]| get(event, "phase").map(|p| p.trim_matches('"').to_owned());
+    assert_eq!(phase(&events[0]).as_deref(), Some("intent"));
+    assert_eq!(phase(&events[1]).as_deref(), Some("outcome"));
+    assert_eq!(get(&events[0], "call_id"), get(&events[1], "call_id"));
     assert_eq!(get(&events[0], "verdict").as_deref(), Some("Allowed"));
-    assert_eq!(get(&events[1], "verdict").as_deref(), Some("Degraded"));
+    assert_eq!(get(&events[2], "verdict").as_deref(), Some("Degraded"));
 }
 
 /// Log in to the console.
@@ -155,12 +165,13 @@ fn neither_the_digest_key_nor_a_sensitive_value_is_traced() {
         }
     });
     let events = collector.events.lock().expect("lock").clone();
-    // Two records from each writable sink, and the failing sink's errors.
+    // Three records from each writable sink (an intent and an outcome, a refusal), and the
+    // failing sink's errors.
     let written = events
         .iter()
         .filter(|e| e.iter().any(|(k, _)| k == "input_digest"))
         .count();
-    assert_eq!(written, 4, "{events:?}");
+    assert_eq!(written, 6, "{events:?}");
     assert!(
         events
             .iter()

@@ -125,9 +125,23 @@ impl Scratch {
     }
 
     /// `(tool, role, verdict)` of every audit record.
+    /// One entry per call (the outcome of a call that ran, whose intent came first; the one
+    /// record of a refused call), and no checkpoint line. Every intent has its outcome.
     fn audited(&self) -> Vec<(String, String, String)> {
-        lines(&self.audit())
+        let lines = lines(&self.audit());
+        let records: Vec<&Value> = lines
             .iter()
+            .filter(|r| r.get("checkpoint").is_none())
+            .collect();
+        let intents = records.iter().filter(|r| r["phase"] == "intent").count();
+        let outcomes = records.iter().filter(|r| r["phase"] == "outcome").count();
+        assert_eq!(
+            intents, outcomes,
+            "an outcome for every intent: {records:?}"
+        );
+        records
+            .iter()
+            .filter(|r| r["phase"] != "intent")
             .map(|r| {
                 let field = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
                 (field("tool"), field("role"), field("verdict"))

@@ -121,7 +121,7 @@ fn run(breaker: &Arc<Breaker>, model: &mut Scripted) -> (Option<Degrade>, usize)
         Caller::new("watcher"),
         &executor,
     );
-    (outcome.degrade().cloned(), sink.records().len())
+    (outcome.degrade().cloned(), per_call(&sink).len())
 }
 
 #[test]

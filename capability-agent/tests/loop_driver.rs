@@ -97,7 +97,7 @@ fn a_tool_call_is_run_and_its_result_fed_back_until_the_answer() {
     assert_eq!(messages.len(), 4);
     assert!(matches!(&messages[3], Message::Assistant(t) if t.is_final()));
 
-    let records = sink.records();
+    let records = per_call(&sink);
     assert_eq!(records.len(), 1);
     let record = &records[0];
     assert_eq!(
@@ -139,7 +139,7 @@ fn a_failing_tool_is_an_error_result_not_a_degrade() {
     let fed = results(&messages);
     assert!(fed[0].is_error);
     assert_eq!(fed[0].content, json!("the pod has no logs"));
-    let records = sink.records();
+    let records = per_call(&sink);
     assert_eq!(records[0].success, Some(false));
     assert_eq!(records[0].error.as_deref(), Some("the pod has no logs"));
 }
@@ -181,7 +181,7 @@ fn a_hidden_or_unlisted_tool_is_never_run_and_recorded_as_a_denial() {
         json!("no tool named `drop_database` is available")
     );
 
-    let records = sink.records();
+    let records = per_call(&sink);
     assert_eq!(tools_of(&records), ["restart_pod", "drop_database"]);
     for record in &records {
         assert_eq!(record.verdict, Verdict::Denied);
@@ -227,7 +227,7 @@ fn a_hidden_tool_beyond_the_denial_budget_degrades_the_loop() {
         results(&messages)[0].content,
         json!("no tool named `delete_pod` is available")
     );
-    let records = sink.records();
+    let records = per_call(&sink);
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].verdict, Verdict::Degraded);
     assert_eq!(records[0].role, "monitor");
@@ -270,7 +270,7 @@ fn malformed_arguments_are_recorded_and_never_run() {
             .as_str()
             .is_some_and(|t| t.contains("malformed arguments"))
     );
-    let records = sink.records();
+    let records = per_call(&sink);
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].success, Some(false));
     assert!(
@@ -309,7 +309,7 @@ fn max_iterations_exceeded_degrades_without_retry() {
         }
     );
     assert_eq!(model.turns(), 3);
-    assert_eq!(sink.records().len(), 3);
+    assert_eq!(per_call(&sink).len(), 3);
 }
 
 #[test]
@@ -335,7 +335,7 @@ fn a_model_without_tool_support_degrades_before_any_turn() {
         })
     );
     assert_eq!(model.turns(), 0);
-    assert!(sink.records().is_empty());
+    assert!(per_call(&sink).is_empty());
 }
 
 #[test]
@@ -367,7 +367,7 @@ fn the_call_budget_of_the_dispatch_degrades_the_loop() {
     );
     assert_eq!(model.turns(), 3);
     assert_eq!(executor.calls.borrow().len(), 2);
-    let verdicts: Vec<Verdict> = sink.records().iter().map(|r| r.verdict).collect();
+    let verdicts: Vec<Verdict> = per_call(&sink).iter().map(|r| r.verdict).collect();
     assert_eq!(
         verdicts,
         [Verdict::Allowed, Verdict::Allowed, Verdict::Degraded]
@@ -470,7 +470,7 @@ fn every_tool_call_has_exactly_one_record_with_the_role() {
     );
     assert_eq!(outcome.answer(), Some("done"));
     assert_eq!(outcome.tool_calls() as usize, issued);
-    let records = sink.records();
+    let records = per_call(&sink);
     assert_eq!(records.len(), issued, "one record per tool call");
     assert!(
         records

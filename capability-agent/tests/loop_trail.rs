@@ -112,7 +112,7 @@ fn a_tool_that_drifted_from_its_pin_is_hidden_and_its_call_denied() {
     assert_eq!(outcome.answer(), Some("done"));
     assert_eq!(model.shown[0], ["get_pod_logs"]);
     assert_eq!(ran.get(), 0);
-    let records = sink.records();
+    let records = per_call(&sink);
     assert_eq!(records.len(), 1);
     assert_eq!(
         (
@@ -125,7 +125,9 @@ fn a_tool_that_drifted_from_its_pin_is_hidden_and_its_call_denied() {
     // The trail says why: not the rules, the tool list.
     assert_eq!(records[0].reasons.len(), 1, "{:?}", records[0].reasons);
     assert!(
-        records[0].reasons[0].starts_with("the tool was not shown: it was not shown to the model"),
+        records[0].reasons[0]
+            .message()
+            .starts_with("the tool was not shown: it was not shown to the model"),
         "{:?}",
         records[0].reasons
     );

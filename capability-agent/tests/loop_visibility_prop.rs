@@ -184,7 +184,7 @@ fn the_model_is_shown_exactly_the_visible_set_and_nothing_else_runs() {
                 "seed {seed}: `{name}` ran but was not shown"
             );
         }
-        let records = sink.records();
+        let records = per_call(&sink);
         assert_eq!(records.len(), issued, "seed {seed}: one record per call");
         for record in &records {
             assert_eq!(record.role, decider.principal(), "seed {seed}");

@@ -173,7 +173,7 @@ fn a_shadow_run_over_read_only_tools_ends_in_metadata() {
     assert_eq!(result.parse_status(), ParseStatus::Parsed);
     assert_eq!(result.root_cause_check(), Some("confirmed"));
     assert_eq!(result.confidence_delta(), Some(0.0));
-    let records = sink.records();
+    let records = per_call(&sink);
     assert_eq!(records.len(), 1);
     assert_eq!(
         (records[0].role.as_str(), records[0].verdict),
@@ -235,5 +235,5 @@ fn a_role_that_would_see_a_mutating_tool_cannot_start_a_shadow_run() {
         })
     );
     assert_eq!(model.turns(), 0);
-    assert!(sink.records().is_empty());
+    assert!(per_call(&sink).is_empty());
 }

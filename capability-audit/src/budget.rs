@@ -48,6 +48,9 @@ pub enum DegradeReason {
     Denied {
         /// Why, as text.
         denial: String,
+        /// Why, as the decision's reasons.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasons: Vec<capability_core::authz::DenyReason>,
     },
     /// Too many denials.
     TooManyDenials {
@@ -66,7 +69,7 @@ impl fmt::Display for DegradeReason {
                 "the session used its budget of {max_calls} tool calls; fall back to the \
                  non-agentic path (pre-gathered evidence, rules, playbooks)"
             ),
-            DegradeReason::Denied { denial } => write!(
+            DegradeReason::Denied { denial, .. } => write!(
                 f,
                 "{denial}; fall back to the non-agentic path instead of retrying"
             ),

@@ -182,6 +182,8 @@ pub struct WriterReport {
     pub checkpointed: u64,
     /// Everything wrong, in order.
     pub problems: Vec<ChainProblem>,
+    /// Calls of this writer that started and have no outcome recorded.
+    pub unfinished: Vec<Unfinished>,
 }
 
 /// Something wrong with one writer's chain.
@@ -339,6 +341,7 @@ pub fn verify_chains(
                 records: chain.len() as u64,
                 checkpointed,
                 problems,
+                unfinished: unfinished_calls(chain.iter().copied()),
             }
         })
         .collect();

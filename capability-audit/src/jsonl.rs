@@ -16,7 +16,9 @@ pub enum FlushPolicy {
     /// is killed loses at most the record being written. The default.
     EveryRecord,
     /// Records are buffered and written every `n` records (and on drop): faster, and a killed
-    /// process loses up to `n` records.
+    /// process, or a write that fails, loses up to `n` records. An intent (the record that
+    /// lets a call run) is never buffered: it is written, with everything before it, before
+    /// `append` returns, so no call runs before its intent is in the file.
     Every(u32),
 }
 
@@ -53,18 +55,14 @@ impl fmt::Debug for JsonlSink {
 #[derive(Debug)]
 struct FileState {
     file: File,
-    /// Lines appended but not yet written.
+    /// Lines sealed but not yet written (under [`FlushPolicy::Every`]).
     buffer: Vec<u8>,
     pending: u32,
-    /// The last record appended (written or pending).
-    seq: u64,
-    prev: String,
-    /// The last record written.
-    written_seq: u64,
-    written_prev: String,
-    failed: bool,
-    /// The writer of the records already in the file.
-    file_writer: String,
+    /// The chain, committed up to the last record written.
+    head: ChainHead,
+    /// A write failed and its partial line could not be taken back: the file may end in half
+    /// a line, so nothing more is appended to it.
+    broken: Option<String>,
     /// The `seq` of the last checkpoint (in the file, or appended).
     checkpointed: u64,
     last_checkpoint: Option<Checkpoint>,
@@ -76,34 +74,67 @@ impl JsonlSink {
     /// Opens (or creates) a trail for appending. An existing trail is verified first, and a
     /// broken one is refused: appending would hide where it broke.
     ///
+    /// The file is locked for this sink while it is open (an advisory lock, `flock` on Unix): a
+    /// second writer, in this process or another, is refused with an error naming the trail,
+    /// since two writers would each extend the chain from the same last record and break it.
+    /// A path whose last component is a symbolic link is refused, not followed.
+    ///
     /// Its digests are keyed with a random key of this sink alone unless you give one with
     /// [`with_digest_key`](Self::with_digest_key); verifying the trail needs no key.
     pub fn open(path: impl AsRef<Path>, policy: FlushPolicy) -> Result<JsonlSink, AuditError> {
         let path = path.as_ref().to_path_buf();
-        let io = |e: std::io::Error| AuditError::Io {
+        let fail = |message: String| AuditError::Io {
             path: path.display().to_string(),
-            message: e.to_string(),
+            message,
         };
-        let (seq, prev, file_writer, last_checkpoint) = match std::fs::metadata(&path) {
-            Ok(meta) if meta.is_file() && meta.len() > 0 => {
-                let report = verify_jsonl(&path)?;
-                if let Some(problem) = report.problem {
-                    return Err(AuditError::Broken {
-                        path: path.display().to_string(),
-                        problem,
-                    });
-                }
-                let last = report.checkpoints.last().cloned();
-                (report.records, report.last_hash, report.writer, last)
+        let mut options = OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NOFOLLOW);
+        }
+        let mut file = options.open(&path).map_err(|e| {
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                fail(
+                    "it is a symbolic link: a trail is written only to the file its own path \
+                     names (give the link's target instead)"
+                        .to_owned(),
+                )
+            } else {
+                fail(e.to_string())
             }
-            _ => (0, GENESIS.to_owned(), String::new(), None),
+        })?;
+        let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(fail(
+                    "another writer has this trail open: a JSON Lines trail has one writer at \
+                     a time (two would both extend the chain from its last record and break \
+                     it); stop the other writer, or give this one a trail of its own"
+                        .to_owned(),
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(fail(format!("cannot lock it for writing: {e}")));
+            }
+        }
+        let (seq, prev, file_writer, last_checkpoint) = if meta.is_file() && meta.len() > 0 {
+            let report = verify_jsonl(&path)?;
+            if let Some(problem) = report.problem {
+                return Err(AuditError::Broken {
+                    path: path.display().to_string(),
+                    problem,
+                });
+            }
+            let last = report.checkpoints.last().cloned();
+            (report.records, report.last_hash, report.writer, last)
+        } else {
+            (0, GENESIS.to_owned(), String::new(), None)
         };
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io)?;
-        file.seek(SeekFrom::End(0)).map_err(io)?;
+        file.seek(SeekFrom::End(0))
+            .map_err(|e| fail(e.to_string()))?;
         let named = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
         Ok(JsonlSink {
             path,
@@ -113,19 +144,15 @@ impl JsonlSink {
                 file,
                 buffer: Vec::new(),
                 pending: 0,
-                seq,
-                prev: prev.clone(),
-                written_seq: seq,
-                written_prev: prev,
-                failed: false,
-                file_writer,
+                head: ChainHead::new(file_writer.clone(), seq, prev),
+                broken: None,
                 checkpointed: last_checkpoint.as_ref().map_or(0, |c| c.seq),
                 last_checkpoint,
                 schedule: None,
                 closed: false,
             }),
             key: SinkKey::default(),
-            writer: String::new(),
+            writer: file_writer,
             signer: None,
         })
     }
@@ -134,17 +161,19 @@ impl JsonlSink {
     /// file holds one writer's chain: an existing trail of another writer is refused.
     pub fn with_writer(mut self, writer: impl Into<String>) -> Result<Self, AuditError> {
         let writer = writer.into();
-        let state = lock(&self.state);
-        if state.seq > 0 && state.file_writer != writer {
+        let mut state = lock(&self.state);
+        if state.head.seq() > 0 && state.head.writer() != writer {
             return Err(AuditError::InvalidRecord {
                 message: format!(
                     "the trail {} holds the chain of writer {:?}, not {writer:?}: a file holds \
                      one writer's chain",
                     self.path.display(),
-                    state.file_writer
+                    state.head.writer()
                 ),
             });
         }
+        let (seq, hash) = state.head.committed();
+        state.head = ChainHead::new(writer.clone(), seq, hash.to_owned());
         drop(state);
         self.writer = writer;
         Ok(self)
@@ -203,7 +232,8 @@ impl JsonlSink {
     /// Signs a checkpoint of the chain as it is and appends its line to the buffer.
     fn checkpoint(&self, state: &mut FileState) {
         let Some(signer) = &self.signer else { return };
-        let checkpoint = Checkpoint::sign(&self.writer, state.seq, &state.prev, signer.as_ref());
+        let seq = state.head.seq();
+        let checkpoint = Checkpoint::sign(&self.writer, seq, state.head.hash(), signer.as_ref());
         let mut line = CheckpointLine {
             checkpoint: checkpoint.clone(),
         }
@@ -211,9 +241,9 @@ impl JsonlSink {
         .into_bytes();
         line.push(b'\n');
         state.buffer.extend_from_slice(&line);
-        state.checkpointed = state.seq;
+        state.checkpointed = seq;
         if let Some(schedule) = &mut state.schedule {
-            schedule.written(state.seq);
+            schedule.written(seq);
         }
         tracing::event!(
             target: "capability::audit",
@@ -257,11 +287,18 @@ impl JsonlSink {
         self.write_out(&mut state)
     }
 
+    /// Writes the buffer out: the records sealed since the last write are then committed. A
+    /// write that fails is taken back (the file cut to where it was), and the records of the
+    /// buffer are not in the chain; if it cannot be taken back, the sink stops.
     fn write_out(&self, state: &mut FileState) -> Result<(), AuditError> {
         if state.buffer.is_empty() {
             return Ok(());
         }
-        let file_len = state.file.metadata().map(|m| m.len()).ok();
+        let fail = |message: String| AuditError::Io {
+            path: self.path.display().to_string(),
+            message,
+        };
+        let file_len = state.file.metadata().map(|m| m.len());
         match state
             .file
             .write_all(&state.buffer)
@@ -270,27 +307,43 @@ impl JsonlSink {
             Ok(()) => {
                 state.buffer.clear();
                 state.pending = 0;
-                state.written_seq = state.seq;
-                state.written_prev = state.prev.clone();
-                state.failed = false;
+                state.head.commit();
                 Ok(())
             }
             Err(error) => {
-                // Take back a partial write, so a retry does not leave half a line behind.
-                if let Some(len) = file_len {
-                    let _ = state.file.set_len(len);
+                let lost = state.head.roll_back();
+                state.buffer.clear();
+                state.pending = 0;
+                // Checkpoints of records taken back went with them.
+                if state.checkpointed > state.head.seq() {
+                    let seq = state.head.seq();
+                    state.checkpointed = seq;
+                    state.last_checkpoint = None;
+                    if let Some(schedule) = &mut state.schedule {
+                        schedule.written(seq);
+                    }
                 }
-                state.failed = true;
-                Err(AuditError::Io {
-                    path: self.path.display().to_string(),
-                    message: error.to_string(),
-                })
+                // Take back a partial write, so no half line stays behind.
+                let restored = file_len.and_then(|len| state.file.set_len(len));
+                if let Err(cut) = restored {
+                    let why = format!(
+                        "a write failed ({error}) and the file could not be cut back to its last \
+                         whole line ({cut}): it may end in a partial line; verify it with \
+                         `capability audit verify` and start a new trail"
+                    );
+                    state.broken = Some(why.clone());
+                    return Err(fail(why));
+                }
+                let buffered = if lost > 1 {
+                    format!(" ({lost} buffered records are not in the trail)")
+                } else {
+                    String::new()
+                };
+                Err(fail(format!("{error}{buffered}")))
             }
         }
     }
-}
 
-impl JsonlSink {
     /// Whether the trail's path still names the file this sink writes: a trail removed or
     /// replaced (moved away, rotated, deleted) since it was opened would take records no one
     /// will read, so it counts as a trail that cannot be written. The path is the one the sink
@@ -306,7 +359,7 @@ impl JsonlSink {
                  lost (restart the writer to open the trail again)"
             ),
         };
-        match (file.metadata(), std::fs::metadata(&self.named)) {
+        match (file.metadata(), std::fs::symlink_metadata(&self.named)) {
             (Ok(open), Ok(named)) if open.dev() != named.dev() || open.ino() != named.ino() => {
                 Err(gone("replaced by another file"))
             }
@@ -319,27 +372,35 @@ impl JsonlSink {
     fn still_named(&self, _file: &File) -> Result<(), AuditError> {
         Ok(())
     }
+
+    /// Why no record can be appended now, if none can.
+    fn refusing(&self, state: &FileState) -> Option<AuditError> {
+        if state.closed {
+            return Some(self.closed());
+        }
+        state.broken.as_ref().map(|why| AuditError::Io {
+            path: self.path.display().to_string(),
+            message: why.clone(),
+        })
+    }
 }
 
 impl AuditSink for JsonlSink {
-    fn append(&self, mut record: AuditRecord) -> Result<AuditRecord, AuditError> {
+    fn append(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
         let mut state = lock(&self.state);
-        if state.closed {
-            return Err(self.closed());
+        if let Some(error) = self.refusing(&state) {
+            return Err(error);
         }
-        record.writer.clone_from(&self.writer);
-        record.seq = state.seq + 1;
-        record.prev = state.prev.clone();
-        let mut line = record.seal().into_bytes();
+        let intent = record.phase == Some(Phase::Intent);
+        let record = state.head.seal(record);
+        let mut line = record.to_line().into_bytes();
         line.push(b'\n');
         state.buffer.extend_from_slice(&line);
         state.pending += 1;
-        state.seq = record.seq;
-        state.prev = record.hash.clone();
         if state.schedule.as_ref().is_some_and(|s| s.due(record.seq)) {
             self.checkpoint(&mut state);
         }
-        let due = state.failed
+        let due = intent
             || match self.policy {
                 FlushPolicy::EveryRecord => true,
                 FlushPolicy::Every(n) => state.pending >= n.max(1),
@@ -351,35 +412,11 @@ impl AuditSink for JsonlSink {
     }
 
     fn ready(&self) -> Result<(), AuditError> {
-        let mut state = lock(&self.state);
-        if state.closed {
-            return Err(self.closed());
+        let state = lock(&self.state);
+        if let Some(error) = self.refusing(&state) {
+            return Err(error);
         }
-        if state.failed {
-            self.write_out(&mut state)
-        } else {
-            self.still_named(&state.file)
-        }
-    }
-
-    fn discard_pending(&self) -> u64 {
-        let mut state = lock(&self.state);
-        let dropped = state.seq - state.written_seq;
-        state.buffer.clear();
-        state.pending = 0;
-        state.seq = state.written_seq;
-        state.prev = state.written_prev.clone();
-        state.failed = false;
-        // Checkpoints of dropped records went with them.
-        if state.checkpointed > state.seq {
-            state.checkpointed = state.seq;
-            state.last_checkpoint = None;
-            let seq = state.seq;
-            if let Some(schedule) = &mut state.schedule {
-                schedule.written(seq);
-            }
-        }
-        dropped
+        self.still_named(&state.file)
     }
 
     fn close(&self) -> Result<(), AuditError> {
@@ -394,10 +431,16 @@ impl AuditSink for JsonlSink {
 
 impl JsonlSink {
     /// Stops the sink: the final checkpoint (if it signs them and records came since the last),
-    /// and everything pending written. Appends are refused from then on.
+    /// and everything buffered written. Appends are refused from then on.
     fn close_state(&self, state: &mut FileState) -> Result<(), AuditError> {
+        if state.closed {
+            return Ok(());
+        }
         state.closed = true;
-        if state.seq > state.checkpointed {
+        if state.broken.is_some() {
+            return Ok(());
+        }
+        if state.head.seq() > state.checkpointed {
             self.checkpoint(state);
         }
         self.write_out(state)

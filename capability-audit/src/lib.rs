@@ -8,7 +8,8 @@
 //! Use it through the facade, `capability::audit`. Depend on this crate directly only to write a
 //! sink of your own; a program that only declares tools and agents does not need it.
 //!
-//! - [`record`]: the record and its hash chain.
+//! - [`record`]: the record and its hash chain; [`reason`]: its typed reasons; [`chain`]: the
+//!   head of a writer's chain, which every sink seals records onto.
 //! - [`sink`]: the `AuditSink` seam and the in-memory sink; [`jsonl`]: the JSON Lines file sink
 //!   (with signed checkpoints between the records); [`verify`]: reading and verifying a JSON
 //!   Lines trail byte for byte, and against the checkpoint key.
@@ -22,11 +23,14 @@
 #![forbid(unsafe_code)]
 
 pub mod budget;
+pub mod calls;
+pub mod chain;
 pub mod checkpoint;
 pub mod dispatch;
 pub mod error;
 pub mod jsonl;
 pub mod key;
+pub mod reason;
 pub mod record;
 pub mod redact;
 pub mod sink;
@@ -35,15 +39,18 @@ pub mod trace;
 pub mod verify;
 
 pub use budget::{Budget, DegradeReason, OnAuditFailure, Outcome};
+pub use calls::{Unfinished, unfinished_calls};
+pub use chain::ChainHead;
 pub use checkpoint::{
     ChainProblem, ChainsReport, Checkpoint, CheckpointEvery, CheckpointSchedule, CheckpointSigner,
     CheckpointVerifier, WriterReport, verify_chains,
 };
-pub use dispatch::{AuditedDispatch, Caller, MAX_INCIDENT_ID_CHARS, Redactor};
+pub use dispatch::{AuditedDispatch, Caller, MAX_INCIDENT_ID_CHARS, Redactor, Request, Subject};
 pub use error::AuditError;
 pub use jsonl::{FlushPolicy, JsonlSink};
 pub use key::{DIGEST_KEY_LEN, DigestKey, KEYED_DIGEST_PREFIX, KeyError};
-pub use record::{AuditRecord, GENESIS, Verdict};
+pub use reason::Reason;
+pub use record::{AuditRecord, GENESIS, Phase, Verdict};
 pub use redact::redact_sensitive;
 pub(crate) use sink::SinkKey;
 pub use sink::{AuditSink, MemorySink};

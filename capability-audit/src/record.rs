@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::Reason;
+
 /// The `prev` of the first record of a trail.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -20,6 +22,28 @@ pub enum Verdict {
     AuditFailed,
 }
 
+/// Where a record stands in its call: a call that runs has two records sharing one `call_id`,
+/// its intent (written before the tool runs) and its outcome (after); a call that does not run
+/// has one record, with no phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The call is about to run: written, and durable, before the tool or the server is invoked.
+    Intent,
+    /// How the call ended: latency, success or error, the output's digest.
+    Outcome,
+}
+
+impl Phase {
+    /// `intent` or `outcome`, as written.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Phase::Intent => "intent",
+            Phase::Outcome => "outcome",
+        }
+    }
+}
+
 /// One line of the audit trail.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +59,19 @@ pub struct AuditRecord {
     pub time: String,
     /// The agent.
     pub agent: String,
+    /// The call this record belongs to: an intent and its outcome share it (unique per call).
+    /// Not written when absent (trails written before calls had ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// `intent` or `outcome` for a call that ran; absent for a call that did not run (one
+    /// record) and in older trails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// The MCP method of the request (`tools/call`, `resources/read`, `prompts/get`,
+    /// `completion/complete`, `sampling/createMessage`, ...); absent for a call of a tool in
+    /// process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
     /// The agent's role.
     pub role: String,
     /// The session.
@@ -47,7 +84,8 @@ pub struct AuditRecord {
     pub incident_id: Option<String>,
     /// The tool's provider.
     pub provider: Option<String>,
-    /// The tool.
+    /// What was called: the tool's name; for other methods, the resource's URI, the prompt's
+    /// name, or the server request's method.
     pub tool: String,
     /// The tool's descriptor hash.
     pub descriptor_hash: String,
@@ -55,8 +93,8 @@ pub struct AuditRecord {
     pub policy_version: Option<String>,
     /// What happened.
     pub verdict: Verdict,
-    /// Why (denial reasons, degrade reason, audit failure), as text.
-    pub reasons: Vec<String>,
+    /// Why (denial reasons, degrade reason, audit failure), each typed ([`Reason`]).
+    pub reasons: Vec<Reason>,
     /// The input, with the tool's sensitive fields replaced by their keyed digest
     /// (`hmac-sha256:<hex>`, see [`redact_sensitive`](crate::redact_sensitive)).
     pub input: Value,
@@ -94,12 +132,6 @@ impl AuditRecord {
         self.canonical(true)
     }
 
-    /// Sets `hash` and returns the line.
-    pub(crate) fn seal(&mut self) -> String {
-        self.hash = self.compute_hash();
-        self.canonical(true)
-    }
-
     /// The record's canonical JSON (RFC 8785: keys sorted, no white space), with or without
     /// `hash`, written directly: the same bytes as serializing the record to a JSON value and
     /// writing that canonically (a test checks), at a fraction of the cost. The keys are
@@ -109,6 +141,9 @@ impl AuditRecord {
         let mut out = String::with_capacity(1024);
         let mut object = Object::new(&mut out);
         object.string("agent", &self.agent);
+        if let Some(call_id) = &self.call_id {
+            object.string("call_id", call_id);
+        }
         object.string("descriptor_hash", &self.descriptor_hash);
         object.opt_string("error", self.error.as_deref());
         if with_hash {
@@ -121,12 +156,18 @@ impl AuditRecord {
         object.string("input_digest", &self.input_digest);
         object.number("input_size", Some(self.input_size));
         object.number("latency_us", self.latency_us);
+        if let Some(method) = &self.method {
+            object.string("method", method);
+        }
         object.opt_string("output_digest", self.output_digest.as_deref());
         object.number("output_size", self.output_size);
+        if let Some(phase) = self.phase {
+            object.string("phase", phase.as_str());
+        }
         object.opt_string("policy_version", self.policy_version.as_deref());
         object.string("prev", &self.prev);
         object.opt_string("provider", self.provider.as_deref());
-        object.strings("reasons", &self.reasons);
+        object.reasons("reasons", &self.reasons);
         object.string("role", &self.role);
         object.number("seq", Some(self.seq));
         object.string("session", &self.session);
@@ -204,14 +245,19 @@ impl<'a> Object<'a> {
         }
     }
 
-    fn strings(&mut self, key: &str, values: &[String]) {
+    fn reasons(&mut self, key: &str, reasons: &[Reason]) {
         self.key(key);
         self.out.push('[');
-        for (i, value) in values.iter().enumerate() {
+        for (i, reason) in reasons.iter().enumerate() {
             if i > 0 {
                 self.out.push(',');
             }
-            capability_rules::write_json_string(self.out, value);
+            match reason.as_json() {
+                Value::String(text) => capability_rules::write_json_string(self.out, text),
+                other => self
+                    .out
+                    .push_str(&capability_core::json::to_canonical_json(other)),
+            }
         }
         self.out.push(']');
     }
@@ -252,6 +298,9 @@ mod tests {
             seq: i,
             time: "2026-11-30T12:00:00.000Z".to_owned(),
             agent: "wätcher \u{1F600} \"quoted\" \\ back".to_owned(),
+            call_id: odd.then(|| format!("call-{i}")),
+            phase: [None, Some(Phase::Intent), Some(Phase::Outcome)][(i % 3) as usize],
+            method: (i % 4 == 1).then(|| "resources/read".to_owned()),
             role: "monitor\u{0}\u{1f}\u{7f}".to_owned(),
             session: "s\n\t\r\u{8}\u{c}".to_owned(),
             step: odd.then(|| "triage".to_owned()),
@@ -267,7 +316,14 @@ mod tests {
                 Verdict::AuditFailed,
             ][(i % 4) as usize],
             reasons: if odd {
-                vec!["a \u{2028} b".to_owned(), String::new()]
+                vec![
+                    Reason::text("a \u{2028} b"),
+                    Reason::text(""),
+                    Reason::deny(&capability_core::authz::DenyReason::MissingScopes {
+                        scopes: vec!["k8s:write".to_owned()],
+                    }),
+                    Reason::audit_failed("disk \u{1b} full"),
+                ]
             } else {
                 Vec::new()
             },

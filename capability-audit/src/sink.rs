@@ -4,30 +4,33 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::*;
 
-/// Where audit records go.
+/// Where audit records go: the seam between the dispatcher and a trail.
+///
+/// A sink only appends. Whether a call may run is the dispatcher's business
+/// ([`AuditedDispatch`]): it writes a call's intent before the call runs and its outcome after,
+/// keeps every record whose append failed, and runs nothing until they are written. So a sink
+/// of your own cannot make a call run unrecorded, however it fails.
 pub trait AuditSink: Send + Sync {
-    /// Appends one record, completing its `seq`, `prev` and `hash`. An error means the record
-    /// is not yet durable: it is kept and retried by [`ready`](Self::ready), unless
-    /// [`discard_pending`](Self::discard_pending) drops it.
+    /// Appends one record: seals it onto the sink's chain (its writer, `seq`, `prev` and `hash`,
+    /// see [`ChainHead`]) and writes it. `Ok` (the record as sealed) only once it is written as
+    /// durably as this sink writes; `Err` when it is not, and then the record is not in the
+    /// chain: the next record follows the last one written, and the dispatcher appends this
+    /// one again later, as a new link.
     fn append(&self, record: AuditRecord) -> Result<AuditRecord, AuditError>;
 
-    /// Whether the sink can take records now: retries what is pending. The dispatcher asks
-    /// before every call it is about to run, so a failing trail stops calls (fail-closed).
+    /// Whether the sink can take records now, without writing one: a probe the dispatcher
+    /// makes before a call runs (a trail file removed or replaced, a database that stopped
+    /// answering). An `Err` refuses the call. It does not replace a failed append: the
+    /// dispatcher relies on appends alone.
     fn ready(&self) -> Result<(), AuditError> {
         Ok(())
     }
 
-    /// Stops the sink: writes what is pending and, for a sink that signs checkpoints, a final
+    /// Stops the sink: writes what it buffers and, for a sink that signs checkpoints, a final
     /// checkpoint. Records appended afterwards are refused. Called on shutdown; a sink also
     /// closes itself when dropped, as far as it can.
     fn close(&self) -> Result<(), AuditError> {
         Ok(())
-    }
-
-    /// Drops the records that could not be written and returns how many; the trail goes on
-    /// from the last record written, so it stays valid (with those records missing).
-    fn discard_pending(&self) -> u64 {
-        0
     }
 
     /// The secret key of this trail's keyed digests: sensitive fields, `input_digest` and
@@ -44,10 +47,19 @@ pub trait AuditSink: Send + Sync {
 }
 
 /// A sink that keeps the records in memory: for tests and short-lived programs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemorySink {
-    records: Mutex<Vec<AuditRecord>>,
+    records: Mutex<(ChainHead, Vec<AuditRecord>)>,
     key: SinkKey,
+}
+
+impl Default for MemorySink {
+    fn default() -> Self {
+        MemorySink {
+            records: Mutex::new((ChainHead::new("", 0, GENESIS), Vec::new())),
+            key: SinkKey::default(),
+        }
+    }
 }
 
 impl MemorySink {
@@ -64,18 +76,16 @@ impl MemorySink {
 
     /// A copy of every record so far.
     pub fn records(&self) -> Vec<AuditRecord> {
-        lock(&self.records).clone()
+        lock(&self.records).1.clone()
     }
 }
 
 impl AuditSink for MemorySink {
-    fn append(&self, mut record: AuditRecord) -> Result<AuditRecord, AuditError> {
-        let mut records = lock(&self.records);
-        record.seq = records.len() as u64 + 1;
-        record.prev = records
-            .last()
-            .map_or_else(|| GENESIS.to_owned(), |r| r.hash.clone());
-        record.hash = record.compute_hash();
+    fn append(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
+        let mut guard = lock(&self.records);
+        let (head, records) = &mut *guard;
+        let record = head.seal(record);
+        head.commit();
         records.push(record.clone());
         Ok(record)
     }

@@ -5,10 +5,12 @@
 //! `tracing-opentelemetry` takes as the span name, is `execute_tool {tool}`. Its fields:
 //!
 //! - `gen_ai.operation.name = "execute_tool"`, `gen_ai.tool.name`, `gen_ai.tool.call.id` (an id
-//!   made for the call, unique in the process), and on failure `error.type`: `tool_error`,
+//!   made for the call, unique in the process: the `call_id` of its records), and on failure
+//!   `error.type`: `tool_error`,
 //!   `denied`, `degraded`, `audit_failed`, `panic` or `cancelled` (with
 //!   `otel.status_code = "ERROR"`);
-//! - ours, under `capability.`: `capability.agent`, `capability.role`, `capability.session`,
+//! - ours, under `capability.`: `capability.method` (the MCP method, for calls that came over
+//!   MCP), `capability.agent`, `capability.role`, `capability.session`,
 //!   `capability.step`, `capability.incident_id`, `capability.provider`,
 //!   `capability.descriptor_hash`, `capability.policy_version`, `capability.verdict`
 //!   (`allowed`, `denied`, `degraded`, `audit_failed`) and `capability.audit.seq` (the record's
@@ -27,6 +29,8 @@ use crate::*;
 /// What a call's span starts with.
 pub(crate) struct CallFields<'a> {
     pub(crate) tool: &'a str,
+    pub(crate) method: Option<&'a str>,
+    pub(crate) call_id: &'a str,
     pub(crate) provider: Option<&'a str>,
     pub(crate) descriptor_hash: &'a str,
     pub(crate) agent: &'a str,
@@ -47,7 +51,8 @@ pub(crate) fn call_span(call: &CallFields<'_>) -> Span {
         otel.status_code = Empty,
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = %call.tool,
-        gen_ai.tool.call.id = %call_id(),
+        gen_ai.tool.call.id = %call.call_id,
+        capability.method = call.method,
         error.type = Empty,
         capability.verdict = Empty,
         capability.agent = %call.agent,
@@ -81,7 +86,7 @@ pub(crate) fn end_span(span: &Span, verdict: Verdict, error_type: Option<&'stati
 
 /// A call id unique in this process and unlikely to repeat across processes: a random prefix
 /// drawn once, and a counter.
-fn call_id() -> String {
+pub(crate) fn new_call_id() -> String {
     static PREFIX: OnceLock<u64> = OnceLock::new();
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let prefix = *PREFIX.get_or_init(|| {
@@ -117,8 +122,11 @@ pub(crate) fn emit_trace(record: &AuditRecord) {
         tool = %record.tool,
         descriptor_hash = %record.descriptor_hash,
         policy_version = record.policy_version.as_deref(),
+        call_id = record.call_id.as_deref(),
+        phase = record.phase.map(Phase::as_str),
+        method = record.method.as_deref(),
         verdict = ?record.verdict,
-        reasons = ?record.reasons,
+        reasons = %Reasons(&record.reasons),
         input_digest = %record.input_digest,
         input_size = record.input_size,
         output_digest = record.output_digest.as_deref(),
@@ -128,4 +136,19 @@ pub(crate) fn emit_trace(record: &AuditRecord) {
         error = record.error.as_deref(),
         "tool call"
     );
+}
+
+/// The reasons' messages, `; ` between them.
+struct Reasons<'a>(&'a [Reason]);
+
+impl std::fmt::Display for Reasons<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, reason) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            f.write_str(reason.message())?;
+        }
+        Ok(())
+    }
 }

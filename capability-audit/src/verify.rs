@@ -33,6 +33,10 @@ pub struct VerifyReport {
     /// intact records (a cut-off tail, a recomputed chain, a checkpoint not signed by the key,
     /// a chain no checkpoint vouches for). Empty without a key.
     pub chain_problems: Vec<ChainProblem>,
+    /// Calls among the intact records that started and have no outcome recorded (the writer
+    /// was killed while they ran, or they are running): not a break of the trail, but calls
+    /// whose effect nobody recorded.
+    pub unfinished: Vec<Unfinished>,
 }
 
 impl VerifyReport {
@@ -184,6 +188,7 @@ fn scan(
         checkpoints: Vec::new(),
         problem: None,
         chain_problems: Vec::new(),
+        unfinished: Vec::new(),
     };
     let mut bytes = Vec::new();
     let mut number = 0u64;
@@ -218,6 +223,7 @@ fn scan(
             }
         }
     }
+    report.unfinished = unfinished_calls(&intact);
     if let Some(key) = key {
         let mut checkpoints = report.checkpoints.clone();
         checkpoints.extend_from_slice(kept);

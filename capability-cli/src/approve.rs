@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use capability::gate::{Approval, MAX_VALIDITY_SECS, ProposalFile, SecretKey, SystemClock};
 
+use capability_cli::escape::escape;
+
 use crate::Failure;
 use crate::out::{self, Out};
 
@@ -107,23 +109,6 @@ fn show(file: &ProposalFile, request: &Request<'_>, expires_at: u64) -> String {
         escape(request.approver),
         request.expires_in,
     )
-}
-
-/// The text with every character that a terminal could hide, move or reorder written as
-/// `\u{..}`: C0 and C1 controls (newlines included), DEL, and the bidirectional formatting
-/// characters (U+200E, U+200F, U+202A–U+202E, U+2066–U+2069).
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let hidden = c.is_control()
-            || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
-        if hidden {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Asks on the terminal; without one, `--yes` must have been given.

@@ -6,12 +6,12 @@ use std::path::Path;
 
 use capability::audit::{ChainsReport, VerifyReport};
 use capability::gate::PublicKey;
-use capability_store::{DailyStats, Store, TargetKind, target_kind};
+use capability_store::{DailyStats, RowProblem, Store, TargetKind, target_kind};
 use serde_json::json;
 
 use crate::Failure;
-use crate::approve::escape;
 use crate::out::{self, Out};
+use capability_cli::escape::escape;
 
 /// `capability db migrate <target>`: applies the shipped migrations.
 pub fn migrate(target: &str, out: &mut Out) -> Result<u8, Failure> {
@@ -28,7 +28,7 @@ pub fn migrate(target: &str, out: &mut Out) -> Result<u8, Failure> {
 
 /// Opens a store to read from: a SQLite path that does not exist is an error, never a new
 /// empty database (only `db migrate` creates one).
-fn open(target: &str) -> Result<Box<dyn Store>, Failure> {
+pub(crate) fn open(target: &str) -> Result<Box<dyn Store>, Failure> {
     if target_kind(target) == TargetKind::Sqlite && !Path::new(target).exists() {
         return Err(Failure::input(format!(
             "{target}: no such file (create a database with `capability db migrate {target}`)"
@@ -72,7 +72,14 @@ pub fn verify(target: &str, key: Option<&Path>, json: bool, out: &mut Out) -> Re
                 .map_err(|e| Failure::input(e.to_string()))?;
             let report =
                 capability::audit::verify_chains(&trail.records, &trail.checkpoints, verifier);
-            print_chains(&store.describe(), &report, verifier.is_some(), json, out)
+            print_chains(
+                &store.describe(),
+                &report,
+                &trail.problems,
+                verifier.is_some(),
+                json,
+                out,
+            )
         }
     }
 }
@@ -102,6 +109,7 @@ fn print_jsonl(
             "checkpoints_verified": keyed,
             "problem": problem,
             "chain_problems": chain,
+            "unfinished": unfinished_json(&report.unfinished),
         }))?;
         return Ok(code);
     }
@@ -126,7 +134,23 @@ fn print_jsonl(
     for problem in &report.chain_problems {
         writeln!(out, "{target}: {problem}")?;
     }
+    for call in &report.unfinished {
+        writeln!(out, "{target}: {}", escape(&call.to_string()))?;
+    }
     Ok(code)
+}
+
+fn unfinished_json(calls: &[capability::audit::Unfinished]) -> Vec<serde_json::Value> {
+    calls
+        .iter()
+        .map(|c| {
+            json!({
+                "writer": c.writer, "seq": c.seq, "call_id": c.call_id, "tool": c.tool,
+                "session": c.session, "time": c.time,
+                "status": "started, no outcome recorded",
+            })
+        })
+        .collect()
 }
 
 fn checkpoint_hint(checkpoints: usize) -> String {
@@ -143,11 +167,13 @@ fn checkpoint_hint(checkpoints: usize) -> String {
 fn print_chains(
     describe: &str,
     report: &ChainsReport,
+    rows: &[RowProblem],
     keyed: bool,
     json: bool,
     out: &mut Out,
 ) -> Result<u8, Failure> {
-    let code = u8::from(!report.is_intact());
+    let intact = report.is_intact() && rows.is_empty();
+    let code = u8::from(!intact);
     if json {
         let writers: Vec<serde_json::Value> = report
             .writers
@@ -158,15 +184,26 @@ fn print_chains(
                     "records": w.records,
                     "checkpointed": w.checkpointed,
                     "problems": w.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+                    "unfinished": unfinished_json(&w.unfinished),
+                })
+            })
+            .collect();
+        let rows: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|p| {
+                json!({
+                    "writer": p.writer, "seq": p.seq, "column": p.column,
+                    "found": p.found, "expected": p.expected, "message": p.to_string(),
                 })
             })
             .collect();
         out.json(&json!({
             "store": describe,
-            "intact": report.is_intact(),
+            "intact": intact,
             "records": report.records(),
             "checkpoints_verified": keyed,
             "writers": writers,
+            "rows": rows,
         }))?;
         return Ok(code);
     }
@@ -179,7 +216,8 @@ fn print_chains(
         if writer.problems.is_empty() {
             writeln!(
                 out,
-                "{describe}: writer {name}: {} records, chain intact{}",
+                "{describe}: writer {}: {} records, chain intact{}",
+                escape(name),
                 writer.records,
                 if keyed {
                     format!(", checkpointed to record {}", writer.checkpointed)
@@ -189,16 +227,29 @@ fn print_chains(
             )?;
         }
         for problem in &writer.problems {
-            writeln!(out, "{describe}: writer {name}: {problem}")?;
+            writeln!(out, "{describe}: writer {}: {problem}", escape(name))?;
         }
+        for call in &writer.unfinished {
+            writeln!(
+                out,
+                "{describe}: writer {}: {}",
+                escape(name),
+                escape(&call.to_string())
+            )?;
+        }
+    }
+    for row in rows {
+        writeln!(out, "{describe}: {}", escape(&row.to_string()))?;
     }
     writeln!(
         out,
         "{describe}: {} writers, {} records, {}",
         report.writers.len(),
         report.records(),
-        if report.is_intact() {
+        if intact {
             "every chain intact"
+        } else if report.is_intact() {
+            "every chain intact, but rows were edited: NOT intact"
         } else {
             "NOT intact"
         }
@@ -270,9 +321,9 @@ pub fn stats(target: &str, json: bool, out: &mut Out) -> Result<u8, Failure> {
             format!("{}/{}", row.provider, row.tool)
         };
         table.push([
-            row.day.clone(),
-            row.role.clone(),
-            tool,
+            escape(&row.day),
+            escape(&row.role),
+            escape(&tool),
             row.calls.to_string(),
             row.allowed.to_string(),
             row.denied.to_string(),
@@ -306,91 +357,5 @@ pub fn stats(target: &str, json: bool, out: &mut Out) -> Result<u8, Failure> {
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
     writeln!(out, "\n{records} records from {target}")?;
-    Ok(code)
-}
-
-/// One session's tool calls, in order (a JSON Lines trail in file order; a database by time,
-/// writer and seq): step, tool, verdict, the redacted input, the output's keyed digest and size,
-/// latency. A broken JSON Lines trail is replayed up to its first bad record, said so on
-/// standard error, exit 1; a session with no call is exit 1 too.
-pub fn replay(target: &str, session: &str, json: bool, out: &mut Out) -> Result<u8, Failure> {
-    let (mut records, broken) = match target_kind(target) {
-        TargetKind::Jsonl => {
-            let (records, report) =
-                capability::audit::read_jsonl(target).map_err(|e| Failure::input(e.to_string()))?;
-            if let Some(problem) = &report.problem {
-                out::note(format_args!(
-                    "capability: {target}: {problem}; the replay covers the {} records before it",
-                    report.records
-                ));
-            }
-            (records, report.problem.is_some())
-        }
-        TargetKind::Sqlite | TargetKind::Postgres => {
-            let trail = open(target)?
-                .read_trail()
-                .map_err(|e| Failure::input(e.to_string()))?;
-            let mut records = trail.records;
-            records.sort_by(|a, b| (&a.time, &a.writer, a.seq).cmp(&(&b.time, &b.writer, b.seq)));
-            (records, false)
-        }
-    };
-    records.retain(|r| r.session == session);
-    if records.is_empty() {
-        out::note(format_args!(
-            "capability: {target}: no call of session `{session}`"
-        ));
-    }
-    let code = u8::from(broken || records.is_empty());
-    if json {
-        let calls: Vec<serde_json::Value> = records
-            .iter()
-            .map(|r| {
-                json!({
-                    "time": r.time, "writer": r.writer, "seq": r.seq, "agent": r.agent,
-                    "role": r.role, "step": r.step, "incident_id": r.incident_id,
-                    "provider": r.provider, "tool": r.tool, "verdict": r.verdict,
-                    "reasons": r.reasons, "input": r.input, "output_digest": r.output_digest,
-                    "output_size": r.output_size, "latency_us": r.latency_us,
-                    "success": r.success, "error": r.error,
-                })
-            })
-            .collect();
-        out.json(&json!({ "target": target, "session": session, "calls": calls }))?;
-        return Ok(code);
-    }
-    for (n, r) in records.iter().enumerate() {
-        let tool = match &r.provider {
-            Some(provider) => format!("{provider}/{}", r.tool),
-            None => r.tool.clone(),
-        };
-        let verdict = match serde_json::to_value(r.verdict) {
-            Ok(serde_json::Value::String(v)) => v,
-            _ => String::new(),
-        };
-        let outcome = match (&r.error, &r.output_digest, r.output_size) {
-            (Some(error), _, _) => format!("error: {error}"),
-            (None, Some(digest), Some(size)) => format!("output {size} B {digest}"),
-            _ if r.reasons.is_empty() => String::new(),
-            _ => r.reasons.join("; "),
-        };
-        let latency = r
-            .latency_us
-            .map_or_else(|| "-".to_owned(), |us| format!("{us} µs"));
-        // Everything but the digests came from agents and tools: escaped, so a tool name or an
-        // error text cannot steer the terminal.
-        writeln!(
-            out,
-            "{:>3}  {}  step {}  {}  {}  {}  {}",
-            n + 1,
-            escape(&r.time),
-            escape(r.step.as_deref().unwrap_or("-")),
-            escape(&tool),
-            verdict,
-            latency,
-            escape(&outcome)
-        )?;
-        writeln!(out, "     input {}", escape(&r.input.to_string()))?;
-    }
     Ok(code)
 }

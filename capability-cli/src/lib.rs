@@ -7,5 +7,6 @@
 
 #![forbid(unsafe_code)]
 
+pub mod escape;
 pub mod proxy;
 pub mod supervise;

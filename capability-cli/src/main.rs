@@ -24,6 +24,7 @@ mod approve;
 mod audit;
 mod out;
 mod output;
+mod replay;
 mod source;
 
 use std::ffi::OsString;
@@ -193,6 +194,11 @@ struct ProxyArgs {
     /// migrate`).
     #[arg(long, value_name = "PATH_OR_URL")]
     audit: String,
+    /// A secret key file (from `capability keygen`) that signs checkpoints of the trail (every
+    /// 1,000 records or 10 seconds, and when the proxy stops), so that `capability audit
+    /// verify --key <FILE>.pub` detects records cut off its end.
+    #[arg(long, value_name = "FILE")]
+    checkpoint_key: Option<PathBuf>,
     /// Tool calls the client's session may make; then every call is refused until the proxy
     /// restarts.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
@@ -423,7 +429,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             target,
             session,
             json,
-        }) => audit::replay(&target, &session, json, out),
+        }) => replay::replay(&target, &session, json, out),
         Command::Db(DbCommand::Migrate { target }) => audit::migrate(&target, out),
         Command::Proxy(args) => proxy(args),
     }
@@ -441,6 +447,7 @@ fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
         trusted: args.trust == TrustArg::Trusted,
         lock: args.lock,
         audit: args.audit,
+        checkpoint_key: args.checkpoint_key,
         budget: capability::audit::Budget {
             max_calls: args.max_calls,
             max_denials: args.max_denials,

@@ -9,6 +9,8 @@
 use std::fmt::Display;
 use std::io::{self, BufWriter, IsTerminal, Stdout, Write};
 
+use capability_cli::escape::JsonEscaped;
+
 /// Standard output, buffered: `writeln!(out, ..)?` in the commands, [`Out::flush`] at the end.
 ///
 /// Not locked for the whole run: `Stdout` is locked only while the buffer is written out, so
@@ -31,8 +33,12 @@ impl Out {
     }
 
     /// `value` as pretty-printed JSON, on a line of its own.
+    /// Characters a terminal could hide or reorder with are written as JSON escapes
+    /// ([`JsonEscaped`]): the same JSON value, safe to print.
     pub fn json(&mut self, value: &serde_json::Value) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *self, value)?;
+        use serde::Serialize;
+        let mut serializer = serde_json::Serializer::with_formatter(&mut *self, JsonEscaped::new());
+        value.serialize(&mut serializer)?;
         writeln!(self)
     }
 }

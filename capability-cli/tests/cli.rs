@@ -559,9 +559,10 @@ fn audit_demo_trail(dir: &Path) -> PathBuf {
 fn audit_verify_and_stats() {
     let dir = scratch("audit");
     let path = audit_demo_trail(&dir);
+    // Ten calls that ran (an intent and an outcome each) and one refused.
     let out = capability(&dir, &["audit", "verify", "audit.jsonl"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "audit.jsonl: 11 records, chain intact\n");
+    assert_eq!(text(&out.stdout), "audit.jsonl: 21 records, chain intact\n");
 
     let out = capability(&dir, &["audit", "stats", "audit.jsonl", "--json"]);
     assert_eq!(code(&out), 0);
@@ -599,7 +600,7 @@ fn audit_verify_and_stats() {
         (reordered.join("\n") + "\n", "line 7: the chain is broken"),
         (
             original[..original.len() - 25].to_owned(),
-            "line 11: torn tail",
+            "line 21: torn tail",
         ),
     ];
     for (content, message) in cases {
@@ -631,7 +632,7 @@ fn sqlite_trail(dir: &Path) -> (PathBuf, PathBuf) {
         capability::authz::ToolContext::new("monitor", "s", capability::authz::Ceiling::ReadOnly);
     let out = capability(dir, &["db", "migrate", "state.db"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "sqlite:state.db: schema version 1\n");
+    assert_eq!(text(&out.stdout), "sqlite:state.db: schema version 2\n");
     let store = capability_store::sqlite::SqliteStore::open(&path).expect("open");
     let signer: Arc<dyn capability::audit::CheckpointSigner> = Arc::new(key);
     for writer in ["w-1", "w-2"] {
@@ -664,9 +665,9 @@ fn db_migrate_audit_verify_and_stats_on_sqlite() {
     assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
-        "sqlite:state.db: writer w-1: 5 records, chain intact, checkpointed to record 5\n\
-         sqlite:state.db: writer w-2: 5 records, chain intact, checkpointed to record 5\n\
-         sqlite:state.db: 2 writers, 10 records, every chain intact\n"
+        "sqlite:state.db: writer w-1: 10 records, chain intact, checkpointed to record 10\n\
+         sqlite:state.db: writer w-2: 10 records, chain intact, checkpointed to record 10\n\
+         sqlite:state.db: 2 writers, 20 records, every chain intact\n"
     );
     let out = capability(&dir, &["audit", "stats", "state.db", "--json"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
@@ -680,7 +681,7 @@ fn db_migrate_audit_verify_and_stats_on_sqlite() {
     // Cut writer w-2's last record off: the chain alone cannot tell, the signed checkpoint can.
     let db = rusqlite::Connection::open(&path).expect("open");
     db.execute(
-        "DELETE FROM mcp_audit_log WHERE writer_id = 'w-2' AND seq = 5",
+        "DELETE FROM mcp_audit_log WHERE writer_id = 'w-2' AND seq = 10",
         [],
     )
     .expect("delete");
@@ -689,7 +690,7 @@ fn db_migrate_audit_verify_and_stats_on_sqlite() {
     let out = capability(&dir, &["audit", "verify", "state.db", "--key", "audit.pub"]);
     assert_eq!(code(&out), 1);
     assert!(
-        text(&out.stdout).contains("writer w-2: tail cut off: a signed checkpoint vouches for record 5, but the chain ends at record 4"),
+        text(&out.stdout).contains("writer w-2: tail cut off: a signed checkpoint vouches for record 10, but the chain ends at record 9"),
         "{}",
         text(&out.stdout)
     );
@@ -735,6 +736,7 @@ fn audit_replay_prints_one_session_in_order() {
     let out = capability(&dir, &["audit", "replay", "audit.jsonl", "--session", "s"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
+    // One line per call: an intent and its outcome are one call.
     let calls: Vec<&str> = stdout.lines().filter(|l| !l.starts_with("     ")).collect();
     assert_eq!(calls.len(), 11, "{stdout}");
     assert!(

@@ -12,7 +12,7 @@ use capability::rmcp::REFUSED_CODE;
 use serde_json::json;
 use support::TsTarget;
 
-use proxy_common::{BIN, listed, proxy_args, records, scratch, summary, triple};
+use proxy_common::{BIN, calls, listed, proxy_args, scratch, summary, triple};
 
 const POLICY: &str = r#"
 [roles.viewer]
@@ -110,7 +110,7 @@ fn a_drifted_tool_is_hidden_and_the_client_is_told() {
             triple("viewer", "stable", "allowed"),
         ]
     );
-    let denied = &records(&trail)[1];
+    let denied = &calls(&trail)[1];
     assert!(
         denied["reasons"].to_string().contains("descriptor changed"),
         "{denied}"

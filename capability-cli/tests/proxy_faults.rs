@@ -347,7 +347,7 @@ async fn the_server_crashing_ends_the_proxy_with_an_error_after_the_trail() {
             triple("viewer", "crash", "allowed")
         ]
     );
-    let records = proxy_common::records(&trail);
+    let records = proxy_common::calls(&trail);
     assert_eq!(records[1]["success"], false, "{:?}", records[1]);
     verifies(&trail);
 }
@@ -505,8 +505,7 @@ async fn an_audit_trail_that_cannot_be_written_refuses_calls_but_lists() {
     let servers = require_servers!("an_audit_trail_that_cannot_be_written_refuses_calls_but_lists");
     let dir = scratch("full_trail", POLICY);
     // A trail on a full device: it opens, and no record can be written.
-    let trail = dir.join("trail.jsonl");
-    std::os::unix::fs::symlink("/dev/full", &trail).expect("symlink");
+    let trail = std::path::PathBuf::from("/dev/full");
     let memory_file = dir.join("memory.jsonl");
     let args = proxy_args(
         &dir,
@@ -518,10 +517,20 @@ async fn an_audit_trail_that_cannot_be_written_refuses_calls_but_lists() {
     );
     let proxied = Proxied::start(&args).await;
     assert_eq!(proxied.names().await.len(), 9, "listing needs no record");
-    // The audited dispatch learns that the trail cannot be written from a failed write: the
-    // first call runs and its record is lost (a gap of capability-audit, reported). From then
-    // on every call is refused before it reaches the server.
-    let _ = proxied.call("read_graph", json!({})).await;
+    // No call runs: not even the first, since its intent cannot be written.
+    let first = proxied
+        .call("read_graph", json!({}))
+        .await
+        .expect_err("refused: its intent cannot be written");
+    assert!(
+        first
+            .data
+            .as_ref()
+            .expect("data")
+            .to_string()
+            .contains("could not be written"),
+        "{first:?}"
+    );
     let create = json!({"entities": [{"name": "x", "entityType": "t", "observations": []}]});
     let refused = proxied
         .call("create_entities", create)

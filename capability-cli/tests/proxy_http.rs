@@ -6,11 +6,10 @@
 mod proxy_common;
 mod support;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use capability::rmcp::{REFUSED_CODE, connect_client};
+use capability::rmcp::REFUSED_CODE;
 use rmcp::model::{CallToolRequestParams, ClientConfig, ServerNotification, SubscriptionFilter};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -19,7 +18,9 @@ use rmcp::{RoleClient, ServiceError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use proxy_common::{BIN, Proxied, listed, scratch, summary, triple, verifies};
+use proxy_common::{
+    BIN, Listening, Proxied, http_client, listed, scratch, summary, triple, verifies,
+};
 use support::TsTarget;
 
 const VIEW_TOKEN: &str = "view-token-1";
@@ -47,90 +48,6 @@ open_world = false
 "sha256:09e9d7f8abc7fb4c5166489d546ce2d6917ea129392001c9c940fdfc99dacbf0" = "viewer"
 "sha256:0600f62603764be3a117c63d3d006b57b2d28e32179766cb5720be552484604b" = "operator"
 "#;
-
-/// A proxy started with `--listen 127.0.0.1:0`, and the URL it printed.
-struct Listening {
-    child: tokio::process::Child,
-    url: String,
-}
-
-impl Listening {
-    async fn start(dir: &Path, trail: &Path, server: &support::McpServer) -> Listening {
-        Listening::start_as(dir, trail, "memory", &[], server).await
-    }
-
-    async fn start_as(
-        dir: &Path,
-        trail: &Path,
-        name: &str,
-        extra: &[&str],
-        server: &support::McpServer,
-    ) -> Listening {
-        let mut command = tokio::process::Command::new(BIN);
-        command
-            .arg("proxy")
-            .arg("--policy")
-            .arg(dir.join("policy.toml"))
-            .args(["--server", name, "--listen", "127.0.0.1:0", "--audit"])
-            .arg(trail)
-            .args(extra)
-            .arg("--")
-            .arg(&server.program)
-            .args(&server.args)
-            .envs(server.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = command.spawn().expect("spawn the proxy");
-        let stderr = child.stderr.take().expect("piped");
-        let mut lines = BufReader::new(stderr).lines();
-        let url = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("{line}");
-                if let Some((_, url)) = line.split_once("listening on http://") {
-                    return format!("http://{}", url.trim());
-                }
-            }
-            panic!("the proxy ended without listening");
-        })
-        .await
-        .expect("the proxy listens within 30 s");
-        // The rest of its messages go to the test's output.
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("{line}");
-            }
-        });
-        Listening { child, url }
-    }
-
-    /// SIGTERM: the proxy stops the server, closes the trail and exits 0.
-    async fn stop(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().expect("running");
-        let killed = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .expect("kill");
-        assert!(killed.success());
-        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
-            .await
-            .expect("the proxy exits on SIGTERM")
-            .expect("status")
-    }
-}
-
-/// rmcp's client over Streamable HTTP, with a bearer token if given.
-async fn http_client(url: &str, token: Option<&str>) -> RunningService<RoleClient, ClientConfig> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-    if let Some(token) = token {
-        config = config.auth_header(token);
-    }
-    connect_client(StreamableHttpClientTransport::from_config(config))
-        .await
-        .expect("MCP handshake over HTTP")
-}
 
 async fn names(client: &RunningService<RoleClient, ClientConfig>) -> Vec<String> {
     let tools = client.peer().list_tools(None).await.expect("lists");
@@ -377,7 +294,7 @@ async fn a_streamable_http_upstream_behind_the_proxy() {
             triple("viewer", "echo", "allowed"),
         ]
     );
-    let last = &proxy_common::records(&trail)[2];
+    let last = &proxy_common::calls(&trail)[2];
     assert_eq!(last["success"], false, "{last}");
     verifies(&trail);
 }

@@ -166,7 +166,7 @@ pub fn agent_tools(agent: &Agent<'_>) -> TokenStream {
                     const BINDING: #krate::__private::AdvisorBinding<#tool, #ident> =
                         #krate::__private::bind_advisor_tool::<
                             #tool, #ident, { <#tool as #krate::__private::Capability>::READ_ONLY }
-                        >();
+                        >(&__CapabilityBindingToken(__CapabilitySeal));
                 }
             }
         });
@@ -175,7 +175,18 @@ pub fn agent_tools(agent: &Agent<'_>) -> TokenStream {
                 <#tool as #krate::__private::AdvisorBound<#ident>>::BINDING.tool()
             }
         });
+        // The binding token: declared here, inside the expansion's own block, with a field of a
+        // type only this block can name, so no code outside it can make one (a type alias of
+        // `<Agent as AdvisorTokens>::Token` reaches the token, not its field's type).
         quote! {
+            #[doc(hidden)]
+            #[allow(dead_code)]
+            pub struct __CapabilityBindingToken(__CapabilitySeal);
+            struct __CapabilitySeal;
+            #[automatically_derived]
+            impl #krate::__private::AdvisorTokens for #ident {
+                type Token = __CapabilityBindingToken;
+            }
             #(#impls)*
             static __CAPABILITY_TOOLS: [#krate::__private::AdvisorTool; #len] = [#(#elements),*];
         }

@@ -27,15 +27,21 @@ use crate::proposal::{Approval, Proposal, ProposalFile, digest};
 /// let forged = Approved::<RestartPod> { args: RestartPod };
 /// ```
 pub struct Approved<T: Capability> {
+    /// Deserialized from the signed canonical JSON, and never lent out: nothing can reach it
+    /// (through a `RefCell`, a `Cell`, a `Mutex` field) between the gate's check and
+    /// [`into_args`](Self::into_args).
     args: T,
+    signed: Value,
     approval_id: String,
     approver: String,
 }
 
 impl<T: Capability> Approved<T> {
-    /// The approved arguments.
-    pub fn args(&self) -> &T {
-        &self.args
+    /// The approved arguments as they were signed (canonical JSON, read back), for logs and
+    /// messages. The typed value is only [`into_args`](Self::into_args)'s: a reference to it
+    /// would let interior mutability change what executes after the gate checked it.
+    pub fn signed_args(&self) -> &Value {
+        &self.signed
     }
 
     /// The approval's unique id.
@@ -189,6 +195,7 @@ impl WriteGate {
         match self.check(&proposal, approval) {
             Ok((args, approval)) => Ok(Approved {
                 args,
+                signed: proposal.file.args.clone(),
                 approval_id: approval.id.clone(),
                 approver: approval.approver.clone(),
             }),

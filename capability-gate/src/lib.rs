@@ -20,7 +20,6 @@ mod key;
 mod ledger;
 mod proposal;
 mod session;
-mod strict;
 
 pub use clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 pub use error::GateError;

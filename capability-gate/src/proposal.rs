@@ -134,7 +134,7 @@ impl ProposalFile {
             what: "the proposal file".to_owned(),
             why: e.to_string(),
         };
-        crate::strict::no_duplicate_keys(text).map_err(malformed)?;
+        capability_core::json::no_duplicate_keys(text).map_err(malformed)?;
         let file: ProposalFile = serde_json::from_str(text).map_err(malformed)?;
         if file.version != PROPOSAL_VERSION {
             return Err(GateError::Malformed {
@@ -255,7 +255,7 @@ impl Approval {
             what: "the approval file".to_owned(),
             why: e.to_string(),
         };
-        crate::strict::no_duplicate_keys(text).map_err(malformed)?;
+        capability_core::json::no_duplicate_keys(text).map_err(malformed)?;
         serde_json::from_str(text).map_err(malformed)
     }
 

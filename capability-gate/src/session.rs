@@ -121,6 +121,18 @@ impl<A: Agent> AdvisorSession<A> {
                 tool: manifest.qualified_name(),
             });
         }
+        // And the agent's own spec must bind it: whatever proof compiled, a tool runs only if
+        // the list the agent reports holds it (its name and descriptor).
+        let bound = A::spec().tools().iter().any(|t| {
+            t.qualified_name() == manifest.qualified_name()
+                && t.descriptor_hash() == manifest.descriptor_hash()
+        });
+        if !bound {
+            return Err(SessionError::NotBound {
+                tool: manifest.qualified_name(),
+                agent: A::spec().name().to_owned(),
+            });
+        }
         Ok(tool.run())
     }
 
@@ -149,6 +161,13 @@ pub enum SessionError {
         /// The tool, as `provider/name`.
         tool: String,
     },
+    /// The agent's spec does not list the tool: it was not run.
+    NotBound {
+        /// The tool, as `provider/name`.
+        tool: String,
+        /// The agent.
+        agent: String,
+    },
 }
 
 impl std::fmt::Display for SessionError {
@@ -159,6 +178,10 @@ impl std::fmt::Display for SessionError {
                 "agent `{agent}` is an operator: an advisor session is for advisor agents"
             ),
             SessionError::Violation(violation) => violation.fmt(f),
+            SessionError::NotBound { tool, agent } => write!(
+                f,
+                "tool `{tool}` was not run: agent `{agent}` does not bind it"
+            ),
             SessionError::NotReadOnly { tool } => write!(
                 f,
                 "tool `{tool}` was not run: its type says read-only (`READ_ONLY = true`) but its \

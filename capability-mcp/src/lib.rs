@@ -15,6 +15,9 @@
 //! - [`import`] and [`export`]: MCP `Tool` objects to and from manifests; [`hash`]: the
 //!   descriptor hash of an MCP tool.
 //! - [`lock`]: the lockfile and drift.
+//! - [`listing`]: a server's tool list read once (manifests, drift, duplicate names) with a
+//!   change token, decided per caller; [`methods`]: every MCP method and what the governed
+//!   edge does with it, in one table.
 //! - [`visibility`]: what a caller may see of a server, decided by one function,
 //!   [`Visibility::of`]: drift against the lock, then duplicate names, then the decision of any
 //!   [`Authorize`](capability_core::authz::Authorize). The governed client and the command line's
@@ -35,17 +38,21 @@
 pub mod export;
 pub mod hash;
 pub mod import;
+pub mod listing;
 pub mod lock;
+pub mod methods;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
 pub mod server;
 pub mod visibility;
 
 pub use hash::{MCP_DESCRIPTOR_FIELDS, mcp_descriptor_hash};
+pub use listing::Listing;
 pub use lock::{
     DriftStatus, LOCKFILE_VERSION, LockError, LockedTool, Lockfile, Part, PartHashes, PinError,
     Review, ReviewedTool,
 };
+pub use methods::{Handling, METHODS, McpMethod, method};
 pub use server::{Server, Trust};
 pub use visibility::{HiddenTool, ListedTool, Visibility, WithheldReason};
 

@@ -74,6 +74,19 @@ impl fmt::Display for WithheldReason {
     }
 }
 
+impl WithheldReason {
+    /// As a decision's reason, for the audit trail: a policy's reason as it is, the others as
+    /// [`DenyReason::Withheld`] with their text.
+    pub fn to_deny(&self) -> DenyReason {
+        match self {
+            WithheldReason::Policy(reason) => reason.clone(),
+            other => DenyReason::Withheld {
+                why: other.to_string(),
+            },
+        }
+    }
+}
+
 /// A tool the server lists that the caller is not shown, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HiddenTool {
@@ -123,7 +136,7 @@ pub struct ListedTool {
 impl ListedTool {
     /// This tool with the reasons that do not depend on the caller (drift, a duplicate name)
     /// and `decider`'s decision.
-    fn decided_by(&self, decider: &(impl Authorize + ?Sized)) -> ListedTool {
+    pub(crate) fn decided_by(&self, decider: &(impl Authorize + ?Sized)) -> ListedTool {
         let mut reasons: Vec<WithheldReason> = self
             .reasons
             .iter()
@@ -220,6 +233,16 @@ impl Visibility {
         lock: Option<&Lockfile>,
         decider: &(impl Authorize + ?Sized),
     ) -> Result<Visibility, ManifestError> {
+        Ok(Visibility::undecided(server, tools, lock)?.for_decider(decider))
+    }
+
+    /// The list as nobody has decided it yet: drift and duplicate names only (what
+    /// [`Listing::read`](crate::Listing::read) keeps).
+    pub(crate) fn undecided(
+        server: &Server,
+        tools: &[Value],
+        lock: Option<&Lockfile>,
+    ) -> Result<Visibility, ManifestError> {
         // 1. Each tool's manifest, and its drift when a lockfile is in use.
         let (manifests, drift, review) = match lock {
             Some(lock) => {
@@ -255,7 +278,7 @@ impl Visibility {
             .map(|m| count.get(m.name()).is_some_and(|n| *n > 1))
             .collect();
 
-        // 3. The decision, for every tool.
+        // 3. The decision is each caller's (`for_decider`).
         let tools = manifests
             .into_iter()
             .zip(drift)
@@ -265,13 +288,6 @@ impl Visibility {
                 if duplicate {
                     reasons.push(WithheldReason::DuplicateName);
                 }
-                reasons.extend(
-                    decider
-                        .decide(&manifest)
-                        .into_reasons()
-                        .into_iter()
-                        .map(WithheldReason::Policy),
-                );
                 ListedTool { manifest, reasons }
             })
             .collect();
@@ -295,19 +311,6 @@ impl Visibility {
             tools,
             review: self.review.clone(),
         }
-    }
-
-    /// [`for_decider`](Self::for_decider) for the first tool named `name` only.
-    #[cfg(any(test, feature = "rmcp-server"))]
-    pub(crate) fn tool_for_decider(
-        &self,
-        name: &str,
-        decider: &(impl Authorize + ?Sized),
-    ) -> Option<ListedTool> {
-        self.tools
-            .iter()
-            .find(|listed| listed.manifest.name() == name)
-            .map(|listed| listed.decided_by(decider))
     }
 
     /// Every listed tool, in the server's order.
@@ -382,7 +385,8 @@ mod tests {
                         .collect()
                 };
                 assert_eq!(pairs(&again), pairs(expected), "lock: {}", lock.is_some());
-                let peek = from.tool_for_decider("peek", to).expect("listed");
+                let listing = crate::Listing::read(&server, &tools, lock).expect("valid");
+                let peek = listing.tool("peek").expect("listed").decided_by(to);
                 assert_eq!(peek.reasons(), expected.tools()[2].reasons());
             }
             // The two callers do see different things, so the test can tell them apart.

@@ -169,8 +169,9 @@ async fn the_bearer_token_picks_the_role() {
         .call_tool(CallToolRequestParams::new("delete_pod"))
         .await
         .expect("allowed");
+    // The viewer's refusal, then the operator's call: its intent and its outcome.
     let roles: Vec<String> = sink.records().into_iter().map(|r| r.role).collect();
-    assert_eq!(roles, ["viewer", "operator"]);
+    assert_eq!(roles, ["viewer", "operator", "operator"]);
     let _ = operator.cancel().await;
     let _ = viewer.cancel().await;
 }

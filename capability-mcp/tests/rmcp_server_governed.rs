@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use capability::audit::{AuditedDispatch, Budget, MemorySink, Verdict};
+use capability::audit::{AuditedDispatch, Budget, MemorySink, Phase, Verdict};
 use capability::mcp::Lockfile;
 use capability::rmcp::{FixedRole, GovernedServer, REFUSED_CODE, RoleResolver, connect_client};
 use capability::{Policy, Server};
@@ -318,10 +318,17 @@ async fn every_call_is_in_the_audit_trail_with_its_role() {
         .await
         .expect("allowed");
 
-    let trail: Vec<(String, String, Verdict, String)> = h
-        .sink
-        .records()
+    // One entry per call: the outcome of a call that ran (its intent came first), the one
+    // record of a refused call.
+    let records = h.sink.records();
+    let intents = records
+        .iter()
+        .filter(|r| r.phase == Some(Phase::Intent))
+        .count();
+    assert_eq!(intents, 2, "the two calls that ran");
+    let trail: Vec<(String, String, Verdict, String)> = records
         .into_iter()
+        .filter(|r| r.phase != Some(Phase::Intent))
         .map(|r| (r.role, r.tool, r.verdict, r.session))
         .collect();
     let s = |t: &str| t.to_owned();
@@ -355,10 +362,12 @@ async fn every_call_is_in_the_audit_trail_with_its_role() {
         ]
     );
     let records = h.sink.records();
-    assert_eq!(records[0].agent, "rmcp-test-client");
-    assert_eq!(records[0].provider.as_deref(), Some("k8s"));
+    assert_eq!(records[0].phase, Some(Phase::Intent));
+    assert_eq!(records[0].method.as_deref(), Some("tools/call"));
+    assert_eq!(records[1].agent, "rmcp-test-client");
+    assert_eq!(records[1].provider.as_deref(), Some("k8s"));
     assert!(
-        records[0].output_digest.is_some(),
+        records[1].output_digest.is_some(),
         "the outcome is recorded"
     );
     assert_eq!(h.ops.calls(), ["restart_pod", "get_logs"]);
@@ -404,12 +413,15 @@ async fn an_unknown_role_and_no_role_see_nothing_and_every_call_is_refused() {
     let h = Harness::new();
     let intruder = h.client(FixedRole::new("intruder"), false).await;
     let anonymous = h.client(Anonymous, true).await;
-    for (client, role) in [(&intruder, json!("intruder")), (&anonymous, Value::Null)] {
+    for (client, role, reason) in [
+        (&intruder, json!("intruder"), "unknown_role"),
+        (&anonymous, Value::Null, "no_role"),
+    ] {
         let shown = client.peer().list_tools(None).await.expect("lists");
         assert!(shown.tools.is_empty(), "{role}");
         assert_eq!(shown.cache_scope, Some(CacheScope::Private));
         let error = refused(client, "list_pods").await;
-        assert_eq!(reasons(&error), ["unknown_role"]);
+        assert_eq!(reasons(&error), [reason]);
         assert_eq!(error.data.as_ref().expect("data")["role"], role);
     }
     assert!(h.ops.calls().is_empty());
@@ -450,10 +462,9 @@ async fn a_tool_that_drifted_from_its_pin_is_hidden_from_everyone() {
     let record = records.last().expect("the refused call is recorded");
     assert_eq!(record.tool, "restart_pod");
     assert!(
-        record
-            .reasons
-            .iter()
-            .any(|r| r.starts_with("the tool was not shown: its descriptor changed")),
+        record.reasons.iter().any(|r| r
+            .message()
+            .starts_with("the tool was not shown: its descriptor changed")),
         "{:?}",
         record.reasons
     );

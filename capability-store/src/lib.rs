@@ -62,7 +62,7 @@ mod target;
 pub use target::{TargetKind, target_kind};
 
 /// The schema version this build writes and reads. A database at a newer version is refused.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// A database holding the shared state: a SQLite file or a PostgreSQL database.
 pub trait Store: Send + Sync {
@@ -177,6 +177,37 @@ pub struct Trail {
     pub records: Vec<AuditRecord>,
     /// The checkpoints, by writer and seq.
     pub checkpoints: Vec<Checkpoint>,
+    /// Rows whose columns say something else than the record they verify as: what the stats
+    /// and the dashboards read is not what the chain vouches for. Any entry here means the
+    /// table was edited.
+    pub problems: Vec<RowProblem>,
+}
+
+/// A row of `mcp_audit_log` one of whose columns differs from the record the row verifies as
+/// (its `record_json`, on PostgreSQL): an edit that the hash chain alone would not show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowProblem {
+    /// The row's writer.
+    pub writer: String,
+    /// The row's `seq`.
+    pub seq: u64,
+    /// The column.
+    pub column: String,
+    /// What the column holds.
+    pub found: String,
+    /// What the record says it should hold.
+    pub expected: String,
+}
+
+impl std::fmt::Display for RowProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "row of writer `{}`, seq {}: column `{}` holds {}, but the record it verifies as \
+             says {} (the column was edited)",
+            self.writer, self.seq, self.column, self.found, self.expected
+        )
+    }
 }
 
 /// One row of `mcp_daily_stats`: the calls of one day (UTC), role, provider and tool.

@@ -11,12 +11,13 @@
 //! | `incident_id`, `flywheel_node` | `incident_id`, `step` | nullable |
 //! | `provider`, `tool`, `descriptor_hash`, `policy_version` | same names | `provider`, `policy_version` nullable |
 //! | `verdict` | `verdict` | [`verdict_name`]: `allowed`, `denied`, `degraded`, `audit_failed` |
-//! | `reasons` | `reasons` | [`reasons_json`]: a JSON array of strings |
+//! | `reasons` | `reasons` | [`reasons_json`]: a JSON array of reasons (objects; strings in older records) |
 //! | `input` | `input` | [`input_json`]: canonical JSON of the redacted input |
 //! | `input_digest`, `input_size`, `output_digest`, `output_size`, `latency_us` | same names | sizes and latency as integers |
 //! | `success` | `success` | nullable boolean (SQLite: 1, 0) |
 //! | `error` | `error` | nullable |
 //! | `prev_hash`, `hash` | `prev`, `hash` | as is |
+//! | `call_id`, `phase`, `method` | same names | nullable; `phase` is `intent` or `outcome` |
 //!
 //! Read back, a row gives the same record, so its [`compute_hash`](AuditRecord::compute_hash)
 //! is the stored `hash`.
@@ -25,11 +26,11 @@
 //! ran (`latency_us` not null): the p-th percentile of n latencies sorted ascending is the one
 //! at 1-based rank `ceil(p * n / 100)`, computed in integers as [`nearest_rank`].
 
-use capability_audit::{AuditRecord, Verdict};
+use capability_audit::{AuditRecord, Phase, Reason, Verdict};
 use serde_json::Value;
 
 /// The columns of `mcp_audit_log`, in the order the backends bind them.
-pub const AUDIT_COLUMNS: [&str; 24] = [
+pub const AUDIT_COLUMNS: [&str; 27] = [
     "writer_id",
     "seq",
     "time",
@@ -54,6 +55,9 @@ pub const AUDIT_COLUMNS: [&str; 24] = [
     "error",
     "prev_hash",
     "hash",
+    "call_id",
+    "phase",
+    "method",
 ];
 
 /// The `verdict` column's text.
@@ -77,14 +81,33 @@ pub fn parse_verdict(text: &str) -> Option<Verdict> {
     }
 }
 
-/// The `reasons` column: a JSON array of strings.
-pub fn reasons_json(reasons: &[String]) -> String {
-    serde_json::to_string(reasons).unwrap_or_else(|_| "[]".to_owned())
+/// The `reasons` column: a JSON array of the reasons, canonical.
+pub fn reasons_json(reasons: &[Reason]) -> String {
+    let value = serde_json::to_value(reasons).unwrap_or_else(|_| Value::Array(Vec::new()));
+    capability_core::json::to_canonical_json(&value)
 }
 
 /// The reasons of a `reasons` column.
-pub fn parse_reasons(text: &str) -> Result<Vec<String>, String> {
-    serde_json::from_str(text).map_err(|e| format!("column reasons is not a JSON array: {e}"))
+pub fn parse_reasons(text: &str) -> Result<Vec<Reason>, String> {
+    serde_json::from_str(text)
+        .map_err(|e| format!("column reasons is not a JSON array of reasons: {e}"))
+}
+
+/// The `phase` column's text.
+pub fn phase_name(phase: Option<Phase>) -> Option<&'static str> {
+    phase.map(Phase::as_str)
+}
+
+/// The phase of a `phase` column; an error for anything but `intent`, `outcome` or NULL.
+pub fn parse_phase(text: Option<&str>) -> Result<Option<Phase>, String> {
+    match text {
+        None => Ok(None),
+        Some("intent") => Ok(Some(Phase::Intent)),
+        Some("outcome") => Ok(Some(Phase::Outcome)),
+        Some(other) => Err(format!(
+            "column phase holds `{other}`, not intent or outcome"
+        )),
+    }
 }
 
 /// The `input` column: the canonical JSON of the redacted input.

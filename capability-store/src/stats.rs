@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use capability_audit::{AuditRecord, Verdict};
+use capability_audit::{AuditRecord, Phase, Verdict};
 
 use crate::DailyStats;
 use crate::row::nearest_rank;
@@ -13,8 +13,9 @@ type Key = (String, String, String, String);
 
 impl DailyStats {
     /// `mcp_daily_stats` computed from records (a JSON Lines trail, or a test's own GROUP BY),
-    /// by the same rules as the databases: the UTC day of `time`; errors are calls that ran and
-    /// failed; latencies are those of calls that ran, nearest-rank percentiles.
+    /// by the same rules as the databases: the UTC day of `time`; a call counted once (by its
+    /// intent when it ran, by its one record when it did not); errors are calls that ran and
+    /// failed; latencies are those of calls that ran (their outcomes), nearest-rank percentiles.
     pub fn from_records(records: &[AuditRecord]) -> Vec<DailyStats> {
         let mut rows: BTreeMap<Key, (DailyStats, Vec<u64>)> = BTreeMap::new();
         for record in records {
@@ -44,8 +45,10 @@ impl DailyStats {
                     Vec::new(),
                 )
             });
-            row.calls += 1;
+            let call = record.phase != Some(Phase::Outcome);
+            row.calls += u64::from(call);
             match record.verdict {
+                Verdict::Allowed if !call => {}
                 Verdict::Allowed => row.allowed += 1,
                 Verdict::Denied => row.denied += 1,
                 Verdict::Degraded => row.degraded += 1,

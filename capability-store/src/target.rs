@@ -32,7 +32,15 @@ pub fn target_kind(target: &str) -> TargetKind {
         .extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("jsonl") || e.eq_ignore_ascii_case("ndjson"));
-    if jsonl_name || path.is_file() {
+    // A character device (`/dev/full`, `/dev/null`) takes lines as a file does.
+    #[cfg(unix)]
+    let device = {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
+    };
+    #[cfg(not(unix))]
+    let device = false;
+    if jsonl_name || path.is_file() || device {
         TargetKind::Jsonl
     } else {
         TargetKind::Sqlite

@@ -1,6 +1,7 @@
 //! A PostgreSQL server that goes away means refusal: the gate refuses the approval (and does not
 //! consume it), a grant is denied (`RevocationsUnavailable`), no audited call runs; a record
-//! that could not be written stays pending and lands once the server is back.
+//! that could not be written is not in the chain, and the dispatcher, which kept it, writes it
+//! once the server is back, before the next call runs.
 
 #[path = "support/pg.rs"]
 mod pg;
@@ -10,7 +11,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use capability::audit::{
-    AuditRecord, AuditSink, AuditedDispatch, Budget, Caller, Outcome, Verdict, verify_chains,
+    AuditRecord, AuditSink, AuditedDispatch, Budget, Caller, Outcome, Reason, Verdict,
+    verify_chains,
 };
 use capability::authz::{Assertions, Ceiling, DenyReason, ToolContext};
 use capability::gate::{Approval, AuthorityGrant, GateError, SecretKey};
@@ -40,7 +42,7 @@ fn now() -> u64 {
 }
 
 #[test]
-fn an_unreachable_server_means_refusal_and_pending_records_land_after() {
+fn an_unreachable_server_means_refusal_and_kept_records_land_after() {
     let Some(server) = pg::own_server("outage") else {
         return;
     };
@@ -133,12 +135,15 @@ fn an_unreachable_server_means_refusal_and_pending_records_land_after() {
         1,
         "the tool ran only before the outage"
     );
-    // A record appended now fails, and stays pending.
+    // A record appended now fails, and is not in the chain.
     let mut record = AuditRecord {
         writer: String::new(),
         seq: 0,
         time: "2026-03-01T00:00:00.000Z".into(),
         agent: "bot".into(),
+        call_id: None,
+        phase: None,
+        method: None,
         role: "monitor".into(),
         session: "s-1".into(),
         step: None,
@@ -148,7 +153,7 @@ fn an_unreachable_server_means_refusal_and_pending_records_land_after() {
         descriptor_hash: String::new(),
         policy_version: None,
         verdict: Verdict::Denied,
-        reasons: vec!["test".into()],
+        reasons: vec![Reason::text("test")],
         input: json!({}),
         input_digest: String::new(),
         input_size: 2,
@@ -161,43 +166,66 @@ fn an_unreachable_server_means_refusal_and_pending_records_land_after() {
         hash: String::new(),
     };
     assert!(sink.append(record.clone()).is_err());
-    assert!(sink.ready().is_err());
+    assert!(sink.ready().is_err(), "the probe finds the server gone");
+    assert_eq!(
+        dispatch.kept_records(),
+        3,
+        "the refused calls' records, kept"
+    );
 
     server.restart().expect("restart");
-    sink.ready()
-        .expect("the pending records are written once the server is back");
+    sink.ready().expect("the server is back");
     record.tool = "after".into();
     let after = sink.append(record).expect("append");
+    assert_eq!(
+        after.seq, 3,
+        "the failed append is not in the chain: this one follows"
+    );
     let approved = gate
         .approve(proposal(), Some(&approval))
         .expect("the approval was not consumed");
     assert_eq!(RestartPod::execute(approved), "restarted api-0");
-    // The dispatcher remembers the failure, whatever the sink says now: the first call after
-    // the outage is refused, and its refusal record is what shows that writing works again.
-    assert!(matches!(call(), Outcome::AuditFailed(_)));
+    // The first call after the outage writes the records kept, then its intent, and runs.
     assert!(matches!(call(), Outcome::Done(1)));
+    assert_eq!(dispatch.kept_records(), 0);
 
     let trail = store.read_trail().expect("trail");
     let report = verify_chains(&trail.records, &trail.checkpoints, None);
     assert!(report.is_intact(), "{report:?}");
+    assert!(
+        report.writers.iter().all(|w| w.unfinished.is_empty()),
+        "{report:?}"
+    );
     let tools: Vec<&str> = trail.records.iter().map(|r| r.tool.as_str()).collect();
-    // The call before the outage, the refused calls' records and the direct append (pending
-    // until the restart), then the record appended after, then the refused first call after
-    // the restart and the last call.
-    assert_eq!(tools.first(), Some(&"list_pods"));
-    assert!(tools.contains(&"note"), "{tools:?}");
-    assert_eq!(trail.records[trail.records.len() - 3].seq, after.seq);
-    assert_eq!(tools.last(), Some(&"list_pods"));
+    // The call before the outage (intent, outcome), the direct append after the restart, the
+    // three refused calls' records the dispatcher kept, then the last call (intent, outcome).
+    assert_eq!(
+        tools,
+        [
+            "list_pods",
+            "list_pods",
+            "after",
+            "list_pods",
+            "list_pods",
+            "list_pods",
+            "list_pods",
+            "list_pods"
+        ]
+    );
     let refused = trail
         .records
         .iter()
         .filter(|r| r.verdict == Verdict::AuditFailed)
         .count();
-    assert_eq!(refused, 4, "each refused call left its record");
+    assert_eq!(refused, 3, "each refused call left its record");
+    assert!(
+        !tools.contains(&"note"),
+        "the failed append was never written"
+    );
 }
 
 #[test]
-fn discarded_records_leave_a_valid_chain() {
+fn the_records_of_refused_calls_land_before_the_next_call_runs() {
     let Some(server) = pg::own_server("discard") else {
         return;
     };
@@ -217,18 +245,24 @@ fn discarded_records_leave_a_valid_chain() {
     std::thread::sleep(Duration::from_millis(200));
     let out: Outcome<u32, String> = dispatch.call(&ctx, caller, &list, &json!({}), || Ok(2));
     assert!(matches!(out, Outcome::AuditFailed(_)));
-    assert_eq!(sink.discard_pending(), 1, "the refused call's record");
+    assert_eq!(dispatch.kept_records(), 1, "the refused call's record");
     server.restart().expect("restart");
-    // The first call after the outage is refused (its record clears the dispatcher's failure),
-    // the next one runs.
     let out: Outcome<u32, String> = dispatch.call(&ctx, caller, &list, &json!({}), || Ok(3));
-    assert!(matches!(out, Outcome::AuditFailed(_)));
-    let out: Outcome<u32, String> = dispatch.call(&ctx, caller, &list, &json!({}), || Ok(4));
-    assert!(out.is_done());
+    assert!(
+        matches!(out, Outcome::Done(3)),
+        "no first-call-after-failure gap"
+    );
     let trail = store.read_trail().expect("trail");
+    let verdicts: Vec<(u64, Verdict)> = trail.records.iter().map(|r| (r.seq, r.verdict)).collect();
     assert_eq!(
-        trail.records.iter().map(|r| r.seq).collect::<Vec<_>>(),
-        vec![1, 2, 3]
+        verdicts,
+        [
+            (1, Verdict::Allowed),
+            (2, Verdict::Allowed),
+            (3, Verdict::AuditFailed),
+            (4, Verdict::Allowed),
+            (5, Verdict::Allowed)
+        ]
     );
     assert!(verify_chains(&trail.records, &[], None).is_intact());
 }

@@ -26,6 +26,9 @@ fn record(tool: &str, i: u64) -> AuditRecord {
         seq: 0,
         time: "2026-03-01T12:34:56.789Z".into(),
         agent: "triage-bot".into(),
+        call_id: Some(format!("call-{i}")),
+        phase: Some(capability::audit::Phase::Intent),
+        method: Some("tools/call".into()),
         role: "monitor".into(),
         session: "s-1".into(),
         step: Some("triage".into()),
@@ -92,7 +95,7 @@ fn migrations_are_idempotent_locked_and_refuse_a_newer_schema() {
         .query_one("SELECT count(*) FROM capability_schema_version", &[])
         .expect("count")
         .get(0);
-    assert_eq!(rows, 1);
+    assert_eq!(rows, i64::from(SCHEMA_VERSION), "one row per migration");
     assert_eq!(store.ledger().consume("a-1", u64::MAX), Ok(Consumed::First));
 
     // A database a newer build migrated: refused, naming both versions, and left unchanged.
@@ -222,7 +225,10 @@ fn records_round_trip_exactly_and_their_chain_verifies() {
     let mut r = record("list_pods", 4);
     r.time = "2026-02-30T00:00:00.000Z".into();
     r.verdict = Verdict::Denied;
-    r.reasons = vec!["no \"quotes\" here".into(), "второй".into()];
+    r.reasons = vec![
+        capability::audit::Reason::text("no \"quotes\" here"),
+        capability::audit::Reason::audit_failed("второй \u{0}"),
+    ];
     r.step = None;
     r.provider = None;
     r.policy_version = None;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use capability::audit::Reason;
 use capability::audit::{
     AuditRecord, AuditSink, ChainProblem, CheckpointEvery, GENESIS, Verdict, verify_chains,
 };
@@ -36,6 +37,11 @@ fn record(i: u64) -> AuditRecord {
         seq: 0,
         time: "2026-03-01T10:00:00.123Z".to_owned(),
         agent: "triage-bot".to_owned(),
+        call_id: Some(format!("call-{i}")),
+        phase: i
+            .is_multiple_of(2)
+            .then_some(capability::audit::Phase::Outcome),
+        method: i.is_multiple_of(3).then(|| "resources/read".to_owned()),
         role: "monitor".to_owned(),
         session: format!("s-{i}"),
         step: Some("triage".to_owned()),
@@ -126,7 +132,7 @@ fn concurrent_migrations_apply_once() {
         assert_eq!(thread.join().expect("thread"), Ok(SCHEMA_VERSION));
     }
     let rows = count(&path, "SELECT COUNT(*) FROM capability_schema_version").expect("count");
-    assert_eq!(rows, 1);
+    assert_eq!(rows, i64::from(SCHEMA_VERSION), "one row per migration");
 }
 
 #[test]
@@ -209,7 +215,11 @@ fn records_round_trip_exactly() {
         "nested": { "list": [1, -2, 3.5, null, true, "ß"], "empty": {}, "deep": [[[]]] },
         "big": u64::MAX, "neg": i64::MIN, "float": 1e-7, "quote": "\"'\\\n\t",
     });
-    wild.reasons = vec!["tool `x` is not allowed".to_owned(), "ümlaut".to_owned()];
+    wild.reasons = vec![
+        Reason::text("tool `x` is not allowed"),
+        Reason::text("ümlaut"),
+        Reason::deny(&capability::authz::DenyReason::NotAllowed),
+    ];
     let mut bare = record(2);
     bare.step = None;
     bare.incident_id = None;
@@ -239,13 +249,12 @@ fn records_round_trip_exactly() {
 }
 
 #[test]
-fn an_incident_id_over_64_characters_is_refused_and_not_left_pending() {
+fn an_incident_id_over_64_characters_is_refused_and_not_in_the_chain() {
     let (_path, store) = migrated("incident.db");
     let sink = store.sink(SinkOptions::writer("w")).expect("sink");
     let mut long = record(1);
     long.incident_id = Some("I".repeat(65));
     assert!(sink.append(long).is_err());
-    assert_eq!(sink.discard_pending(), 0);
     sink.append(record(2)).expect("the next record is fine");
     assert_eq!(store.read_trail().expect("trail").records[0].seq, 1);
 }
@@ -266,7 +275,7 @@ fn a_sink_resumes_its_writer_chain() {
 }
 
 #[test]
-fn a_failed_commit_keeps_the_record_pending_and_retries_it() {
+fn a_failed_commit_is_not_in_the_chain_and_the_next_record_follows_the_last_committed() {
     let (path, store) = migrated("retry.db");
     let impatient = SqliteStore::open_with_timeout(&path, Duration::from_millis(50)).expect("open");
     let sink = impatient
@@ -275,21 +284,22 @@ fn a_failed_commit_keeps_the_record_pending_and_retries_it() {
     let lock = hold_write_lock(&path).expect("lock");
     let error = sink.append(record(1)).expect_err("locked");
     assert!(error.to_string().contains("locked"), "{error}");
-    assert!(sink.ready().is_err(), "still locked: not ready");
     drop(lock);
-    sink.ready().expect("retried");
-    let next = sink.append(record(2)).expect("append");
-    assert_eq!(next.seq, 2);
+    let first = sink.append(record(2)).expect("append");
+    assert_eq!(
+        (first.seq, first.prev.as_str()),
+        (1, GENESIS),
+        "the record whose commit failed is not in the chain"
+    );
+    // In the middle of a chain too: the next record follows the last one committed.
+    let lock = hold_write_lock(&path).expect("lock");
+    assert!(sink.append(record(3)).is_err());
+    drop(lock);
+    let second = sink.append(record(4)).expect("append");
+    assert_eq!((second.seq, second.prev.as_str()), (2, first.hash.as_str()));
     let trail = store.read_trail().expect("trail");
     assert_eq!(trail.records.len(), 2);
     assert!(verify_chains(&trail.records, &[], None).is_intact());
-    // Discarding drops pending records and the chain goes on from the last one written.
-    let lock = hold_write_lock(&path).expect("lock");
-    assert!(sink.append(record(3)).is_err());
-    assert_eq!(sink.discard_pending(), 1);
-    drop(lock);
-    assert_eq!(sink.append(record(4)).expect("append").seq, 3);
-    assert!(verify_chains(&store.read_trail().expect("trail").records, &[], None).is_intact());
 }
 
 fn signed_trail(name: &str) -> (PathBuf, SqliteStore, PublicKey) {

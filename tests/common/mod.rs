@@ -76,3 +76,46 @@ pub fn tool(
     };
     builder.build().expect("valid tool")
 }
+
+/// One record per call: the outcome of a call that ran (its intent left out), or the one
+/// record of a call that did not; in trail order.
+#[allow(dead_code)]
+pub fn calls(records: Vec<capability::audit::AuditRecord>) -> Vec<capability::audit::AuditRecord> {
+    records
+        .into_iter()
+        .filter(|r| r.phase != Some(capability::audit::Phase::Intent))
+        .collect()
+}
+
+/// Checks that each outcome follows its intent (same call id, same call), and that every
+/// intent has its outcome.
+#[allow(dead_code)]
+pub fn intents_have_outcomes(records: &[capability::audit::AuditRecord]) {
+    use capability::audit::Phase;
+    for (i, record) in records.iter().enumerate() {
+        match record.phase {
+            Some(Phase::Intent) => {
+                let outcome = records[i + 1..]
+                    .iter()
+                    .find(|r| r.call_id == record.call_id && r.writer == record.writer)
+                    .unwrap_or_else(|| panic!("intent {} has no outcome", record.seq));
+                assert_eq!(outcome.phase, Some(Phase::Outcome), "{outcome:?}");
+                assert_eq!(
+                    (&outcome.tool, &outcome.session, &outcome.input_digest),
+                    (&record.tool, &record.session, &record.input_digest)
+                );
+                assert_eq!((record.success, record.latency_us), (None, None));
+            }
+            Some(Phase::Outcome) => {
+                assert!(
+                    records[..i]
+                        .iter()
+                        .any(|r| r.call_id == record.call_id && r.phase == Some(Phase::Intent)),
+                    "outcome {} has no intent before it",
+                    record.seq
+                );
+            }
+            None => assert!(record.call_id.is_some() || record.seq > 0),
+        }
+    }
+}

@@ -6,12 +6,12 @@ mod fake {
     pub use capability::*;
     pub mod __private {
         pub use capability::__private::*;
-        pub const fn bind_advisor_tool<T, A, const R: bool>() -> AdvisorBinding<T, A>
+        pub const fn bind_advisor_tool<T, A, const R: bool>(token: &A::Token) -> AdvisorBinding<T, A>
         where
             T: ?Sized + capability::agent::AdvisorBindable<A, true>,
-            A: ?Sized,
+            A: ?Sized + AdvisorTokens,
         {
-            capability::__private::bind_advisor_tool::<T, A, true>()
+            capability::__private::bind_advisor_tool::<T, A, true>(token)
         }
     }
 }

@@ -6,7 +6,8 @@ mod fake {
     pub use capability::*;
     pub mod __private {
         pub use capability::__private::*;
-        pub const fn bind_advisor_tool<T: ?Sized + Capability, A: ?Sized, const R: bool>(
+        pub const fn bind_advisor_tool<T: ?Sized + Capability, A: ?Sized + AdvisorTokens, const R: bool>(
+            _token: &A::Token,
         ) -> fn() -> &'static CapabilityManifest {
             T::manifest
         }

@@ -1,5 +1,6 @@
-// Every proof forged with the library's own functions, lying about `READ_ONLY`: the build fails
-// where the session uses them, and nothing runs.
+// Every proof forged with the library's own functions, lying about `READ_ONLY`: the binding
+// cannot even be made (its gate function needs the agent's binding token, which only the
+// attribute can make), and nothing runs.
 use capability::__private::{bind_advisor_tool, AdvisorBinding, ReadOnlyProof};
 use capability::agent::AdvisorBound;
 use capability::{advisor_agent, AdvisorSession, Capability, ReadOnlyTool, Run};

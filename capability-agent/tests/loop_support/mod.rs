@@ -158,3 +158,24 @@ pub fn dispatch(max_denials: u32) -> (Arc<MemorySink>, AuditedDispatch) {
 pub fn tools_of(records: &[AuditRecord]) -> Vec<&str> {
     records.iter().map(|r| r.tool.as_str()).collect()
 }
+
+/// One record per call: the outcome of a call that ran (its intent, written before it ran, is
+/// checked and left out), or the one record of a call that did not run; in trail order.
+#[allow(dead_code)]
+pub fn per_call(sink: &MemorySink) -> Vec<AuditRecord> {
+    let records = sink.records();
+    for (i, intent) in records.iter().enumerate() {
+        if intent.phase == Some(capability_audit::Phase::Intent) {
+            assert!(
+                records[i + 1..].iter().any(|r| r.call_id == intent.call_id
+                    && r.phase == Some(capability_audit::Phase::Outcome)),
+                "intent {} has no outcome",
+                intent.seq
+            );
+        }
+    }
+    records
+        .into_iter()
+        .filter(|r| r.phase != Some(capability_audit::Phase::Intent))
+        .collect()
+}

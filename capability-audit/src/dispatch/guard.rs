@@ -1,9 +1,10 @@
-//! The guard of a running call: whatever happens to the call, its record is written once.
+//! The guard of a running call: whatever happens to the call, its outcome is written once.
 //!
-//! The call's pending record lives in a [`CallGuard`] while the tool runs. Completed normally,
-//! the guard writes the record of the outcome. Dropped before that (the tool panicked, or the
-//! call's future was dropped), it writes the record of an aborted call: `success: false` and an
-//! `error` saying which. The panic itself goes on unchanged.
+//! The call's outcome record lives in a [`CallGuard`] while the tool runs (its intent is in the
+//! trail already). Completed normally, the guard writes the outcome. Dropped before that (the
+//! tool panicked, or the call's future was dropped), it writes the outcome of an aborted call:
+//! `success: false` and an `error` saying which. The panic itself goes on unchanged. An outcome
+//! that cannot be written is kept by the dispatcher, and nothing runs until it is written.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -63,10 +64,9 @@ impl<'d> CallGuard<'d> {
         let elapsed = self.start.elapsed();
         if let Some(pending) = self.pending.take() {
             let record = completed(pending, elapsed, &result);
-            // The call has happened. Under `Deny`, a record that cannot be written stops the
-            // next calls (and a sink that keeps it pending writes it as soon as it can).
-            let _ = self
-                .span
+            // The call has happened. Under `Deny`, an outcome that cannot be written is kept,
+            // and stops the next calls until it is written.
+            self.span
                 .in_scope(|| self.dispatch.write(record, &self.span));
         }
         let error_type = result.is_err().then_some("tool_error");
@@ -94,8 +94,7 @@ impl Drop for CallGuard<'_> {
             record.latency_us = Some(micros(self.start.elapsed()));
             record.success = Some(false);
             record.error = Some(error.to_owned());
-            let _ = self
-                .span
+            self.span
                 .in_scope(|| self.dispatch.write(record, &self.span));
         }
     }
@@ -111,11 +110,17 @@ fn completed<O: Serialize, E: fmt::Display>(
     record.latency_us = Some(micros(elapsed));
     match result {
         Ok(output) => {
-            let value = serde_json::to_value(output).unwrap_or(Value::Null);
-            let canonical = capability_core::json::to_canonical_json(&value);
-            // Keyed too: an output can carry what a sensitive field holds (a token, a row).
-            record.output_digest = Some(key.digest(canonical.as_bytes()));
-            record.output_size = Some(canonical.len() as u64);
+            match canonical_output(output) {
+                Ok(canonical) => {
+                    // Keyed too: an output can carry what a sensitive field holds (a token, a
+                    // row).
+                    record.output_digest = Some(key.digest(canonical.as_bytes()));
+                    record.output_size = Some(canonical.len() as u64);
+                }
+                Err(why) => record.reasons.push(Reason::invalid_request(format!(
+                    "the output is not digested: {why}"
+                ))),
+            }
             record.success = Some(true);
         }
         Err(error) => {
@@ -124,6 +129,57 @@ fn completed<O: Serialize, E: fmt::Display>(
         }
     }
     record
+}
+
+/// The canonical JSON of an output, serialized with its nesting bounded by
+/// [`MAX_DEPTH`](capability_core::json::MAX_DEPTH) (an output nested deeper is an error, found
+/// before serialization recurses any deeper), then read back and written canonically.
+fn canonical_output<O: Serialize>(output: &O) -> Result<String, String> {
+    let mut bytes = Vec::with_capacity(256);
+    let mut serializer = serde_json::Serializer::with_formatter(&mut bytes, Bounded(0));
+    output
+        .serialize(&mut serializer)
+        .map_err(|e| e.to_string())?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    Ok(capability_core::json::to_canonical_json(&value))
+}
+
+/// serde_json's compact formatter, refusing to open an array or object past the depth limit.
+struct Bounded(usize);
+
+impl Bounded {
+    fn open(&mut self) -> std::io::Result<()> {
+        self.0 += 1;
+        if self.0 > capability_core::json::MAX_DEPTH {
+            return Err(std::io::Error::other(format!(
+                "it nests deeper than {} levels",
+                capability_core::json::MAX_DEPTH
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl serde_json::ser::Formatter for Bounded {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.open()?;
+        writer.write_all(b"[")
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.0 -= 1;
+        writer.write_all(b"]")
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.open()?;
+        writer.write_all(b"{")
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.0 -= 1;
+        writer.write_all(b"}")
+    }
 }
 
 fn micros(elapsed: Duration) -> u64 {

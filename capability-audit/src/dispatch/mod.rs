@@ -1,11 +1,14 @@
-//! Audited dispatch: every tool call decided, recorded, run and recorded again.
+//! Audited dispatch: every call decided and recorded, its intent on record before it runs.
 
+mod backlog;
 mod caller;
 mod guard;
+mod request;
+mod start;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::Instrument;
@@ -17,11 +20,13 @@ use capability_core::authz::{Authorize, Denial, DenyReason};
 use capability_core::manifest::{Capability, CapabilityManifest};
 
 use crate::budget::SessionState;
-use crate::trace::{CallFields, call_span, emit_trace, end_span};
+use crate::trace::{CallFields, call_span, emit_trace, end_span, new_call_id};
 use crate::*;
 
+use backlog::Backlog;
 pub use caller::{Caller, MAX_INCIDENT_ID_CHARS};
 use guard::CallGuard;
+pub use request::{Request, Subject};
 
 /// A redaction hook: given the tool, the sink's [digest key](AuditSink::digest_key) and the
 /// input, hide what must not be stored. The default ([`redact_sensitive`]) replaces each of the
@@ -29,18 +34,27 @@ use guard::CallGuard;
 /// ([`DigestKey::digest_json`]); a hook of your own can call it and hide more.
 pub type Redactor = Arc<dyn Fn(&CapabilityManifest, &DigestKey, &mut Value) + Send + Sync>;
 
-/// The one entry point for a tool call: decide, record, run, record the outcome.
+/// The one entry point for a call: decide, record the intent, run, record the outcome.
 ///
-/// Fail-closed by itself: once a record could not be written, every call is refused
-/// ([`Outcome::AuditFailed`], the tool does not run) until a record is written again, whatever
-/// the sink's [`ready`](AuditSink::ready) says (unless [`OnAuditFailure::AllowAndCount`]). A
-/// call that runs leaves exactly one record even when the tool panics (the panic goes on to the
-/// caller) or its future is dropped mid-way: the record then says `success: false` and why.
-/// Each call runs inside a `tracing` span named for OpenTelemetry ([`trace`]).
+/// **Nothing runs unrecorded.** A call that is allowed runs only once the record that it is
+/// about to run (its *intent*, [`Phase::Intent`]) is written; its *outcome* follows, sharing
+/// the intent's `call_id`. A process killed while the tool runs leaves the intent, and
+/// `capability audit verify` reports the call as started, with no outcome recorded. The
+/// dispatcher owns this rule, not the sink: a record whose append fails is kept, in order, and
+/// every record kept must be written before anything runs again, so a sink that fails however
+/// it likes (every other append, the disk filling mid-call) can refuse calls but never let one
+/// run without its intent in the trail ([`OnAuditFailure::AllowAndCount`] trades that for
+/// availability, and counts what it loses).
+///
+/// A call that runs leaves its outcome even when the tool panics (the panic goes on to the
+/// caller) or its future is dropped mid-way: the outcome then says `success: false` and why.
+/// A call refused before any decision (no role, a tool not listed, a bad name) is recorded
+/// through [`refuse`](Self::refuse), the one refusal door. Each call runs inside a `tracing`
+/// span named for OpenTelemetry ([`trace`]).
 ///
 /// ```
 /// use capability::CapabilityManifest;
-/// use capability::audit::{Caller, AuditedDispatch, MemorySink, Outcome};
+/// use capability::audit::{Caller, AuditedDispatch, MemorySink, Outcome, Phase};
 /// use capability::authz::{Ceiling, ToolContext};
 /// use serde_json::json;
 /// use std::sync::Arc;
@@ -51,9 +65,14 @@ pub type Redactor = Arc<dyn Fn(&CapabilityManifest, &DigestKey, &mut Value) + Se
 /// let list = CapabilityManifest::builder("list_pods").read_only(true).build()?;
 /// let caller = Caller::new("watcher").step("triage").incident("INC-2026-0042");
 ///
-/// let out: Outcome<usize, String> = dispatch.call(&ctx, caller, &list, &json!({"ns": "prod"}), || Ok(3));
+/// let out: Outcome<usize, String> = dispatch.call(&ctx, caller, &list, &json!({"ns": "prod"}), || {
+///     assert_eq!(sink.records()[0].phase, Some(Phase::Intent), "on record before it runs");
+///     Ok(3)
+/// });
 /// assert!(matches!(out, Outcome::Done(3)));
-/// assert_eq!(sink.records().len(), 1);
+/// let records = sink.records();
+/// assert_eq!(records[1].phase, Some(Phase::Outcome));
+/// assert_eq!(records[0].call_id, records[1].call_id);
 /// # Ok::<(), capability::ManifestError>(())
 /// ```
 pub struct AuditedDispatch {
@@ -64,10 +83,8 @@ pub struct AuditedDispatch {
     redactor: Redactor,
     sessions: Mutex<HashMap<String, SessionState>>,
     lost: AtomicU64,
-    /// Set when an append failed (under `Deny`), cleared when one succeeds.
-    failing: AtomicBool,
-    /// The last append error, while `failing`.
-    failure: Mutex<Option<AuditError>>,
+    /// Records whose append failed, to be written before anything runs again.
+    backlog: Backlog,
 }
 
 impl fmt::Debug for AuditedDispatch {
@@ -76,6 +93,7 @@ impl fmt::Debug for AuditedDispatch {
             .field("budget", &self.budget)
             .field("on_failure", &self.on_failure)
             .field("policy_version", &self.policy_version)
+            .field("kept", &self.backlog.len())
             .finish_non_exhaustive()
     }
 }
@@ -91,8 +109,7 @@ impl AuditedDispatch {
             redactor: Arc::new(redact_sensitive),
             sessions: Mutex::new(HashMap::new()),
             lost: AtomicU64::new(0),
-            failing: AtomicBool::new(false),
-            failure: Mutex::new(None),
+            backlog: Backlog::default(),
         }
     }
 
@@ -126,6 +143,12 @@ impl AuditedDispatch {
         self.lost.load(Ordering::Relaxed)
     }
 
+    /// Records kept because their append failed, waiting to be written (nothing runs until
+    /// they are).
+    pub fn kept_records(&self) -> usize {
+        self.backlog.len()
+    }
+
     /// Whether a session is degraded.
     pub fn is_degraded(&self, session: &str) -> bool {
         lock(&self.sessions)
@@ -149,9 +172,10 @@ impl AuditedDispatch {
         self.call(ctx, caller, T::manifest(), input, run)
     }
 
-    /// Decides, records, runs (only if allowed and recorded) and records the outcome.
+    /// Decides, records the intent, runs (only if allowed and its intent written) and records
+    /// the outcome.
     ///
-    /// The tool runs inside the call's span. If it panics, its record is written (with
+    /// The tool runs inside the call's span. If it panics, its outcome is written (with
     /// `success: false`) and the panic goes on.
     pub fn call<O: Serialize, E: fmt::Display>(
         &self,
@@ -161,19 +185,11 @@ impl AuditedDispatch {
         input: &Value,
         run: impl FnOnce() -> Result<O, E>,
     ) -> Outcome<O, E> {
-        let span = self.span(ctx, caller, tool);
-        match span.in_scope(|| self.before(ctx, caller, tool, input, &span)) {
-            Err(early) => early.into_outcome(&span),
-            Ok(pending) => {
-                let guard = CallGuard::new(self, pending, span);
-                let result = guard.span().in_scope(run);
-                guard.finish(result)
-            }
-        }
+        self.act(ctx, caller, &Request::tool(tool, input), run)
     }
 
     /// The async twin of [`call`](Self::call). If the future is dropped while the tool runs
-    /// (a timeout, a cancelled task), the call's record is written then, saying so.
+    /// (a timeout, a cancelled task), the call's outcome is written then, saying so.
     pub async fn call_async<O: Serialize, E: fmt::Display, F>(
         &self,
         ctx: &(impl Authorize + ?Sized),
@@ -185,8 +201,44 @@ impl AuditedDispatch {
     where
         F: std::future::Future<Output = Result<O, E>>,
     {
-        let span = self.span(ctx, caller, tool);
-        match span.in_scope(|| self.before(ctx, caller, tool, input, &span)) {
+        self.act_async(ctx, caller, &Request::tool(tool, input), run)
+            .await
+    }
+
+    /// [`call`](Self::call) for any request: a tool call, a resource read, a prompt, a
+    /// completion, a server's request, decided by the decider's
+    /// [`decide_action`](Authorize::decide_action) and recorded with its MCP method.
+    pub fn act<O: Serialize, E: fmt::Display>(
+        &self,
+        ctx: &(impl Authorize + ?Sized),
+        caller: Caller<'_>,
+        request: &Request<'_>,
+        run: impl FnOnce() -> Result<O, E>,
+    ) -> Outcome<O, E> {
+        let (span, call_id) = self.span(&Subject::of(ctx), caller, request);
+        match span.in_scope(|| self.before(ctx, caller, request, call_id, &span)) {
+            Err(early) => early.into_outcome(&span),
+            Ok(pending) => {
+                let guard = CallGuard::new(self, pending, span);
+                let result = guard.span().in_scope(run);
+                guard.finish(result)
+            }
+        }
+    }
+
+    /// The async twin of [`act`](Self::act).
+    pub async fn act_async<O: Serialize, E: fmt::Display, F>(
+        &self,
+        ctx: &(impl Authorize + ?Sized),
+        caller: Caller<'_>,
+        request: &Request<'_>,
+        run: F,
+    ) -> Outcome<O, E>
+    where
+        F: std::future::Future<Output = Result<O, E>>,
+    {
+        let (span, call_id) = self.span(&Subject::of(ctx), caller, request);
+        match span.in_scope(|| self.before(ctx, caller, request, call_id, &span)) {
             Err(early) => early.into_outcome(&span),
             Ok(pending) => {
                 let guard = CallGuard::new(self, pending, span);
@@ -196,231 +248,124 @@ impl AuditedDispatch {
         }
     }
 
+    /// The one refusal door: records a call refused before any decision was asked (a caller
+    /// without a role, a tool the server does not list or that drifted from its pin, a bad
+    /// name), with every reason, and counts it against the session's budget like a denial (a
+    /// caller without a role has no budget to spend). Returns the degrade when this refusal
+    /// degraded the session, or it was degraded already.
+    ///
+    /// ```
+    /// use capability::audit::{AuditedDispatch, Caller, MemorySink, Request, Subject, Verdict};
+    /// use capability::authz::{Action, DenyReason};
+    /// use serde_json::json;
+    /// use std::sync::Arc;
+    ///
+    /// let sink = Arc::new(MemorySink::new());
+    /// let dispatch = AuditedDispatch::new(sink.clone());
+    /// let nobody = Subject::new("(none)", "mcp:fs/(none)");
+    /// let read = Request::mcp("resources/read", Action::Resource { server: "fs", uri: "file:///etc/passwd" }, &json!({}));
+    /// dispatch.refuse(&nobody, Caller::new("mcp-client"), &read, &[DenyReason::NoRole]);
+    /// let record = &sink.records()[0];
+    /// assert_eq!((record.verdict, record.tool.as_str()), (Verdict::Denied, "file:///etc/passwd"));
+    /// assert_eq!(record.method.as_deref(), Some("resources/read"));
+    /// assert_eq!(record.reasons[0].code(), "no_role");
+    /// ```
+    pub fn refuse(
+        &self,
+        subject: &Subject<'_>,
+        caller: Caller<'_>,
+        request: &Request<'_>,
+        reasons: &[DenyReason],
+    ) -> Option<DegradeReason> {
+        let (span, call_id) = self.span(subject, caller, request);
+        let _entered = span.enter();
+        let degrade = self.count_refusal(subject.session, reasons);
+        let verdict = if degrade.is_some() {
+            Verdict::Degraded
+        } else {
+            Verdict::Denied
+        };
+        if let Ok(key) = self.sink.digest_key() {
+            let (mut record, _) = self.record(subject, caller, request, call_id, key);
+            record.incident_id = record.incident_id.filter(|_| caller.invalid().is_none());
+            record.verdict = verdict;
+            record.reasons = reasons.iter().map(Reason::deny).collect();
+            record.reasons.extend(degrade.iter().map(Reason::degrade));
+            self.write(record, &span);
+        } else {
+            not_written(subject.session, request.action.target(), &"no digest key");
+        }
+        end_span(
+            &span,
+            verdict,
+            Some(if degrade.is_some() {
+                "degraded"
+            } else {
+                "denied"
+            }),
+        );
+        degrade
+    }
+
     fn span(
         &self,
-        ctx: &(impl Authorize + ?Sized),
+        subject: &Subject<'_>,
         caller: Caller<'_>,
-        tool: &CapabilityManifest,
-    ) -> tracing::Span {
-        call_span(&CallFields {
-            tool: tool.name(),
-            provider: tool.provider(),
-            descriptor_hash: tool.descriptor_hash(),
+        request: &Request<'_>,
+    ) -> (tracing::Span, String) {
+        let call_id = new_call_id();
+        let span = call_span(&CallFields {
+            tool: request.action.target(),
+            method: request.method,
+            call_id: &call_id,
+            provider: request.action.server(),
+            descriptor_hash: request.descriptor_hash(),
             agent: caller.agent,
-            role: ctx.principal(),
-            session: ctx.session(),
+            role: subject.role,
+            session: subject.session,
             step: caller.step,
             incident: caller.incident,
-            policy_version: self.policy_version.as_deref().or(ctx.policy_version()),
-        })
+            policy_version: self.policy_version.as_deref().or(subject.policy_version),
+        });
+        (span, call_id)
     }
 
-    /// Decides and, for a call that will not run, records it. `Ok` carries the record of a
-    /// call that may run (none when the sink has no digest key).
-    fn before(
-        &self,
-        ctx: &(impl Authorize + ?Sized),
-        caller: Caller<'_>,
-        tool: &CapabilityManifest,
-        input: &Value,
-        span: &tracing::Span,
-    ) -> Result<Option<Pending<'_>>, Early> {
-        let key = match self.sink.digest_key() {
-            Ok(key) => key,
-            Err(error) => return self.unkeyed(ctx, tool, error),
-        };
-        let canonical = capability_core::json::to_canonical_json(input);
-        let mut redacted = input.clone();
-        (self.redactor)(tool, key, &mut redacted);
-        let mut record = AuditRecord {
-            writer: String::new(),
-            seq: 0,
-            time: utc_now(),
-            agent: caller.agent.to_owned(),
-            role: ctx.principal().to_owned(),
-            session: ctx.session().to_owned(),
-            step: caller.step.map(str::to_owned),
-            incident_id: caller.incident.map(str::to_owned),
-            provider: tool.provider().map(str::to_owned),
-            tool: tool.name().to_owned(),
-            descriptor_hash: tool.descriptor_hash().to_owned(),
-            policy_version: self
-                .policy_version
-                .clone()
-                .or_else(|| ctx.policy_version().map(str::to_owned)),
-            verdict: Verdict::Allowed,
-            reasons: Vec::new(),
-            input: redacted,
-            // Keyed, like the sensitive fields: an unkeyed digest of the whole input would let
-            // anyone holding the trail confirm a guessed value of one of them.
-            input_digest: key.digest(canonical.as_bytes()),
-            input_size: canonical.len() as u64,
-            output_digest: None,
-            output_size: None,
-            latency_us: None,
-            success: None,
-            error: None,
-            prev: String::new(),
-            hash: String::new(),
-        };
-        if let Some(error) = caller.invalid() {
-            // Refused before it is decided (so it does not count against the budget); the
-            // record says why, without the id it could not store.
-            record.incident_id = None;
-            record.verdict = Verdict::AuditFailed;
-            record.reasons = vec![error.to_string()];
-            let _ = self.write(record, span);
-            return Err(Early::AuditFailed(error));
-        }
-        match self.decide(ctx, tool) {
-            Some(early) => {
-                match &early {
-                    Early::Denied(denial) => {
-                        record.verdict = Verdict::Denied;
-                        record.reasons = denial.reasons().iter().map(|r| r.to_string()).collect();
-                    }
-                    Early::Degrade(reason) => {
-                        record.verdict = Verdict::Degraded;
-                        record.reasons = vec![reason.to_string()];
-                    }
-                    Early::AuditFailed(_) => {}
-                }
-                // Not running the call does not depend on the record being written.
-                let _ = self.write(record, span);
-                Err(early)
+    /// Appends a record of a call that does not run, or of an outcome: when it cannot be
+    /// written, it is kept and written before anything runs again (under `Deny`), or counted
+    /// as lost (under `AllowAndCount`).
+    fn write(&self, record: AuditRecord, span: &tracing::Span) {
+        if self.on_failure == OnAuditFailure::Deny && !self.backlog.is_empty() {
+            // Behind the records kept already, in order.
+            let error = self.backlog.last_error().unwrap_or(AuditError::Io {
+                path: String::new(),
+                message: "earlier records are waiting to be written".to_owned(),
+            });
+            self.backlog.keep(record, &error);
+            if let Ok(key) = self.sink.digest_key() {
+                let _ = self.backlog.drain(self.sink.as_ref(), key);
             }
-            None => {
-                // Fail-closed: a call runs only while its record can be written.
-                if self.on_failure == OnAuditFailure::Deny
-                    && let Err(error) = self.sink.ready()
-                {
-                    record.verdict = Verdict::AuditFailed;
-                    record.reasons = vec![error.to_string()];
-                    let _ = self.write(record, span);
-                    return Err(Early::AuditFailed(error));
-                }
-                // Whatever the sink says, a failed append stops calls until one succeeds: this
-                // call is refused, and its record is the attempt.
-                if self.on_failure == OnAuditFailure::Deny
-                    && let Some(earlier) = self.failure()
-                {
-                    record.verdict = Verdict::AuditFailed;
-                    record.reasons = vec![format!(
-                        "a record could not be written ({earlier}); calls are refused until \
-                         one is written again"
-                    )];
-                    return Err(Early::AuditFailed(match self.write(record, span) {
-                        Ok(_) => earlier,
-                        Err(error) => error,
-                    }));
-                }
-                Ok(Some(Pending { record, key }))
-            }
+            return;
         }
-    }
-
-    /// The sink has no digest key: no record can be made without exposing what the key
-    /// protects, so the call goes as one whose record cannot be written (denied under
-    /// [`OnAuditFailure::Deny`], run and counted as lost under `AllowAndCount`).
-    fn unkeyed(
-        &self,
-        ctx: &(impl Authorize + ?Sized),
-        tool: &CapabilityManifest,
-        error: AuditError,
-    ) -> Result<Option<Pending<'_>>, Early> {
-        let early = self.decide(ctx, tool);
-        not_written(ctx.session(), tool.name(), &error);
-        if self.on_failure == OnAuditFailure::AllowAndCount {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
-        match early {
-            Some(early) => Err(early),
-            None if self.on_failure == OnAuditFailure::Deny => Err(Early::AuditFailed(error)),
-            None => Ok(None),
-        }
-    }
-
-    /// The session's budget and the decider: `None` when the call may run.
-    fn decide(&self, ctx: &(impl Authorize + ?Sized), tool: &CapabilityManifest) -> Option<Early> {
-        let mut sessions = lock(&self.sessions);
-        let state = sessions.entry(ctx.session().to_owned()).or_default();
-        if state.degraded {
-            return Some(Early::Degrade(DegradeReason::AlreadyDegraded));
-        }
-        if state.calls >= self.budget.max_calls {
-            state.degraded = true;
-            return Some(Early::Degrade(DegradeReason::BudgetExhausted {
-                max_calls: self.budget.max_calls,
-            }));
-        }
-        state.calls += 1;
-        let denial = ctx.authorize(tool).err()?;
-        state.denials += 1;
-        let lacks_permission = denial
-            .reasons()
-            .iter()
-            .any(|r| !matches!(r, DenyReason::UnknownRole { .. }));
-        if state.denials > self.budget.max_denials && lacks_permission {
-            state.degraded = true;
-            Some(Early::Degrade(if self.budget.max_denials == 0 {
-                DegradeReason::Denied {
-                    denial: denial.to_string(),
-                }
-            } else {
-                DegradeReason::TooManyDenials {
-                    max_denials: self.budget.max_denials,
-                }
-            }))
-        } else {
-            Some(Early::Denied(denial))
-        }
-    }
-
-    /// The last append error, while appends fail.
-    fn failure(&self) -> Option<AuditError> {
-        if !self.failing.load(Ordering::Acquire) {
-            return None;
-        }
-        lock(&self.failure).clone()
-    }
-
-    /// Appends the record of the call whose span is `span`.
-    fn write(&self, record: AuditRecord, span: &tracing::Span) -> Result<AuditRecord, AuditError> {
-        let (session, tool) = (record.session.clone(), record.tool.clone());
-        let written = self.sink.append(record);
-        match &written {
-            Ok(record) => {
-                if self.failing.load(Ordering::Acquire) {
-                    let mut failure = lock(&self.failure);
-                    *failure = None;
-                    self.failing.store(false, Ordering::Release);
-                }
-                span.record("capability.audit.seq", record.seq);
+        match self.sink.append(record.clone()) {
+            Ok(written) => {
+                span.record("capability.audit.seq", written.seq);
                 // The event carries the record as written: with its `seq` and `hash`.
-                emit_trace(record);
+                emit_trace(&written);
             }
             Err(error) => {
-                not_written(&session, &tool, error);
+                not_written(&record.session, &record.tool, &error);
                 match self.on_failure {
-                    OnAuditFailure::Deny => {
-                        let mut failure = lock(&self.failure);
-                        *failure = Some(error.clone());
-                        self.failing.store(true, Ordering::Release);
-                    }
+                    OnAuditFailure::Deny => self.backlog.keep(record, &error),
                     OnAuditFailure::AllowAndCount => {
-                        // At least this record is lost: a sink that keeps nothing pending
-                        // (the default `discard_pending`) dropped it already.
-                        let dropped = self.sink.discard_pending().max(1);
-                        self.lost.fetch_add(dropped, Ordering::Relaxed);
+                        self.lost.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }
         }
-        written
     }
 }
 
-fn not_written(session: &str, tool: &str, error: &AuditError) {
+fn not_written(session: &str, tool: &str, error: &dyn fmt::Display) {
     tracing::event!(
         target: "capability::audit",
         tracing::Level::ERROR,
@@ -431,7 +376,7 @@ fn not_written(session: &str, tool: &str, error: &AuditError) {
     );
 }
 
-/// The record of a call that may run, and the key its output digest is made with.
+/// The outcome record of a call that runs, and the key its output digest is made with.
 struct Pending<'s> {
     record: AuditRecord,
     key: &'s DigestKey,

@@ -1,27 +1,51 @@
 //! The proxy's audit trail: a JSON Lines file, or a store (SQLite, PostgreSQL), opened the way
-//! `capability audit verify` reads them.
+//! `capability audit verify` reads them, signing checkpoints when given a key.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use capability::audit::{AuditSink, FlushPolicy, JsonlSink};
+use capability::audit::{AuditSink, CheckpointEvery, CheckpointSigner, FlushPolicy, JsonlSink};
+use capability::gate::SecretKey;
 use capability_store::{SinkOptions, TargetKind, redact_url, target_kind};
 
-/// Opens the trail `target` names for the proxy of `server` and `role`.
+/// Reads the secret key that signs the trail's checkpoints (from `capability keygen`).
+pub(super) fn checkpoint_key(path: &Path) -> Result<Arc<dyn CheckpointSigner>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the checkpoint key {}: {e}", path.display()))?;
+    let key = SecretKey::from_text(&text).map_err(|e| {
+        format!(
+            "{} is not a secret key from `capability keygen`: {e}",
+            path.display()
+        )
+    })?;
+    Ok(Arc::new(key))
+}
+
+/// Opens the trail `target` names for the proxy of `server` and `role`, signing checkpoints
+/// with `signer` when there is one.
 ///
 /// A JSON Lines file holds one writer's chain, so its writer is stable across runs:
-/// `proxy:<server>/<role>` (two proxies must not write one file at once). A store keeps one
-/// chain per writer, and two live writers must not share one: there the writer also names this
-/// process and its start, `proxy:<server>/<role>/<pid>-<start>`. A store must exist and be
-/// migrated (`capability db migrate`): the proxy creates no database.
-pub(super) fn open(target: &str, server: &str, role: &str) -> Result<Arc<dyn AuditSink>, String> {
+/// `proxy:<server>/<role>`; the file is locked while the proxy runs, so a second proxy given
+/// the same file is refused. A store keeps one chain per writer, and two live writers must not
+/// share one: there the writer also names this process and its start,
+/// `proxy:<server>/<role>/<pid>-<start>`. A store must exist and be migrated (`capability db
+/// migrate`): the proxy creates no database.
+pub(super) fn open(
+    target: &str,
+    server: &str,
+    role: &str,
+    signer: Option<Arc<dyn CheckpointSigner>>,
+) -> Result<Arc<dyn AuditSink>, String> {
     let writer = format!("proxy:{server}/{role}");
     match target_kind(target) {
         TargetKind::Jsonl => {
-            let sink = JsonlSink::open(target, FlushPolicy::EveryRecord)
+            let mut sink = JsonlSink::open(target, FlushPolicy::EveryRecord)
                 .and_then(|sink| sink.with_writer(writer))
                 .map_err(|e| format!("cannot open the audit trail {target}: {e}"))?;
+            if let Some(signer) = signer {
+                sink = sink.with_checkpoints(signer, CheckpointEvery::default());
+            }
             Ok(Arc::new(sink))
         }
         kind => {
@@ -37,9 +61,11 @@ pub(super) fn open(target: &str, server: &str, role: &str) -> Result<Arc<dyn Aud
             let start = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos());
-            let writer = format!("{writer}/{}-{start}", std::process::id());
+            let mut options =
+                SinkOptions::writer(format!("{writer}/{}-{start}", std::process::id()));
+            options.checkpoints = signer.map(|s| (s, CheckpointEvery::default()));
             store
-                .audit_sink(SinkOptions::writer(writer))
+                .audit_sink(options)
                 .map_err(|e| format!("cannot write the audit trail {shown}: {e}"))
         }
     }

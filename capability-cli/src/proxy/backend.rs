@@ -11,12 +11,12 @@ use ::rmcp::model::{ProtocolVersion, Tool};
 use ::rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use ::rmcp::transport::StreamableHttpClientTransport;
 use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
 
 use capability::rmcp::list_tools;
 
-use super::forward::Upstream;
-use super::{Proxy, RunError, Source};
+use super::upstream::Upstream;
+use super::{Proxy, RunError, Source, note};
+use crate::supervise::strict::strict_lines;
 
 /// How long the server gets to connect (answer `server/discover` or `initialize`) and list its
 /// tools.
@@ -103,9 +103,8 @@ fn lifecycle() -> ClientLifecycleMode {
 /// Starts the server (spawns its command), connects to it and lists its tools.
 pub(super) async fn connect(
     proxy: &Proxy,
-    changed: mpsc::UnboundedSender<()>,
+    upstream: Upstream,
 ) -> Result<(Backend, Connection, Vec<Tool>), RunError> {
-    let upstream = Upstream { changed };
     match &proxy.source {
         Source::Command { program, args } => {
             let command = program.to_string_lossy().into_owned();
@@ -117,6 +116,11 @@ pub(super) async fn connect(
                     "cannot start `{command}`: its standard streams could not be captured"
                 )));
             };
+            // Every line the server writes is read strictly first: a message that writes a key
+            // twice never reaches rmcp, which would keep the last of the two values.
+            let (stdout, _checking) = strict_lines(stdout, |why| {
+                note(format_args!("{}", crate::escape::escape(why)));
+            });
             let connecting = async {
                 let connection = upstream
                     .serve_with_lifecycle((stdout, stdin), lifecycle())

@@ -13,11 +13,13 @@ use tokio::task::JoinHandle;
 use capability::Server;
 use capability::audit::AuditedDispatch;
 use capability::mcp::{DriftStatus, Lockfile};
-use capability::rmcp::{GovernedServer, RoleResolver, list_tools, tool_json};
+use capability::rmcp::{GovernedServer, RoleResolver, ToolListings, list_tools, tool_json};
 
 use super::backend::Backend;
-use super::forward::{Clients, Forward, Gone, ToolCache};
+use super::forward::{Changed, Clients, Forward, Gone};
+use super::upstream::{Event, ServerRequests};
 use super::{Proxy, RunError, note};
+use crate::escape::escape;
 
 /// How long answers already on their way (errors saying why the server is gone) get to reach
 /// the client once the server is gone; more than a call waits to learn why.
@@ -29,25 +31,68 @@ pub(super) struct Connected {
     pub(super) upstream: Peer<RoleClient>,
     pub(super) upstream_stop: RunningServiceCancellationToken,
     pub(super) upstream_done: JoinHandle<()>,
-    pub(super) changed: mpsc::UnboundedReceiver<()>,
-    pub(super) cache: ToolCache,
+    pub(super) events: mpsc::UnboundedReceiver<Event>,
+    pub(super) listings: ToolListings,
     pub(super) gone: Gone,
+    pub(super) dispatch: Arc<AuditedDispatch>,
+    pub(super) requests: Arc<ServerRequests>,
+}
+
+/// The server's events that arrived together: each list changed at most once, and the
+/// resources updated.
+#[derive(Default)]
+pub(super) struct Pending {
+    pub(super) changed: Vec<Changed>,
+    pub(super) updated: Vec<::rmcp::model::ResourceUpdatedNotificationParam>,
 }
 
 impl Connected {
+    /// `first`, and every event that arrived behind it: a storm of notifications becomes one
+    /// relist (at most one in flight, one pending).
+    pub(super) fn coalesce(&mut self, first: Event) -> Pending {
+        let mut pending = Pending::default();
+        let mut add = |event: Event| match event {
+            Event::Changed(list) => {
+                if !pending.changed.contains(&list) {
+                    pending.changed.push(list);
+                }
+            }
+            Event::ResourceUpdated(params) => {
+                if !pending.updated.iter().any(|p| p.uri == params.uri) {
+                    pending.updated.push(params);
+                }
+            }
+        };
+        add(first);
+        while let Ok(event) = self.events.try_recv() {
+            add(event);
+        }
+        pending
+    }
+
     /// Lists the server's tools again after `notifications/tools/list_changed` and reviews
-    /// them against the lockfile; `true` when the clients should be told.
+    /// them against the lockfile; `true` when they changed, and the clients should be told.
     pub(super) async fn relist(&self, server: &Server, lock: Option<&Lockfile>) -> bool {
         match list_tools(&self.upstream, server).await {
             Ok(tools) => {
                 review(server, lock, &tools);
-                self.cache.set(tools);
-                true
+                match self.listings.set(tools) {
+                    Ok(changed) => changed,
+                    Err(error) => {
+                        note(format_args!(
+                            "the server's new tool list is refused ({}); the clients keep the \
+                             previous list",
+                            escape(&error.message)
+                        ));
+                        false
+                    }
+                }
             }
             Err(error) => {
                 note(format_args!(
-                    "the server announced new tools, but listing them failed ({error}); the \
-                     clients keep the previous list"
+                    "the server announced new tools, but listing them failed ({}); the \
+                     clients keep the previous list",
+                    escape(&error.to_string())
                 ));
                 false
             }
@@ -79,6 +124,15 @@ pub(super) async fn server_gone(backend: &mut Backend, gone: &Gone) -> String {
     }
 }
 
+/// The proxy's audited dispatch: its budget, the policy's version.
+pub(super) fn dispatch(proxy: &Proxy) -> Arc<AuditedDispatch> {
+    let mut dispatch = AuditedDispatch::new(Arc::clone(&proxy.sink)).with_budget(proxy.budget);
+    if let Some(version) = proxy.policy.version() {
+        dispatch = dispatch.with_policy_version(version);
+    }
+    Arc::new(dispatch)
+}
+
 /// The governed front of the proxy, with the resolver of its callers' roles.
 pub(super) fn governed(
     proxy: &Proxy,
@@ -94,28 +148,21 @@ pub(super) fn governed(
         .find(|e| e.name() == proxy.server.name());
     let forward = Forward {
         upstream: connected.upstream.clone(),
-        tools: connected.cache.clone(),
+        listings: connected.listings.clone(),
         server: proxy.server.name().to_owned(),
         gone: connected.gone.clone(),
         clients,
         resources: entry.is_some_and(|e| e.forwards_resources()),
         prompts: entry.is_some_and(|e| e.forwards_prompts()),
     };
-    let mut dispatch = AuditedDispatch::new(Arc::clone(&proxy.sink)).with_budget(proxy.budget);
-    if let Some(version) = proxy.policy.version() {
-        dispatch = dispatch.with_policy_version(version);
-    }
-    let mut governed = GovernedServer::new(
+    GovernedServer::new(
         forward,
         proxy.server.clone(),
         Arc::clone(&proxy.policy),
         resolver,
-        Arc::new(dispatch),
-    );
-    if let Some(lock) = &proxy.lock {
-        governed = governed.with_lockfile(Arc::clone(lock));
-    }
-    governed
+        Arc::clone(&connected.dispatch),
+    )
+    .with_listings(connected.listings.clone())
 }
 
 /// SIGTERM, SIGINT or SIGHUP (on Windows, Ctrl-C): the proxy is asked to stop, and stops as
@@ -161,18 +208,39 @@ pub(super) fn review(server: &Server, lock: Option<&Lockfile>, tools: &[Tool]) {
                     note(format_args!(
                         "drift: `{}/{}` {} since it was pinned; it is hidden until pinned again",
                         server.name(),
-                        tool.manifest().name(),
-                        tool.status()
+                        escape(tool.manifest().name()),
+                        escape(&tool.status().to_string())
                     ));
                 }
             }
             for name in review.removed() {
                 note(format_args!(
-                    "drift: `{}/{name}` is pinned but no longer listed",
-                    server.name()
+                    "drift: `{}/{}` is pinned but no longer listed",
+                    server.name(),
+                    escape(name)
                 ));
             }
         }
-        Err(error) => note(format_args!("the tools cannot be reviewed: {error}")),
+        Err(error) => note(format_args!(
+            "the tools cannot be reviewed: {}",
+            escape(&error)
+        )),
     }
+}
+
+/// Whether the policy's `[servers.<name>]` entry lets the server's resources (or prompts)
+/// through.
+pub(super) fn forwards(proxy: &Proxy, resources: bool) -> bool {
+    proxy
+        .policy
+        .servers()
+        .iter()
+        .find(|e| e.name() == proxy.server.name())
+        .is_some_and(|e| {
+            if resources {
+                e.forwards_resources()
+            } else {
+                e.forwards_prompts()
+            }
+        })
 }

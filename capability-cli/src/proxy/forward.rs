@@ -1,39 +1,28 @@
-//! The two handlers of the proxy: [`Forward`], the rmcp server handler behind the governed
-//! front, which answers `tools/list` from the reviewed copy of the server's tools and forwards
-//! `tools/call`; and [`Upstream`], the rmcp client handler facing the server, which passes on
-//! `notifications/tools/list_changed`.
+//! [`Forward`], the rmcp server handler behind the governed front: it forwards what the
+//! governed server let through (`tools/call`; resources, prompts and completions where the
+//! policy's `forward` names them) and tells the clients of an HTTP front when the server's lists
+//! change. The handler facing the server is `upstream.rs`.
 
 use std::sync::{Arc, Mutex, PoisonError};
+
 use std::time::Duration;
 
 use ::rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig,
-    GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestMethod, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams,
+    CompleteResult, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, Reference, ServerCapabilities, ServerConfig, SubscribeRequestMethod,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 use ::rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
-use ::rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceError};
-use tokio::sync::{mpsc, watch};
+use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceError};
+use tokio::sync::watch;
+
+use capability::rmcp::ToolListings;
 
 /// The name the proxy gives itself, to the client and to the server.
 pub const PROXY_NAME: &str = "capability-proxy";
-
-/// The server's tools as the proxy last listed them (every page), shared by the front and the
-/// task that lists again on `notifications/tools/list_changed`.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct ToolCache(Arc<Mutex<Arc<Vec<Tool>>>>);
-
-impl ToolCache {
-    pub(crate) fn get(&self) -> Arc<Vec<Tool>> {
-        Arc::clone(&self.0.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    pub(crate) fn set(&self, tools: Vec<Tool>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(tools);
-    }
-}
 
 /// The clients of an HTTP front, to tell each of them when the server's tools changed: the peer
 /// of every session (protocol 2025-11-25, after its `notifications/initialized`) and every open
@@ -53,22 +42,46 @@ impl Clients {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Tells every client still connected that the tools changed; forgets the others.
-    pub(crate) async fn notify_tool_list_changed(&self) -> usize {
+    /// Tells every client still connected that a list changed; forgets the others.
+    pub(crate) async fn notify(&self, list: Changed) -> usize {
         let (peers, sinks) = {
-            let mut list = self.lock();
-            list.peers.retain(|peer| !peer.is_transport_closed());
-            let sinks: Vec<_> = list.listening.iter().map(|(_, s)| s.clone()).collect();
-            (list.peers.clone(), sinks)
+            let mut clients = self.lock();
+            clients.peers.retain(|peer| !peer.is_transport_closed());
+            let sinks: Vec<_> = clients.listening.iter().map(|(_, s)| s.clone()).collect();
+            (clients.peers.clone(), sinks)
         };
         let mut told = 0;
         for peer in peers {
-            told += usize::from(peer.notify_tool_list_changed().await.is_ok());
+            told += usize::from(list.tell_peer(&peer).await);
         }
         for sink in sinks {
-            told += usize::from(sink.notify_tool_list_changed().await.is_ok());
+            let sent = match list {
+                Changed::Tools => sink.notify_tool_list_changed().await,
+                Changed::Resources => sink.notify_resource_list_changed().await,
+                Changed::Prompts => sink.notify_prompt_list_changed().await,
+            };
+            told += usize::from(sent.is_ok());
         }
         told
+    }
+}
+
+/// A list of the server's that changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Changed {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+impl Changed {
+    /// Tells one client; whether it could be told.
+    pub(crate) async fn tell_peer(self, peer: &Peer<RoleServer>) -> bool {
+        match self {
+            Changed::Tools => peer.notify_tool_list_changed().await.is_ok(),
+            Changed::Resources => peer.notify_resource_list_changed().await.is_ok(),
+            Changed::Prompts => peer.notify_prompt_list_changed().await.is_ok(),
+        }
     }
 }
 
@@ -140,19 +153,20 @@ impl Gone {
     }
 }
 
-/// The handler the governed server wraps: tools only.
+/// The handler the governed server wraps.
 ///
-/// `tools/list` answers from the [`ToolCache`] (listed when the proxy starts and again each
-/// time the server announces a change), so the client only ever sees descriptors the proxy has
-/// reviewed against the lockfile, and a call costs one round trip to the server, not two.
-/// `tools/call` is sent to the server as it came (the governed server has already decided and
-/// recorded it). Resources and prompts are advertised and forwarded only when the policy's
-/// `[servers.<name>] forward = [..]` names them; everything else (completion, ...) is not
-/// advertised and is answered with rmcp's `method not found`.
+/// The governed server answers `tools/list` from its listing, which the proxy sets when it
+/// starts and each time the server announces a change, so the client only ever sees
+/// descriptors reviewed against the lockfile, and a call costs one round trip to the server.
+/// `tools/call` is sent to the server as it came (the governed server has already decided it
+/// and recorded its intent). Resources and prompts (and completions) are advertised and
+/// forwarded only when the policy's `[servers.<name>] forward = [..]` names them, each read,
+/// get and completion decided and recorded by the governed server first; everything else is
+/// not advertised and is answered with `method not found`.
 #[derive(Clone)]
 pub(crate) struct Forward {
     pub(crate) upstream: Peer<RoleClient>,
-    pub(crate) tools: ToolCache,
+    pub(crate) listings: ToolListings,
     pub(crate) server: String,
     pub(crate) gone: Gone,
     /// The clients to tell of changes, behind an HTTP front (over stdio, the one client's
@@ -197,14 +211,23 @@ impl ServerHandler for Forward {
         if self.resources {
             capabilities.resources = ServerCapabilities::builder()
                 .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
                 .build()
                 .resources;
         }
         if self.prompts {
             capabilities.prompts = ServerCapabilities::builder()
                 .enable_prompts()
+                .enable_prompts_list_changed()
                 .build()
                 .prompts;
+        }
+        if self.resources || self.prompts {
+            capabilities.completions = ServerCapabilities::builder()
+                .enable_completions()
+                .build()
+                .completions;
         }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(PROXY_NAME, env!("CARGO_PKG_VERSION")))
@@ -215,7 +238,48 @@ impl ServerHandler for Forward {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.get().to_vec()))
+        Ok(ListToolsResult::with_all_items(self.listings.tools()))
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !self.resources {
+            return Err(ErrorData::method_not_found::<SubscribeRequestMethod>());
+        }
+        self.forwarded(self.upstream.subscribe(request).await).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !self.resources {
+            return Err(ErrorData::method_not_found::<UnsubscribeRequestMethod>());
+        }
+        self.forwarded(self.upstream.unsubscribe(request).await)
+            .await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let forwarded = match &request.r#ref {
+            Reference::Prompt(_) => self.prompts,
+            Reference::Resource(_) => self.resources,
+            _ => false,
+        };
+        if !forwarded {
+            return Err(ErrorData::method_not_found::<CompleteRequestMethod>());
+        }
+        self.forwarded(self.upstream.complete(request).await).await
     }
 
     async fn list_resources(
@@ -322,25 +386,5 @@ impl ServerHandler for Forward {
         context.cancelled().await;
         clients.lock().listening.retain(|(k, _)| *k != key);
         Ok(())
-    }
-}
-
-/// The client handler facing the server: passes `notifications/tools/list_changed` on to the
-/// proxy, which lists again.
-pub(crate) struct Upstream {
-    pub(crate) changed: mpsc::UnboundedSender<()>,
-}
-
-impl ClientHandler for Upstream {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new(PROXY_NAME, env!("CARGO_PKG_VERSION")),
-        )
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        // The receiver is gone only when the proxy is shutting down.
-        let _ = self.changed.send(());
     }
 }

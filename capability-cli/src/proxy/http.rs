@@ -15,8 +15,8 @@ use hyper_util::service::TowerToHyperService;
 use capability::Policy;
 use capability::rmcp::BearerRoles;
 
-use super::connected::{Connected, governed, server_gone, terminated};
-use super::forward::Clients;
+use super::connected::{Connected, Pending, forwards, governed, server_gone, terminated};
+use super::forward::{Changed, Clients};
 use super::{Proxy, RunError, note};
 
 /// The path the MCP endpoint is served on.
@@ -99,7 +99,7 @@ pub(super) async fn serve(
     note(format_args!(
         "serving `{}` ({} tools listed by the server); listening on http://{address}{PATH}",
         proxy.server.name(),
-        connected.cache.get().len()
+        connected.listings.tools().len()
     ));
 
     let signalled = terminated();
@@ -108,6 +108,8 @@ pub(super) async fn serve(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    // Small writes go out at once: JSON-RPC answers are one write each.
+                    let _ = stream.set_nodelay(true);
                     let service = TowerToHyperService::new(service.clone());
                     tokio::spawn(async move {
                         let _ = hyper::server::conn::http1::Builder::new()
@@ -120,10 +122,22 @@ pub(super) async fn serve(
             signal = &mut signalled => break Err(signal),
             why = server_gone(&mut connected.backend, &connected.gone) => break Ok(why),
             _ = &mut connected.upstream_done => break Ok(connected.backend.why_closed().await),
-            Some(()) = connected.changed.recv() => {
-                if connected.relist(&proxy.server, proxy.lock.as_deref()).await {
-                    let told = clients.notify_tool_list_changed().await;
-                    note(format_args!("told {told} connected clients that the tools changed"));
+            Some(event) = connected.events.recv() => {
+                // Resources updated are not passed on over HTTP: which client subscribed is
+                // not known here (the README's method table says so).
+                let Pending { changed, .. } = connected.coalesce(event);
+                for list in changed {
+                    let tell = match list {
+                        Changed::Tools => {
+                            connected.relist(&proxy.server, proxy.lock.as_deref()).await
+                        }
+                        Changed::Resources => forwards(proxy, true),
+                        Changed::Prompts => forwards(proxy, false),
+                    };
+                    if tell {
+                        let told = clients.notify(list).await;
+                        note(format_args!("told {told} connected clients that a list changed"));
+                    }
                 }
             }
         }

@@ -27,6 +27,7 @@ mod forward;
 mod front;
 mod http;
 mod run;
+mod upstream;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -61,6 +62,9 @@ pub struct Options {
     pub lock: Option<PathBuf>,
     /// The audit trail: a `.jsonl` file, a SQLite database path, or `postgres://...`.
     pub audit: String,
+    /// A secret key (from `capability keygen`) that signs the trail's checkpoints, so that
+    /// `capability audit verify --key` detects a cut-off tail.
+    pub checkpoint_key: Option<PathBuf>,
     /// The budget of the client's session.
     pub budget: Budget,
     /// The server's command and its arguments (empty with `upstream`).
@@ -225,7 +229,11 @@ impl Options {
             Front::Stdio { role } => role.as_str(),
             Front::Http { .. } => "http",
         };
-        let sink = audit::open(&self.audit, &self.server, writer).map_err(fail)?;
+        let signer = match &self.checkpoint_key {
+            Some(path) => Some(audit::checkpoint_key(path).map_err(fail)?),
+            None => None,
+        };
+        let sink = audit::open(&self.audit, &self.server, writer, signer).map_err(fail)?;
         Ok(Proxy {
             policy: Arc::new(policy),
             front,

@@ -8,10 +8,14 @@ use ::rmcp::service::ServiceExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
-use capability::rmcp::FixedRole;
+use capability::authz::{Action, Authorize};
+use capability::rmcp::{FixedRole, ToolListings};
 
-use super::connected::{Connected, governed, review, server_gone, terminated};
-use super::forward::{Gone, ToolCache};
+use super::connected::{
+    Connected, Pending, dispatch, forwards, governed, review, server_gone, terminated,
+};
+use super::forward::{Changed, Gone};
+use super::upstream::{ServerRequests, Upstream};
 use super::{Front, Proxy, RunError, backend, front, http, note};
 
 /// How long the last lines get to be written to the client.
@@ -37,11 +41,32 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (changed_tx, changed) = mpsc::unbounded_channel();
-    let (backend, upstream, tools) = backend::connect(&proxy, changed_tx).await?;
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let dispatch = dispatch(&proxy);
+    let stdio_role = match &proxy.front {
+        Front::Stdio { role } => Some(role.as_str()),
+        Front::Http { .. } => None,
+    };
+    let requests = Arc::new(ServerRequests::new(
+        proxy.server.name(),
+        &proxy.policy,
+        stdio_role,
+        Arc::clone(&dispatch),
+    ));
+    let upstream = Upstream {
+        events: events_tx,
+        requests: Arc::clone(&requests),
+    };
+    let (mut backend, upstream, tools) = backend::connect(&proxy, upstream).await?;
     review(&proxy.server, proxy.lock.as_deref(), &tools);
-    let cache = ToolCache::default();
-    cache.set(tools);
+    let listings = ToolListings::new(proxy.server.clone(), proxy.lock.clone());
+    if let Err(error) = listings.set(tools) {
+        backend.stop().await;
+        return Err(RunError::Connect(format!(
+            "the server's tool list is refused: {}",
+            crate::escape::escape(&error.message)
+        )));
+    }
     let connected = Connected {
         backend,
         upstream: upstream.peer().clone(),
@@ -49,9 +74,11 @@ where
         upstream_done: tokio::spawn(async move {
             let _ = upstream.waiting().await;
         }),
-        changed,
-        cache,
+        events,
+        listings,
         gone: Gone::default(),
+        dispatch,
+        requests,
     };
     let front = std::mem::replace(
         &mut proxy.front,
@@ -97,9 +124,13 @@ where
     note(format_args!(
         "serving `{}` to role `{role}` ({} tools listed by the server)",
         proxy.server.name(),
-        connected.cache.get().len()
+        connected.listings.tools().len()
     ));
     let front_peer = front.peer().clone();
+    connected.requests.connected(front_peer.clone());
+    let reader = proxy
+        .policy
+        .context(&role, format!("mcp:{}/{role}", proxy.server.name()));
     let front_stop = front.cancellation_token();
     let mut front_done = tokio::spawn(front.waiting());
 
@@ -113,11 +144,32 @@ where
             why = server_gone(&mut connected.backend, &connected.gone) => break Ok(why),
             // Most often it is exiting: its status says more, if it comes soon.
             _ = &mut connected.upstream_done => break Ok(connected.backend.why_closed().await),
-            Some(()) = connected.changed.recv() => {
-                if connected.relist(&proxy.server, proxy.lock.as_deref()).await
-                    && let Err(error) = front_peer.notify_tool_list_changed().await
-                {
-                    note(format_args!("cannot tell the client the tools changed: {error}"));
+            Some(event) = connected.events.recv() => {
+                let Pending { changed, updated } = connected.coalesce(event);
+                for list in changed {
+                    let tell = match list {
+                        Changed::Tools => {
+                            connected.relist(&proxy.server, proxy.lock.as_deref()).await
+                        }
+                        Changed::Resources => forwards(proxy, true),
+                        Changed::Prompts => forwards(proxy, false),
+                    };
+                    if tell && !list.tell_peer(&front_peer).await {
+                        note(format_args!("cannot tell the client that a list changed"));
+                    }
+                }
+                // A resource the role may read: the client may have subscribed to it.
+                for params in updated {
+                    let readable = reader.as_ref().is_some_and(|r| {
+                        r.decide_action(&Action::Resource {
+                            server: proxy.server.name(),
+                            uri: &params.uri,
+                        })
+                        .is_allowed()
+                    });
+                    if readable && forwards(proxy, true) {
+                        let _ = front_peer.notify_resource_updated(params).await;
+                    }
                 }
             }
         }

@@ -18,6 +18,7 @@ use capability::ManifestError;
 use capability::Server;
 use capability::rmcp::{ListError, connect_client, list_tools, tool_json};
 
+pub mod strict;
 mod watch;
 
 use watch::Output;
@@ -273,8 +274,13 @@ pub async fn list_server_tools(
         });
     };
     let (mut output, stdout) = Output::watch(stdout, stderr);
+    let (stdout, checking) = strict::strict_lines(stdout, |why| {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr().lock(), "capability: {why}");
+    });
 
     let outcome = tokio::time::timeout_at(deadline, session((stdout, stdin))).await;
+    checking.abort();
     let result = match outcome {
         Ok(Ok((mut running, live))) => {
             // Close its input, give it a moment to exit, then kill it.

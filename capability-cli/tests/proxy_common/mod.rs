@@ -7,11 +7,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use std::time::Duration;
+
 use capability::rmcp::connect_client;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceError};
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::{self, TsTarget};
 
@@ -126,9 +131,29 @@ pub fn records(trail: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// `(role, tool, verdict)` of each record.
+/// One record per call: the outcome of a call that ran (each outcome checked to follow its
+/// intent, which is left out), the one record of a call that did not run.
+pub fn calls(trail: &Path) -> Vec<Value> {
+    let records = records(trail);
+    for (i, record) in records.iter().enumerate() {
+        if record["phase"] == "outcome" {
+            assert!(
+                records[..i]
+                    .iter()
+                    .any(|r| r["phase"] == "intent" && r["call_id"] == record["call_id"]),
+                "an outcome without its intent: {record}"
+            );
+        }
+    }
+    records
+        .into_iter()
+        .filter(|r| r["phase"] != "intent")
+        .collect()
+}
+
+/// `(role, tool, verdict)` of each call (see [`calls`]).
 pub fn summary(trail: &Path) -> Vec<(String, String, String)> {
-    records(trail)
+    calls(trail)
         .iter()
         .map(|r| {
             let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
@@ -195,4 +220,91 @@ pub fn children(pid: u32) -> Vec<u32> {
                 .collect::<Vec<u32>>()
         })
         .collect()
+}
+
+/// A proxy started with `--listen 127.0.0.1:0`, and the URL it printed.
+pub struct Listening {
+    pub child: tokio::process::Child,
+    pub url: String,
+}
+
+impl Listening {
+    pub async fn start(dir: &Path, trail: &Path, server: &support::McpServer) -> Listening {
+        Listening::start_as(dir, trail, "memory", &[], server).await
+    }
+
+    pub async fn start_as(
+        dir: &Path,
+        trail: &Path,
+        name: &str,
+        extra: &[&str],
+        server: &support::McpServer,
+    ) -> Listening {
+        let mut command = tokio::process::Command::new(BIN);
+        command
+            .arg("proxy")
+            .arg("--policy")
+            .arg(dir.join("policy.toml"))
+            .args(["--server", name, "--listen", "127.0.0.1:0", "--audit"])
+            .arg(trail)
+            .args(extra)
+            .arg("--")
+            .arg(&server.program)
+            .args(&server.args)
+            .envs(server.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn the proxy");
+        let stderr = child.stderr.take().expect("piped");
+        let mut lines = BufReader::new(stderr).lines();
+        let url = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{line}");
+                if let Some((_, url)) = line.split_once("listening on http://") {
+                    return format!("http://{}", url.trim());
+                }
+            }
+            panic!("the proxy ended without listening");
+        })
+        .await
+        .expect("the proxy listens within 30 s");
+        // The rest of its messages go to the test's output.
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{line}");
+            }
+        });
+        Listening { child, url }
+    }
+
+    /// SIGTERM: the proxy stops the server, closes the trail and exits 0.
+    pub async fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("running");
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("the proxy exits on SIGTERM")
+            .expect("status")
+    }
+}
+
+/// rmcp's client over Streamable HTTP, with a bearer token if given.
+pub async fn http_client(
+    url: &str,
+    token: Option<&str>,
+) -> RunningService<RoleClient, ClientConfig> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    connect_client(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("MCP handshake over HTTP")
 }

@@ -8,8 +8,8 @@ mod derived;
 mod meta;
 
 pub use crate::agent::{
-    AdvisorBinding, AdvisorBound, AdvisorTool, OperatorBound, OperatorTool, bind_advisor_tool,
-    bind_tool,
+    AdvisorBinding, AdvisorBound, AdvisorTokens, AdvisorTool, OperatorBound, OperatorTool,
+    bind_advisor_tool, bind_tool,
 };
 pub use derived::{AgentEntry, StaticAgent, StaticTool, ToolData, ToolEntry};
 pub use meta::tool_meta;

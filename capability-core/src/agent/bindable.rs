@@ -6,9 +6,12 @@
 //! advisor `A`, the attribute expands to
 //!
 //! ```text
+//! pub struct Token(Seal);   // both declared in the expansion's own block
+//! struct Seal;
+//! impl AdvisorTokens for A { type Token = Token; }
 //! impl AdvisorBound<A> for T {
 //!     const BINDING: AdvisorBinding<T, A> =
-//!         bind_advisor_tool::<T, A, { <T as Capability>::READ_ONLY }>();
+//!         bind_advisor_tool::<T, A, { <T as Capability>::READ_ONLY }>(&Token(Seal));
 //! }
 //! static TOOLS: [AdvisorTool; N] = [<T as AdvisorBound<A>>::BINDING.tool(), ...];
 //! ```
@@ -28,10 +31,11 @@
 //!   `AdvisorTool`s, so a `crate = ".."` path that points at an imitation of the facade cannot
 //!   build an advisor from anything else.
 //! - [`AdvisorBound<A>`] is the only proof that advisor `A` binds a tool, and
-//!   `AdvisorSession::run` (in `capability::gate`) requires it. Its
-//!   constant can only be made by `bind_advisor_tool`, so a hand-written impl for a mutating tool
-//!   fails to build where it is used; the attribute emits one impl per bound tool, so one tool
-//!   bound twice (through any two paths) is a conflicting implementation.
+//!   `AdvisorSession::run` (in `capability::gate`) requires it. Its constant can only be made by
+//!   `bind_advisor_tool`, which takes `A`'s binding token ([`AdvisorTokens`]): a value only
+//!   `A`'s attribute can make, so a hand-written impl, for a mutating tool or a read-only tool
+//!   the attribute does not list, does not build. The attribute emits one impl per bound tool,
+//!   so one tool bound twice (through any two paths) is a conflicting implementation.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -164,16 +168,31 @@ pub trait AdvisorBound<A: ?Sized + Agent> {
 )]
 pub trait OperatorBound<A: ?Sized + Agent> {}
 
+/// The token of an advisor's bindings: a type `#[advisor_agent]` declares inside its own
+/// expansion, whose one field has a type declared there too, so that no path outside the
+/// expansion reaches it: a token can be named from outside (`<A as AdvisorTokens>::Token`)
+/// but not made. [`bind_advisor_tool`] takes one, so the proof that `A` binds a tool
+/// ([`AdvisorBound`]) can be made only by `A`'s attribute, for the tools it lists. Implemented
+/// by the attribute; a second impl for the same agent conflicts.
+#[doc(hidden)]
+pub trait AdvisorTokens: Agent {
+    /// The token type, declared in the attribute's expansion.
+    type Token: 'static;
+}
+
 /// The proof that advisor `A` may bind `T`; does not compile for any other tool. Called by the
-/// code `#[advisor_agent]` generates (through `capability::__private`), not by hand.
+/// code `#[advisor_agent]` generates (through `capability::__private`), not by hand: it takes
+/// the agent's binding token, which only that code can make.
 ///
 /// The bound checks `READ_ONLY` at the type level, for the message; the body checks the tool's
 /// own `READ_ONLY` again, so a caller that passes `true` for a mutating tool fails in const
 /// evaluation (in a `static`, when the crate is checked; elsewhere, when it is built).
-pub const fn bind_advisor_tool<T, A, const READ_ONLY: bool>() -> AdvisorBinding<T, A>
+pub const fn bind_advisor_tool<T, A, const READ_ONLY: bool>(
+    _token: &A::Token,
+) -> AdvisorBinding<T, A>
 where
     T: ?Sized + AdvisorBindable<A, READ_ONLY>,
-    A: ?Sized,
+    A: ?Sized + AdvisorTokens,
 {
     if !T::READ_ONLY {
         panic!(

@@ -11,7 +11,9 @@ mod bindable;
 pub use advisor::{AdvisorViolation, MutatingReason, Offender, assert_advisor_only};
 pub use bindable::{AdvisorBindable, AdvisorBound, OperatorBound};
 #[doc(hidden)]
-pub use bindable::{AdvisorBinding, AdvisorTool, OperatorTool, bind_advisor_tool, bind_tool};
+pub use bindable::{
+    AdvisorBinding, AdvisorTokens, AdvisorTool, OperatorTool, bind_advisor_tool, bind_tool,
+};
 
 use crate::manifest::CapabilityManifest;
 

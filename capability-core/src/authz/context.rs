@@ -130,6 +130,17 @@ pub struct Denial {
     session: String,
     tool: String,
     reasons: Vec<DenyReason>,
+    /// What was asked: `call` a tool, `read` a resource, `get` a prompt, `send` a request.
+    #[serde(default = "call_verb", skip_serializing_if = "is_call")]
+    verb: String,
+}
+
+fn call_verb() -> String {
+    "call".to_owned()
+}
+
+fn is_call(verb: &str) -> bool {
+    verb == "call"
 }
 
 impl Authorize for ToolContext {
@@ -167,6 +178,43 @@ impl Denial {
             session: session.to_owned(),
             tool: tool.qualified_name(),
             reasons,
+            verb: call_verb(),
+        }
+    }
+
+    /// A refusal of any action (a tool call, a resource read, a prompt, a server's request) for
+    /// `principal` in `session`, with every reason.
+    ///
+    /// ```
+    /// use capability::authz::{Action, Denial, DenyReason};
+    ///
+    /// let read = Action::Resource { server: "fs", uri: "file:///etc/passwd" };
+    /// let denial = Denial::for_action("viewer", "s-1", &read, vec![DenyReason::NotAllowed]);
+    /// assert_eq!(denial.tool(), "fs/file:///etc/passwd");
+    /// assert_eq!(denial.to_string(),
+    ///     "role `viewer` (session `s-1`) may not read `fs/file:///etc/passwd`: no `allow` \
+    ///      pattern of the role matches it");
+    /// ```
+    pub fn for_action(
+        principal: &str,
+        session: &str,
+        action: &Action<'_>,
+        reasons: Vec<DenyReason>,
+    ) -> Denial {
+        let (tool, verb) = match action {
+            Action::CallTool(tool) => return Denial::new(principal, session, tool, reasons),
+            Action::Resource { server, uri } => (format!("{server}/{uri}"), "read"),
+            Action::Prompt { server, name } => (format!("{server}/{name}"), "get"),
+            Action::ServerRequest { server, kind } => {
+                (format!("{server}/{}", kind.method()), "receive")
+            }
+        };
+        Denial {
+            role: principal.to_owned(),
+            session: session.to_owned(),
+            tool,
+            reasons,
+            verb: verb.to_owned(),
         }
     }
 
@@ -196,8 +244,8 @@ impl fmt::Display for Denial {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "role `{}` (session `{}`) may not call `{}`: ",
-            self.role, self.session, self.tool
+            "role `{}` (session `{}`) may not {} `{}`: ",
+            self.role, self.session, self.verb, self.tool
         )?;
         for (i, reason) in self.reasons.iter().enumerate() {
             if i > 0 {

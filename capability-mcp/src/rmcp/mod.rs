@@ -88,5 +88,5 @@ pub use convert::{manifest_from_rmcp, to_rmcp_annotations, to_rmcp_tool, tool_js
 #[cfg(feature = "rmcp-server")]
 pub use server::{
     BearerRoles, FixedRole, GovernedServer, REFUSED_CODE, RoleResolver, TokenHashError,
-    bearer_token, http_parts, www_authenticate,
+    ToolListings, bearer_token, http_parts, www_authenticate,
 };

@@ -7,7 +7,10 @@ use super::pool::Pool;
 use crate::SCHEMA_VERSION;
 
 /// Every migration, by the version it brings the schema to.
-const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../../migrations/postgres/0001_init.sql"))];
+const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../../migrations/postgres/0001_init.sql")),
+    (2, include_str!("../../migrations/postgres/0002_calls.sql")),
+];
 
 /// The advisory lock key of migrations (`capability` in ASCII, as a number).
 const LOCK_KEY: i64 = 0x6361_7061_6269_6c69;

@@ -9,7 +9,7 @@ use postgres::{GenericClient, Row, ToStatement};
 use serde_json::Value;
 
 use super::clock;
-use crate::{DailyStats, Trail};
+use crate::{DailyStats, RowProblem, Trail};
 
 /// The most records one insert carries.
 pub(crate) const MAX_BATCH: usize = 1_000;
@@ -19,16 +19,16 @@ pub(crate) const INSERT: &str =
     "INSERT INTO mcp_audit_log (writer_id, seq, time, agent_name, agent_role,
         session_id, incident_id, flywheel_node, provider, tool, descriptor_hash, policy_version,
         verdict, reasons, input, input_digest, input_size, output_digest, output_size,
-        latency_us, success, error, prev_hash, hash, record_json)
+        latency_us, success, error, prev_hash, hash, record_json, call_id, phase, method)
     SELECT w, s, t, a, r, se, i, f, p, tl, d, pv, v, re::json, inp::json, idg, isz, odg, osz,
-        lat, suc, err, prv, h, rj::json
+        lat, suc, err, prv, h, rj::json, ci, ph, me
     FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::text[], $5::text[],
         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
         $13::text[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::text[],
         $19::bigint[], $20::bigint[], $21::bool[], $22::text[], $23::text[], $24::text[],
-        $25::text[])
+        $25::text[], $26::text[], $27::text[], $28::text[])
     AS u(w, s, t, a, r, se, i, f, p, tl, d, pv, v, re, inp, idg, isz, odg, osz, lat, suc, err,
-        prv, h, rj)";
+        prv, h, rj, ci, ph, me)";
 
 /// The columns of a batch of records.
 #[derive(Default)]
@@ -58,6 +58,9 @@ pub(crate) struct Columns {
     prev: Vec<String>,
     hash: Vec<String>,
     exact: Vec<Option<String>>,
+    call_id: Vec<Option<String>>,
+    phase: Vec<Option<String>>,
+    method: Vec<Option<String>>,
 }
 
 /// Text a TEXT column can hold: PostgreSQL text has no NUL.
@@ -124,6 +127,9 @@ impl Columns {
         self.error.push(opt_text(&r.error, e));
         self.prev.push(text(&r.prev, e));
         self.hash.push(text(&r.hash, e));
+        self.call_id.push(opt_text(&r.call_id, e));
+        self.phase.push(r.phase.map(|p| p.as_str().to_owned()));
+        self.method.push(opt_text(&r.method, e));
         self.exact.push((!exact).then(|| r.to_line()));
     }
 
@@ -161,6 +167,9 @@ impl Columns {
                 &self.prev,
                 &self.hash,
                 &self.exact,
+                &self.call_id,
+                &self.phase,
+                &self.method,
             ],
         )
     }
@@ -184,7 +193,8 @@ fn select_records() -> String {
         "SELECT writer_id, seq, {}, agent_name, agent_role, session_id, incident_id,
              flywheel_node, provider, tool, descriptor_hash, policy_version, verdict,
              reasons::text, input::text, input_digest, input_size, output_digest, output_size,
-             latency_us, success, error, prev_hash, hash, record_json::text
+             latency_us, success, error, prev_hash, hash, record_json::text, call_id, phase,
+             method
          FROM mcp_audit_log",
         clock::sql_text("time")
     )
@@ -196,14 +206,27 @@ fn get<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, String> {
         .map_err(|e| format!("column {}: {e}", row.columns()[i].name()))
 }
 
-/// A record from its row; a row that is not a record (edited into something else) is an error.
-fn record(row: &Row) -> Result<AuditRecord, String> {
+/// The record a row holds, and every column that differs from it: with `record_json` (a
+/// record the columns cannot hold exactly), the record is the JSON's, and each column is
+/// compared with what inserting that record writes into it; without, the record is read from
+/// the columns (so its hash covers every column). A row that is not a record (a column edited
+/// into something else) is an error.
+fn record(row: &Row) -> Result<(AuditRecord, Vec<RowProblem>), String> {
     let writer: String = get(row, 0)?;
     let seq: i64 = get(row, 1)?;
     let at = |e: String| format!("record {seq} of writer `{writer}`: {e}");
-    if let Some(exact) = get::<Option<String>>(row, 24).map_err(at)? {
-        return serde_json::from_str(&exact).map_err(|e| at(format!("record_json: {e}")));
-    }
+    let columns = from_columns(row).map_err(at)?;
+    let Some(exact) = get::<Option<String>>(row, 24).map_err(at)? else {
+        return Ok((columns, Vec::new()));
+    };
+    let record: AuditRecord =
+        serde_json::from_str(&exact).map_err(|e| at(format!("record_json: {e}")))?;
+    let problems = compare(&record, &columns);
+    Ok((record, problems))
+}
+
+/// The record as its columns hold it.
+fn from_columns(row: &Row) -> Result<AuditRecord, String> {
     let json = |i: usize| -> Result<Value, String> {
         serde_json::from_str(get::<&str>(row, i)?).map_err(|e| e.to_string())
     };
@@ -212,35 +235,127 @@ fn record(row: &Row) -> Result<AuditRecord, String> {
         get::<Option<i64>>(row, i)?.map(unsigned).transpose()
     };
     let verdict = Value::String(get(row, 12)?);
-    let built = || -> Result<AuditRecord, String> {
-        Ok(AuditRecord {
-            writer: writer.clone(),
-            seq: unsigned(seq)?,
-            time: get(row, 2)?,
-            agent: get(row, 3)?,
-            role: get(row, 4)?,
-            session: get(row, 5)?,
-            incident_id: get(row, 6)?,
-            step: get(row, 7)?,
-            provider: get(row, 8)?,
-            tool: get(row, 9)?,
-            descriptor_hash: get(row, 10)?,
-            policy_version: get(row, 11)?,
-            verdict: serde_json::from_value(verdict).map_err(|e| format!("verdict: {e}"))?,
-            reasons: serde_json::from_value(json(13)?).map_err(|e| format!("reasons: {e}"))?,
-            input: json(14)?,
-            input_digest: get(row, 15)?,
-            input_size: unsigned(get(row, 16)?)?,
-            output_digest: get(row, 17)?,
-            output_size: opt_unsigned(18)?,
-            latency_us: opt_unsigned(19)?,
-            success: get(row, 20)?,
-            error: get(row, 21)?,
-            prev: get(row, 22)?,
-            hash: get(row, 23)?,
+    let phase: Option<String> = get(row, 26)?;
+    Ok(AuditRecord {
+        writer: get(row, 0)?,
+        seq: unsigned(get(row, 1)?)?,
+        time: get(row, 2)?,
+        agent: get(row, 3)?,
+        call_id: get(row, 25)?,
+        phase: crate::row::parse_phase(phase.as_deref())?,
+        method: get(row, 27)?,
+        role: get(row, 4)?,
+        session: get(row, 5)?,
+        incident_id: get(row, 6)?,
+        step: get(row, 7)?,
+        provider: get(row, 8)?,
+        tool: get(row, 9)?,
+        descriptor_hash: get(row, 10)?,
+        policy_version: get(row, 11)?,
+        verdict: serde_json::from_value(verdict).map_err(|e| format!("verdict: {e}"))?,
+        reasons: serde_json::from_value(json(13)?).map_err(|e| format!("reasons: {e}"))?,
+        input: json(14)?,
+        input_digest: get(row, 15)?,
+        input_size: unsigned(get(row, 16)?)?,
+        output_digest: get(row, 17)?,
+        output_size: opt_unsigned(18)?,
+        latency_us: opt_unsigned(19)?,
+        success: get(row, 20)?,
+        error: get(row, 21)?,
+        prev: get(row, 22)?,
+        hash: get(row, 23)?,
+    })
+}
+
+/// Each column of `columns` that differs from what inserting `record` writes into it.
+fn compare(record: &AuditRecord, columns: &AuditRecord) -> Vec<RowProblem> {
+    let expected = image(record, columns);
+    let (want, found) = (column_texts(&expected), column_texts(columns));
+    want.into_iter()
+        .zip(found)
+        .filter(|((_, w), (_, f))| w != f)
+        .map(|((column, expected), (_, found))| RowProblem {
+            writer: record.writer.clone(),
+            seq: record.seq,
+            column: column.to_owned(),
+            found,
+            expected,
         })
-    };
-    built().map_err(at)
+        .collect()
+}
+
+/// What the columns of `record` hold once inserted (see [`Columns::push`]): text without NUL,
+/// an incident id of at most 64 characters, numbers within BIGINT. A time that is not in the
+/// canonical form is written as the time of the insert, which nothing can predict: that column
+/// is taken as found.
+fn image(record: &AuditRecord, columns: &AuditRecord) -> AuditRecord {
+    let mut e = true;
+    let t = |s: &str, e: &mut bool| text(s, e);
+    let o = |s: &Option<String>, e: &mut bool| opt_text(s, e);
+    let n = |v: u64, e: &mut bool| u64::try_from(big(v, e)).unwrap_or(0);
+    let mut image = record.clone();
+    image.writer = t(&record.writer, &mut e);
+    image.seq = n(record.seq, &mut e);
+    if clock::parse(&record.time).is_none() {
+        image.time.clone_from(&columns.time);
+    }
+    image.agent = t(&record.agent, &mut e);
+    image.call_id = o(&record.call_id, &mut e);
+    image.method = o(&record.method, &mut e);
+    image.role = t(&record.role, &mut e);
+    image.session = t(&record.session, &mut e);
+    image.incident_id = o(&record.incident_id, &mut e).map(|i| i.chars().take(64).collect());
+    image.step = o(&record.step, &mut e);
+    image.provider = o(&record.provider, &mut e);
+    image.tool = t(&record.tool, &mut e);
+    image.descriptor_hash = t(&record.descriptor_hash, &mut e);
+    image.policy_version = o(&record.policy_version, &mut e);
+    image.input_digest = t(&record.input_digest, &mut e);
+    image.input_size = n(record.input_size, &mut e);
+    image.output_digest = o(&record.output_digest, &mut e);
+    image.output_size = record.output_size.map(|v| n(v, &mut e));
+    image.latency_us = record.latency_us.map(|v| n(v, &mut e));
+    image.error = o(&record.error, &mut e);
+    image.prev = t(&record.prev, &mut e);
+    image.hash = t(&record.hash, &mut e);
+    image
+}
+
+/// Each column of a record, by name, as JSON text.
+fn column_texts(r: &AuditRecord) -> Vec<(&'static str, String)> {
+    fn j<T: serde::Serialize + ?Sized>(value: &T) -> String {
+        let value = serde_json::to_value(value).unwrap_or(Value::Null);
+        capability_core::json::to_canonical_json(&value)
+    }
+    vec![
+        ("writer_id", j(&r.writer)),
+        ("seq", j(&r.seq)),
+        ("time", j(&r.time)),
+        ("agent_name", j(&r.agent)),
+        ("agent_role", j(&r.role)),
+        ("session_id", j(&r.session)),
+        ("incident_id", j(&r.incident_id)),
+        ("flywheel_node", j(&r.step)),
+        ("provider", j(&r.provider)),
+        ("tool", j(&r.tool)),
+        ("descriptor_hash", j(&r.descriptor_hash)),
+        ("policy_version", j(&r.policy_version)),
+        ("verdict", j(&r.verdict)),
+        ("reasons", j(&r.reasons)),
+        ("input", j(&r.input)),
+        ("input_digest", j(&r.input_digest)),
+        ("input_size", j(&r.input_size)),
+        ("output_digest", j(&r.output_digest)),
+        ("output_size", j(&r.output_size)),
+        ("latency_us", j(&r.latency_us)),
+        ("success", j(&r.success)),
+        ("error", j(&r.error)),
+        ("prev_hash", j(&r.prev)),
+        ("hash", j(&r.hash)),
+        ("call_id", j(&r.call_id)),
+        ("phase", j(&r.phase)),
+        ("method", j(&r.method)),
+    ]
 }
 
 /// The last record of `writer`, if any.
@@ -252,7 +367,9 @@ pub(crate) fn last_record(
         "{} WHERE writer_id = $1 ORDER BY seq DESC LIMIT 1",
         select_records()
     );
-    Ok(client.query_opt(&sql, &[&writer])?.map(|row| record(&row)))
+    Ok(client
+        .query_opt(&sql, &[&writer])?
+        .map(|row| record(&row).map(|(record, _)| record)))
 }
 
 /// The `seq` of `writer`'s last checkpoint (0 when none).
@@ -286,10 +403,17 @@ pub(crate) fn read_trail(
     client: &mut impl GenericClient,
 ) -> Result<Result<Trail, String>, postgres::Error> {
     let sql = format!("{} ORDER BY writer_id, seq", select_records());
-    let records = match client.query(&sql, &[])?.iter().map(record).collect() {
-        Ok(records) => records,
-        Err(e) => return Ok(Err(e)),
-    };
+    let mut records = Vec::new();
+    let mut problems = Vec::new();
+    for row in client.query(&sql, &[])? {
+        match record(&row) {
+            Ok((record, mut found)) => {
+                records.push(record);
+                problems.append(&mut found);
+            }
+            Err(e) => return Ok(Err(e)),
+        }
+    }
     let sql = format!(
         "SELECT writer_id, seq, head, {}, key, signature FROM mcp_audit_checkpoint
          ORDER BY writer_id, seq",
@@ -312,6 +436,7 @@ pub(crate) fn read_trail(
     Ok(Ok(Trail {
         records,
         checkpoints,
+        problems,
     }))
 }
 

@@ -3,17 +3,19 @@
 //! `append` seals the record into the writer's chain, queues it and waits. One committer thread
 //! takes everything queued, inserts it with one statement in one transaction (with a signed
 //! checkpoint when one is due) and wakes the waiters: `append` returns only once its record is
-//! committed. A batch that fails stays queued, its waiters get [`AuditError::Store`], and it is
-//! retried by the next `append` or `ready`, until it is written or
-//! [`discard_pending`](AuditSink::discard_pending) drops it.
+//! committed. A batch that fails fails every record sealed since the last commit (those queued
+//! behind it were sealed on top of it): their waiters get [`AuditError::Store`], the chain's
+//! head goes back to the last committed record, and the dispatcher appends them again later.
+//! Before the next record is sealed, the head is read again from the database, in case the
+//! failed commit did reach it (a connection lost after `COMMIT` was sent).
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use capability_audit::{
-    AuditError, AuditRecord, AuditSink, Checkpoint, CheckpointSchedule, CheckpointSigner,
-    DigestKey, GENESIS,
+    AuditError, AuditRecord, AuditSink, ChainHead, Checkpoint, CheckpointSchedule,
+    CheckpointSigner, DigestKey, GENESIS,
 };
 use capability_gate::StoreError;
 use postgres::{Client, Statement};
@@ -47,25 +49,20 @@ struct Shared {
 }
 
 struct State {
-    writer: String,
-    /// The chain's head, queued records included.
-    seq: u64,
-    prev: String,
+    /// The chain: sealed up to the last record queued, committed up to the last committed.
+    head: ChainHead,
     /// Sealed records not yet committed, each with its ticket (increasing, never reused).
     queue: Vec<(u64, AuditRecord)>,
     last_ticket: u64,
     /// Every ticket up to this one is committed.
     committed_ticket: u64,
-    committed_seq: u64,
-    committed_prev: String,
-    /// Every ticket up to this one was answered with an error (and may still be queued).
+    /// Every ticket up to this one was answered with an error (and taken back).
     failed_ticket: u64,
-    failures: u64,
     error: Option<String>,
+    /// A commit failed: read the head from the database before sealing again.
+    resync: bool,
     /// A batch is being written.
     in_flight: bool,
-    /// Write the queue again after a failure.
-    retry: bool,
     closing: bool,
     last_ok: Instant,
 }
@@ -109,19 +106,14 @@ impl PgSink {
             .map_err(|e| store_error(pool.error("cannot read the checkpoints", &e)))?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                writer,
-                seq,
-                prev: prev.clone(),
+                head: ChainHead::new(writer, seq, prev),
                 queue: Vec::new(),
                 last_ticket: 0,
                 committed_ticket: 0,
-                committed_seq: seq,
-                committed_prev: prev,
                 failed_ticket: 0,
-                failures: 0,
                 error: None,
+                resync: false,
                 in_flight: false,
-                retry: false,
                 closing: false,
                 last_ok: Instant::now(),
             }),
@@ -195,48 +187,58 @@ fn wait<'a>(condvar: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, S
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+impl PgSink {
+    /// After a failed commit: the head as the database has it (the commit may have reached it
+    /// before the connection was lost), read with no commit in flight.
+    fn resync<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        while state.in_flight {
+            state = wait(&self.shared.done, state);
+        }
+        if !state.resync || !state.queue.is_empty() {
+            return state;
+        }
+        let writer = state.head.writer().to_owned();
+        let last = self.pool.with("cannot read the writer's chain", |c| {
+            rows::last_record(c, &writer)
+        });
+        match last {
+            Ok(Some(Ok(record))) if record.hash == record.compute_hash() => {
+                state.head = ChainHead::new(writer, record.seq, record.hash);
+                state.resync = false;
+            }
+            Ok(None) => {
+                state.head = ChainHead::new(writer, 0, GENESIS);
+                state.resync = false;
+            }
+            // Not readable now: sealed on the head as it is; a record the database already
+            // holds under the same seq makes the commit fail, and the head is read again.
+            _ => {}
+        }
+        state
+    }
+}
+
 impl AuditSink for PgSink {
-    fn append(&self, mut record: AuditRecord) -> Result<AuditRecord, AuditError> {
+    fn append(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
         let mut state = lock(&self.shared.state);
         if state.closing {
             return Err(self.error("the audit sink is closed"));
         }
-        record.writer = state.writer.clone();
-        record.seq = state.seq + 1;
-        record.prev = std::mem::take(&mut state.prev);
-        record.hash = record.compute_hash();
-        state.seq = record.seq;
-        state.prev = record.hash.clone();
+        if state.resync {
+            state = self.resync(state);
+        }
+        let record = state.head.seal(record);
         state.last_ticket += 1;
         let ticket = state.last_ticket;
         state.queue.push((ticket, record.clone()));
-        if state.error.is_some() {
-            state.retry = true;
-        }
         self.shared.work.notify_one();
         self.wait(state, ticket).map(|()| record)
     }
 
     fn ready(&self) -> Result<(), AuditError> {
-        let mut state = lock(&self.shared.state);
+        let state = lock(&self.shared.state);
         if state.closing {
             return Err(self.error("the audit sink is closed"));
-        }
-        if state.error.is_some() && !state.queue.is_empty() {
-            // Retry what is pending, and wait for that attempt.
-            state.retry = true;
-            self.shared.work.notify_one();
-            let (failures, ticket) = (state.failures, state.last_ticket);
-            loop {
-                if state.committed_ticket >= ticket {
-                    return Ok(());
-                }
-                if state.failures > failures {
-                    let message = state.error.clone().unwrap_or_default();
-                    return Err(self.error(message));
-                }
-                state = wait(&self.shared.done, state);
-            }
         }
         if state.queue.is_empty() && state.last_ok.elapsed() >= PROBE_AFTER {
             // Idle: make sure the server is still there before a call runs.
@@ -266,22 +268,6 @@ impl AuditSink for PgSink {
         }
     }
 
-    fn discard_pending(&self) -> u64 {
-        let mut state = lock(&self.shared.state);
-        while state.in_flight {
-            state = wait(&self.shared.done, state);
-        }
-        let dropped = state.seq - state.committed_seq;
-        state.queue.clear();
-        state.seq = state.committed_seq;
-        state.prev = state.committed_prev.clone();
-        state.failed_ticket = state.last_ticket;
-        state.error = None;
-        state.retry = false;
-        self.shared.done.notify_all();
-        dropped
-    }
-
     fn digest_key(&self) -> Result<&DigestKey, AuditError> {
         if let Some(key) = &self.key {
             return Ok(key);
@@ -304,27 +290,20 @@ impl Committer {
     fn run(mut self) {
         loop {
             let mut state = lock(&self.shared.state);
-            loop {
-                let can_write = !state.queue.is_empty() && (state.error.is_none() || state.retry);
-                if can_write || state.closing {
-                    break;
-                }
+            while state.queue.is_empty() && !state.closing {
                 state = wait(&self.shared.work, state);
             }
-            if state.closing && (state.queue.is_empty() || (state.error.is_some() && !state.retry))
-            {
-                let (seq, head) = (state.committed_seq, state.committed_prev.clone());
-                let writer = state.writer.clone();
+            if state.closing && state.queue.is_empty() {
+                let (seq, head) = state.head.committed();
+                let (seq, head) = (seq, head.to_owned());
+                let writer = state.head.writer().to_owned();
                 drop(state);
                 self.final_checkpoint(&writer, seq, &head);
                 return;
             }
             // Group commit: let the appends woken by the last commit join this batch.
             let gather_until = Instant::now() + GATHER;
-            while state.queue.len() < self.waiters.min(MAX_BATCH)
-                && !state.closing
-                && state.error.is_none()
-            {
+            while state.queue.len() < self.waiters.min(MAX_BATCH) && !state.closing {
                 let left = gather_until.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
@@ -339,7 +318,6 @@ impl Committer {
             let batch: Vec<AuditRecord> = state.queue[..n].iter().map(|(_, r)| r.clone()).collect();
             let last_ticket = state.queue[n - 1].0;
             state.in_flight = true;
-            state.retry = false;
             drop(state);
 
             let result = self.write(&batch);
@@ -351,18 +329,21 @@ impl Committer {
                     state.queue.drain(..n);
                     state.committed_ticket = last_ticket;
                     if let Some(last) = batch.last() {
-                        state.committed_seq = last.seq;
-                        state.committed_prev = last.hash.clone();
+                        state.head.commit_through(last.seq, &last.hash);
                     }
                     state.error = None;
                     state.last_ok = Instant::now();
                     self.waiters = n + state.queue.len();
                 }
                 Err(message) => {
-                    // Everything queued is answered; it stays queued, to be retried.
+                    // The batch is not in the chain, nor what was sealed on top of it: every
+                    // waiter is answered, and the head goes back to the last commit (read
+                    // again from the database before the next record).
+                    state.queue.clear();
+                    state.head.roll_back();
                     state.failed_ticket = state.last_ticket;
-                    state.failures += 1;
                     state.error = Some(message);
+                    state.resync = true;
                 }
             }
             self.shared.done.notify_all();

@@ -9,7 +9,10 @@ use rusqlite::{Connection, TransactionBehavior, params};
 use crate::SCHEMA_VERSION;
 
 /// Each migration: the version it brings the schema to, and its SQL.
-const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../../migrations/sqlite/0001_init.sql"))];
+const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../../migrations/sqlite/0001_init.sql")),
+    (2, include_str!("../../migrations/sqlite/0002_calls.sql")),
+];
 
 /// Why a migration did not happen.
 pub(crate) enum Failure {

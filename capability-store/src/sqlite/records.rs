@@ -6,8 +6,8 @@ use rusqlite::types::Type;
 use rusqlite::{Connection, Row, Transaction, params};
 
 use crate::row::{
-    AUDIT_COLUMNS, input_json, parse_input, parse_reasons, parse_verdict, reasons_json,
-    verdict_name,
+    AUDIT_COLUMNS, input_json, parse_input, parse_phase, parse_reasons, parse_verdict, phase_name,
+    reasons_json, verdict_name,
 };
 use crate::{DailyStats, Trail};
 
@@ -53,6 +53,9 @@ pub(crate) fn insert_records(
             r.error,
             r.prev,
             r.hash,
+            r.call_id,
+            phase_name(r.phase),
+            r.method,
         ])?;
     }
     Ok(())
@@ -80,11 +83,15 @@ fn record(row: &Row<'_>) -> Result<AuditRecord, rusqlite::Error> {
     let verdict: String = row.get(12)?;
     let reasons: String = row.get(13)?;
     let input: String = row.get(14)?;
+    let phase: Option<String> = row.get(25)?;
     Ok(AuditRecord {
         writer: row.get(0)?,
         seq: row.get(1)?,
         time: row.get(2)?,
         agent: row.get(3)?,
+        call_id: row.get(24)?,
+        phase: parse_phase(phase.as_deref()).map_err(|e| bad(25, e))?,
+        method: row.get(26)?,
         role: row.get(4)?,
         session: row.get(5)?,
         incident_id: row.get(6)?,
@@ -161,9 +168,12 @@ pub(crate) fn read_trail(conn: &mut Connection) -> Result<Trail, rusqlite::Error
         })?
         .collect::<Result<Vec<_>, _>>()?;
     tx.finish()?;
+    // Every column is a field of the record it is read into, so the record's hash covers
+    // every column: nothing is left to compare.
     Ok(Trail {
         records,
         checkpoints,
+        problems: Vec::new(),
     })
 }
 

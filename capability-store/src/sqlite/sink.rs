@@ -13,16 +13,17 @@
 //! between one record and the rest, twice the `fsync`s for the same records. A lone thread
 //! never waits (its last commit carried one record).
 //!
-//! A failed commit puts its records back at the head of the queue: they are retried by
-//! [`ready`](AuditSink::ready) and by the next append, unless
-//! [`discard_pending`](AuditSink::discard_pending) drops them.
+//! A failed commit fails every record sealed since the last commit (those of the batch, and
+//! those queued behind it, which were sealed on top of it): their appends return the error,
+//! the chain's head goes back to the last committed record, and the dispatcher, which keeps
+//! every record whose append failed, appends them again later.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use capability_audit::{
-    AuditError, AuditRecord, AuditSink, Checkpoint, CheckpointSchedule, CheckpointSigner,
-    DigestKey, GENESIS,
+    AuditError, AuditRecord, AuditSink, ChainHead, Checkpoint, CheckpointSchedule,
+    CheckpointSigner, DigestKey, GENESIS,
 };
 use capability_gate::StoreError;
 use rusqlite::{Connection, TransactionBehavior};
@@ -51,12 +52,8 @@ pub struct SqliteSink {
 }
 
 struct State {
-    /// The last record appended (committed or queued).
-    seq: u64,
-    prev: String,
-    /// The last record committed.
-    committed_seq: u64,
-    committed_prev: String,
+    /// The chain: sealed up to the last record appended, committed up to the last committed.
+    head: ChainHead,
     /// Appended, not yet committed, in seq order.
     queue: Vec<AuditRecord>,
     committing: bool,
@@ -65,12 +62,11 @@ struct State {
     /// How many records the last commit carried, and how long it took.
     last_batch: usize,
     last_commit: Duration,
-    /// The last seq of the last batch tried.
-    attempted: u64,
-    /// Why the last batch failed, until one succeeds.
-    failure: Option<AuditError>,
-    /// Counts the discards: a waiter whose record was dropped sees it change.
+    /// Counts the failed commits: a record sealed in an earlier epoch and not committed was
+    /// taken back with a failed commit.
     epoch: u64,
+    /// Why the last commit failed.
+    failure: Option<AuditError>,
     schedule: Option<CheckpointSchedule>,
     checkpointed: u64,
     closed: bool,
@@ -121,22 +117,18 @@ impl SqliteSink {
         Ok(SqliteSink {
             name,
             busy_timeout: db.busy_timeout,
-            writer: options.writer,
+            writer: options.writer.clone(),
             key,
             conn: Mutex::new(conn),
             state: Mutex::new(State {
-                seq,
-                prev: prev.clone(),
-                committed_seq: seq,
-                committed_prev: prev,
+                head: ChainHead::new(options.writer.clone(), seq, prev),
                 queue: Vec::new(),
                 committing: false,
                 gathering: false,
                 last_batch: 0,
                 last_commit: Duration::ZERO,
-                attempted: seq,
-                failure: None,
                 epoch: 0,
+                failure: None,
                 schedule,
                 checkpointed,
                 closed: false,
@@ -188,7 +180,6 @@ impl SqliteSink {
             _ => None,
         };
         state.committing = true;
-        state.attempted = last_seq;
         drop(state);
 
         let started = Instant::now();
@@ -203,8 +194,7 @@ impl SqliteSink {
             Ok(()) => {
                 state.last_batch = batch.len();
                 state.last_commit = started.elapsed();
-                state.committed_seq = last_seq;
-                state.committed_prev = last_hash;
+                state.head.commit_through(last_seq, &last_hash);
                 state.failure = None;
                 if checkpoint.is_some() {
                     state.checkpointed = last_seq;
@@ -214,9 +204,10 @@ impl SqliteSink {
                 }
             }
             Err(error) => {
-                let mut queue = batch;
-                queue.append(&mut state.queue);
-                state.queue = queue;
+                // The batch is not in the chain, nor what was sealed on top of it.
+                state.queue.clear();
+                state.head.roll_back();
+                state.epoch += 1;
                 state.failure = Some(self.failed(super::explain(&error, self.busy_timeout)));
             }
         }
@@ -250,7 +241,8 @@ impl SqliteSink {
         state
     }
 
-    /// Waits until record `seq` (queued in `epoch`) is committed, leading commits as needed.
+    /// Waits until record `seq` (sealed in `epoch`) is committed, leading commits as needed;
+    /// the error of the commit that failed it otherwise.
     fn committed<'a>(
         &'a self,
         mut state: MutexGuard<'a, State>,
@@ -259,17 +251,15 @@ impl SqliteSink {
     ) -> Result<(), AuditError> {
         loop {
             if state.epoch != epoch {
-                return Err(self.failed("the record was discarded before it was written"));
+                return Err(state
+                    .failure
+                    .clone()
+                    .unwrap_or_else(|| self.failed("the record was not written")));
             }
-            if seq <= state.committed_seq {
+            if seq <= state.head.committed().0 {
                 return Ok(());
             }
             if !state.committing {
-                if seq <= state.attempted
-                    && let Some(failure) = &state.failure
-                {
-                    return Err(failure.clone());
-                }
                 state = self.commit(state);
                 continue;
             }
@@ -277,8 +267,7 @@ impl SqliteSink {
         }
     }
 
-    /// Waits for a commit under way, then commits what is queued; the error of the last
-    /// attempt when records stay pending.
+    /// Waits for a commit under way, then commits what is queued.
     fn flush<'a>(
         &'a self,
         mut state: MutexGuard<'a, State>,
@@ -286,11 +275,12 @@ impl SqliteSink {
         while state.committing {
             state = self.wait(state);
         }
+        let epoch = state.epoch;
         if !state.queue.is_empty() {
             state = self.commit(state);
         }
         let result = match &state.failure {
-            Some(failure) if !state.queue.is_empty() => Err(failure.clone()),
+            Some(failure) if state.epoch != epoch => Err(failure.clone()),
             _ => Ok(()),
         };
         (state, result)
@@ -312,18 +302,13 @@ fn write(
 }
 
 impl AuditSink for SqliteSink {
-    fn append(&self, mut record: AuditRecord) -> Result<AuditRecord, AuditError> {
+    fn append(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
         crate::row::check_record(&record).map_err(|e| self.failed(e))?;
         let mut state = self.state();
         if state.closed {
             return Err(self.failed("the audit sink is closed"));
         }
-        record.writer.clone_from(&self.writer);
-        record.seq = state.seq + 1;
-        record.prev = std::mem::take(&mut state.prev);
-        record.hash = record.compute_hash();
-        state.seq = record.seq;
-        state.prev.clone_from(&record.hash);
+        let record = state.head.seal(record);
         state.queue.push(record.clone());
         if state.gathering {
             self.gathered.notify_one();
@@ -334,16 +319,10 @@ impl AuditSink for SqliteSink {
     }
 
     fn ready(&self) -> Result<(), AuditError> {
-        let state = self.state();
-        if state.closed {
+        if self.state().closed {
             return Err(self.failed("the audit sink is closed"));
         }
-        // Records queued by other threads without a failed commit are in flight, not
-        // pending: only a failure needs a retry here.
-        if state.failure.is_none() || state.queue.is_empty() {
-            return Ok(());
-        }
-        self.flush(state).1
+        Ok(())
     }
 
     fn close(&self) -> Result<(), AuditError> {
@@ -352,39 +331,19 @@ impl AuditSink for SqliteSink {
             return Ok(());
         }
         let (mut state, result) = self.flush(state);
+        state.closed = true;
         result?;
+        let (seq, head) = state.head.committed();
         if let Some(signer) = &self.signer
-            && state.committed_seq > state.checkpointed
+            && seq > state.checkpointed
         {
-            let checkpoint = Checkpoint::sign(
-                &self.writer,
-                state.committed_seq,
-                &state.committed_prev,
-                signer.as_ref(),
-            );
+            let checkpoint = Checkpoint::sign(&self.writer, seq, head, signer.as_ref());
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
             write(&mut conn, &[], Some(&checkpoint))
                 .map_err(|e| self.failed(super::explain(&e, self.busy_timeout)))?;
-            state.checkpointed = state.committed_seq;
+            state.checkpointed = seq;
         }
-        state.closed = true;
         Ok(())
-    }
-
-    fn discard_pending(&self) -> u64 {
-        let mut state = self.state();
-        while state.committing {
-            state = self.wait(state);
-        }
-        let dropped = state.seq - state.committed_seq;
-        state.queue.clear();
-        state.seq = state.committed_seq;
-        state.prev = state.committed_prev.clone();
-        state.attempted = state.committed_seq;
-        state.failure = None;
-        state.epoch += 1;
-        self.changed.notify_all();
-        dropped
     }
 
     fn digest_key(&self) -> Result<&DigestKey, AuditError> {

@@ -1,5 +1,7 @@
-//! `GovernedServer` as an rmcp `ServerHandler`: `tools/list` and `tools/call` are governed,
-//! every other request goes to the inner handler as it came.
+//! `GovernedServer` as an rmcp `ServerHandler`: each method as the table
+//! [`METHODS`](crate::methods::METHODS) says. Lists are filtered per caller; calls, reads and
+//! gets are decided and recorded; tasks are their session's; the lifecycle passes; custom
+//! requests and notifications do not.
 
 use std::borrow::Cow;
 
@@ -62,11 +64,16 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         self.inner.negotiate_initialize(request)
     }
 
+    /// The inner handler's, without resource subscriptions: `subscriptions/listen` has no
+    /// caller here to decide them for, so a subscription goes through `resources/subscribe`,
+    /// which is decided and recorded.
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        self.inner.accepted_subscription_filter(requested)
+        let mut accepted = self.inner.accepted_subscription_filter(requested)?;
+        accepted.resource_subscriptions = None;
+        Some(accepted)
     }
 
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
@@ -93,7 +100,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.inner.complete(request, context).await
+        self.governed_complete(request, context).await
     }
 
     #[allow(deprecated)]
@@ -102,6 +109,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        self.needs_role(&context, "logging/setLevel")?;
         self.inner.set_level(request, context).await
     }
 
@@ -110,7 +118,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.inner.get_prompt(request, context).await
+        self.governed_get_prompt(request, context).await
     }
 
     async fn list_prompts(
@@ -118,7 +126,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.inner.list_prompts(request, context).await
+        self.governed_list_prompts(request, context).await
     }
 
     async fn list_resources(
@@ -126,7 +134,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.inner.list_resources(request, context).await
+        self.governed_list_resources(request, context).await
     }
 
     async fn list_resource_templates(
@@ -134,7 +142,8 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.inner.list_resource_templates(request, context).await
+        self.governed_list_resource_templates(request, context)
+            .await
     }
 
     async fn read_resource(
@@ -142,10 +151,11 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.inner.read_resource(request, context).await
+        self.governed_read_resource(request, context).await
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.needs_role(context.request_context(), "subscriptions/listen")?;
         self.inner.listen(context).await
     }
 
@@ -155,7 +165,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.inner.subscribe(request, context).await
+        self.governed_subscribe(request, context).await
     }
 
     #[allow(deprecated)]
@@ -164,7 +174,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.inner.unsubscribe(request, context).await
+        self.governed_unsubscribe(request, context).await
     }
 
     async fn on_custom_request(
@@ -172,7 +182,13 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: CustomRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        self.inner.on_custom_request(request, context).await
+        let _ = (request, context);
+        Err(ErrorData::new(
+            ::rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            "not governed, so not passed on: the governed server answers only the methods of \
+             MCP it decides",
+            None,
+        ))
     }
 
     async fn on_cancelled(
@@ -204,9 +220,8 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         notification: CustomNotification,
         context: NotificationContext<RoleServer>,
     ) {
-        self.inner
-            .on_custom_notification(notification, context)
-            .await
+        // Not governed, so not passed on.
+        let _ = (notification, context);
     }
 
     async fn get_task(
@@ -214,7 +229,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        self.inner.get_task(request, context).await
+        self.governed_get_task(request, context).await
     }
 
     async fn update_task(
@@ -222,7 +237,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.inner.update_task(request, context).await
+        self.governed_update_task(request, context).await
     }
 
     async fn cancel_task(
@@ -230,7 +245,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.inner.cancel_task(request, context).await
+        self.governed_cancel_task(request, context).await
     }
 
     async fn list_skills(
@@ -238,7 +253,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListSkillsResult, ErrorData> {
-        self.inner.list_skills(request, context).await
+        self.governed_list_skills(request, context).await
     }
 
     async fn get_skill(
@@ -246,7 +261,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: GetSkillRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, ErrorData> {
-        self.inner.get_skill(request, context).await
+        self.governed_get_skill(request, context).await
     }
 
     async fn read_resource_directory(
@@ -254,6 +269,7 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: ReadResourceDirectoryRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceDirectoryResult, ErrorData> {
-        self.inner.read_resource_directory(request, context).await
+        self.governed_read_resource_directory(request, context)
+            .await
     }
 }

@@ -1,72 +1,82 @@
-//! The governed server (feature `rmcp-server`): any rmcp [`ServerHandler`] wrapped so that
-//! each caller lists only the tools its role may call, and every other call is refused and
-//! never reaches the handler. See [`GovernedServer`].
+//! The governed server (feature `rmcp-server`): any rmcp [`ServerHandler`] wrapped so that every
+//! request is decided for its caller and recorded, and nothing refused reaches the handler. See
+//! [`GovernedServer`].
+//!
+//! - `listing.rs`: the inner handler's tools, read once ([`ToolListings`]).
+//! - `tools.rs`: `tools/list` and `tools/call`; `items.rs`: resources, prompts, completion,
+//!   skills, tasks.
+//! - `handler.rs`: the `ServerHandler` impl, one method per line of
+//!   [`METHODS`](crate::methods::METHODS).
+//! - `refusal.rs`: the JSON-RPC error of a refusal; `resolve.rs`: who is calling.
 
 mod handler;
+mod items;
+mod listing;
 mod refusal;
 mod resolve;
+mod tools;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use ::rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams,
-    Tool,
-};
 use ::rmcp::service::RequestContext;
 use ::rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use serde_json::Value;
 
-use capability_audit::{AuditedDispatch, Caller, Outcome};
-use capability_core::authz::{Authorize, Decision, DenyReason, Policy, ToolContext};
-use capability_core::manifest::CapabilityManifest;
+use capability_audit::{AuditedDispatch, Caller, Outcome, Request, Subject};
+use capability_core::authz::{DenyReason, Policy, ToolContext};
 
 use crate::lock::Lockfile;
 use crate::server::Server;
-use crate::visibility::{Visibility, WithheldReason};
+use crate::visibility::WithheldReason;
 
-use super::convert::tool_json;
-use refusal::Refusal;
+use refusal::{Asked, Refusal};
 
+pub use listing::ToolListings;
 pub use refusal::{REFUSED_CODE, www_authenticate};
 pub use resolve::{BearerRoles, FixedRole, RoleResolver, TokenHashError, bearer_token, http_parts};
 
-/// The most pages of the inner handler's tool list that are followed.
-const MAX_PAGES: usize = 1000;
 /// The role recorded for a caller the resolver gave none.
 const NO_ROLE: &str = "(none)";
-/// The tool recorded for a call naming a tool that is not a valid tool name.
-const INVALID_NAME: &str = "invalid_tool_name";
 
-/// An rmcp server that shows each caller only the tools its role may call, refuses every other
-/// call before it reaches the inner handler, and audits every call.
+/// An rmcp server that decides every request of every caller, records it, and lets through to
+/// the inner handler only what the caller's role may do.
 ///
 /// Per request, the caller's role comes from the [`RoleResolver`] (a bearer token of a
 /// Streamable HTTP request: [`BearerRoles`]; a stdio server's fixed role: [`FixedRole`]) and
 /// its grant from the policy ([`Policy::context`], session `mcp:<server>/<role>`, or
 /// `mcp:<server>/<role>/<session>` when the resolver names one: by default the
-/// `Mcp-Session-Id` of a Streamable HTTP request). Then:
+/// `Mcp-Session-Id` of a Streamable HTTP request). What happens to each MCP method is the table
+/// [`METHODS`](crate::methods::METHODS) (the README prints it):
 ///
-/// - **`tools/list`** lists every page of the inner handler's tools and returns, in one page,
-///   those [`Visibility::of`] (the one visibility function) shows the role, with `cacheScope:
-///   "private"` (rmcp 3's `ListToolsResult::cache_scope`): the list depends on who asks, so no
-///   shared cache may serve it to anyone else. A caller without a role gets an empty list.
-/// - **`tools/call`** of a visible tool runs the inner handler's `call_tool` through
-///   [`AuditedDispatch::call_async`], which decides again, records, runs and records the
-///   outcome. Any other call (hidden by the policy, drift against the lockfile, a duplicate
-///   name, a tool not listed, a caller without a role) is recorded as denied and refused with a
-///   JSON-RPC error (code [`REFUSED_CODE`]) whose `data` holds `tool`, `role` and every
-///   `reasons` entry; the inner handler is never called. When the only obstacle is missing
-///   scopes, `data` also carries the step-up challenge of the MCP authorization spec, all
-///   missing scopes at once: `error: "insufficient_scope"`, `scope` (every scope the tool
-///   needs, space-separated), `missingScopes`, `error_description` and `wwwAuthenticate` (the
-///   ready `WWW-Authenticate` header value). Sending that header with an HTTP 403 is the
-///   transport's business: rmcp's Streamable HTTP server answers JSON-RPC errors with 200.
+/// - **Lists** (`tools/list`, `resources/list`, `resources/templates/list`, `prompts/list`,
+///   `skills/list`) hold only what the role may use, with `cacheScope: "private"`. The tool
+///   list is the inner handler's, read once into a [`Listing`](crate::Listing) by the one
+///   visibility function ([`ToolListings`]: drift against the lockfile, duplicate names), then
+///   decided for each caller; it is returned in one page.
+/// - **Calls, reads and gets** (`tools/call`, `resources/read`, `resources/subscribe` and
+///   `unsubscribe`, `resources/directory/read`, `prompts/get`, `completion/complete`,
+///   `skills/get`) are decided for the role (the tool; the URI, as sent and resolved; the
+///   prompt's name) by [`AuditedDispatch::act_async`], which records the intent before the
+///   inner handler runs and the outcome after. A refused request is recorded and answered
+///   with a JSON-RPC error (code [`REFUSED_CODE`]) whose `data` names what was asked (`tool`,
+///   `uri`, `prompt`), the `role` and every `reasons` entry; the inner handler is never
+///   called. When the only obstacle is missing scopes, `data` also carries the step-up
+///   challenge of the MCP authorization spec, all missing scopes at once: `error:
+///   "insufficient_scope"`, `scope` (every scope the tool needs, space-separated),
+///   `missingScopes`, `error_description` and `wwwAuthenticate` (the ready `WWW-Authenticate`
+///   header value).
+/// - **A caller without a role** gets empty lists, and every call, read and get is refused and
+///   recorded (reason `no_role`); `logging/setLevel` and `subscriptions/listen` need a role too.
+/// - **Tasks** (`tasks/get`, `update`, `cancel`) are served only to the session whose
+///   `tools/call` created the task.
+/// - **Anything else** (a custom method) is not passed on.
 ///
-/// Every other request goes to the inner handler unchanged. rmcp's `get_tool` (asked without a
-/// request context, only to validate request headers against a tool's input schema) is the
-/// inner handler's.
+/// Requests the inner handler itself sends the client (sampling, elicitation, roots, through
+/// `context.peer`) are your handler's own code and are not intercepted here; `capability proxy`
+/// governs those of a server it does not trust.
 ///
 /// The audited dispatch applies its per-session budget: a server usually wants one with room
 /// for denials ([`capability_audit::Budget`]), since by default the first denial degrades the
@@ -77,17 +87,10 @@ pub struct GovernedServer<H> {
     policy: Arc<Policy>,
     resolver: Arc<dyn RoleResolver>,
     dispatch: Arc<AuditedDispatch>,
-    lock: Option<Arc<Lockfile>>,
     resource_metadata: Option<String>,
-    /// The last tool list of the inner handler and what anyone may see of it before the
-    /// decision (drift, duplicate names): read again only when the list changes.
-    view: Arc<Mutex<Option<View>>>,
-}
-
-/// A tool list and its caller-independent visibility.
-struct View {
-    tools: Vec<Tool>,
-    seen: Arc<Visibility>,
+    listings: ToolListings,
+    /// The session that created each task a governed `tools/call` returned.
+    tasks: Arc<Mutex<HashMap<String, String>>>,
 }
 
 impl<H: Clone> Clone for GovernedServer<H> {
@@ -98,9 +101,9 @@ impl<H: Clone> Clone for GovernedServer<H> {
             policy: Arc::clone(&self.policy),
             resolver: Arc::clone(&self.resolver),
             dispatch: Arc::clone(&self.dispatch),
-            lock: self.lock.clone(),
             resource_metadata: self.resource_metadata.clone(),
-            view: Arc::clone(&self.view),
+            listings: self.listings.clone(),
+            tasks: Arc::clone(&self.tasks),
         }
     }
 }
@@ -109,16 +112,22 @@ impl<H> fmt::Debug for GovernedServer<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GovernedServer")
             .field("server", &self.server)
-            .field("lockfile", &self.lock.is_some())
+            .field("listings", &self.listings)
             .finish_non_exhaustive()
     }
 }
 
 /// Who asks: the role (if any), the session and the agent to record.
-struct Who {
+pub(super) struct Who {
     role: Option<String>,
     session: String,
     agent: String,
+}
+
+impl Who {
+    fn role_name(&self) -> &str {
+        self.role.as_deref().unwrap_or(NO_ROLE)
+    }
 }
 
 impl<H: ServerHandler> GovernedServer<H> {
@@ -134,21 +143,27 @@ impl<H: ServerHandler> GovernedServer<H> {
     ) -> Self {
         GovernedServer {
             inner,
+            listings: ToolListings::new(server.clone(), None),
             server,
             policy,
             resolver: Arc::new(resolver),
             dispatch,
-            lock: None,
             resource_metadata: None,
-            view: Arc::default(),
+            tasks: Arc::default(),
         }
     }
 
     /// Reviews the inner handler's tools against a lockfile: a tool that drifted from its pin
     /// is hidden from everyone.
     pub fn with_lockfile(mut self, lock: Arc<Lockfile>) -> Self {
-        self.lock = Some(lock);
-        self.view = Arc::default();
+        self.listings = ToolListings::new(self.server.clone(), Some(lock));
+        self
+    }
+
+    /// Serves `listings` (shared with whoever sets it: a proxy that lists its server) instead
+    /// of a listing of its own. Its server and lockfile are the listing's.
+    pub fn with_listings(mut self, listings: ToolListings) -> Self {
+        self.listings = listings;
         self
     }
 
@@ -157,6 +172,12 @@ impl<H: ServerHandler> GovernedServer<H> {
     pub fn with_resource_metadata(mut self, url: impl Into<String>) -> Self {
         self.resource_metadata = Some(url.into());
         self
+    }
+
+    /// The tool listing this server serves: [`invalidate`](ToolListings::invalidate) it when
+    /// your handler's tools change, or [`set`](ToolListings::set) it to tools you listed.
+    pub fn listings(&self) -> &ToolListings {
+        &self.listings
     }
 
     /// The inner handler.
@@ -192,302 +213,111 @@ impl<H: ServerHandler> GovernedServer<H> {
         }
     }
 
-    /// Every tool of the inner handler, following its cursors.
-    async fn inner_tools(
-        &self,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Vec<Tool>, ErrorData> {
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let request = (cursor.is_some())
-                .then(|| PaginatedRequestParams::default().with_cursor(cursor.clone()));
-            let page = self.inner.list_tools(request, context.clone()).await?;
-            tools.extend(page.tools);
-            match page.next_cursor {
-                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
-                Some(_) => {
-                    return Err(ErrorData::internal_error(
-                        "the tool list repeats its cursor",
-                        None,
-                    ));
-                }
-                None => return Ok(tools),
-            }
-        }
-        Err(ErrorData::internal_error(
-            format!("the tool list has more than {MAX_PAGES} pages"),
-            None,
-        ))
+    /// The decider of `who`'s role, or `None` when it has none (or one the policy does not
+    /// know, which the resolver should not give).
+    fn decider(&self, who: &Who) -> Option<ToolContext> {
+        let role = who.role.as_deref()?;
+        self.policy.context(role, who.session.clone())
     }
 
-    /// The inner handler's tools and what anyone may see of them before the decision: read
-    /// from the tools (manifests, the lockfile's review) only when the list differs from the
-    /// last one.
-    async fn visibility(
-        &self,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<(Vec<Tool>, Arc<Visibility>), ErrorData> {
-        let tools = self.inner_tools(context).await?;
-        if let Some(view) = lock(&self.view).as_ref()
-            && view.tools == tools
-        {
-            return Ok((tools, Arc::clone(&view.seen)));
-        }
-        let invalid = |error: capability_core::manifest::ManifestError| {
-            ErrorData::internal_error(format!("the server lists an invalid tool: {error}"), None)
-        };
-        let json = tools
-            .iter()
-            .map(tool_json)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(invalid)?;
-        let seen = Arc::new(
-            Visibility::of(&self.server, &json, self.lock.as_deref(), &Undecided)
-                .map_err(invalid)?,
-        );
-        *lock(&self.view) = Some(View {
-            tools: tools.clone(),
-            seen: Arc::clone(&seen),
-        });
-        Ok((tools, seen))
+    /// Why a caller without a decider is refused: no role, or a role the policy does not know.
+    fn no_decider(who: &Who) -> WithheldReason {
+        WithheldReason::Policy(match &who.role {
+            Some(role) => DenyReason::UnknownRole { role: role.clone() },
+            None => DenyReason::NoRole,
+        })
     }
 
-    async fn governed_list_tools(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        if request.and_then(|r| r.cursor).is_some() {
-            return Err(ErrorData::invalid_params(
-                "the governed tool list has one page; it takes no cursor",
-                None,
-            ));
-        }
-        let who = self.who(&context);
-        let decider = who
-            .role
-            .as_deref()
-            .and_then(|role| self.policy.context(role, who.session.clone()));
-        let visible = match decider {
-            None => Vec::new(),
-            Some(decider) => {
-                let (tools, seen) = self.visibility(&context).await?;
-                let seen = seen.for_decider(&decider);
-                tools
-                    .into_iter()
-                    .zip(seen.tools())
-                    .filter(|(_, listed)| listed.is_visible())
-                    .map(|(tool, _)| tool)
-                    .collect()
-            }
-        };
-        let mut result = ListToolsResult::with_all_items(visible);
-        result.cache_scope = Some(CacheScope::Private);
-        Ok(result)
+    fn subject<'a>(&'a self, who: &'a Who) -> Subject<'a> {
+        Subject::new(who.role_name(), &who.session).policy_version(self.policy.version())
     }
 
-    async fn governed_call_tool(
+    /// Records `request` of `who` as refused before any decision, and the error to answer.
+    fn refuse(
         &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.to_string();
-        let input = Value::Object(request.arguments.clone().unwrap_or_default());
-        let who = self.who(&context);
-        let caller = Caller::new(&who.agent);
-        let decider = who
-            .role
-            .as_deref()
-            .and_then(|role| self.policy.context(role, who.session.clone()));
-        let Some(decider) = decider else {
-            let role = who.role.clone().unwrap_or_else(|| NO_ROLE.to_owned());
-            let reason = DenyReason::UnknownRole { role: role.clone() };
-            let nobody = Nobody {
-                role,
-                session: who.session.clone(),
-            };
-            let manifest = self.placeholder(&name)?;
-            let outcome = self
-                .dispatch
-                .call_async(&nobody, caller, &manifest, &input, never())
-                .await;
-            return Err(self.refusal(
-                &name,
-                &who,
-                vec![WithheldReason::Policy(reason)],
-                &[],
-                outcome,
-            ));
-        };
-        let (_, seen) = self.visibility(&context).await?;
-        let listed = seen.tool_for_decider(&name, &decider);
-        let (manifest, withheld) = match &listed {
-            Some(listed) if listed.is_visible() => (listed.manifest().clone(), Vec::new()),
-            Some(listed) => (listed.manifest().clone(), listed.reasons().to_vec()),
-            None => (self.placeholder(&name)?, vec![WithheldReason::NotListed]),
-        };
-        if !withheld.is_empty() {
-            let withholding = Withholding {
-                inner: &decider,
-                reasons: &withheld,
-            };
-            let outcome = self
-                .dispatch
-                .call_async(&withholding, caller, &manifest, &input, never())
-                .await;
-            let scopes = manifest.required_scopes();
-            return Err(self.refusal(&name, &who, withheld.clone(), scopes, outcome));
-        }
-        let run = async { self.inner.call_tool(request, context).await.map(Response) };
-        match self
-            .dispatch
-            .call_async(&decider, caller, &manifest, &input, run)
-            .await
-        {
-            Outcome::Done(Response(response)) => Ok(response),
-            Outcome::Failed(error) => Err(error),
-            outcome => {
-                let reasons = decider
-                    .decide(&manifest)
-                    .into_reasons()
-                    .into_iter()
-                    .map(WithheldReason::Policy)
-                    .collect();
-                let scopes = manifest.required_scopes();
-                Err(self.refusal(&name, &who, reasons, scopes, outcome))
-            }
-        }
-    }
-
-    /// The manifest recorded for a call of a tool the server does not list.
-    fn placeholder(&self, name: &str) -> Result<CapabilityManifest, ErrorData> {
-        CapabilityManifest::builder(name)
-            .provider(self.server.name())
-            .build()
-            .or_else(|_| CapabilityManifest::builder(INVALID_NAME).build())
-            .map_err(|error| ErrorData::internal_error(error.to_string(), None))
-    }
-
-    fn refusal<O>(
-        &self,
-        tool: &str,
         who: &Who,
+        request: &Request<'_>,
+        asked: Asked<'_>,
         reasons: Vec<WithheldReason>,
         required_scopes: &[String],
-        outcome: Outcome<O, ErrorData>,
     ) -> ErrorData {
-        let dispatch = match outcome {
-            Outcome::Degrade(reason) => Some(reason.to_string()),
-            Outcome::AuditFailed(error) => Some(format!(
-                "the call was not run: its audit record could not be written: {error}"
-            )),
-            _ => None,
-        };
+        let deny: Vec<DenyReason> = reasons.iter().map(WithheldReason::to_deny).collect();
+        let degrade =
+            self.dispatch
+                .refuse(&self.subject(who), Caller::new(&who.agent), request, &deny);
         Refusal {
-            tool,
+            asked,
             role: who.role.as_deref(),
             reasons,
             required_scopes,
             resource_metadata: self.resource_metadata.as_deref(),
-            dispatch,
+            dispatch: degrade.map(|d| d.to_string()),
         }
         .into_error()
     }
-}
 
-/// What the dispatch runs for a call it must refuse: never polled, since its decider denies.
-fn never() -> std::future::Ready<Result<Response, ErrorData>> {
-    std::future::ready(Err(ErrorData::internal_error("refused", None)))
+    /// Decides `request` for `who`, records it, and runs `run` when it is allowed: the one
+    /// path of every call, read and get. A caller without a role is refused without a
+    /// decision.
+    async fn act<O: Serialize, F>(
+        &self,
+        who: &Who,
+        request: &Request<'_>,
+        asked: Asked<'_>,
+        required_scopes: &[String],
+        run: F,
+    ) -> Result<O, ErrorData>
+    where
+        F: std::future::Future<Output = Result<O, ErrorData>>,
+    {
+        let Some(decider) = self.decider(who) else {
+            let reasons = vec![Self::no_decider(who)];
+            return Err(self.refuse(who, request, asked, reasons, &[]));
+        };
+        let outcome = self
+            .dispatch
+            .act_async(&decider, Caller::new(&who.agent), request, run)
+            .await;
+        let (reasons, dispatch) = match outcome {
+            Outcome::Done(output) => return Ok(output),
+            Outcome::Failed(error) => return Err(error),
+            Outcome::Denied(denial) => (denial.reasons().to_vec(), None),
+            Outcome::Degrade(reason) => {
+                let reasons = match &reason {
+                    capability_audit::DegradeReason::Denied { reasons, .. } => reasons.clone(),
+                    _ => Vec::new(),
+                };
+                (reasons, Some(reason.to_string()))
+            }
+            Outcome::AuditFailed(error) => (
+                Vec::new(),
+                Some(format!(
+                    "it was not run: its audit record could not be written: {error}"
+                )),
+            ),
+        };
+        Err(Refusal {
+            asked,
+            role: who.role.as_deref(),
+            reasons: reasons.into_iter().map(WithheldReason::Policy).collect(),
+            required_scopes,
+            resource_metadata: self.resource_metadata.as_deref(),
+            dispatch,
+        }
+        .into_error())
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The decider of the caller-independent view: allows every tool, so that the view carries
-/// only drift and duplicate names, and each caller's decision is added to it.
-struct Undecided;
-
-impl Authorize for Undecided {
-    fn decide(&self, _tool: &CapabilityManifest) -> Decision {
-        Decision::from_reasons(Vec::new())
-    }
-
-    fn principal(&self) -> &str {
-        ""
-    }
-
-    fn session(&self) -> &str {
-        ""
-    }
-}
-
-/// A caller without a role: every tool is denied.
-struct Nobody {
-    role: String,
-    session: String,
-}
-
-impl Authorize for Nobody {
-    fn decide(&self, _tool: &CapabilityManifest) -> Decision {
-        Decision::deny(DenyReason::UnknownRole {
-            role: self.role.clone(),
-        })
-    }
-
-    fn principal(&self) -> &str {
-        &self.role
-    }
-
-    fn session(&self) -> &str {
-        &self.session
-    }
-}
-
-/// The role's decider, for a tool the visibility function withholds for reasons of its own
-/// (drift, a duplicate name, not listed): each is recorded as [`DenyReason::Withheld`] (the
-/// audit trail's reasons are the decision's), next to any reason of the policy.
-struct Withholding<'a> {
-    inner: &'a ToolContext,
-    reasons: &'a [WithheldReason],
-}
-
-impl Authorize for Withholding<'_> {
-    fn decide(&self, tool: &CapabilityManifest) -> Decision {
-        let mut reasons = self.inner.decide(tool).into_reasons();
-        reasons.extend(
-            self.reasons
-                .iter()
-                .filter(|r| !matches!(r, WithheldReason::Policy(_)))
-                .map(|r| DenyReason::Withheld { why: r.to_string() }),
-        );
-        Decision::from_reasons(reasons)
-    }
-
-    fn principal(&self) -> &str {
-        self.inner.principal()
-    }
-
-    fn session(&self) -> &str {
-        self.inner.session()
-    }
-
-    fn policy_version(&self) -> Option<&str> {
-        self.inner.policy_version()
-    }
-}
-
-/// The inner handler's answer, written to the audit trail as the result it is sent as.
-struct Response(CallToolResponse);
-
-impl Serialize for Response {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match &self.0 {
-            CallToolResponse::Complete(result) => result.serialize(serializer),
-            CallToolResponse::InputRequired(result) => result.serialize(serializer),
-            CallToolResponse::Task(result) => result.serialize(serializer),
-            _ => serializer.serialize_none(),
-        }
-    }
+/// A JSON object of `key`: `value` pairs, the input a request is recorded with.
+fn input(pairs: &[(&str, Value)]) -> Value {
+    Value::Object(
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect(),
+    )
 }

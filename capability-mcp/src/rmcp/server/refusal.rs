@@ -1,5 +1,6 @@
-//! The JSON-RPC error of a refused `tools/call`: every reason, and for missing scopes the
-//! step-up challenge of the MCP authorization specification (`insufficient_scope`).
+//! The JSON-RPC error of a refused request (a `tools/call`, a read, a prompt, a completion, a
+//! task): every reason, and for missing scopes the step-up challenge of the MCP authorization
+//! specification (`insufficient_scope`).
 
 use ::rmcp::ErrorData;
 use serde_json::{Map, Value, json};
@@ -12,9 +13,48 @@ use crate::visibility::WithheldReason;
 /// unknown tool, so that a hidden tool and a missing one answer alike by code.
 pub const REFUSED_CODE: i32 = -32602;
 
-/// A refused call: the tool as named, the caller's role, and every reason.
+/// What a refused request asked for: the key of `data` that names it, and the words of the
+/// message.
+#[derive(Clone, Copy)]
+pub(super) enum Asked<'a> {
+    Tool(&'a str),
+    Resource(&'a str),
+    Prompt(&'a str),
+    Completion(&'a str),
+    Task(&'a str),
+}
+
+impl Asked<'_> {
+    fn key(self) -> &'static str {
+        match self {
+            Asked::Tool(_) => "tool",
+            Asked::Resource(_) => "uri",
+            Asked::Prompt(_) | Asked::Completion(_) => "prompt",
+            Asked::Task(_) => "task",
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Asked::Tool(name) | Asked::Resource(name) | Asked::Prompt(name) => name.to_owned(),
+            Asked::Completion(name) | Asked::Task(name) => name.to_owned(),
+        }
+    }
+
+    fn message(self) -> String {
+        match self {
+            Asked::Tool(name) => format!("call of `{name}` refused"),
+            Asked::Resource(uri) => format!("`{uri}` refused"),
+            Asked::Prompt(name) => format!("prompt `{name}` refused"),
+            Asked::Completion(name) => format!("completion for `{name}` refused"),
+            Asked::Task(id) => format!("task `{id}` refused"),
+        }
+    }
+}
+
+/// A refused request: what it asked for, the caller's role, and every reason.
 pub(super) struct Refusal<'a> {
-    pub(super) tool: &'a str,
+    pub(super) asked: Asked<'a>,
     pub(super) role: Option<&'a str>,
     pub(super) reasons: Vec<WithheldReason>,
     /// The scopes the tool requires (for the `scope` of the challenge).
@@ -27,9 +67,13 @@ pub(super) struct Refusal<'a> {
 impl Refusal<'_> {
     pub(super) fn into_error(self) -> ErrorData {
         let texts: Vec<String> = self.reasons.iter().map(ToString::to_string).collect();
-        let message = format!("call of `{}` refused: {}", self.tool, texts.join("; "));
+        let message = format!("{}: {}", self.asked.message(), texts.join("; "));
         let mut data = Map::new();
-        data.insert("tool".to_owned(), json!(self.tool));
+        if let Asked::Completion(reference) = self.asked {
+            data.insert("ref".to_owned(), json!(reference));
+        } else {
+            data.insert(self.asked.key().to_owned(), json!(self.asked.name()));
+        }
         data.insert("role".to_owned(), json!(self.role));
         let reasons: Vec<Value> = self.reasons.iter().map(reason_json).collect();
         data.insert("reasons".to_owned(), Value::Array(reasons));

@@ -1,15 +1,31 @@
-//! Reading proposal and approval files strictly: a key written twice in one object, at any depth,
-//! is refused with its path. serde_json keeps the last of two equal keys without a word, so a
-//! reviewer's tool could show the first while the gate reads the second.
+//! Reading JSON strictly: a key written twice in one object, at any depth, is refused with its
+//! path. serde_json keeps the last of two equal keys without a word, so two readers of one
+//! text (a reviewer's tool and the gate, a client and the proxy) could read two different
+//! values. Proposal and approval files, audit trail lines and MCP tool lists are read through
+//! this first.
 
 use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-/// `Ok` when `text` is JSON with no key repeated in any object; otherwise serde_json's error,
-/// naming the repeated key's path and its line and column.
-pub(crate) fn no_duplicate_keys(text: &str) -> Result<(), serde_json::Error> {
+/// The message of a repeated key starts with this.
+pub const DUPLICATE_KEY: &str = "duplicate key `";
+
+/// `Ok` when `text` is JSON with no key repeated in any object; otherwise serde_json's error:
+/// for a repeated key, ``duplicate key `$.a[1].b`: a key may appear once in an object`` with
+/// its line and column (its message starts with [`DUPLICATE_KEY`]). Walks at most serde_json's
+/// nesting limit deep, as parsing does.
+///
+/// ```
+/// use capability::json::no_duplicate_keys;
+///
+/// assert!(no_duplicate_keys(r#"{"a": [{"b": 1}, {"b": 2}]}"#).is_ok());
+/// let error = no_duplicate_keys(r#"{"annotations": {"readOnlyHint": false, "readOnlyHint": true}}"#)
+///     .unwrap_err();
+/// assert!(error.to_string().starts_with("duplicate key `$.annotations.readOnlyHint`"));
+/// ```
+pub fn no_duplicate_keys(text: &str) -> Result<(), serde_json::Error> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
     Node { path: "$" }.deserialize(&mut deserializer)?;
     deserializer.end()
@@ -70,7 +86,7 @@ impl<'de> Visitor<'de> for Node<'_> {
             let path = format!("{}.{key}", self.path);
             if !seen.insert(key) {
                 return Err(de::Error::custom(format_args!(
-                    "duplicate key `{path}`: a key may appear once in an object"
+                    "{DUPLICATE_KEY}{path}`: a key may appear once in an object"
                 )));
             }
             map.next_value_seed(Node { path: &path })?;

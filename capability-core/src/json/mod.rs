@@ -16,6 +16,10 @@
 
 use serde_json::Value;
 
+mod strict;
+
+pub use strict::{DUPLICATE_KEY, no_duplicate_keys};
+
 /// How deep the values that come from outside may nest: serde_json's own parsing limit. The
 /// audited dispatch refuses an input deeper than this (its record says why) rather than walk
 /// it with the recursive code of other crates.

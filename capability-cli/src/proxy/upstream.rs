@@ -1,0 +1,272 @@
+//! The handler facing the server: it passes the server's list changes on to the proxy, and
+//! its requests to the client (sampling, elicitation, roots) only where the client's role
+//! allows them, each one allowed recorded.
+//!
+//! Servers of 2025-11-25 send these requests; 2026-07-28 replaces them with results that ask the
+//! client for input, and rmcp marks sampling and roots deprecated (SEP-2577). They are governed
+//! here for as long as servers send them.
+
+#![allow(deprecated)]
+
+use std::sync::{Arc, OnceLock};
+
+use ::rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestMethod, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCreateRequestMethod,
+    Implementation, ListRootsRequestMethod, ListRootsResult, ResourceUpdatedNotificationParam,
+};
+use ::rmcp::service::{NotificationContext, RequestContext};
+use ::rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use capability::Policy;
+use capability::audit::{AuditedDispatch, Caller, Outcome, Request, Subject};
+use capability::authz::{Action, Authorize, DenyReason, ServerRequestKind, ToolContext};
+use capability::rmcp::REFUSED_CODE;
+
+use super::forward::{Changed, PROXY_NAME};
+
+/// What the server told the proxy.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// One of its lists changed.
+    Changed(Changed),
+    /// A resource it was subscribed to changed.
+    ResourceUpdated(ResourceUpdatedNotificationParam),
+}
+
+/// The client handler facing the server.
+pub(crate) struct Upstream {
+    pub(crate) events: mpsc::UnboundedSender<Event>,
+    pub(crate) requests: Arc<ServerRequests>,
+}
+
+impl Upstream {
+    fn send(&self, event: Event) {
+        // The receiver is gone only when the proxy is shutting down.
+        let _ = self.events.send(event);
+    }
+}
+
+impl ClientHandler for Upstream {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            self.requests.capabilities(),
+            Implementation::new(PROXY_NAME, env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.send(Event::Changed(Changed::Tools));
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.send(Event::Changed(Changed::Resources));
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.send(Event::Changed(Changed::Prompts));
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.send(Event::ResourceUpdated(params));
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let input = serde_json::to_value(&params).unwrap_or(Value::Null);
+        self.requests
+            .forward(ServerRequestKind::Sampling, &input, |peer| async move {
+                peer.create_message(params).await
+            })
+            .await
+            .map_err(|e| e.or(ErrorData::method_not_found::<CreateMessageRequestMethod>()))
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let input = serde_json::to_value(&params).unwrap_or(Value::Null);
+        self.requests
+            .forward(ServerRequestKind::Elicitation, &input, |peer| async move {
+                peer.create_elicitation(params).await
+            })
+            .await
+            .map_err(|e| e.or(ErrorData::method_not_found::<ElicitationCreateRequestMethod>()))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        self.requests
+            .forward(ServerRequestKind::Roots, &json!({}), |peer| async move {
+                peer.list_roots().await
+            })
+            .await
+            .map_err(|e| e.or(ErrorData::method_not_found::<ListRootsRequestMethod>()))
+    }
+}
+
+/// Why a server's request was not answered by the client: refused (with the error to send),
+/// or not sent for want of a client.
+pub(crate) struct NotSent(Option<ErrorData>);
+
+impl NotSent {
+    fn or(self, fallback: ErrorData) -> ErrorData {
+        self.0.unwrap_or(fallback)
+    }
+}
+
+/// The gate of the server's requests to the client: decided for the client's role (the
+/// policy's `server_requests`), recorded, and sent to the client only when allowed.
+pub(crate) struct ServerRequests {
+    server: String,
+    dispatch: Arc<AuditedDispatch>,
+    /// The role's decider over stdio (one client); `None` over HTTP, where a server's request
+    /// cannot be tied to one of the clients.
+    decider: Option<ToolContext>,
+    role: String,
+    session: String,
+    policy_version: Option<String>,
+    front: OnceLock<Peer<RoleServer>>,
+}
+
+/// Why a server's request over an HTTP front is refused.
+const NO_CLIENT: &str = "the proxy serves many clients over Streamable HTTP, and a server's \
+                         request cannot be tied to one of them";
+
+impl ServerRequests {
+    /// The gate for the one client of role `role` (over stdio), or for the clients of an HTTP
+    /// front (`role` `None`): every request refused.
+    pub(crate) fn new(
+        server: &str,
+        policy: &Policy,
+        role: Option<&str>,
+        dispatch: Arc<AuditedDispatch>,
+    ) -> Self {
+        let role_name = role.unwrap_or("(http)").to_owned();
+        // Its own session: a server's requests do not spend the client's budget.
+        let session = format!("mcp:{server}/{role_name}/server-requests");
+        ServerRequests {
+            server: server.to_owned(),
+            dispatch,
+            decider: role.and_then(|role| policy.context(role, session.clone())),
+            role: role_name,
+            session,
+            policy_version: policy.version().map(str::to_owned),
+            front: OnceLock::new(),
+        }
+    }
+
+    /// The client, once it connected.
+    pub(crate) fn connected(&self, peer: Peer<RoleServer>) {
+        let _ = self.front.set(peer);
+    }
+
+    /// What the proxy tells the server it can do: the server requests the role allows.
+    fn capabilities(&self) -> ClientCapabilities {
+        let allows = |kind| {
+            self.decider.as_ref().is_some_and(|d| {
+                d.decide_action(&Action::ServerRequest {
+                    server: &self.server,
+                    kind,
+                })
+                .is_allowed()
+            })
+        };
+        let mut capabilities = ClientCapabilities::default();
+        if allows(ServerRequestKind::Sampling) {
+            capabilities.sampling = ClientCapabilities::builder()
+                .enable_sampling()
+                .build()
+                .sampling;
+        }
+        if allows(ServerRequestKind::Elicitation) {
+            capabilities.elicitation = ClientCapabilities::builder()
+                .enable_elicitation()
+                .build()
+                .elicitation;
+        }
+        if allows(ServerRequestKind::Roots) {
+            capabilities.roots = ClientCapabilities::builder().enable_roots().build().roots;
+        }
+        capabilities
+    }
+
+    /// Decides the request, records it, and sends it to the client when allowed.
+    async fn forward<O, F, Fut>(
+        &self,
+        kind: ServerRequestKind,
+        input: &Value,
+        send: F,
+    ) -> Result<O, NotSent>
+    where
+        O: Serialize,
+        F: FnOnce(Peer<RoleServer>) -> Fut,
+        Fut: std::future::Future<Output = Result<O, ::rmcp::ServiceError>>,
+    {
+        let action = Action::ServerRequest {
+            server: &self.server,
+            kind,
+        };
+        let request = Request::mcp(kind.method(), action, input);
+        let agent = format!("server:{}", self.server);
+        let caller = Caller::new(&agent);
+        let Some(decider) = &self.decider else {
+            let reason = DenyReason::Undecidable {
+                why: NO_CLIENT.to_owned(),
+            };
+            let subject = Subject::new(&self.role, &self.session)
+                .policy_version(self.policy_version.as_deref());
+            self.dispatch
+                .refuse(&subject, caller, &request, std::slice::from_ref(&reason));
+            return Err(NotSent(Some(refused(kind, &reason.to_string()))));
+        };
+        let run = async {
+            let peer = self
+                .front
+                .get()
+                .cloned()
+                .ok_or_else(|| "the client has not connected".to_owned())?;
+            send(peer).await.map_err(|e| e.to_string())
+        };
+        match self
+            .dispatch
+            .act_async(decider, caller, &request, run)
+            .await
+        {
+            Outcome::Done(answer) => Ok(answer),
+            Outcome::Failed(error) => Err(NotSent(Some(ErrorData::internal_error(
+                format!("the client did not answer `{}`: {error}", kind.method()),
+                None,
+            )))),
+            Outcome::Denied(denial) => Err(NotSent(Some(refused(kind, &denial.to_string())))),
+            Outcome::Degrade(reason) => Err(NotSent(Some(refused(kind, &reason.to_string())))),
+            Outcome::AuditFailed(error) => Err(NotSent(Some(refused(
+                kind,
+                &format!("its audit record could not be written: {error}"),
+            )))),
+        }
+    }
+}
+
+/// The error the server gets for a request refused.
+fn refused(kind: ServerRequestKind, why: &str) -> ErrorData {
+    ErrorData::new(
+        ::rmcp::model::ErrorCode(REFUSED_CODE),
+        format!("`{}` refused by capability proxy: {why}", kind.method()),
+        Some(json!({"method": kind.method()})),
+    )
+}

@@ -1,0 +1,131 @@
+//! A server's standard output, line by line, with every message that writes a key twice
+//! refused before rmcp reads it.
+//!
+//! rmcp reads a message into a JSON value first, which keeps the last of two equal keys: a
+//! tool object with `"readOnlyHint": false, "readOnlyHint": true` would be read as read-only,
+//! while another reader of the same bytes (a client, a log) sees the first. So each line is
+//! read strictly first ([`capability::json::no_duplicate_keys`]): an answer that writes a key
+//! twice is replaced by a JSON-RPC error for the same request, naming the key's path; any
+//! other such message is dropped, with a note on standard error.
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::task::JoinHandle;
+
+/// The buffer of the in-process pipe rmcp reads from.
+const PIPE_BYTES: usize = 256 * 1024;
+
+/// What the check makes of one line.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// Passed on as it is (including lines that are not JSON: rmcp has its own answer).
+    Pass,
+    /// An answer that writes a key twice: this error answer goes instead.
+    Replace(Vec<u8>),
+    /// A request or notification that writes a key twice: dropped; the text says why.
+    Drop(String),
+}
+
+/// Checks one line (without its newline).
+///
+/// ```
+/// use capability_cli::supervise::strict::{check_line, Checked};
+///
+/// assert_eq!(check_line(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Checked::Pass);
+/// let twice = br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"w","annotations":{"readOnlyHint":false,"readOnlyHint":true}}]}}"#;
+/// let Checked::Replace(answer) = check_line(twice) else { panic!("not refused") };
+/// let answer: serde_json::Value = serde_json::from_slice(&answer)?;
+/// assert_eq!(answer["id"], 7);
+/// assert!(answer["error"]["message"].as_str().unwrap().contains("$.result.tools[0].annotations.readOnlyHint"));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+pub fn check_line(line: &[u8]) -> Checked {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Checked::Pass;
+    };
+    let error = match capability::json::no_duplicate_keys(text) {
+        Err(error)
+            if error
+                .to_string()
+                .starts_with(capability::json::DUPLICATE_KEY) =>
+        {
+            error
+        }
+        _ => return Checked::Pass,
+    };
+    let why = format!(
+        "the server's message writes a key twice ({error}); refused: two readers of it could \
+         read two different values"
+    );
+    // serde_json keeps one of the values: enough to find the request it answers.
+    let value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    match (value.get("id"), value.get("method")) {
+        (Some(id), None) if !id.is_null() => {
+            let answer = json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": {"code": -32603, "message": why},
+            });
+            let mut bytes = answer.to_string().into_bytes();
+            bytes.push(b'\n');
+            Checked::Replace(bytes)
+        }
+        _ => Checked::Drop(why),
+    }
+}
+
+/// Reads `input` (a server's standard output) line by line, checks each ([`check_line`]) and
+/// writes what passes to the stream it returns, for rmcp. `note` is told of each message
+/// dropped. The task ends when `input` ends (the stream then ends too) or rmcp's end is gone.
+pub fn strict_lines<R>(
+    input: R,
+    note: impl Fn(&str) + Send + 'static,
+) -> (DuplexStream, JoinHandle<()>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let (for_rmcp, mut pipe) = tokio::io::duplex(PIPE_BYTES);
+    let task = tokio::spawn(async move {
+        let mut input = BufReader::new(input);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match input.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let body = line.strip_suffix(b"\n").unwrap_or(&line);
+            let written = match check_line(body.trim_ascii()) {
+                Checked::Pass => pipe.write_all(&line).await,
+                Checked::Replace(answer) => {
+                    note("an answer of the server writes a key twice: refused");
+                    pipe.write_all(&answer).await
+                }
+                Checked::Drop(why) => {
+                    note(&why);
+                    Ok(())
+                }
+            };
+            if written.is_err() {
+                break;
+            }
+        }
+        let _ = pipe.shutdown().await;
+    });
+    (for_rmcp, task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_or_notification_writing_a_key_twice_is_dropped() {
+        let note = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"a":1,"a":2}}"#;
+        assert!(matches!(check_line(note), Checked::Drop(why) if why.contains("$.params.a")));
+        let request = br#"{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","id":4}"#;
+        assert!(matches!(check_line(request), Checked::Drop(_)));
+        assert_eq!(check_line(b"not json at all"), Checked::Pass);
+        assert_eq!(check_line(b""), Checked::Pass);
+    }
+}
