@@ -21,6 +21,9 @@
 //! - `--audit <path>`: the JSON Lines audit trail, one hash-chained record per call, allowed or
 //!   refused (default: `capability-rmcp-server-audit.jsonl` in the system's temporary
 //!   directory). Check it with `capability audit verify <path>`.
+//! - `--checkpoint-key <path>`: a secret key from `capability keygen`; the trail's writer signs
+//!   a checkpoint every 1,000 records or 10 seconds and when the server stops, so `capability
+//!   audit verify <path> --key <path>.pub` finds records cut off its end.
 //! - `--policy <path>`: the policy (default: `examples/rmcp_server_policy.toml`, compiled in):
 //!   `operator` sees every tool, `viewer` (read-only ceiling) the read-only ones.
 //! - `--journal <path>`: the (pretend) cluster appends one JSON line per tool that actually
@@ -37,7 +40,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use capability::audit::{AuditedDispatch, Budget, FlushPolicy, JsonlSink};
+use capability::audit::{AuditedDispatch, Budget, CheckpointEvery, FlushPolicy, JsonlSink};
+use capability::gate::SecretKey;
 use capability::{Policy, Registry, Server};
 // In your crate: `capability = { features = ["rmcp-server"] }` and `capability::rmcp::...`.
 use capability_mcp::rmcp::{BearerRoles, FixedRole, GovernedServer};
@@ -66,7 +70,8 @@ const DEFAULT_AUDIT: &str = "capability-rmcp-server-audit.jsonl";
 
 const USAGE: &str =
     "usage: rmcp_server [--role <role> | --http <address> [--token <token>=<role>]...]
-                  [--audit <path>] [--policy <path>] [--journal <path>]
+                  [--audit <path>] [--checkpoint-key <path>] [--policy <path>]
+                  [--journal <path>]
        rmcp_server --manifests
 environment: RMCP_SERVER_TOKENS=<token>=<role>,... (with --http: more of the token table)";
 
@@ -191,6 +196,8 @@ struct Options {
     audit: PathBuf,
     policy: Option<PathBuf>,
     journal: Option<PathBuf>,
+    /// The secret key that signs the trail's checkpoints (`--checkpoint-key`).
+    checkpoint_key: Option<PathBuf>,
 }
 
 /// Sets a flag's value, refusing a second one.
@@ -215,7 +222,7 @@ fn parse(
     env_tokens: Option<String>,
 ) -> Result<Options, String> {
     let (mut role, mut http, mut tokens, mut manifests) = (None, None, Vec::new(), false);
-    let (mut audit, mut policy, mut journal) = (None, None, None);
+    let (mut audit, mut policy, mut journal, mut checkpoint_key) = (None, None, None, None);
     while let Some(arg) = args.next() {
         let mut value = |flag: &str| args.next().ok_or(format!("{flag} needs a value"));
         match arg.as_str() {
@@ -230,6 +237,11 @@ fn parse(
             "--token" => tokens.push(token_entry(&value("--token")?, "--token")?),
             "--audit" => once(&mut audit, PathBuf::from(value("--audit")?), "--audit")?,
             "--policy" => once(&mut policy, PathBuf::from(value("--policy")?), "--policy")?,
+            "--checkpoint-key" => once(
+                &mut checkpoint_key,
+                PathBuf::from(value("--checkpoint-key")?),
+                "--checkpoint-key",
+            )?,
             "--journal" => once(
                 &mut journal,
                 PathBuf::from(value("--journal")?),
@@ -265,6 +277,7 @@ fn parse(
         audit: audit.unwrap_or_else(|| std::env::temp_dir().join(DEFAULT_AUDIT)),
         policy,
         journal,
+        checkpoint_key,
     })
 }
 
@@ -362,9 +375,31 @@ fn run(options: Options) -> Result<(), Failure> {
         }
     };
 
-    let sink = JsonlSink::open(&options.audit, FlushPolicy::EveryRecord).map_err(|e| {
+    // The key is read before the trail is opened: a bad key file starts nothing.
+    let signer = match &options.checkpoint_key {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Failure::Usage(format!(
+                    "cannot read the checkpoint key {}: {e}",
+                    path.display()
+                ))
+            })?;
+            let key = SecretKey::from_text(&text).map_err(|e| {
+                Failure::Usage(format!(
+                    "{} is not a secret key from `capability keygen`: {e}",
+                    path.display()
+                ))
+            })?;
+            Some(Arc::new(key))
+        }
+        None => None,
+    };
+    let mut sink = JsonlSink::open(&options.audit, FlushPolicy::EveryRecord).map_err(|e| {
         Failure::Runtime(format!("the audit trail {}: {e}", options.audit.display()))
     })?;
+    if let Some(signer) = signer {
+        sink = sink.with_checkpoints(signer, CheckpointEvery::default());
+    }
     eprintln!("rmcp_server: audit trail {}", options.audit.display());
     // A server's sessions live long: room for many calls, and for denials (by default the
     // first denial would degrade the session).

@@ -622,3 +622,78 @@ fn stdio_ignores_the_token_table_of_the_environment() {
         "stdout is the MCP channel: {output:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_checkpoint_key_a_cut_tail_is_found() {
+    use capability::audit::{ChainProblem, verify_jsonl_with_key};
+    use capability::gate::SecretKey;
+
+    let scratch = Scratch::new("checkpoint_key");
+    let key = SecretKey::generate().expect("a key");
+    let key_file = scratch.dir.join("audit.key");
+    std::fs::write(&key_file, key.to_text()).expect("writes the key");
+    let mut child = tokio::process::Command::new(example())
+        .args(["--role", "viewer", "--checkpoint-key"])
+        .arg(&key_file)
+        .args(scratch.args())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawns the example");
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        panic!("piped");
+    };
+    let client = ().serve((stdout, stdin)).await.expect("connects");
+    for _ in 0..3 {
+        rmcp_call(&client, READ_ONLY_TOOL)
+            .await
+            .expect("the viewer's read runs");
+    }
+    let _ = client.cancel().await;
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the example stops when its input closes")
+        .expect("an exit status");
+    assert!(status.success(), "{status}");
+
+    // Intact, and the final checkpoint vouches for the last record.
+    let report = verify_jsonl_with_key(scratch.audit(), &key.public_key()).expect("verifies");
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.records, 6, "an intent and an outcome per call");
+    let last = report.checkpoints.last().expect("a checkpoint at shutdown");
+    assert_eq!((last.seq, &last.head), (6, &report.last_hash), "{last:?}");
+
+    // Cut the last call off the end, keeping the checkpoint line: found, with the key.
+    let text = std::fs::read_to_string(scratch.audit()).expect("the trail");
+    let lines: Vec<&str> = text.lines().collect();
+    let (checkpoint, records) = lines.split_last().expect("lines");
+    assert!(checkpoint.starts_with("{\"checkpoint\""), "{checkpoint}");
+    let cut = format!(
+        "{}\n{checkpoint}\n",
+        records[..records.len() - 2].join("\n")
+    );
+    std::fs::write(scratch.audit(), cut).expect("cuts the tail");
+    let report = verify_jsonl_with_key(scratch.audit(), &key.public_key()).expect("verifies");
+    assert!(
+        report
+            .chain_problems
+            .iter()
+            .any(|p| matches!(p, ChainProblem::TailCut { .. })),
+        "{report:?}"
+    );
+
+    // A key file that is not a key starts nothing.
+    std::fs::write(&key_file, "not a key").expect("writes");
+    let output = Command::new(example())
+        .args(["--role", "viewer", "--checkpoint-key"])
+        .arg(&key_file)
+        .args(scratch.args())
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs the example");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not a secret key"), "{stderr}");
+}

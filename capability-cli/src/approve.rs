@@ -35,6 +35,8 @@ pub struct Request<'a> {
     pub yes: bool,
     /// Where to write the approval (default: standard output).
     pub approval_file: Option<&'a Path>,
+    /// Replace `approval_file` if it exists.
+    pub force: bool,
     /// The proposal file.
     pub proposal: &'a Path,
 }
@@ -81,8 +83,9 @@ pub fn approve(request: &Request<'_>, out: &mut Out) -> Result<u8, Failure> {
     ));
     let text = approval.to_json();
     match request.approval_file {
-        Some(path) => std::fs::write(path, text + "\n")
-            .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", path.display())))?,
+        // Never through a symbolic link, and never over a file without `--force`.
+        Some(path) => capability_cli::files::write(path, (text + "\n").as_bytes(), request.force)
+            .map_err(|e| Failure::input(e.to_string()))?,
         None => writeln!(out, "{text}")?,
     }
     Ok(0)
@@ -175,23 +178,5 @@ pub fn keygen(key_file: &Path, out: &mut Out) -> Result<u8, Failure> {
 
 /// A new file at `path`, or a failure when anything (a file, a symlink) is there already.
 fn create_new(path: &Path, mode: u32) -> Result<File, Failure> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(mode);
-    }
-    #[cfg(not(unix))]
-    let _ = mode;
-    options.open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
-            Failure::input(format!(
-                "`{}` exists (a file or a symlink); not overwriting it",
-                path.display()
-            ))
-        } else {
-            Failure::input(format!("cannot write `{}`: {e}", path.display()))
-        }
-    })
+    capability_cli::files::create_new(path, mode).map_err(|e| Failure::input(e.to_string()))
 }

@@ -20,6 +20,10 @@ pub fn migrate(target: &str, out: &mut Out) -> Result<u8, Failure> {
             "{target} is a JSON Lines trail, not a database: it needs no migration"
         )));
     }
+    if target_kind(target) == TargetKind::Sqlite {
+        capability_cli::files::not_a_link(Path::new(target))
+            .map_err(|e| Failure::input(e.to_string()))?;
+    }
     let store = open_to_migrate(target)?;
     let version = store.migrate().map_err(|e| Failure::input(e.to_string()))?;
     writeln!(out, "{}: schema version {version}", store.describe())?;

@@ -73,6 +73,18 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// [`escape`] for each line of `text`, the line breaks kept: for messages of several lines
+/// (a server's standard error, quoted under an error).
+///
+/// ```
+/// use capability_cli::escape::escape_lines;
+///
+/// assert_eq!(escape_lines("first\nsecond \u{1b}]0;title\u{7}"), "first\nsecond \\u{1b}]0;title\\u{7}");
+/// ```
+pub fn escape_lines(text: &str) -> String {
+    text.split('\n').map(escape).collect::<Vec<_>>().join("\n")
+}
+
 /// A `serde_json` formatter (pretty, two spaces) that writes every [hidden](is_hidden)
 /// character of a string as a JSON escape (`\u202e`, surrogate pairs above U+FFFF): the same
 /// JSON value, safe on a terminal.

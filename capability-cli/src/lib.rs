@@ -8,5 +8,6 @@
 #![forbid(unsafe_code)]
 
 pub mod escape;
+pub mod files;
 pub mod proxy;
 pub mod supervise;

@@ -22,6 +22,7 @@
 
 mod approve;
 mod audit;
+mod help;
 mod out;
 mod output;
 mod replay;
@@ -89,9 +90,14 @@ enum Command {
         /// proposal first.
         #[arg(long)]
         yes: bool,
-        /// Where to write the approval (default: standard output).
+        /// Where to write the approval (default: standard output). An existing file is refused
+        /// unless `--force` is given; a symbolic link is never written through.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Replace the `--out` file if it exists (a symbolic link there is replaced, not
+        /// followed).
+        #[arg(long)]
+        force: bool,
         /// The proposal file.
         proposal: PathBuf,
     },
@@ -110,55 +116,9 @@ enum Command {
     /// Govern an MCP server for any MCP client: speak MCP to the client on standard input and
     /// output (or Streamable HTTP), spawn the server over stdio (or reach it over HTTP), and
     /// put the policy, the lockfile and the audit trail between them.
-    #[command(long_about = PROXY_ABOUT, after_help = PROXY_AFTER_HELP)]
+    #[command(long_about = help::PROXY_ABOUT, after_help = help::PROXY_AFTER_HELP)]
     Proxy(ProxyArgs),
 }
-
-const PROXY_ABOUT: &str = "Govern an MCP server for any MCP client: speak MCP to the client on \
-standard input and output, spawn the server over stdio, and put the policy, the lockfile and the \
-audit trail between them.
-
-With --listen, the proxy serves Streamable HTTP instead (at http://<address>/mcp), to any number \
-of clients: each request's role comes from its `Authorization: Bearer` token, looked up by its \
-SHA-256 in the policy's [bearer_tokens] table (`\"sha256:<hex>\" = \"<role>\"`, the hex from \
-`printf %s \"$TOKEN\" | sha256sum`); --role is then refused. A request without a token, or with \
-one not in the table, sees no tool and every call of it is refused. One server is shared by \
-every client, and each is told when its tools change. There is no TLS: an address that is not \
-loopback is served with a warning. With --upstream <url>, the server is a Streamable HTTP \
-endpoint instead of a command; once a call cannot reach it, that call gets an error saying so and \
-the proxy exits 1, as when a spawned server exits (let a supervisor restart it).
-
-The client sees only the tools its role may call (an untrusted server's annotations are not \
-believed; with --lock, a tool that drifted from its pin is hidden; duplicate names are hidden). \
-A call of any other tool is answered with a JSON-RPC error carrying the reasons and never reaches \
-the server. Every call, allowed or refused, is an audit record. Once a record could not be \
-written, every later call is refused (fail-closed) while listing goes on; the call whose record \
-failed has run, and its record waits in memory for the trail to take writes again. A JSON Lines \
-trail removed or replaced under the proxy refuses the next call before it runs. When the server \
-announces that its tools changed, the proxy lists them again, reviews them against the lockfile (drift is reported on standard error) and \
-tells the client.
-
-Tools only by default: resources, prompts and completions are neither advertised nor forwarded. \
-The policy's entry for the server can let resources and prompts through (`[servers.<name>] \
-forward = [\"resources\", \"prompts\"]`); they are passed on as they come, without a decision or an \
-audit record (completions never are).
-
-Over stdio, standard output is the client's JSON-RPC channel; the proxy's messages, and the \
-server's standard error, go to standard error.";
-
-const PROXY_AFTER_HELP: &str = "Example (the `mcpServers` entry of a client):
-  \"command\": \"capability\",
-  \"args\": [\"proxy\", \"--policy\", \"/etc/capability/policy.toml\", \"--role\", \"viewer\",
-           \"--server\", \"memory\", \"--audit\", \"/var/log/capability/memory.jsonl\",
-           \"--\", \"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"]
-
-Over Streamable HTTP, with the policy's [bearer_tokens]:
-  capability proxy --policy policy.toml --server memory --audit memory.jsonl \\
-    --listen 127.0.0.1:8931 -- npx -y @modelcontextprotocol/server-memory
-
-Exit codes: 0 the client disconnected, or SIGTERM/SIGINT/SIGHUP (the server was stopped); 1 the \
-server failed to connect, exited or closed its output (or a call could not reach --upstream); 2 bad input \
-or usage (nothing is spawned, nothing listens), or a command that cannot be started.";
 
 #[derive(Args, Debug)]
 struct ProxyArgs {
@@ -346,7 +306,12 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(failure) if failure.closed_pipe => ExitCode::SUCCESS,
         Err(failure) => {
-            out::note(format_args!("capability: {}", failure.message));
+            // A message can quote a server (its standard error, its first line of output):
+            // escaped, line by line.
+            out::note(format_args!(
+                "capability: {}",
+                capability_cli::escape::escape_lines(&failure.message)
+            ));
             ExitCode::from(failure.code)
         }
     }
@@ -407,6 +372,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             expires_in,
             yes,
             out: out_file,
+            force,
             proposal,
         } => approve::approve(
             &approve::Request {
@@ -416,6 +382,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
                 expires_in,
                 yes,
                 approval_file: out_file.as_deref(),
+                force,
                 proposal: &proposal,
             },
             out,

@@ -7,6 +7,8 @@ use capability::mcp::{DriftStatus, Lockfile, Trust, Visibility};
 use capability::{CapabilityManifest, Policy};
 use serde_json::{Value, json};
 
+use capability_cli::escape::escape;
+
 use crate::out::Out;
 use crate::source::Loaded;
 use crate::{Common, Failure};
@@ -151,7 +153,7 @@ pub fn check(
         writeln!(out, "  (none)")?;
     }
     for name in &visible {
-        writeln!(out, "  {}", color.paint(Color::GREEN, name))?;
+        writeln!(out, "  {}", color.paint(Color::GREEN, &escape(name)))?;
     }
     writeln!(out, "\nHIDDEN")?;
     if hidden.is_empty() {
@@ -161,8 +163,8 @@ pub fn check(
         writeln!(
             out,
             "  {}: {}",
-            color.paint(Color::RED, name),
-            reasons.join("; ")
+            color.paint(Color::RED, &escape(name)),
+            escape(&reasons.join("; "))
         )?;
     }
     writeln!(out, "\n{}", pinning_text(loaded))?;
@@ -281,12 +283,10 @@ pub fn verify(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Fai
 }
 
 fn write_lock(lock: &Lockfile, common: &Common) -> Result<(), Failure> {
-    // Write beside the target and rename, so a crash never leaves half a lockfile.
-    let path = &common.lock;
-    let tmp = path.with_extension("lock.tmp");
-    std::fs::write(&tmp, lock.to_toml_string())
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))
+    // Written beside the target and renamed over it: a crash never leaves half a lockfile, and
+    // a symbolic link there (or planted beside it) is replaced, never written through.
+    capability_cli::files::replace_file(&common.lock, lock.to_toml_string().as_bytes())
+        .map_err(|e| Failure::input(e.to_string()))
 }
 
 fn tool_json(m: &CapabilityManifest, drift: Option<&DriftStatus>) -> Value {
@@ -363,7 +363,8 @@ fn server_text(loaded: &Loaded) -> String {
         .as_deref()
         .filter(|d| *d != loaded.server.name())
     {
-        text.push_str(&format!("; it calls itself `{declared}`"));
+        // The server's own words: escaped, so they cannot steer the reader's terminal.
+        text.push_str(&format!("; it calls itself `{}`", escape(declared)));
     }
     text
 }

@@ -130,8 +130,9 @@ impl Source {
                 self.why(),
                 match &declared_name {
                     Some(declared) => format!(
-                        "the server calls itself `{declared}`, which selects no policy pattern, \
-                         assertion or pin"
+                        "the server calls itself `{}`, which selects no policy pattern, \
+                         assertion or pin",
+                        capability_cli::escape::escape(declared)
                     ),
                     None => "the server gives no name of its own".to_owned(),
                 }
@@ -281,6 +282,17 @@ impl Source {
 /// The tools of a `tools/list` result, a JSON-RPC response holding one, or a bare array; and
 /// the server's name when the text records it (`{"server": {"name": ..}}`).
 fn parse_tools(text: &str, origin: &str) -> Result<(Option<String>, Vec<Value>), Failure> {
+    // A key written twice (`"readOnlyHint": false, "readOnlyHint": true`) would be read as its
+    // last value here and as its first by another reader: refused, naming the key.
+    capability::json::no_duplicate_keys(text).map_err(|e| {
+        if e.to_string().starts_with(capability::json::DUPLICATE_KEY) {
+            Failure::input(format!(
+                "{origin} is refused: {e} (two readers of it could read two different values)"
+            ))
+        } else {
+            Failure::input(format!("{origin} is not JSON: {e}"))
+        }
+    })?;
     let value: Value = serde_json::from_str(text)
         .map_err(|e| Failure::input(format!("{origin} is not JSON: {e}")))?;
     let server_name = value

@@ -52,7 +52,7 @@ pub use lock::{
     DriftStatus, LOCKFILE_VERSION, LockError, LockedTool, Lockfile, Part, PartHashes, PinError,
     Review, ReviewedTool,
 };
-pub use methods::{Handling, METHODS, McpMethod, method};
+pub use methods::{Direction, Handling, METHODS, McpMethod, method};
 pub use server::{Server, Trust};
 pub use visibility::{HiddenTool, ListedTool, Visibility, WithheldReason};
 

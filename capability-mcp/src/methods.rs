@@ -90,7 +90,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::Lifecycle,
         "the inner handler answers",
         "the proxy answers (its own capabilities: tools; resources, prompts and completions as `forward` says)",
-        "proxy_revisions.rs::a_server_of_2025_11_25_only_is_governed",
+        "proxy_revisions.rs::servers_of_both_revisions_are_governed_behind_the_proxy",
     ),
     m(
         "server/discover",
@@ -98,7 +98,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::Lifecycle,
         "the inner handler answers",
         "the proxy answers",
-        "proxy_revisions.rs::a_server_of_2026_07_28_only_is_governed",
+        "proxy_revisions.rs::servers_of_both_revisions_are_governed_behind_the_proxy",
     ),
     m(
         "ping",
@@ -106,7 +106,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::Lifecycle,
         "answered",
         "answered by the proxy",
-        "proxy_stdio.rs::a_read_only_role_sees_and_calls_only_what_it_may",
+        "rmcp_server_items.rs::a_listen_filter_keeps_list_changes_and_drops_resource_subscriptions",
     ),
     m(
         "tools/list",
@@ -114,7 +114,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::Listed,
         "the role's visible tools, one page",
         "the role's visible tools, from the reviewed listing",
-        "rmcp_server_governed.rs::a_viewer_lists_only_read_only_tools",
+        "rmcp_server_governed.rs::operator_sees_every_tool_and_viewer_exactly_the_read_only_ones",
     ),
     m(
         "tools/call",
@@ -122,7 +122,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::Decided,
         "decided, intent recorded, inner handler called, outcome recorded",
         "decided, intent recorded, forwarded, outcome recorded",
-        "proxy_stdio.rs::a_read_only_role_sees_and_calls_only_what_it_may",
+        "proxy_stdio.rs::rmcp_client_through_the_proxy_on_server_everything",
     ),
     m(
         "resources/list",
@@ -210,7 +210,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::RoleOnly,
         "list changes only: resource subscriptions are taken out of the filter (a subscription is decided through resources/subscribe)",
         "list changes, told to every open subscription",
-        "proxy_drift.rs::clients_of_both_revisions_are_told_and_see_the_drifted_tool_hidden",
+        "rmcp_server_items.rs::a_listen_filter_keeps_list_changes_and_drops_resource_subscriptions",
     ),
     m(
         "tasks/get",
@@ -258,15 +258,15 @@ pub const METHODS: &[McpMethod] = &[
         Handling::Lifecycle,
         "passed on",
         "handled by the proxy",
-        "proxy_stdio.rs::a_read_only_role_sees_and_calls_only_what_it_may",
+        "proxy_stdio.rs::rmcp_client_through_the_proxy_on_server_everything",
     ),
     m(
         "notifications/cancelled",
         ClientNotification,
         Handling::Lifecycle,
-        "passed on (the call's future is dropped; its outcome says cancelled)",
-        "the call forwarded is cancelled upstream too",
-        "audit_failclosed.rs::a_dropped_call_future_leaves_its_outcome",
+        "passed on: rmcp cancels the request's token, which the inner handler may watch; the outcome on record is what the handler returns",
+        "the call forwarded is cancelled upstream (`notifications/cancelled`); its outcome on record says cancelled",
+        "proxy_trail.rs::a_call_the_client_cancels_is_cancelled_upstream_and_its_outcome_says_so",
     ),
     m(
         "notifications/progress",
@@ -274,7 +274,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::Lifecycle,
         "passed on",
         "not forwarded",
-        "rmcp_server_items.rs::a_caller_without_a_role_gets_nothing_of_any_method",
+        "rmcp_server_items.rs::lifecycle_notifications_are_passed_on_and_no_custom_message",
     ),
     m(
         "notifications/roots/list_changed",
@@ -282,7 +282,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::Lifecycle,
         "passed on",
         "not forwarded (roots are a server request the role must allow)",
-        "rmcp_server_items.rs::a_caller_without_a_role_gets_nothing_of_any_method",
+        "rmcp_server_items.rs::lifecycle_notifications_are_passed_on_and_no_custom_message",
     ),
     m(
         "sampling/createMessage",
@@ -314,7 +314,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::Lifecycle,
         "the handler sends it",
         "the proxy lists again (one relist in flight, one pending), reviews the list and tells each client once per change",
-        "proxy_drift.rs::a_storm_of_list_changes_is_coalesced",
+        "proxy_trail.rs::a_storm_of_list_changes_is_coalesced",
     ),
     m(
         "notifications/resources/list_changed",
@@ -331,6 +331,22 @@ pub const METHODS: &[McpMethod] = &[
         "the handler sends it",
         "passed on when `forward` names prompts",
         "proxy_forward.rs::resources_and_prompts_are_decided_and_recorded_per_role",
+    ),
+    m(
+        "notifications/resources/updated",
+        ServerNotification,
+        Handling::Lifecycle,
+        "the handler sends it (to a session whose subscription was decided)",
+        "passed on over stdio for a URI the role may read, when `forward` names resources; not over HTTP",
+        "proxy_trail.rs::a_resource_update_reaches_the_client_only_for_what_its_role_may_read",
+    ),
+    m(
+        "notifications/subscriptions/acknowledged",
+        ServerNotification,
+        Handling::Lifecycle,
+        "rmcp sends it, with the filter the governed server accepted",
+        "rmcp sends it (tool list changes only)",
+        "rmcp_server_items.rs::a_listen_filter_keeps_list_changes_and_drops_resource_subscriptions",
     ),
     m(
         "notifications/message",

@@ -420,3 +420,68 @@ fn a_cut_tail_and_a_recomputed_chain_are_found_with_the_checkpoint_key() {
         problems("recomputed")
     );
 }
+
+/// An attacker with write access puts a row's genuine record into `record_json` (which the
+/// reader prefers) and then changes the columns the statistics and dashboards read. The chain
+/// still verifies, from `record_json`; every column that no longer says what the record says is
+/// named, with its row.
+#[test]
+fn a_forged_column_behind_a_genuine_record_json_is_named() {
+    let Some(url) = pg::schema_url("forged_columns") else {
+        return;
+    };
+    let store = PgStore::connect(&url).expect("connect");
+    store.migrate().expect("migrate");
+    let seed = seed();
+    let (dispatch, sink) = dispatch(&store, options("forger", &seed, 1_000));
+    calls(&dispatch, 0, 8, || {});
+    sink.close().expect("close");
+    let trail = store.read_trail().expect("trail");
+    assert!(trail.problems.is_empty(), "{:?}", trail.problems);
+    // The outcome of a call that succeeded.
+    let original = trail
+        .records
+        .iter()
+        .find(|r| r.success == Some(true))
+        .expect("a call that succeeded")
+        .clone();
+    assert_eq!(original.verdict, capability::audit::Verdict::Allowed);
+    let seq = original.seq as i64;
+
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    db.execute(
+        "UPDATE mcp_audit_log SET record_json = $1::text::json, tool = 'innocent',
+             verdict = 'denied', success = false
+         WHERE writer_id = 'forger' AND seq = $2",
+        &[&original.to_line(), &seq],
+    )
+    .expect("forge");
+
+    let trail = store.read_trail().expect("trail");
+    let key = SecretKey::from_text(&seed).expect("seed").public_key();
+    assert!(
+        verify_chains(&trail.records, &trail.checkpoints, Some(&key)).is_intact(),
+        "the chain alone, read from record_json, says nothing is wrong"
+    );
+    let named: Vec<(&str, u64, &str)> = trail
+        .problems
+        .iter()
+        .map(|p| (p.writer.as_str(), p.seq, p.column.as_str()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("forger", original.seq, "tool"),
+            ("forger", original.seq, "verdict"),
+            ("forger", original.seq, "success")
+        ]
+    );
+    assert!(
+        trail.problems[0].to_string().contains("\"innocent\""),
+        "{}",
+        trail.problems[0]
+    );
+    // What the attack was for: the statistics read the forged columns.
+    let stats = store.daily_stats().expect("stats");
+    assert!(stats.iter().any(|s| s.tool == "innocent"), "{stats:?}");
+}

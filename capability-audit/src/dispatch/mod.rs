@@ -263,7 +263,8 @@ impl AuditedDispatch {
     /// let sink = Arc::new(MemorySink::new());
     /// let dispatch = AuditedDispatch::new(sink.clone());
     /// let nobody = Subject::new("(none)", "mcp:fs/(none)");
-    /// let read = Request::mcp("resources/read", Action::Resource { server: "fs", uri: "file:///etc/passwd" }, &json!({}));
+    /// let input = json!({"uri": "file:///etc/passwd"});
+    /// let read = Request::mcp("resources/read", Action::Resource { server: "fs", uri: "file:///etc/passwd" }, &input);
     /// dispatch.refuse(&nobody, Caller::new("mcp-client"), &read, &[DenyReason::NoRole]);
     /// let record = &sink.records()[0];
     /// assert_eq!((record.verdict, record.tool.as_str()), (Verdict::Denied, "file:///etc/passwd"));

@@ -179,8 +179,27 @@ pub(crate) struct Forward {
 }
 
 impl Forward {
-    /// The error of a forwarded request: the server's own, or why it could not answer.
-    async fn forwarded<T>(&self, result: Result<T, ServiceError>) -> Result<T, ErrorData> {
+    /// A request forwarded to the server, until the client cancels it; the error of a forwarded
+    /// request is the server's own, or why it could not answer.
+    ///
+    /// rmcp does not drop a handler's future when the client cancels its request: it cancels
+    /// the request's token. Here the token drops the request sent upstream (rmcp then tells the
+    /// server `notifications/cancelled`) and the call ends with an error saying it was
+    /// cancelled, which is its outcome on record.
+    async fn forwarded<T>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        upstream: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, ErrorData> {
+        let result = tokio::select! {
+            result = upstream => result,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error(
+                    "cancelled by the client; the MCP server was told (notifications/cancelled)",
+                    None,
+                ));
+            }
+        };
         match result {
             Ok(answer) => Ok(answer),
             Err(ServiceError::McpError(error)) => Err(error),
@@ -245,31 +264,32 @@ impl ServerHandler for Forward {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         if !self.resources {
             return Err(ErrorData::method_not_found::<SubscribeRequestMethod>());
         }
-        self.forwarded(self.upstream.subscribe(request).await).await
+        self.forwarded(&context, self.upstream.subscribe(request))
+            .await
     }
 
     #[allow(deprecated)]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         if !self.resources {
             return Err(ErrorData::method_not_found::<UnsubscribeRequestMethod>());
         }
-        self.forwarded(self.upstream.unsubscribe(request).await)
+        self.forwarded(&context, self.upstream.unsubscribe(request))
             .await
     }
 
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let forwarded = match &request.r#ref {
             Reference::Prompt(_) => self.prompts,
@@ -279,81 +299,77 @@ impl ServerHandler for Forward {
         if !forwarded {
             return Err(ErrorData::method_not_found::<CompleteRequestMethod>());
         }
-        self.forwarded(self.upstream.complete(request).await).await
+        self.forwarded(&context, self.upstream.complete(request))
+            .await
     }
 
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         if !self.resources {
             return Ok(ListResourcesResult::default());
         }
-        self.forwarded(self.upstream.list_resources(request).await)
+        self.forwarded(&context, self.upstream.list_resources(request))
             .await
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         if !self.resources {
             return Ok(ListResourceTemplatesResult::default());
         }
-        self.forwarded(self.upstream.list_resource_templates(request).await)
+        self.forwarded(&context, self.upstream.list_resource_templates(request))
             .await
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         if !self.resources {
             return Err(ErrorData::method_not_found::<ReadResourceRequestMethod>());
         }
-        self.forwarded(self.upstream.read_resource_once(request).await)
+        self.forwarded(&context, self.upstream.read_resource_once(request))
             .await
     }
 
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         if !self.prompts {
             return Ok(ListPromptsResult::default());
         }
-        self.forwarded(self.upstream.list_prompts(request).await)
+        self.forwarded(&context, self.upstream.list_prompts(request))
             .await
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         if !self.prompts {
             return Err(ErrorData::method_not_found::<GetPromptRequestMethod>());
         }
-        self.forwarded(self.upstream.get_prompt_once(request).await)
+        self.forwarded(&context, self.upstream.get_prompt_once(request))
             .await
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // Dropped with the front request when the client cancels it: rmcp then cancels the
-        // request sent upstream too.
-        match self.upstream.call_tool_once(request).await {
-            Ok(response) => Ok(response),
-            Err(ServiceError::McpError(error)) => Err(error),
-            Err(error) => Err(self.unavailable(&error).await),
-        }
+        self.forwarded(&context, self.upstream.call_tool_once(request))
+            .await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

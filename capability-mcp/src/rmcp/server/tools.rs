@@ -129,7 +129,7 @@ impl<H: ServerHandler> GovernedServer<H> {
         let scopes = manifest.required_scopes();
         // Withheld from everyone (drift, a duplicate name), or not listed: refused before any
         // decision. (No listing: no role, which `act` refuses.)
-        if let Some(listing) = &listing {
+        if listing.is_some() {
             let withheld = match listed {
                 None => vec![WithheldReason::NotListed],
                 Some(listed) => listed.reasons().to_vec(),
@@ -137,7 +137,6 @@ impl<H: ServerHandler> GovernedServer<H> {
             if !withheld.is_empty() {
                 return Err(self.refuse(&who, &call, asked, withheld, scopes));
             }
-            let _ = listing;
         }
         let session = who.session.clone();
         let run = async { self.inner.call_tool(request, context).await.map(Response) };

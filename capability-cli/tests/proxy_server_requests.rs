@@ -1,0 +1,310 @@
+//! A server's requests to the client behind `capability proxy`: sampling, elicitation and roots
+//! are refused unless the client's role allows them (`server_requests`), each one allowed is
+//! passed to the client and recorded, each one refused is recorded; over Streamable HTTP, where
+//! a request cannot be tied to one client, every one is refused.
+//!
+//! The server is a small `sh` server of protocol 2025-11-25 (the revision that has these
+//! requests): its tool `ask` sends all three, and it writes every answer it gets to a file.
+
+#![cfg(unix)]
+#![allow(deprecated)]
+
+mod proxy_common;
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+
+use rmcp::model::{
+    ClientCapabilities, ClientInfo, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, Implementation, ListRootsResult, ProtocolVersion, Root,
+};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::{Value, json};
+
+use proxy_common::{BIN, calls, proxy_args, scratch};
+
+const POLICY: &str = r#"
+[roles.quiet]
+ceiling = "unrestricted"
+allow = ["asker/*"]
+
+[roles.interactive]
+ceiling = "unrestricted"
+allow = ["asker/*"]
+server_requests = ["asker/elicitation", "asker/roots"]
+"#;
+
+/// The server: `initialize` (2025-11-25), one tool `ask`; calling it sends the client
+/// `sampling/createMessage` (id "s1"), `elicitation/create` ("s2") and `roots/list` ("s3"),
+/// and every line that answers them goes to `answers`.
+fn asker(answers: &Path) -> support::McpServer {
+    let script = format!(
+        r#"reply() {{ printf '{{"jsonrpc":"2.0","id":%s,%s}}\n' "$1" "$2"; }}
+while IFS= read -r line; do
+  id=$(printf '%s\n' "$line" | sed -n 's/^[^{{]*{{[^{{]*"id":\([0-9][0-9]*\).*/\1/p')
+  case "$line" in
+    *'"id":"s'*) printf '%s\n' "$line" >> '{answers}' ;;
+    *'"method":"initialize"'*) reply "$id" '"result":{{"protocolVersion":"2025-11-25","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"asker","version":"1.0.0"}}}}' ;;
+    *'"method":"server/discover"'*) reply "$id" '"error":{{"code":-32601,"message":"Method not found"}}' ;;
+    *'"method":"tools/list"'*) reply "$id" '"result":{{"tools":[{{"name":"ask","inputSchema":{{"type":"object"}}}}]}}' ;;
+    *'"method":"tools/call"'*)
+      printf '%s\n' '{{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{{"messages":[{{"role":"user","content":{{"type":"text","text":"write a haiku"}}}}],"maxTokens":20}}}}'
+      printf '%s\n' '{{"jsonrpc":"2.0","id":"s2","method":"elicitation/create","params":{{"message":"Which pod?","requestedSchema":{{"type":"object","properties":{{"pod":{{"type":"string"}}}}}}}}}}'
+      printf '%s\n' '{{"jsonrpc":"2.0","id":"s3","method":"roots/list"}}'
+      reply "$id" '"result":{{"content":[{{"type":"text","text":"asked"}}]}}' ;;
+  esac
+done"#,
+        answers = answers.display()
+    );
+    support::McpServer {
+        name: "sh",
+        program: "sh".into(),
+        args: vec!["-c".to_owned(), script],
+        env: Vec::new(),
+    }
+}
+
+/// A client of 2025-11-25 that answers every server request: a model, a human, its roots.
+struct Answering;
+
+impl ClientHandler for Answering {
+    fn get_info(&self) -> ClientInfo {
+        ClientInfo::new(
+            ClientCapabilities::builder()
+                .enable_sampling()
+                .enable_elicitation()
+                .enable_roots()
+                .build(),
+            Implementation::new("answering-client", "1.0.0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        serde_json::from_value(json!({
+            "role": "assistant", "model": "test",
+            "content": {"type": "text", "text": "an old pond"}
+        }))
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        serde_json::from_value(json!({"action": "accept", "content": {"pod": "api-0"}}))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(ListRootsResult::new(vec![Root::new("file:///srv/app")]))
+    }
+}
+
+/// Runs the proxy for `role`, calls `ask`, and returns the server's answers by request id, and
+/// the trail.
+async fn ask_as(role: &str) -> (Vec<(String, Value)>, std::path::PathBuf) {
+    let dir = scratch(&format!("server-requests-{role}"), POLICY);
+    let answers = dir.join("answers.log");
+    let trail = dir.join("trail.jsonl");
+    let args = proxy_args(
+        &dir,
+        role,
+        "asker",
+        &trail,
+        &["--trust", "trusted"],
+        &asker(&answers),
+    );
+    let mut child = tokio::process::Command::new(BIN)
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the proxy");
+    let (stdout, stdin) = (
+        child.stdout.take().expect("piped"),
+        child.stdin.take().expect("piped"),
+    );
+    let client = Answering
+        .serve_with_lifecycle((stdout, stdin), ClientLifecycleMode::Initialize)
+        .await
+        .expect("MCP handshake of 2025-11-25");
+    let asked = client
+        .peer()
+        .call_tool(rmcp::model::CallToolRequestParams::new("ask"))
+        .await
+        .expect("the tool runs");
+    assert_eq!(
+        asked.content[0].as_text().map(|t| t.text.as_str()),
+        Some("asked")
+    );
+    // The server's requests are answered while the client is connected.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let read = || {
+        std::fs::read_to_string(&answers)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+            .map(|v| (v["id"].as_str().unwrap_or_default().to_owned(), v))
+            .collect::<Vec<_>>()
+    };
+    while read().len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "answers: {:?}",
+            read()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let _ = client.cancel().await;
+    let _ = child.wait().await;
+    let mut got = read();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    (got, trail)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn server_requests_are_refused_unless_the_role_allows_them() {
+    // A role that allows none: every request refused before it reaches the client.
+    let (answers, trail) = ask_as("quiet").await;
+    for (id, answer) in &answers {
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("refused by capability proxy"),
+            "{id}: {answer}"
+        );
+    }
+    let recorded: Vec<(String, String)> = calls(&trail)
+        .iter()
+        .filter(|r| r["tool"] != "ask")
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap_or_default().to_owned(),
+                r["verdict"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let mut recorded = recorded;
+    recorded.sort();
+    assert_eq!(
+        recorded,
+        [
+            ("elicitation/create".to_owned(), "denied".to_owned()),
+            ("roots/list".to_owned(), "denied".to_owned()),
+            ("sampling/createMessage".to_owned(), "denied".to_owned()),
+        ]
+    );
+
+    // A role that allows elicitation and roots: those two reach the client and are answered;
+    // sampling is still refused. Each one allowed is an intent and an outcome.
+    let (answers, trail) = ask_as("interactive").await;
+    let by_id = |id: &str| {
+        answers
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, a)| a.clone())
+    };
+    let sampling = by_id("s1").expect("answered");
+    assert!(
+        sampling["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("refused")),
+        "{sampling}"
+    );
+    let elicited = by_id("s2").expect("answered");
+    assert_eq!(elicited["result"]["content"]["pod"], "api-0", "{elicited}");
+    let roots = by_id("s3").expect("answered");
+    assert_eq!(
+        roots["result"]["roots"][0]["uri"], "file:///srv/app",
+        "{roots}"
+    );
+    let mut recorded: Vec<(String, String)> = calls(&trail)
+        .iter()
+        .filter(|r| r["tool"] != "ask")
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap_or_default().to_owned(),
+                r["verdict"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    recorded.sort();
+    assert_eq!(
+        recorded,
+        [
+            ("elicitation/create".to_owned(), "allowed".to_owned()),
+            ("roots/list".to_owned(), "allowed".to_owned()),
+            ("sampling/createMessage".to_owned(), "denied".to_owned()),
+        ]
+    );
+    let server_requests = proxy_common::records(&trail)
+        .into_iter()
+        .filter(|r| r["agent"] == "server:asker")
+        .count();
+    assert_eq!(server_requests, 5, "two intents, two outcomes, one refusal");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn over_http_every_server_request_is_refused_even_for_a_role_that_allows_it() {
+    // `interactive` allows elicitation and roots over stdio; over HTTP, one server is shared by
+    // every client, and which of them would answer is not the server's to choose.
+    let policy = format!(
+        "{POLICY}\n[bearer_tokens]\n\"sha256:fd0e9cd416c210e78ebfba1df5dc3752b4f59c9763d9f05a59fb64501aaf5878\" = \"interactive\"\n"
+    );
+    let dir = scratch("server-requests-http", &policy);
+    let answers = dir.join("answers.log");
+    let trail = dir.join("trail.jsonl");
+    let proxy = proxy_common::Listening::start_as(
+        &dir,
+        &trail,
+        "asker",
+        &["--trust", "trusted"],
+        &asker(&answers),
+    )
+    .await;
+    let client = proxy_common::http_client(&proxy.url, Some("interactive-token")).await;
+    let asked = client
+        .peer()
+        .call_tool(rmcp::model::CallToolRequestParams::new("ask"))
+        .await
+        .expect("the tool runs");
+    assert_eq!(
+        asked.content[0].as_text().map(|t| t.text.as_str()),
+        Some("asked")
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let read = || std::fs::read_to_string(&answers).unwrap_or_default();
+    while read().lines().count() < 3 {
+        assert!(std::time::Instant::now() < deadline, "answers: {}", read());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for line in read().lines() {
+        let answer: Value = serde_json::from_str(line).expect("a JSON line");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("refused by capability proxy"), "{answer}");
+    }
+    let _ = client.cancel().await;
+    assert!(proxy.stop().await.success());
+    let refused = calls(&trail)
+        .into_iter()
+        .filter(|r| r["agent"] == "server:asker")
+        .map(|r| r["verdict"].as_str().unwrap_or_default().to_owned())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        refused,
+        ["denied", "denied", "denied"],
+        "each refusal on record"
+    );
+}
