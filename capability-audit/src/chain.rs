@@ -68,6 +68,18 @@ impl ChainHead {
         record
     }
 
+    /// [`seal`](Self::seal), appending the record's line of canonical JSON to `line` too
+    /// ([`AuditRecord::seal_line`]: the record's JSON is written once for both).
+    pub fn seal_line(&mut self, mut record: AuditRecord, line: &mut String) -> AuditRecord {
+        record.writer.clone_from(&self.writer);
+        record.seq = self.seq + 1;
+        record.prev = std::mem::take(&mut self.prev);
+        record.seal_line(line);
+        self.seq = record.seq;
+        self.prev.clone_from(&record.hash);
+        record
+    }
+
     /// The records sealed so far are in the trail.
     pub fn commit(&mut self) {
         self.committed_seq = self.seq;

@@ -392,10 +392,12 @@ impl AuditSink for JsonlSink {
             return Err(error);
         }
         let intent = record.phase == Some(Phase::Intent);
-        let record = state.head.seal(record);
-        let mut line = record.to_line().into_bytes();
-        line.push(b'\n');
-        state.buffer.extend_from_slice(&line);
+        let record = crate::scratch::with_text(|line| {
+            let record = state.head.seal_line(record, line);
+            line.push('\n');
+            state.buffer.extend_from_slice(line.as_bytes());
+            record
+        });
         state.pending += 1;
         if state.schedule.as_ref().is_some_and(|s| s.due(record.seq)) {
             self.checkpoint(&mut state);

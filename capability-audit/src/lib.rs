@@ -33,6 +33,7 @@ pub mod key;
 pub mod reason;
 pub mod record;
 pub mod redact;
+mod scratch;
 pub mod sink;
 pub mod time;
 pub mod trace;

@@ -124,28 +124,57 @@ pub struct AuditRecord {
 impl AuditRecord {
     /// The hash this record should carry: SHA-256 of its canonical JSON without `hash`.
     pub fn compute_hash(&self) -> String {
-        capability_rules::sha256_hex(self.canonical(false).as_bytes())
+        crate::scratch::with_text(|out| {
+            self.write_canonical(out, false);
+            capability_rules::sha256_hex(out.as_bytes())
+        })
     }
 
     /// The record as one line of canonical JSON (no newline).
     pub fn to_line(&self) -> String {
-        self.canonical(true)
+        // Not sized from `input_size`: a record read from a file says what it likes.
+        let mut out = String::with_capacity(1024);
+        self.write_canonical(&mut out, true);
+        out
+    }
+
+    /// Appends the record's line of canonical JSON ([`to_line`](Self::to_line)) to `out`.
+    pub fn write_line(&self, out: &mut String) {
+        self.write_canonical(out, true);
+    }
+
+    /// Sets the record's `hash` ([`compute_hash`](Self::compute_hash)) and appends its line
+    /// ([`to_line`](Self::to_line)) to `out`, writing the record's JSON once for both: the line
+    /// is the hashed text with the `hash` member put in its place.
+    pub fn seal_line(&mut self, out: &mut String) {
+        let start = out.len();
+        let at = self.write_parts(out, false);
+        self.hash = capability_rules::sha256_hex(&out.as_bytes()[start..]);
+        // `at` is where the `hash` member goes: after the members whose keys sort before it
+        // (there is always one, `agent`), before the comma of the next.
+        let member = format!(",\"hash\":\"{}\"", self.hash);
+        out.insert_str(at, &member);
     }
 
     /// The record's canonical JSON (RFC 8785: keys sorted, no white space), with or without
     /// `hash`, written directly: the same bytes as serializing the record to a JSON value and
     /// writing that canonically (a test checks), at a fraction of the cost. The keys are
     /// written in sorted order; fields serde skips when empty are skipped here too.
-    fn canonical(&self, with_hash: bool) -> String {
-        // Not sized from `input_size`: a record read from a file says what it likes.
-        let mut out = String::with_capacity(1024);
-        let mut object = Object::new(&mut out);
+    fn write_canonical(&self, out: &mut String, with_hash: bool) {
+        self.write_parts(out, with_hash);
+    }
+
+    /// [`write_canonical`](Self::write_canonical), returning the offset in `out` where the
+    /// `hash` member is (or would be) written.
+    fn write_parts(&self, out: &mut String, with_hash: bool) -> usize {
+        let mut object = Object::new(out);
         object.string("agent", &self.agent);
         if let Some(call_id) = &self.call_id {
             object.string("call_id", call_id);
         }
         object.string("descriptor_hash", &self.descriptor_hash);
         object.opt_string("error", self.error.as_deref());
+        let at = object.out.len();
         if with_hash {
             object.string("hash", &self.hash);
         }
@@ -195,7 +224,7 @@ impl AuditRecord {
             object.string("writer", &self.writer);
         }
         object.finish();
-        out
+        at
     }
 }
 
@@ -240,7 +269,10 @@ impl<'a> Object<'a> {
     fn number(&mut self, key: &str, value: Option<u64>) {
         self.key(key);
         match value {
-            Some(value) => self.out.push_str(&value.to_string()),
+            Some(value) => {
+                use std::fmt::Write as _;
+                let _ = write!(self.out, "{value}");
+            }
             None => self.out.push_str("null"),
         }
     }
@@ -254,9 +286,7 @@ impl<'a> Object<'a> {
             }
             match reason.as_json() {
                 Value::String(text) => capability_rules::write_json_string(self.out, text),
-                other => self
-                    .out
-                    .push_str(&capability_core::json::to_canonical_json(other)),
+                other => capability_core::json::write_canonical_json(self.out, other),
             }
         }
         self.out.push(']');
@@ -264,8 +294,7 @@ impl<'a> Object<'a> {
 
     fn value(&mut self, key: &str, value: &Value) {
         self.key(key);
-        self.out
-            .push_str(&capability_core::json::to_canonical_json(value));
+        capability_core::json::write_canonical_json(self.out, value);
     }
 
     fn finish(self) {
@@ -279,6 +308,24 @@ mod tests {
     use serde_json::json;
 
     /// The reference: the record as a JSON value, written canonically.
+    #[test]
+    fn a_sealed_line_is_the_line_of_the_record_with_its_hash() {
+        for i in 0..40 {
+            let mut r = record(i);
+            r.hash = "stale".to_owned();
+            let mut line = String::from("prefix ");
+            r.seal_line(&mut line);
+            assert_eq!(r.hash, r.compute_hash(), "record {i}");
+            assert_eq!(line, format!("prefix {}", r.to_line()), "record {i}");
+        }
+    }
+
+    fn written(record: &AuditRecord, with_hash: bool) -> String {
+        let mut out = String::new();
+        record.write_canonical(&mut out, with_hash);
+        out
+    }
+
     fn via_value(record: &AuditRecord, with_hash: bool) -> String {
         let mut value = serde_json::to_value(record).expect("a record serializes");
         if !with_hash {
@@ -348,13 +395,13 @@ mod tests {
     fn the_direct_writer_gives_the_same_bytes_as_the_value_path() {
         for i in 0..24 {
             let r = record(i);
-            assert_eq!(r.canonical(true), via_value(&r, true), "record {i}");
-            assert_eq!(r.canonical(false), via_value(&r, false), "record {i}");
+            assert_eq!(written(&r, true), via_value(&r, true), "record {i}");
+            assert_eq!(written(&r, false), via_value(&r, false), "record {i}");
         }
         // Sizes and counters at their limits (a record read from a file says what it likes).
         let mut r = record(1);
         (r.seq, r.input_size, r.output_size, r.latency_us) =
             (u64::MAX, u64::MAX, Some(u64::MAX), Some(u64::MAX));
-        assert_eq!(r.canonical(true), via_value(&r, true));
+        assert_eq!(written(&r, true), via_value(&r, true));
     }
 }

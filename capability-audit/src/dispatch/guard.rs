@@ -110,12 +110,14 @@ fn completed<O: Serialize, E: fmt::Display>(
     record.latency_us = Some(micros(elapsed));
     match result {
         Ok(output) => {
-            match canonical_output(output) {
-                Ok(canonical) => {
-                    // Keyed too: an output can carry what a sensitive field holds (a token, a
-                    // row).
-                    record.output_digest = Some(key.digest(canonical.as_bytes()));
-                    record.output_size = Some(canonical.len() as u64);
+            // Keyed too: an output can carry what a sensitive field holds (a token, a row).
+            let digested = canonical_output(output, |canonical| {
+                (key.digest(canonical.as_bytes()), canonical.len() as u64)
+            });
+            match digested {
+                Ok((digest, size)) => {
+                    record.output_digest = Some(digest);
+                    record.output_size = Some(size);
                 }
                 Err(why) => record.reasons.push(Reason::invalid_request(format!(
                     "the output is not digested: {why}"
@@ -131,17 +133,24 @@ fn completed<O: Serialize, E: fmt::Display>(
     record
 }
 
-/// The canonical JSON of an output, serialized with its nesting bounded by
+/// `digest` of the canonical JSON of an output, serialized with its nesting bounded by
 /// [`MAX_DEPTH`](capability_core::json::MAX_DEPTH) (an output nested deeper is an error, found
 /// before serialization recurses any deeper), then read back and written canonically.
-fn canonical_output<O: Serialize>(output: &O) -> Result<String, String> {
-    let mut bytes = Vec::with_capacity(256);
-    let mut serializer = serde_json::Serializer::with_formatter(&mut bytes, Bounded(0));
-    output
-        .serialize(&mut serializer)
-        .map_err(|e| e.to_string())?;
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
-    Ok(capability_core::json::to_canonical_json(&value))
+fn canonical_output<O: Serialize, R>(
+    output: &O,
+    digest: impl FnOnce(&str) -> R,
+) -> Result<R, String> {
+    let value: Value = crate::scratch::with_bytes(|bytes| {
+        let mut serializer = serde_json::Serializer::with_formatter(&mut *bytes, Bounded(0));
+        output
+            .serialize(&mut serializer)
+            .map_err(|e| e.to_string())?;
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    })?;
+    Ok(crate::scratch::with_text(|canonical| {
+        capability_core::json::write_canonical_json(canonical, &value);
+        digest(canonical)
+    }))
 }
 
 /// serde_json's compact formatter, refusing to open an array or object past the depth limit.

@@ -27,15 +27,20 @@ impl AuditedDispatch {
         let too_deep =
             capability_core::json::depth(request.input, capability_core::json::MAX_DEPTH)
                 > capability_core::json::MAX_DEPTH;
-        let (input, canonical) = if too_deep {
-            (Value::Null, String::new())
+        // Keyed, like the sensitive fields: an unkeyed digest of the whole input would let
+        // anyone holding the trail confirm a guessed value of one of them.
+        let ((input_digest, input_size), input) = if too_deep {
+            ((key.digest(b""), 0), Value::Null)
         } else {
-            let canonical = capability_core::json::to_canonical_json(request.input);
+            let digested = crate::scratch::with_text(|canonical| {
+                capability_core::json::write_canonical_json(canonical, request.input);
+                (key.digest(canonical.as_bytes()), canonical.len() as u64)
+            });
             let mut redacted = request.input.clone();
             if let capability_core::authz::Action::CallTool(tool) = request.action {
                 (self.redactor)(tool, key, &mut redacted);
             }
-            (redacted, canonical)
+            (digested, redacted)
         };
         let record = AuditRecord {
             writer: String::new(),
@@ -59,10 +64,8 @@ impl AuditedDispatch {
             verdict: Verdict::Allowed,
             reasons: Vec::new(),
             input,
-            // Keyed, like the sensitive fields: an unkeyed digest of the whole input would let
-            // anyone holding the trail confirm a guessed value of one of them.
-            input_digest: key.digest(canonical.as_bytes()),
-            input_size: canonical.len() as u64,
+            input_digest,
+            input_size,
             output_digest: None,
             output_size: None,
             latency_us: None,

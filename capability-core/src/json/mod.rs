@@ -63,6 +63,21 @@ pub fn to_canonical_json(value: &Value) -> String {
     out
 }
 
+/// Appends the canonical JSON text of a value to `out`: [`to_canonical_json`] into a buffer the
+/// caller keeps, for a hot path that writes many values.
+///
+/// ```
+/// use capability::json::write_canonical_json;
+/// use serde_json::json;
+///
+/// let mut out = String::from("input=");
+/// write_canonical_json(&mut out, &json!({"b": 1, "a": [true, null]}));
+/// assert_eq!(out, r#"input={"a":[true,null],"b":1}"#);
+/// ```
+pub fn write_canonical_json(out: &mut String, value: &Value) {
+    write_value(out, value);
+}
+
 /// What is left to write of an array or an object being written.
 enum Frame<'a> {
     Array(std::slice::Iter<'a, Value>, bool),
