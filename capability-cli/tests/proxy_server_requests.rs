@@ -12,18 +12,16 @@
 mod proxy_common;
 mod support;
 
-use std::path::Path;
-use std::process::Stdio;
-
 use rmcp::model::{
     ClientCapabilities, ClientInfo, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, Implementation, ListRootsResult, ProtocolVersion, Root,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext};
+use rmcp::service::{ClientLifecycleMode, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::{Value, json};
+use std::path::Path;
 
-use proxy_common::{BIN, calls, proxy_args, scratch};
+use proxy_common::{Proxied, calls, proxy_args, scratch};
 
 const POLICY: &str = r#"
 [roles.quiet]
@@ -125,22 +123,8 @@ async fn ask_as(role: &str) -> (Vec<(String, Value)>, std::path::PathBuf) {
         &["--trust", "trusted"],
         &asker(&answers),
     );
-    let mut child = tokio::process::Command::new(BIN)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the proxy");
-    let (stdout, stdin) = (
-        child.stdout.take().expect("piped"),
-        child.stdin.take().expect("piped"),
-    );
-    let client = Answering
-        .serve_with_lifecycle((stdout, stdin), ClientLifecycleMode::Initialize)
-        .await
-        .expect("MCP handshake of 2025-11-25");
+    let (mut child, client) =
+        Proxied::spawn_for(&args, Answering, ClientLifecycleMode::Initialize).await;
     let asked = client
         .peer()
         .call_tool(rmcp::model::CallToolRequestParams::new("ask"))

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::NotificationContext;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::service::{ClientLifecycleMode, NotificationContext};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::json;
 
 use proxy_common::{BIN, Proxied, calls, proxy_args, scratch};
@@ -243,23 +243,13 @@ async fn a_storm_of_list_changes_is_coalesced() {
         &["--trust", "trusted"],
         &server,
     );
-    let mut child = tokio::process::Command::new(BIN)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the proxy");
-    let (stdout, stdin) = (
-        child.stdout.take().expect("piped"),
-        child.stdin.take().expect("piped"),
-    );
     let told = Arc::new(AtomicUsize::new(0));
-    let client = Counting(told.clone())
-        .serve((stdout, stdin))
-        .await
-        .expect("MCP handshake");
+    let (mut child, client) = Proxied::spawn_for(
+        &args,
+        Counting(told.clone()),
+        ClientLifecycleMode::Initialize,
+    )
+    .await;
     client
         .peer()
         .call_tool(CallToolRequestParams::new("peek"))
@@ -430,23 +420,13 @@ async fn a_resource_update_reaches_the_client_only_for_what_its_role_may_read() 
         &["--trust", "trusted"],
         &server,
     );
-    let mut child = tokio::process::Command::new(BIN)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the proxy");
-    let (stdout, stdin) = (
-        child.stdout.take().expect("piped"),
-        child.stdin.take().expect("piped"),
-    );
     let told = Arc::new(Mutex::new(Vec::new()));
-    let client = Updates(told.clone())
-        .serve((stdout, stdin))
-        .await
-        .expect("MCP handshake");
+    let (mut child, client) = Proxied::spawn_for(
+        &args,
+        Updates(told.clone()),
+        ClientLifecycleMode::Initialize,
+    )
+    .await;
     client
         .peer()
         .call_tool(CallToolRequestParams::new("peek"))

@@ -70,6 +70,17 @@ impl Connected {
         pending
     }
 
+    /// What a changed list means for the clients: `true` when they should be told. The tools
+    /// are listed again and reviewed (told only when what the clients see changed); resources
+    /// and prompts are passed on when the policy forwards them.
+    pub(super) async fn changed(&self, proxy: &Proxy, list: Changed) -> bool {
+        match list {
+            Changed::Tools => self.relist(&proxy.server, proxy.lock.as_deref()).await,
+            Changed::Resources => forwards(proxy, true),
+            Changed::Prompts => forwards(proxy, false),
+        }
+    }
+
     /// Lists the server's tools again after `notifications/tools/list_changed` and reviews
     /// them against the lockfile; `true` when they changed, and the clients should be told.
     pub(super) async fn relist(&self, server: &Server, lock: Option<&Lockfile>) -> bool {

@@ -15,8 +15,8 @@ use hyper_util::service::TowerToHyperService;
 use capability::Policy;
 use capability::rmcp::BearerRoles;
 
-use super::connected::{Connected, Pending, forwards, governed, server_gone, terminated};
-use super::forward::{Changed, Clients};
+use super::connected::{Connected, Pending, governed, server_gone, terminated};
+use super::forward::Clients;
 use super::{Proxy, RunError, note};
 
 /// The path the MCP endpoint is served on.
@@ -127,13 +127,7 @@ pub(super) async fn serve(
                 // not known here (the README's method table says so).
                 let Pending { changed, .. } = connected.coalesce(event);
                 for list in changed {
-                    let tell = match list {
-                        Changed::Tools => {
-                            connected.relist(&proxy.server, proxy.lock.as_deref()).await
-                        }
-                        Changed::Resources => forwards(proxy, true),
-                        Changed::Prompts => forwards(proxy, false),
-                    };
+                    let tell = connected.changed(proxy, list).await;
                     if tell {
                         let told = clients.notify(list).await;
                         note(format_args!("told {told} connected clients that a list changed"));

@@ -14,7 +14,7 @@ use capability::rmcp::{FixedRole, ToolListings};
 use super::connected::{
     Connected, Pending, dispatch, forwards, governed, review, server_gone, terminated,
 };
-use super::forward::{Changed, Gone};
+use super::forward::Gone;
 use super::upstream::{ServerRequests, Upstream};
 use super::{Front, Proxy, RunError, backend, front, http, note};
 
@@ -147,13 +147,7 @@ where
             Some(event) = connected.events.recv() => {
                 let Pending { changed, updated } = connected.coalesce(event);
                 for list in changed {
-                    let tell = match list {
-                        Changed::Tools => {
-                            connected.relist(&proxy.server, proxy.lock.as_deref()).await
-                        }
-                        Changed::Resources => forwards(proxy, true),
-                        Changed::Prompts => forwards(proxy, false),
-                    };
+                    let tell = connected.changed(proxy, list).await;
                     if tell && !list.tell_peer(&front_peer).await {
                         note(format_args!("cannot tell the client that a list changed"));
                     }

@@ -96,6 +96,32 @@ impl Proxied {
         Proxied { child, client }
     }
 
+    /// The proxy spawned with `args`, its standard input and output the transport of a client
+    /// with `handler` (of the protocol revision `lifecycle` speaks).
+    pub async fn spawn_for<H: rmcp::ClientHandler>(
+        args: &[String],
+        handler: H,
+        lifecycle: rmcp::service::ClientLifecycleMode,
+    ) -> (tokio::process::Child, RunningService<RoleClient, H>) {
+        use rmcp::service::ClientServiceExt;
+        let mut child = tokio::process::Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the proxy");
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            panic!("piped stdio");
+        };
+        let client = handler
+            .serve_with_lifecycle((stdout, stdin), lifecycle)
+            .await
+            .expect("MCP handshake");
+        (child, client)
+    }
+
     pub async fn names(&self) -> Vec<String> {
         let tools = self.client.peer().list_tools(None).await.expect("lists");
         tools.tools.iter().map(|t| t.name.to_string()).collect()
