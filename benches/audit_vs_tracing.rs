@@ -26,6 +26,7 @@ fn record() -> AuditRecord {
         call_id: Some("call_00000000000000000000001".to_owned()),
         phase: Some(capability::audit::Phase::Outcome),
         method: None,
+        principal: None,
         role: "monitor".to_owned(),
         session: "incident-4711/monitor".to_owned(),
         step: Some("triage".to_owned()),

@@ -51,7 +51,7 @@ pub use error::AuditError;
 pub use jsonl::{FlushPolicy, JsonlSink};
 pub use key::{DIGEST_KEY_LEN, DigestKey, KEYED_DIGEST_PREFIX, KeyError};
 pub use reason::Reason;
-pub use record::{AuditRecord, GENESIS, Phase, Verdict};
+pub use record::{AuditRecord, GENESIS, Phase, Principal, Verdict};
 pub use redact::redact_sensitive;
 pub(crate) use sink::SinkKey;
 pub use sink::{AuditSink, MemorySink};

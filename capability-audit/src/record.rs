@@ -44,6 +44,64 @@ impl Phase {
     }
 }
 
+/// Who called, as the edge that authenticated the caller knows it: an OAuth access token's
+/// subject, client and issuer, or the entry of the bearer-token table that matched. Written as
+/// `{"client_id": .., "iss": .., "sub": ..}` (absent members left out).
+///
+/// ```
+/// use capability::audit::Principal;
+///
+/// let alice = Principal::new("alice").client_id("ops-console").issuer("https://auth.example.com");
+/// assert_eq!(alice.key(), "https://auth.example.com#alice");
+/// assert_eq!(Principal::new("token:9f86d081884c").key(), "token:9f86d081884c");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Principal {
+    /// Who: a token's `sub`, or `token:<the first 12 hex digits of the token's SHA-256>` for the
+    /// bearer-token table.
+    #[serde(rename = "sub")]
+    pub subject: String,
+    /// The OAuth client the token was issued to (`client_id`), if the token says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// The token's issuer (`iss`), if it has one.
+    #[serde(rename = "iss", default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+}
+
+impl Principal {
+    /// The principal `subject`, of no client or issuer.
+    pub fn new(subject: impl Into<String>) -> Self {
+        Principal {
+            subject: subject.into(),
+            client_id: None,
+            issuer: None,
+        }
+    }
+
+    /// Of the client `client_id`.
+    pub fn client_id(mut self, client_id: impl Into<String>) -> Self {
+        self.client_id = Some(client_id.into());
+        self
+    }
+
+    /// Issued by `issuer`.
+    pub fn issuer(mut self, issuer: impl Into<String>) -> Self {
+        self.issuer = Some(issuer.into());
+        self
+    }
+
+    /// One text naming the principal, for keys (sessions, budgets, rate limits): `<iss>#<sub>`,
+    /// or the subject alone without an issuer. Two issuers' subjects never share a key.
+    pub fn key(&self) -> String {
+        match &self.issuer {
+            Some(issuer) => format!("{issuer}#{}", self.subject),
+            None => self.subject.clone(),
+        }
+    }
+}
+
 /// One line of the audit trail.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -72,6 +130,10 @@ pub struct AuditRecord {
     /// process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
+    /// Who called, when an edge authenticated the caller (an OAuth token, the bearer-token
+    /// table); absent otherwise, and in older trails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Principal>,
     /// The agent's role.
     pub role: String,
     /// The session.
@@ -195,6 +257,9 @@ impl AuditRecord {
         }
         object.opt_string("policy_version", self.policy_version.as_deref());
         object.string("prev", &self.prev);
+        if let Some(principal) = &self.principal {
+            object.principal("principal", principal);
+        }
         object.opt_string("provider", self.provider.as_deref());
         object.reasons("reasons", &self.reasons);
         object.string("role", &self.role);
@@ -292,6 +357,19 @@ impl<'a> Object<'a> {
         self.out.push(']');
     }
 
+    fn principal(&mut self, key: &str, principal: &Principal) {
+        self.key(key);
+        let mut inner = Object::new(self.out);
+        if let Some(client_id) = &principal.client_id {
+            inner.string("client_id", client_id);
+        }
+        if let Some(issuer) = &principal.issuer {
+            inner.string("iss", issuer);
+        }
+        inner.string("sub", &principal.subject);
+        inner.finish();
+    }
+
     fn value(&mut self, key: &str, value: &Value) {
         self.key(key);
         capability_core::json::write_canonical_json(self.out, value);
@@ -348,6 +426,15 @@ mod tests {
             call_id: odd.then(|| format!("call-{i}")),
             phase: [None, Some(Phase::Intent), Some(Phase::Outcome)][(i % 3) as usize],
             method: (i % 4 == 1).then(|| "resources/read".to_owned()),
+            principal: match i % 3 {
+                0 => None,
+                1 => Some(Principal::new("alice\u{2028}\"")),
+                _ => Some(
+                    Principal::new("svc")
+                        .client_id("client-\u{7f}")
+                        .issuer("https://auth.example.com"),
+                ),
+            },
             role: "monitor\u{0}\u{1f}\u{7f}".to_owned(),
             session: "s\n\t\r\u{8}\u{c}".to_owned(),
             step: odd.then(|| "triage".to_owned()),

@@ -62,7 +62,7 @@ mod target;
 pub use target::{TargetKind, target_kind};
 
 /// The schema version this build writes and reads. A database at a newer version is refused.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// A database holding the shared state: a SQLite file or a PostgreSQL database.
 pub trait Store: Send + Sync {

@@ -18,6 +18,7 @@
 //! | `error` | `error` | nullable |
 //! | `prev_hash`, `hash` | `prev`, `hash` | as is |
 //! | `call_id`, `phase`, `method` | same names | nullable; `phase` is `intent` or `outcome` |
+//! | `principal`, `client_id`, `issuer` | `principal`'s `sub`, `client_id`, `iss` | nullable; `principal` NULL when no edge authenticated the caller |
 //!
 //! Read back, a row gives the same record, so its [`compute_hash`](AuditRecord::compute_hash)
 //! is the stored `hash`.
@@ -30,7 +31,7 @@ use capability_audit::{AuditRecord, Phase, Reason, Verdict};
 use serde_json::Value;
 
 /// The columns of `mcp_audit_log`, in the order the backends bind them.
-pub const AUDIT_COLUMNS: [&str; 27] = [
+pub const AUDIT_COLUMNS: [&str; 30] = [
     "writer_id",
     "seq",
     "time",
@@ -58,6 +59,9 @@ pub const AUDIT_COLUMNS: [&str; 27] = [
     "call_id",
     "phase",
     "method",
+    "principal",
+    "client_id",
+    "issuer",
 ];
 
 /// The `verdict` column's text.
@@ -91,6 +95,38 @@ pub fn reasons_json(reasons: &[Reason]) -> String {
 pub fn parse_reasons(text: &str) -> Result<Vec<Reason>, String> {
     serde_json::from_str(text)
         .map_err(|e| format!("column reasons is not a JSON array of reasons: {e}"))
+}
+
+/// The `principal`, `client_id` and `issuer` columns of a record.
+pub fn principal_columns(
+    principal: Option<&capability_audit::Principal>,
+) -> (Option<&str>, Option<&str>, Option<&str>) {
+    match principal {
+        None => (None, None, None),
+        Some(p) => (
+            Some(p.subject.as_str()),
+            p.client_id.as_deref(),
+            p.issuer.as_deref(),
+        ),
+    }
+}
+
+/// The principal of the `principal`, `client_id` and `issuer` columns; an error when a client
+/// or issuer is there without a principal.
+pub fn parse_principal(
+    subject: Option<String>,
+    client_id: Option<String>,
+    issuer: Option<String>,
+) -> Result<Option<capability_audit::Principal>, String> {
+    match subject {
+        Some(subject) => Ok(Some(capability_audit::Principal {
+            subject,
+            client_id,
+            issuer,
+        })),
+        None if client_id.is_none() && issuer.is_none() => Ok(None),
+        None => Err("columns client_id or issuer hold a value, but principal is NULL".to_owned()),
+    }
 }
 
 /// The `phase` column's text.

@@ -144,6 +144,7 @@ fn an_unreachable_server_means_refusal_and_kept_records_land_after() {
         call_id: None,
         phase: None,
         method: None,
+        principal: None,
         role: "monitor".into(),
         session: "s-1".into(),
         step: None,

@@ -29,6 +29,15 @@ fn record(tool: &str, i: u64) -> AuditRecord {
         call_id: Some(format!("call-{i}")),
         phase: Some(capability::audit::Phase::Intent),
         method: Some("tools/call".into()),
+        principal: match i % 3 {
+            0 => None,
+            1 => Some(capability::audit::Principal::new("token:9f86d081884c")),
+            _ => Some(
+                capability::audit::Principal::new("alice\u{0}")
+                    .client_id("ops-console")
+                    .issuer("http://127.0.0.1:9000"),
+            ),
+        },
         role: "monitor".into(),
         session: "s-1".into(),
         step: Some("triage".into()),

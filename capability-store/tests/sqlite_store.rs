@@ -42,6 +42,15 @@ fn record(i: u64) -> AuditRecord {
             .is_multiple_of(2)
             .then_some(capability::audit::Phase::Outcome),
         method: i.is_multiple_of(3).then(|| "resources/read".to_owned()),
+        principal: match i % 3 {
+            0 => None,
+            1 => Some(capability::audit::Principal::new("token:9f86d081884c")),
+            _ => Some(
+                capability::audit::Principal::new("alice")
+                    .client_id("ops-console")
+                    .issuer("http://127.0.0.1:9000"),
+            ),
+        },
         role: "monitor".to_owned(),
         session: format!("s-{i}"),
         step: Some("triage".to_owned()),

@@ -107,6 +107,7 @@ fn unrecorded(n: u64, key: &DigestKey) -> AuditRecord {
         call_id: None,
         phase: None,
         method: None,
+        principal: None,
         role: String::new(),
         session: String::new(),
         step: None,

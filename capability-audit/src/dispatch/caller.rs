@@ -1,4 +1,5 @@
-//! Who is calling: the agent, the workflow step and the incident.
+//! Who is calling: the agent, the workflow step, the incident, and the principal an edge
+//! authenticated.
 
 use crate::*;
 
@@ -27,6 +28,9 @@ pub struct Caller<'a> {
     /// characters, no control characters. A call naming another is refused
     /// ([`Outcome::AuditFailed`]): its record could not be stored whole.
     pub incident: Option<&'a str>,
+    /// Who called, when an edge authenticated the caller (an OAuth token's subject, client and
+    /// issuer; the bearer-token table's entry): written into every record of the call.
+    pub principal: Option<&'a Principal>,
 }
 
 impl<'a> Caller<'a> {
@@ -36,6 +40,7 @@ impl<'a> Caller<'a> {
             agent,
             step: None,
             incident: None,
+            principal: None,
         }
     }
 
@@ -48,6 +53,12 @@ impl<'a> Caller<'a> {
     /// Part of the incident `incident`.
     pub const fn incident(mut self, incident: &'a str) -> Self {
         self.incident = Some(incident);
+        self
+    }
+
+    /// Authenticated as `principal`.
+    pub const fn principal(mut self, principal: &'a Principal) -> Self {
+        self.principal = Some(principal);
         self
     }
 

@@ -324,6 +324,7 @@ impl AuditedDispatch {
             agent: caller.agent,
             role: subject.role,
             session: subject.session,
+            principal: caller.principal.map(Principal::key),
             step: caller.step,
             incident: caller.incident,
             policy_version: self.policy_version.as_deref().or(subject.policy_version),

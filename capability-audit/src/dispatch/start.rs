@@ -50,6 +50,7 @@ impl AuditedDispatch {
             call_id: Some(call_id),
             phase: None,
             method: request.method.map(str::to_owned),
+            principal: caller.principal.cloned(),
             role: subject.role.to_owned(),
             session: subject.session.to_owned(),
             step: caller.step.map(str::to_owned),

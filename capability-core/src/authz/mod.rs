@@ -29,6 +29,7 @@
 
 mod context;
 mod decision;
+mod edge;
 mod index;
 mod items;
 mod pattern;
@@ -38,6 +39,7 @@ mod servers;
 
 pub use context::{Denial, ToolContext};
 pub use decision::{Ceiling, Decision, DenyReason, Effect};
+pub use edge::{AuthSettings, DEFAULT_ALGORITHMS, HttpSettings, SUPPORTED_ALGORITHMS};
 pub use index::{PolicyIndex, RoleId};
 pub use items::{Action, ItemPattern, ServerRequestKind, resolve_uri};
 pub use pattern::Pattern;

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::context::ToolContext;
+use super::edge::{AuthFile, AuthSettings, HttpFile, HttpSettings};
 use super::items::{Action, ItemPattern, ServerRequestKind};
 use super::pattern::Pattern;
 use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules, Rules};
@@ -75,6 +76,10 @@ pub struct Policy {
     pub(super) assertions: Arc<Assertions>,
     /// The `[bearer_tokens]` table: (SHA-256 hex of a token, role), in hash order.
     bearer_tokens: Vec<(String, String)>,
+    /// The `[auth]` table, if any.
+    auth: Option<AuthSettings>,
+    /// The `[http]` table, or its defaults.
+    http: HttpSettings,
 }
 
 impl Policy {
@@ -200,12 +205,24 @@ impl Policy {
             }
             bearer_tokens.push((hex, role.into_inner()));
         }
+        let is_role = |name: &str| {
+            roles
+                .binary_search_by(|r| r.name.as_str().cmp(name))
+                .is_ok()
+        };
+        let auth = file.auth.map(|a| a.check(is_role, &at)).transpose()?;
+        let http = match file.http {
+            Some(http) => http.check(&at)?,
+            None => HttpSettings::default(),
+        };
         Ok(Policy {
             version: file.version,
             servers,
             roles,
             assertions: Arc::new(assertions),
             bearer_tokens,
+            auth,
+            http,
         })
     }
 
@@ -246,6 +263,19 @@ impl Policy {
         self.bearer_tokens
             .iter()
             .map(|(hash, role)| (hash.as_str(), role.as_str()))
+    }
+
+    /// The `[auth]` table: this server as an OAuth 2.1 resource server (issuer, audience, and
+    /// which token gets which role), if the policy has one. See
+    /// [`AuthSettings`](super::AuthSettings).
+    pub fn auth(&self) -> Option<&AuthSettings> {
+        self.auth.as_ref()
+    }
+
+    /// The `[http]` table: the HTTP edge's limits (origins, sessions, body size, rate), with
+    /// their defaults when the policy has none. See [`HttpSettings`](super::HttpSettings).
+    pub fn http(&self) -> &HttpSettings {
+        &self.http
     }
 
     /// The roles, sorted by name.
@@ -383,6 +413,10 @@ struct PolicyFile {
     /// `"sha256:<hex>" = "<role>"`: the role a bearer token gives, by the token's hash.
     #[serde(default)]
     bearer_tokens: BTreeMap<Spanned<String>, Spanned<String>>,
+    /// The OAuth 2.1 resource server's settings (`edge.rs`).
+    auth: Option<AuthFile>,
+    /// The HTTP edge's limits (`edge.rs`).
+    http: Option<HttpFile>,
 }
 
 #[derive(Deserialize)]

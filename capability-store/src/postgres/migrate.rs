@@ -10,6 +10,10 @@ use crate::SCHEMA_VERSION;
 const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_init.sql")),
     (2, include_str!("../../migrations/postgres/0002_calls.sql")),
+    (
+        3,
+        include_str!("../../migrations/postgres/0003_principal.sql"),
+    ),
 ];
 
 /// The advisory lock key of migrations (`capability` in ASCII, as a number).

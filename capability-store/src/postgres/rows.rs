@@ -19,16 +19,18 @@ pub(crate) const INSERT: &str =
     "INSERT INTO mcp_audit_log (writer_id, seq, time, agent_name, agent_role,
         session_id, incident_id, flywheel_node, provider, tool, descriptor_hash, policy_version,
         verdict, reasons, input, input_digest, input_size, output_digest, output_size,
-        latency_us, success, error, prev_hash, hash, record_json, call_id, phase, method)
+        latency_us, success, error, prev_hash, hash, record_json, call_id, phase, method,
+        principal, client_id, issuer)
     SELECT w, s, t, a, r, se, i, f, p, tl, d, pv, v, re::json, inp::json, idg, isz, odg, osz,
-        lat, suc, err, prv, h, rj::json, ci, ph, me
+        lat, suc, err, prv, h, rj::json, ci, ph, me, pr, cl, iss
     FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::text[], $5::text[],
         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
         $13::text[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::text[],
         $19::bigint[], $20::bigint[], $21::bool[], $22::text[], $23::text[], $24::text[],
-        $25::text[], $26::text[], $27::text[], $28::text[])
+        $25::text[], $26::text[], $27::text[], $28::text[], $29::text[], $30::text[],
+        $31::text[])
     AS u(w, s, t, a, r, se, i, f, p, tl, d, pv, v, re, inp, idg, isz, odg, osz, lat, suc, err,
-        prv, h, rj, ci, ph, me)";
+        prv, h, rj, ci, ph, me, pr, cl, iss)";
 
 /// The columns of a batch of records.
 #[derive(Default)]
@@ -61,6 +63,9 @@ pub(crate) struct Columns {
     call_id: Vec<Option<String>>,
     phase: Vec<Option<String>>,
     method: Vec<Option<String>>,
+    principal: Vec<Option<String>>,
+    client_id: Vec<Option<String>>,
+    issuer: Vec<Option<String>>,
 }
 
 /// Text a TEXT column can hold: PostgreSQL text has no NUL.
@@ -130,6 +135,11 @@ impl Columns {
         self.call_id.push(opt_text(&r.call_id, e));
         self.phase.push(r.phase.map(|p| p.as_str().to_owned()));
         self.method.push(opt_text(&r.method, e));
+        let p = r.principal.as_ref();
+        self.principal.push(p.map(|p| text(&p.subject, e)));
+        self.client_id
+            .push(p.and_then(|p| opt_text(&p.client_id, e)));
+        self.issuer.push(p.and_then(|p| opt_text(&p.issuer, e)));
         self.exact.push((!exact).then(|| r.to_line()));
     }
 
@@ -170,6 +180,9 @@ impl Columns {
                 &self.call_id,
                 &self.phase,
                 &self.method,
+                &self.principal,
+                &self.client_id,
+                &self.issuer,
             ],
         )
     }
@@ -194,7 +207,7 @@ fn select_records() -> String {
              flywheel_node, provider, tool, descriptor_hash, policy_version, verdict,
              reasons::text, input::text, input_digest, input_size, output_digest, output_size,
              latency_us, success, error, prev_hash, hash, record_json::text, call_id, phase,
-             method
+             method, principal, client_id, issuer
          FROM mcp_audit_log",
         clock::sql_text("time")
     )
@@ -244,6 +257,7 @@ fn from_columns(row: &Row) -> Result<AuditRecord, String> {
         call_id: get(row, 25)?,
         phase: crate::row::parse_phase(phase.as_deref())?,
         method: get(row, 27)?,
+        principal: crate::row::parse_principal(get(row, 28)?, get(row, 29)?, get(row, 30)?)?,
         role: get(row, 4)?,
         session: get(row, 5)?,
         incident_id: get(row, 6)?,
@@ -302,6 +316,14 @@ fn image(record: &AuditRecord, columns: &AuditRecord) -> AuditRecord {
     image.agent = t(&record.agent, &mut e);
     image.call_id = o(&record.call_id, &mut e);
     image.method = o(&record.method, &mut e);
+    image.principal = record
+        .principal
+        .as_ref()
+        .map(|p| capability_audit::Principal {
+            subject: t(&p.subject, &mut e),
+            client_id: o(&p.client_id, &mut e),
+            issuer: o(&p.issuer, &mut e),
+        });
     image.role = t(&record.role, &mut e);
     image.session = t(&record.session, &mut e);
     image.incident_id = o(&record.incident_id, &mut e).map(|i| i.chars().take(64).collect());
@@ -355,6 +377,18 @@ fn column_texts(r: &AuditRecord) -> Vec<(&'static str, String)> {
         ("call_id", j(&r.call_id)),
         ("phase", j(&r.phase)),
         ("method", j(&r.method)),
+        (
+            "principal",
+            j(&r.principal.as_ref().map(|p| p.subject.as_str())),
+        ),
+        (
+            "client_id",
+            j(&r.principal.as_ref().and_then(|p| p.client_id.as_deref())),
+        ),
+        (
+            "issuer",
+            j(&r.principal.as_ref().and_then(|p| p.issuer.as_deref())),
+        ),
     ]
 }
 
@@ -367,9 +401,14 @@ pub(crate) fn last_record(
         "{} WHERE writer_id = $1 ORDER BY seq DESC LIMIT 1",
         select_records()
     );
-    Ok(client
-        .query_opt(&sql, &[&writer])?
-        .map(|row| record(&row).map(|(record, _)| record)))
+    // A row whose columns differ from its `record_json` was edited: the chain does not go on
+    // from it.
+    Ok(client.query_opt(&sql, &[&writer])?.map(|row| {
+        record(&row).and_then(|(record, problems)| match problems.first() {
+            None => Ok(record),
+            Some(problem) => Err(format!("its last record was edited: {problem}")),
+        })
+    }))
 }
 
 /// The `seq` of `writer`'s last checkpoint (0 when none).

@@ -12,6 +12,10 @@ use crate::SCHEMA_VERSION;
 const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../../migrations/sqlite/0001_init.sql")),
     (2, include_str!("../../migrations/sqlite/0002_calls.sql")),
+    (
+        3,
+        include_str!("../../migrations/sqlite/0003_principal.sql"),
+    ),
 ];
 
 /// Why a migration did not happen.

@@ -6,8 +6,8 @@ use rusqlite::types::Type;
 use rusqlite::{Connection, Row, Transaction, params};
 
 use crate::row::{
-    AUDIT_COLUMNS, input_json, parse_input, parse_phase, parse_reasons, parse_verdict, phase_name,
-    reasons_json, verdict_name,
+    AUDIT_COLUMNS, input_json, parse_input, parse_phase, parse_principal, parse_reasons,
+    parse_verdict, phase_name, principal_columns, reasons_json, verdict_name,
 };
 use crate::{DailyStats, Trail};
 
@@ -28,6 +28,7 @@ pub(crate) fn insert_records(
 ) -> Result<(), rusqlite::Error> {
     let mut statement = tx.prepare_cached(&insert_sql())?;
     for r in records {
+        let (principal, client_id, issuer) = principal_columns(r.principal.as_ref());
         statement.execute(params![
             r.writer,
             r.seq,
@@ -56,6 +57,9 @@ pub(crate) fn insert_records(
             r.call_id,
             phase_name(r.phase),
             r.method,
+            principal,
+            client_id,
+            issuer,
         ])?;
     }
     Ok(())
@@ -92,6 +96,8 @@ fn record(row: &Row<'_>) -> Result<AuditRecord, rusqlite::Error> {
         call_id: row.get(24)?,
         phase: parse_phase(phase.as_deref()).map_err(|e| bad(25, e))?,
         method: row.get(26)?,
+        principal: parse_principal(row.get(27)?, row.get(28)?, row.get(29)?)
+            .map_err(|e| bad(27, e))?,
         role: row.get(4)?,
         session: row.get(5)?,
         incident_id: row.get(6)?,
