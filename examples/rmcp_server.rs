@@ -44,9 +44,9 @@ use capability::audit::{AuditedDispatch, Budget, CheckpointEvery, FlushPolicy, J
 use capability::gate::SecretKey;
 use capability::{Policy, Registry, Server};
 // In your crate: `capability = { features = ["rmcp-server"] }` and `capability::rmcp::...`.
+use capability_http::{Credentials, Edge, EdgeConfig, EdgeRoles};
 use capability_mcp::rmcp::{BearerRoles, FixedRole, GovernedServer};
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -351,6 +351,16 @@ fn run(options: Options) -> Result<(), Failure> {
             known(&role)?;
             Caller::Fixed(role)
         }
+        Mode::Http { address, tokens } if policy.auth().is_some() => {
+            if !tokens.is_empty() {
+                return Err(Failure::Usage(
+                    "--token and RMCP_SERVER_TOKENS are the token table; this policy's [auth] \
+                     names an authorization server, whose access tokens are taken instead"
+                        .to_owned(),
+                ));
+            }
+            Caller::Bearer(address, BearerRoles::new())
+        }
         Mode::Http { address, tokens } => {
             let tokens = if tokens.is_empty() {
                 eprintln!(
@@ -423,10 +433,26 @@ fn run(options: Options) -> Result<(), Failure> {
                 GovernedServer::new(ops, Server::trusted("k8s"), policy, resolver, dispatch);
             tokio.block_on(serve_stdio(server))
         }
-        Caller::Bearer(address, table) => {
-            let server = GovernedServer::new(ops, Server::trusted("k8s"), policy, table, dispatch);
-            tokio.block_on(serve_http(server, address))
-        }
+        Caller::Bearer(address, table) => tokio.block_on(async {
+            // The policy's [auth] (OAuth access tokens) when it has one, else the token table.
+            let credentials = match policy.auth() {
+                Some(_) => Credentials::from_policy(&policy)
+                    .await
+                    .map_err(Failure::Usage)?,
+                None => Credentials::Tokens(table),
+            };
+            let server = GovernedServer::new(
+                ops,
+                Server::trusted("k8s"),
+                Arc::clone(&policy),
+                EdgeRoles,
+                Arc::clone(&dispatch),
+            );
+            let config = EdgeConfig::new(credentials, policy.http().clone())
+                .recording(dispatch, server.server(), policy.version())
+                .tools(server.listings().clone());
+            serve_http(server, config, address).await
+        }),
     }
 }
 
@@ -447,38 +473,32 @@ async fn serve_stdio(server: impl ServerHandler) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn serve_http(
-    server: impl ServerHandler + Clone,
-    address: SocketAddr,
-) -> Result<(), Failure> {
+async fn serve_http<S>(server: S, edge: EdgeConfig, address: SocketAddr) -> Result<(), Failure>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| Failure::Runtime(format!("cannot listen on {address}: {e}")))?;
     let bound = listener.local_addr().map_err(runtime)?;
+    let manager = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::clone(&manager),
         StreamableHttpServerConfig::default(),
     );
+    // Who is calling, Origin, sessions and limits, before rmcp sees the request.
+    let edge = Edge::new(service, edge.sessions(manager));
     // The line a script (or a test) waits for.
     eprintln!("rmcp_server: listening on http://{bound}/mcp");
     loop {
         let (stream, _) = listener.accept().await.map_err(runtime)?;
-        let service = service.clone();
+        let _ = stream.set_nodelay(true);
+        let edge = edge.clone();
         tokio::spawn(async move {
             let handler = service_fn(move |request: hyper::Request<Incoming>| {
-                let service = service.clone();
-                async move {
-                    Ok::<_, std::convert::Infallible>(if request.uri().path() == "/mcp" {
-                        service.handle(request).await
-                    } else {
-                        let body =
-                            Full::new(Bytes::from_static(b"not found: the MCP endpoint is /mcp\n"));
-                        let mut response = hyper::Response::new(body.boxed());
-                        *response.status_mut() = hyper::StatusCode::NOT_FOUND;
-                        response
-                    })
-                }
+                let edge = edge.clone();
+                async move { Ok::<_, std::convert::Infallible>(edge.serve(request).await) }
             });
             let io = TokioIo::new(stream);
             if let Err(e) = http1::Builder::new().serve_connection(io, handler).await {

@@ -98,6 +98,14 @@ pub mod mcp {
 #[cfg(feature = "rmcp")]
 pub use capability_mcp::rmcp;
 
+/// The HTTP edge of a governed server: an OAuth 2.1 resource server (JWT access tokens of the
+/// policy's `[auth]` issuer), the bearer-token table, Origin checks, sessions bound to their
+/// caller, body and rate limits (feature `http`; crate `capability-http`).
+#[cfg(feature = "http")]
+pub mod http {
+    pub use capability_http::*;
+}
+
 /// The gated write path: proposals, signed approvals, the write gate, authority grants (feature
 /// `gate`, on by default; crate `capability-gate`).
 #[cfg(feature = "gate")]

@@ -393,15 +393,9 @@ async fn rmcp_client_over_http() {
     let operator = rmcp_session(rmcp_http(&server.url, Some(OPERATOR_TOKEN)).await).await;
     check_viewer_and_operator(&viewer, &operator, &scratch);
 
-    // No token, or one not in the table: no role, no tool, every call refused and audited.
-    for token in [None, Some("guessed-token")] {
-        let nobody = rmcp_session(rmcp_http(&server.url, token).await).await;
-        assert!(nobody.listed.is_empty(), "{token:?}: {:?}", nobody.listed);
-        for call in [&nobody.read_only_call, &nobody.hidden_call] {
-            let (code, _) = call.as_ref().expect_err("refused");
-            assert_eq!(*code, REFUSED_CODE);
-        }
-    }
+    // No token, or one not in the table: a 401 before the governed server, no session, and
+    // every call attempted on record.
+    nobody_gets_401s(&server.url);
     let audited = scratch.audited();
     let denied_without_role = audited
         .iter()
@@ -547,14 +541,21 @@ fn typescript_client_over_http() {
     check_viewer_and_operator(&viewer, &operator, &scratch);
     check_cache_scope(&viewer_list);
 
-    for token in [None, Some("guessed-token")] {
-        let (nobody, _) = run(token);
-        assert!(nobody.listed.is_empty(), "{token:?}: {:?}", nobody.listed);
-        for call in [&nobody.read_only_call, &nobody.hidden_call] {
-            let (code, _) = call.as_ref().expect_err("refused");
-            assert_eq!(*code, REFUSED_CODE);
-        }
-    }
+    // The SDK's client without a token is refused at its first request.
+    let nobody = servers
+        .ts_client(
+            &ts_ops(),
+            TsTarget::Http {
+                url: &server.url,
+                token: None,
+            },
+        )
+        .output()
+        .expect("runs the TypeScript client");
+    assert!(!nobody.status.success());
+    let said = String::from_utf8_lossy(&nobody.stdout);
+    assert!(said.contains(r#""code":401"#), "{said}");
+    nobody_gets_401s(&server.url);
     assert_eq!(scratch.ran().len(), 3, "no call without a role ran");
     assert_eq!(scratch.audited().len(), 8, "every call is audited");
 }
@@ -696,4 +697,25 @@ async fn with_a_checkpoint_key_a_cut_tail_is_found() {
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not a secret key"), "{stderr}");
+}
+
+/// Without a token, or with one not in the table: the handshake and both calls get a 401 with
+/// the challenge, and no session; the two calls of each are recorded as refused.
+fn nobody_gets_401s(url: &str) {
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let call = |tool: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": tool, "arguments": {"name": "web-1"}}})
+    };
+    for token in [None, Some("Bearer guessed-token")] {
+        let headers: Vec<(&str, &str)> = token.iter().map(|t| ("Authorization", *t)).collect();
+        for body in [initialize.clone(), call(READ_ONLY_TOOL), call(HIDDEN_TOOL)] {
+            let answer = support::raw_post(url, &headers, &body);
+            assert_eq!(answer.status, 401, "{token:?}: {answer:?}");
+            assert!(answer.header("www-authenticate").is_some(), "{answer:?}");
+            assert!(answer.header("mcp-session-id").is_none());
+        }
+    }
 }

@@ -7,9 +7,10 @@ mod proxy_common;
 mod support;
 
 use proxy_common::{Listening, Proxied, calls, http_client, proxy_args, records, scratch};
+use rmcp::ServiceError;
 use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
-use rmcp::{RoleClient, ServiceError};
 use serde_json::Value;
+use support::raw_post;
 
 use capability::rmcp::REFUSED_CODE;
 
@@ -210,21 +211,41 @@ async fn a_client_without_a_token_sees_and_reads_no_resource_and_no_prompt_on_re
         &servers.everything(),
     )
     .await;
-    let anonymous = http_client(&listening.url, None).await;
-    let peer: rmcp::Peer<RoleClient> = anonymous.peer().clone();
-    assert!(peer.list_all_resources().await.expect("lists").is_empty());
-    assert!(peer.list_all_prompts().await.expect("lists").is_empty());
-    assert!(peer.list_all_tools().await.expect("lists").is_empty());
-    let (_, data) = refused(
-        peer.read_resource(ReadResourceRequestParams::new(ALLOWED_DOC))
-            .await,
+    // No token: nothing reaches the governed server, every answer is a 401 with the challenge,
+    // and each read or get attempted is on record all the same.
+    let rpc = |method: &str, params: Value| serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    for (method, params) in [
+        ("resources/list", serde_json::json!({})),
+        ("prompts/list", serde_json::json!({})),
+        ("tools/list", serde_json::json!({})),
+        ("resources/read", serde_json::json!({"uri": ALLOWED_DOC})),
+        ("prompts/get", serde_json::json!({"name": "simple-prompt"})),
+    ] {
+        let answer = raw_post(&listening.url, &[], &rpc(method, params));
+        assert_eq!(answer.status, 401, "{method}: {answer:?}");
+        assert_eq!(
+            answer.header("www-authenticate"),
+            Some("Bearer realm=\"mcp\"")
+        );
+        assert!(
+            !answer.body.contains("architecture"),
+            "{method}: {}",
+            answer.body
+        );
+    }
+    // A token not in the table: 401, invalid_token.
+    let answer = raw_post(
+        &listening.url,
+        &[("Authorization", "Bearer guessed")],
+        &rpc("resources/read", serde_json::json!({"uri": ALLOWED_DOC})),
     );
-    assert_eq!(data["reasons"][0]["reason"], "no_role", "{data}");
-    let (_, data) = refused(
-        peer.get_prompt(GetPromptRequestParams::new("simple-prompt"))
-            .await,
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert!(
+        answer
+            .header("www-authenticate")
+            .is_some_and(|h| h.contains("error=\"invalid_token\"")),
+        "{answer:?}"
     );
-    assert_eq!(data["reasons"][0]["reason"], "no_role", "{data}");
     // With the reader's token, the same proxy serves the document.
     let reader = http_client(&listening.url, Some("reader-token")).await;
     reader
@@ -232,7 +253,6 @@ async fn a_client_without_a_token_sees_and_reads_no_resource_and_no_prompt_on_re
         .read_resource(ReadResourceRequestParams::new(ALLOWED_DOC))
         .await
         .expect("the reader reads");
-    let _ = anonymous.cancel().await;
     let _ = reader.cancel().await;
     assert!(listening.stop().await.success());
     let trail = calls(&audit);
@@ -251,7 +271,22 @@ async fn a_client_without_a_token_sees_and_reads_no_resource_and_no_prompt_on_re
         [
             ("(none)", "resources/read", "denied"),
             ("(none)", "prompts/get", "denied"),
+            ("(none)", "resources/read", "denied"),
             ("reader", "resources/read", "allowed"),
         ]
+    );
+    let reasons: Vec<&str> = trail[..3]
+        .iter()
+        .map(|r| r["reasons"][0]["reason"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(reasons, ["unauthenticated"; 3], "{trail:?}");
+    assert!(
+        trail[2]["reasons"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not in the policy's [bearer_tokens]"))
+    );
+    assert_eq!(
+        trail[3]["principal"]["sub"], "token:ba5005a40cf5",
+        "the reader's record names the table's entry"
     );
 }

@@ -20,9 +20,11 @@
 // /.well-known/oauth-authorization-server (RFC 8414, same document), the public keys at the
 // `jwks_uri` of discovery (/jwks), tokens at /token (client_secret_basic or client_secret_post).
 //
-// A token request must name a `resource` (any absolute URL): that gives a JWT access token with
-// `aud` = the resource. Without `resource`, oidc-provider issues an opaque token (no audience, of
-// no use to a resource server that wants a JWT). Granted scope: the requested scopes that the
+// A token request that names a `resource` (any absolute URL, one) gets a JWT access token with
+// `aud` = the resource, signed with the client's `alg`. A request without `resource` does not fail:
+// oidc-provider issues an opaque token (no audience, of no use to a resource server that wants a
+// JWT). The JWT's `sub` is the client id (oidc-provider's choice for client_credentials, there is
+// no end user), like `client_id`. Granted scope: the requested scopes that the
 // client's registered `scope` allows (unknown or unregistered ones are dropped); a request without
 // `scope` gets the client's registered scope; a request none of whose scopes is allowed fails with
 // `invalid_scope`.
@@ -37,6 +39,18 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 
 import { exportJWK, generateKeyPair } from 'jose';
+
+// SIGTERM or SIGINT: exit 0, also while starting.
+let server;
+function stop() {
+  if (server) {
+    server.close();
+    server.closeAllConnections();
+  }
+  process.exit(0);
+}
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
 
 function fail(message) {
   process.stderr.write(`auth-server: ${message}\n`);
@@ -214,7 +228,7 @@ function narrowScope(ctx, client) {
   params.scope = granted.join(' ');
 }
 
-const server = createServer();
+server = createServer();
 await new Promise((resolve, reject) => {
   server.once('error', reject);
   server.listen(port, '127.0.0.1', resolve);
@@ -289,13 +303,5 @@ provider.on('grant.error', (ctx, err) => {
 server.on('request', provider.callback());
 server.removeAllListeners('error');
 server.on('error', (e) => process.stderr.write(`auth-server: ${e.stack ?? e}\n`));
-
-function stop() {
-  server.close();
-  server.closeAllConnections();
-  process.exit(0);
-}
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
 
 process.stdout.write(`auth-server listening on ${issuer}\n`);

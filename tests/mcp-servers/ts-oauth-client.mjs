@@ -17,7 +17,9 @@
 // Output:
 //   {"op":"list","tools":["echo", ...]}
 //   {"op":"call","name":"echo","result":<CallToolResult>}
-//   {"op":"call","name":"echo","error":{"code":..,"message":..,"data":..}}
+//   {"op":"call","name":"echo","error":{"code":..,"message":..,"data":..,"status":..}}
+// (`status`: the HTTP status the MCP endpoint refused the request with, e.g. 403, or null; for
+// such a refusal the SDK's error `code` is that status too.)
 // A failure to connect (including every OAuth failure while connecting) prints
 // {"op":"connect","error":{"message":..,"status":<HTTP status or null>,"name":..,
 // "oauth_error":<the token endpoint's error code, e.g. "invalid_client", or null>}} and exits 1;
@@ -30,7 +32,10 @@ import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  StreamableHTTPClientTransport,
+  StreamableHTTPError,
+} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 function usage(message) {
   process.stderr.write(`ts-oauth-client: ${message}\n`);
@@ -41,8 +46,22 @@ function print(line) {
   process.stdout.write(JSON.stringify(line) + '\n');
 }
 
+// A StreamableHTTPError (the MCP endpoint refused the HTTP request) carries the HTTP status in
+// `code`; it is also given as `status`, null for a JSON-RPC error.
 function errorJson(e) {
-  return { code: e?.code ?? null, message: String(e?.message ?? e), data: e?.data ?? null };
+  return {
+    code: e?.code ?? null,
+    message: String(e?.message ?? e),
+    data: e?.data ?? null,
+    status: e instanceof StreamableHTTPError ? statusOf(e) : null,
+  };
+}
+
+// The message, with its cause (fetch's "fetch failed" says why only in its cause).
+function messageOf(e) {
+  const message = String(e?.message ?? e);
+  const cause = e?.cause?.message ?? e?.cause?.code;
+  return cause ? `${message}: ${cause}` : message;
 }
 
 // The HTTP status of a failed connection, when the error tells it: a StreamableHTTPError carries
@@ -80,7 +99,7 @@ try {
   print({
     op: 'connect',
     error: {
-      message: String(e?.message ?? e),
+      message: messageOf(e),
       status: statusOf(e),
       name: e?.name ?? null,
       oauth_error: e?.errorCode ?? null,
@@ -98,7 +117,10 @@ for (const op of spec.ops ?? []) {
       const result = await client.callTool({ name: op.name, arguments: op.arguments ?? {} });
       print({ op: 'call', name: op.name, result });
     } else {
-      print({ op: op.op, error: { code: null, message: `unknown op ${op.op}`, data: null } });
+      print({
+        op: op.op,
+        error: { code: null, message: `unknown op ${op.op}`, data: null, status: null },
+      });
     }
   } catch (e) {
     print({ op: op.op, name: op.name, error: errorJson(e) });

@@ -4,6 +4,7 @@
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::Arc;
+use std::time::Duration;
 
 use ::rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use ::rmcp::transport::streamable_http_server::{
@@ -13,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 
 use capability::Policy;
-use capability::rmcp::BearerRoles;
+use capability_http::{Credentials, Edge, EdgeConfig, EdgeRoles};
 
 use super::connected::{Connected, Pending, governed, server_gone, terminated};
 use super::forward::Clients;
@@ -22,22 +23,18 @@ use super::{Proxy, RunError, note};
 /// The path the MCP endpoint is served on.
 pub(super) const PATH: &str = "/mcp";
 
-/// The policy's `[bearer_tokens]` as a resolver; a policy without any is refused (nobody could
-/// list or call anything).
-pub(super) fn tokens(policy: &Policy) -> Result<BearerRoles, String> {
-    let mut roles = BearerRoles::new();
-    for (hash, role) in policy.bearer_tokens() {
-        roles = roles.token_sha256(hash, role).map_err(|e| e.to_string())?;
+/// Whether the policy says who may call over HTTP: `[auth]` (an OAuth 2.1 authorization
+/// server) or `[bearer_tokens]`. A policy with neither is refused: nobody could call.
+pub(super) fn check_credentials(policy: &Policy) -> Result<(), String> {
+    if policy.auth().is_some() || policy.bearer_tokens().len() > 0 {
+        return Ok(());
     }
-    if roles.is_empty() {
-        return Err(
-            "`--listen` needs the policy's `[bearer_tokens]` (each request's role comes from \
-             its bearer token), e.g. `\"sha256:<hex>\" = \"viewer\"` with the hex from `printf \
-             %s \"$TOKEN\" | sha256sum`"
-                .to_owned(),
-        );
-    }
-    Ok(roles)
+    Err(
+        "`--listen` needs the policy's `[auth]` (OAuth 2.1 access tokens: `issuer`, `audience`, \
+         `[auth.scope_roles]`) or its `[bearer_tokens]` (`\"sha256:<hex>\" = \"viewer\"` with \
+         the hex from `printf %s \"$TOKEN\" | sha256sum`)"
+            .to_owned(),
+    )
 }
 
 /// The `Host` headers the service accepts: rmcp's loopback names by default (against DNS
@@ -72,13 +69,14 @@ fn config(address: SocketAddr) -> StreamableHttpServerConfig {
     config.with_allowed_hosts(hosts)
 }
 
-/// Serves the governed front over Streamable HTTP until a signal asks the proxy to stop (`Ok`)
-/// or the server goes (an error).
+/// Serves the governed front over Streamable HTTP, behind the edge (who is calling, Origin,
+/// sessions, limits), until a signal asks the proxy to stop (`Ok`) or the server goes (an
+/// error).
 pub(super) async fn serve(
     proxy: &Proxy,
     mut connected: Connected,
     listener: TcpListener,
-    tokens: BearerRoles,
+    credentials: Credentials,
 ) -> Result<(), RunError> {
     let address = listener
         .local_addr()
@@ -88,16 +86,36 @@ pub(super) async fn serve(
         .and_then(|()| tokio::net::TcpListener::from_std(listener))
         .map_err(|e| RunError::Spawn(format!("cannot listen on {address}: {e}")))?;
     let clients = Clients::default();
-    let front = governed(proxy, &connected, tokens, Some(clients.clone()));
+    let front = governed(proxy, &connected, EdgeRoles, Some(clients.clone()));
+    let listings = front.listings().clone();
     let config = config(address);
     let stop_front = config.cancellation_token.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(front.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
+    let limits = proxy.policy.http().clone();
+    let mut manager = LocalSessionManager::default();
+    // rmcp closes a session idle this long too, so both forget it at once.
+    manager.session_config.keep_alive = Some(Duration::from_secs(limits.session_idle_secs()));
+    let manager = Arc::new(manager);
+    let service =
+        StreamableHttpService::new(move || Ok(front.clone()), Arc::clone(&manager), config);
+    let mode = match &credentials {
+        Credentials::Jwt(jwt) => format!("OAuth access tokens of {}", jwt.settings().issuer()),
+        Credentials::Tokens(_) => "the policy's [bearer_tokens]".to_owned(),
+    };
+    let edge = Edge::new(
+        service,
+        EdgeConfig::new(credentials, limits)
+            .endpoint(PATH)
+            .recording(
+                Arc::clone(&connected.dispatch),
+                &proxy.server,
+                proxy.policy.version(),
+            )
+            .tools(listings)
+            .sessions(manager),
     );
     note(format_args!(
-        "serving `{}` ({} tools listed by the server); listening on http://{address}{PATH}",
+        "serving `{}` ({} tools listed by the server) to callers with {mode}; listening on \
+         http://{address}{PATH}",
         proxy.server.name(),
         connected.listings.tools().len()
     ));
@@ -110,7 +128,7 @@ pub(super) async fn serve(
                 Ok((stream, _)) => {
                     // Small writes go out at once: JSON-RPC answers are one write each.
                     let _ = stream.set_nodelay(true);
-                    let service = TowerToHyperService::new(service.clone());
+                    let service = TowerToHyperService::new(edge.clone());
                     tokio::spawn(async move {
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(TokioIo::new(stream), service)

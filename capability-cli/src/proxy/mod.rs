@@ -37,7 +37,6 @@ use std::sync::Arc;
 
 use capability::audit::{AuditSink, Budget};
 use capability::mcp::Lockfile;
-use capability::rmcp::BearerRoles;
 use capability::{CapabilityManifest, Policy, Server};
 
 pub use forward::PROXY_NAME;
@@ -76,11 +75,9 @@ pub struct Options {
 enum Front {
     /// Standard input and output, one client of one role.
     Stdio { role: String },
-    /// Streamable HTTP on a bound socket, roles from bearer tokens.
-    Http {
-        listener: TcpListener,
-        tokens: BearerRoles,
-    },
+    /// Streamable HTTP on a bound socket, roles from OAuth access tokens (the policy's
+    /// `[auth]`) or the bearer-token table.
+    Http { listener: TcpListener },
 }
 
 /// The server's side.
@@ -162,15 +159,16 @@ impl Options {
             (Some(_), Some(role)) => {
                 return Err(fail(format!(
                     "`--role {role}` is not used with `--listen`: each request's role comes \
-                     from its bearer token, through the policy's `[bearer_tokens]`"
+                     from its bearer token, through the policy's `[auth]` (OAuth access \
+                     tokens) or `[bearer_tokens]`"
                 )));
             }
             (Some(address), None) => {
-                let tokens = http::tokens(&policy)
+                http::check_credentials(&policy)
                     .map_err(|e| fail(format!("{}: {e}", self.policy.display())))?;
                 let listener = TcpListener::bind(address)
                     .map_err(|e| fail(format!("cannot listen on {address}: {e}")))?;
-                Front::Http { listener, tokens }
+                Front::Http { listener }
             }
             (None, None) => {
                 return Err(fail(

@@ -41,6 +41,16 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    // Over HTTP, who may call is known before the server is started: an authorization server
+    // that cannot be used stops the proxy here.
+    let credentials = match &proxy.front {
+        Front::Http { .. } => Some(
+            capability_http::Credentials::from_policy(&proxy.policy)
+                .await
+                .map_err(RunError::Spawn)?,
+        ),
+        Front::Stdio { .. } => None,
+    };
     let (events_tx, events) = mpsc::unbounded_channel();
     let dispatch = dispatch(&proxy);
     let stdio_role = match &proxy.front {
@@ -86,9 +96,14 @@ where
             role: String::new(),
         },
     );
-    match front {
-        Front::Stdio { role } => serve_stdio(&proxy, connected, role, input, output).await,
-        Front::Http { listener, tokens } => http::serve(&proxy, connected, listener, tokens).await,
+    match (front, credentials) {
+        (Front::Http { listener }, Some(credentials)) => {
+            http::serve(&proxy, connected, listener, credentials).await
+        }
+        (Front::Stdio { role }, _) => serve_stdio(&proxy, connected, role, input, output).await,
+        (Front::Http { .. }, None) => Err(RunError::Spawn(
+            "no credentials for the HTTP front".to_owned(),
+        )),
     }
 }
 

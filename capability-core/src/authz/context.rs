@@ -81,6 +81,23 @@ impl ToolContext {
         self
     }
 
+    /// Holds only those of its scopes that are also in `held`: for a caller whose credentials
+    /// carry scopes (an OAuth access token's `scope`), the role is the most it may hold and the
+    /// token narrows it.
+    ///
+    /// ```
+    /// use capability::authz::{Ceiling, ToolContext};
+    ///
+    /// let ctx = ToolContext::new("oncall", "s-1", Ceiling::Unrestricted)
+    ///     .with_scopes(["k8s:read", "k8s:write"])
+    ///     .within_scopes(&["k8s:read".to_owned(), "mcp:admin".to_owned()]);
+    /// assert_eq!(ctx.scopes(), ["k8s:read"], "never more than the role holds");
+    /// ```
+    pub fn within_scopes(mut self, held: &[String]) -> Self {
+        Arc::make_mut(&mut self.rules).rules.retain_scopes(held);
+        self
+    }
+
     /// Allows closed-world tools only (`open_world` false).
     pub fn closed_world_only(mut self, yes: bool) -> Self {
         Arc::make_mut(&mut self.rules).rules.closed_world_only = yes;

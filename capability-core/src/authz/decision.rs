@@ -151,6 +151,19 @@ pub enum DenyReason {
         /// Why.
         why: String,
     },
+    /// The edge refused the caller's credentials before any rule was asked: no token, an
+    /// expired one, one for another audience or issuer, a bad signature, one that gives no role
+    /// or several.
+    Unauthenticated {
+        /// Why.
+        why: String,
+    },
+    /// The edge refused the request for its limits (a caller's rate, its sessions), before any
+    /// rule was asked.
+    Limited {
+        /// Which limit, and when to try again.
+        why: String,
+    },
     /// One grant of an authority grant's chain denies the call, for the reason `because` (one
     /// of the reasons above, from the same decision a role gets).
     Grant {
@@ -211,6 +224,10 @@ impl DenyReason {
                  `server_requests` does not name it)"
             ),
             DenyReason::Undecidable { why } => write!(f, "it cannot be decided safely: {why}"),
+            DenyReason::Unauthenticated { why } => {
+                write!(f, "the caller is not authenticated: {why}")
+            }
+            DenyReason::Limited { why } => write!(f, "refused by the edge's limits: {why}"),
             DenyReason::Grant { grant, because } => {
                 write!(f, "grant {grant}: ")?;
                 because.describe(f, Whose::Grant)

@@ -92,6 +92,12 @@ impl Rules {
         self.scopes.dedup();
     }
 
+    /// Keeps only the held scopes that are also in `within` (a credential that narrows what
+    /// the role holds).
+    pub(crate) fn retain_scopes(&mut self, within: &[String]) {
+        self.scopes.retain(|scope| within.contains(scope));
+    }
+
     /// Allows closed-world tools only (`open_world` false), or lifts that.
     pub fn closed_world_only(mut self, yes: bool) -> Rules {
         self.closed_world_only = yes;

@@ -103,6 +103,20 @@ impl ToolListings {
         self.get().map(|l| l.tools.clone()).unwrap_or_default()
     }
 
+    /// The manifest of the tool `name` as listed, when a listing was read and has it (drifted
+    /// or duplicate tools included: this says what the tool is, not whether it may be used).
+    /// For an edge in front of the server that wants a tool's required scopes before the
+    /// request reaches it.
+    pub fn manifest(&self, name: &str) -> Option<capability_core::manifest::CapabilityManifest> {
+        let listing = self.get()?;
+        listing.listing.tool(name).map(|t| t.manifest().clone())
+    }
+
+    /// The server whose tools these are.
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
     /// Forgets the listing: the next request reads the inner handler's tools again.
     pub fn invalidate(&self) {
         *self.guard() = None;

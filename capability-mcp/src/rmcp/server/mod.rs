@@ -25,7 +25,7 @@ use ::rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde_json::Value;
 
-use capability_audit::{AuditedDispatch, Caller, Outcome, Request, Subject};
+use capability_audit::{AuditedDispatch, Caller, Outcome, Principal, Request, Subject};
 use capability_core::authz::{DenyReason, Policy, ToolContext};
 
 use crate::lock::Lockfile;
@@ -117,9 +117,13 @@ impl<H> fmt::Debug for GovernedServer<H> {
     }
 }
 
-/// Who asks: the role (if any), the session and the agent to record.
+/// Who asks: the role (if any), the principal the transport authenticated (if any), the
+/// scopes its credentials carry (if they narrow the role's), the session and the agent to
+/// record. Built once per request.
 pub(super) struct Who {
     role: Option<String>,
+    principal: Option<Principal>,
+    scopes: Option<Vec<String>>,
     session: String,
     agent: String,
 }
@@ -127,6 +131,15 @@ pub(super) struct Who {
 impl Who {
     fn role_name(&self) -> &str {
         self.role.as_deref().unwrap_or(NO_ROLE)
+    }
+
+    /// The caller to record: the agent, and the principal when there is one.
+    fn caller(&self) -> Caller<'_> {
+        let caller = Caller::new(&self.agent);
+        match &self.principal {
+            Some(principal) => caller.principal(principal),
+            None => caller,
+        }
     }
 }
 
@@ -192,14 +205,21 @@ impl<H: ServerHandler> GovernedServer<H> {
 
     fn who(&self, context: &RequestContext<RoleServer>) -> Who {
         let role = self.resolver.role(context);
-        // The role is part of the session, so that callers of one role never spend (or
-        // degrade) the budget of another, even when they name the same session id.
+        let principal = self.resolver.principal(context);
+        // The role and the principal are part of the session, so that callers of one role, or
+        // two principals of it, never spend (or degrade) each other's budget, even when they
+        // name the same session id.
         let server = self.server.name();
         let role_name = role.as_deref().unwrap_or(NO_ROLE);
-        let session = match self.resolver.session(context) {
-            Some(id) => format!("mcp:{server}/{role_name}/{id}"),
-            None => format!("mcp:{server}/{role_name}"),
-        };
+        let mut session = format!("mcp:{server}/{role_name}");
+        if let Some(principal) = &principal {
+            session.push('/');
+            session.push_str(&principal.key());
+        }
+        if let Some(id) = self.resolver.session(context) {
+            session.push('/');
+            session.push_str(&id);
+        }
         let agent = context
             .peer
             .peer_info()
@@ -207,7 +227,9 @@ impl<H: ServerHandler> GovernedServer<H> {
             .filter(|name| !name.is_empty())
             .unwrap_or_else(|| "mcp-client".to_owned());
         Who {
+            scopes: role.as_ref().and_then(|_| self.resolver.scopes(context)),
             role,
+            principal,
             session,
             agent,
         }
@@ -217,7 +239,11 @@ impl<H: ServerHandler> GovernedServer<H> {
     /// know, which the resolver should not give).
     fn decider(&self, who: &Who) -> Option<ToolContext> {
         let role = who.role.as_deref()?;
-        self.policy.context(role, who.session.clone())
+        let decider = self.policy.context(role, who.session.clone())?;
+        Some(match &who.scopes {
+            Some(held) => decider.within_scopes(held),
+            None => decider,
+        })
     }
 
     /// Why a caller without a decider is refused: no role, or a role the policy does not know.
@@ -242,12 +268,13 @@ impl<H: ServerHandler> GovernedServer<H> {
         required_scopes: &[String],
     ) -> ErrorData {
         let deny: Vec<DenyReason> = reasons.iter().map(WithheldReason::to_deny).collect();
-        let degrade =
-            self.dispatch
-                .refuse(&self.subject(who), Caller::new(&who.agent), request, &deny);
+        let degrade = self
+            .dispatch
+            .refuse(&self.subject(who), who.caller(), request, &deny);
         Refusal {
             asked,
             role: who.role.as_deref(),
+            principal: who.principal.as_ref(),
             reasons,
             required_scopes,
             resource_metadata: self.resource_metadata.as_deref(),
@@ -276,7 +303,7 @@ impl<H: ServerHandler> GovernedServer<H> {
         };
         let outcome = self
             .dispatch
-            .act_async(&decider, Caller::new(&who.agent), request, run)
+            .act_async(&decider, who.caller(), request, run)
             .await;
         let (reasons, dispatch) = match outcome {
             Outcome::Done(output) => return Ok(output),
@@ -299,6 +326,7 @@ impl<H: ServerHandler> GovernedServer<H> {
         Err(Refusal {
             asked,
             role: who.role.as_deref(),
+            principal: who.principal.as_ref(),
             reasons: reasons.into_iter().map(WithheldReason::Policy).collect(),
             required_scopes,
             resource_metadata: self.resource_metadata.as_deref(),

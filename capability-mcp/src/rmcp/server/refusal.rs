@@ -56,6 +56,8 @@ impl Asked<'_> {
 pub(super) struct Refusal<'a> {
     pub(super) asked: Asked<'a>,
     pub(super) role: Option<&'a str>,
+    /// Who the transport authenticated, if anyone: named in `data.principal`.
+    pub(super) principal: Option<&'a capability_audit::Principal>,
     pub(super) reasons: Vec<WithheldReason>,
     /// The scopes the tool requires (for the `scope` of the challenge).
     pub(super) required_scopes: &'a [String],
@@ -75,6 +77,9 @@ impl Refusal<'_> {
             data.insert(self.asked.key().to_owned(), json!(self.asked.name()));
         }
         data.insert("role".to_owned(), json!(self.role));
+        if let Some(principal) = self.principal {
+            data.insert("principal".to_owned(), json!(principal));
+        }
         let reasons: Vec<Value> = self.reasons.iter().map(reason_json).collect();
         data.insert("reasons".to_owned(), Value::Array(reasons));
         if let Some(dispatch) = self.dispatch {

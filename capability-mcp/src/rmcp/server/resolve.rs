@@ -6,6 +6,7 @@ use std::fmt;
 
 use ::rmcp::RoleServer;
 use ::rmcp::service::RequestContext;
+use capability_audit::Principal;
 
 /// Resolves the role of the caller of one request.
 ///
@@ -26,6 +27,23 @@ pub trait RoleResolver: Send + Sync + 'static {
         let parts = http_parts(context)?;
         let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
         Some(id.to_owned())
+    }
+
+    /// Who the caller is, when the transport authenticated it (an OAuth access token, the
+    /// bearer-token table): written into every record of its requests, and part of its
+    /// session's name, so that two principals of one role never share a budget. `None` by
+    /// default.
+    fn principal(&self, context: &RequestContext<RoleServer>) -> Option<Principal> {
+        let _ = context;
+        None
+    }
+
+    /// The scopes the caller's credentials carry, when they narrow the role's (an OAuth access
+    /// token's `scope`): the caller then holds only those of its role's scopes that are among
+    /// them. `None` (the default): the role's scopes.
+    fn scopes(&self, context: &RequestContext<RoleServer>) -> Option<Vec<String>> {
+        let _ = context;
+        None
     }
 }
 
@@ -150,6 +168,15 @@ impl BearerRoles {
 impl RoleResolver for BearerRoles {
     fn role(&self, context: &RequestContext<RoleServer>) -> Option<String> {
         self.role_of(bearer_token(context)?).map(str::to_owned)
+    }
+
+    /// `token:<the first 12 hex digits of the token's SHA-256>` for a token in the table: a
+    /// name for the caller that says which entry matched, and is no secret.
+    fn principal(&self, context: &RequestContext<RoleServer>) -> Option<Principal> {
+        let hash = hash(bearer_token(context)?);
+        self.by_hash
+            .contains_key(&hash)
+            .then(|| Principal::new(format!("token:{}", &hash[..12])))
     }
 }
 

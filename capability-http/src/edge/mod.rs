@@ -1,0 +1,451 @@
+//! [`Edge`]: what stands between a client's HTTP request and rmcp's Streamable HTTP service.
+//! In order, for every request:
+//!
+//! 1. the protected resource metadata is served at its well-known paths (OAuth mode), and only
+//!    the MCP endpoint is served besides;
+//! 2. a present `Origin` must be allowed (`403`);
+//! 3. the body is read up to its limit (`413`);
+//! 4. the caller is authenticated (`401` with `WWW-Authenticate: Bearer resource_metadata=..`,
+//!    `403` for a valid token that gives no role, or several);
+//! 5. its rate is checked (`429` with `Retry-After`);
+//! 6. a session id counts only if it was issued to this principal (`404` unknown or expired,
+//!    `403` another's); a new session needs a place under the caps (`429`);
+//! 7. a `tools/call` needs the scopes the tool requires among the token's (`403
+//!    insufficient_scope` naming all of them);
+//! 8. the request goes on without its `Authorization` header (no token passes the edge), with
+//!    the [`Authenticated`] caller in its extensions.
+//!
+//! A call, read or get refused on the way is recorded, as the governed server records one.
+//! Nothing reaches rmcp before the caller is known: no session is made for a stranger.
+
+mod record;
+mod respond;
+mod sessions;
+
+pub(crate) mod rate;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use capability_audit::AuditedDispatch;
+use capability_core::authz::{DenyReason, HttpSettings};
+use capability_mcp::Server;
+use capability_mcp::rmcp::ToolListings;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body::Body;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use rmcp::transport::streamable_http_server::SessionManager;
+
+use crate::auth::{AuthFailure, Credentials, ProtectedResource, metadata_path, metadata_url};
+use record::{Peek, Recording};
+use respond::json;
+use sessions::{Known, Sessions};
+
+/// The session a request's `Mcp-Session-Id` names, once the edge checked it was issued to this
+/// request's principal: the only session id the governed server counts
+/// ([`EdgeRoles`](crate::EdgeRoles)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifiedSession(pub String);
+
+/// A response of the edge or of the service behind it.
+pub type EdgeResponse = Response<BoxBody<Bytes, Infallible>>;
+
+type CloseFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Closes a session downstream (rmcp's session manager) when the edge lets it expire.
+type Closer = Arc<dyn Fn(String) -> CloseFuture + Send + Sync>;
+
+/// How an [`Edge`] works: the credentials it takes, its limits, and where it records refusals.
+pub struct EdgeConfig {
+    credentials: Credentials,
+    http: HttpSettings,
+    endpoint: String,
+    recording: Option<Recording>,
+    closer: Option<Closer>,
+}
+
+impl EdgeConfig {
+    /// An edge taking `credentials`, within the limits of `http`, serving the MCP endpoint at
+    /// `/mcp`.
+    pub fn new(credentials: Credentials, http: HttpSettings) -> Self {
+        EdgeConfig {
+            credentials,
+            http,
+            endpoint: "/mcp".to_owned(),
+            recording: None,
+            closer: None,
+        }
+    }
+
+    /// Serves the MCP endpoint at `path` instead.
+    pub fn endpoint(mut self, path: impl Into<String>) -> Self {
+        self.endpoint = path.into();
+        self
+    }
+
+    /// Records each call, read or get the edge refuses, through `dispatch`, as a request to
+    /// `server`, decided under the policy `version` (the governed server's own dispatch: one
+    /// trail, one budget per session).
+    pub fn recording(
+        mut self,
+        dispatch: Arc<AuditedDispatch>,
+        server: &Server,
+        version: Option<&str>,
+    ) -> Self {
+        let listings = self.recording.take().and_then(|r| r.listings);
+        self.recording = Some(Recording {
+            dispatch,
+            server: server.name().to_owned(),
+            policy_version: version.map(str::to_owned),
+            listings,
+        });
+        self
+    }
+
+    /// Reads the scopes a tool requires from the governed server's listing
+    /// ([`GovernedServer::listings`](capability_mcp::rmcp::GovernedServer::listings)), so that a
+    /// `tools/call` whose token lacks one is answered `403 insufficient_scope` (needs
+    /// [`recording`](Self::recording) first).
+    pub fn tools(mut self, listings: ToolListings) -> Self {
+        if let Some(recording) = &mut self.recording {
+            recording.listings = Some(listings);
+        }
+        self
+    }
+
+    /// Closes, in `manager`, the sessions the edge lets expire (set the manager's own
+    /// inactivity timeout, `SessionConfig::keep_alive`, to the same limit).
+    pub fn sessions<M: SessionManager>(mut self, manager: Arc<M>) -> Self {
+        self.closer = Some(Arc::new(move |id: String| {
+            let manager = Arc::clone(&manager);
+            Box::pin(async move {
+                let _ = manager.close_session(&id.into()).await;
+            })
+        }));
+        self
+    }
+}
+
+struct Shared {
+    config: EdgeConfig,
+    sessions: Sessions,
+    rate: rate::RateLimits,
+    /// The protected resource metadata document and its paths, in OAuth mode.
+    metadata: Option<(Bytes, String, &'static str)>,
+    /// The URL of that document, for the challenges.
+    metadata_url: Option<String>,
+}
+
+/// The HTTP edge in front of `S` (rmcp's `StreamableHttpService`): see the [module
+/// docs](self). Cheap to clone.
+pub struct Edge<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S: Clone> Clone for Edge<S> {
+    fn clone(&self) -> Self {
+        Edge {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S> Edge<S> {
+    /// The edge `config` in front of `inner`.
+    pub fn new(inner: S, config: EdgeConfig) -> Self {
+        let http = &config.http;
+        let sessions = Sessions::new(
+            http.max_sessions(),
+            http.max_sessions_per_principal(),
+            Duration::from_secs(http.session_idle_secs()),
+        );
+        let rate = rate::RateLimits::new(http.rate_per_second(), http.rate_burst());
+        let (metadata, metadata_url) = match config.credentials.jwt() {
+            Some(jwt) => {
+                let settings = jwt.settings();
+                let mut scopes: Vec<String> = settings
+                    .scope_roles()
+                    .iter()
+                    .map(|(scope, _)| scope.clone())
+                    .collect();
+                scopes.sort();
+                let document = ProtectedResource {
+                    resource: settings.audience().to_owned(),
+                    authorization_servers: vec![settings.issuer().to_owned()],
+                    scopes_supported: scopes,
+                    bearer_methods_supported: vec!["header".to_owned()],
+                };
+                let text = serde_json::to_vec(&document).unwrap_or_default();
+                let (long, short) = metadata_path(settings.audience());
+                (
+                    Some((Bytes::from(text), long, short)),
+                    metadata_url(settings.audience()),
+                )
+            }
+            None => (None, None),
+        };
+        Edge {
+            inner,
+            shared: Arc::new(Shared {
+                config,
+                sessions,
+                rate,
+                metadata,
+                metadata_url,
+            }),
+        }
+    }
+}
+
+impl<S, B> tower_service::Service<Request<B>> for Edge<S>
+where
+    S: tower_service::Service<Request<Full<Bytes>>, Response = EdgeResponse, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = EdgeResponse;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<EdgeResponse, Infallible>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let edge = self.clone();
+        Box::pin(async move { Ok(edge.serve(request).await) })
+    }
+}
+
+impl<S> Edge<S>
+where
+    S: tower_service::Service<Request<Full<Bytes>>, Response = EdgeResponse, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    /// One request, through every step of the [module docs](self).
+    pub async fn serve<B>(self, request: Request<B>) -> EdgeResponse
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let shared = &*self.shared;
+        let (mut parts, body) = request.into_parts();
+        let path = parts.uri.path();
+        if let Some((document, long, short)) = &shared.metadata
+            && (path == long || path == *short)
+        {
+            return if parts.method == Method::GET {
+                json(StatusCode::OK, document.clone())
+            } else {
+                respond::status(StatusCode::METHOD_NOT_ALLOWED, "use GET")
+            };
+        }
+        if path != shared.config.endpoint {
+            return respond::status(
+                StatusCode::NOT_FOUND,
+                &format!("not found: the MCP endpoint is {}", shared.config.endpoint),
+            );
+        }
+        if let Some(origin) = parts.headers.get(header::ORIGIN)
+            && !origin_allowed(origin, shared.config.http.allowed_origins())
+        {
+            return respond::status(
+                StatusCode::FORBIDDEN,
+                "this Origin may not call this server ([http] allowed_origins)",
+            );
+        }
+        let limit = shared.config.http.max_body_bytes();
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return too_large(limit);
+        }
+        let bytes = match Limited::new(body, limit).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+                return too_large(limit);
+            }
+            Err(error) => {
+                return respond::status(
+                    StatusCode::BAD_REQUEST,
+                    &format!("the request body could not be read: {error}"),
+                );
+            }
+        };
+        let peek = Peek::of(&bytes);
+        let recording = shared.config.recording.as_ref();
+
+        // Who is calling.
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(crate::auth::bearer);
+        let authenticated = match token {
+            None => Err(AuthFailure::Missing),
+            Some(token) => shared.config.credentials.authenticate(token).await,
+        };
+        let caller = match authenticated {
+            Ok(caller) => caller,
+            Err(failure) => {
+                if let Some(recording) = recording {
+                    let why = failure.to_string();
+                    let principal = failure.principal();
+                    recording.refused(&peek, None, principal, DenyReason::Unauthenticated { why });
+                }
+                return respond::unauthenticated(&failure, shared.metadata_url.as_deref());
+            }
+        };
+        let key = caller.principal.key();
+        let refuse = |reason: DenyReason| {
+            if let Some(recording) = recording {
+                recording.refused(
+                    &peek,
+                    caller.role.as_deref(),
+                    Some(&caller.principal),
+                    reason,
+                );
+            }
+        };
+
+        if let Err(wait) = shared.rate.take(&key) {
+            let seconds = wait.as_secs() + 1;
+            refuse(DenyReason::Limited {
+                why: format!("over its rate ([http] rate_per_second); retry in {seconds} s"),
+            });
+            return respond::retry_after(seconds, "too many requests from this caller");
+        }
+
+        // Its session.
+        let mut reservation = None;
+        let session = parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        match &session {
+            Some(id) => match shared.sessions.check(id, &key) {
+                Known::Yours => {
+                    parts.extensions.insert(VerifiedSession(id.clone()));
+                }
+                Known::Theirs => {
+                    return respond::status(
+                        StatusCode::FORBIDDEN,
+                        "this session was issued to another caller",
+                    );
+                }
+                Known::Unknown(expired) => {
+                    if let Some(id) = expired {
+                        self.close(id);
+                    }
+                    return respond::status(StatusCode::NOT_FOUND, "session not found");
+                }
+            },
+            None if peek.is("initialize") => {
+                let (place, expired) = shared.sessions.admit(&key);
+                for id in expired {
+                    self.close(id);
+                }
+                match place {
+                    Ok(place) => reservation = Some(place),
+                    Err(why) => return respond::retry_after(60, &why),
+                }
+            }
+            None => {}
+        }
+
+        // The scopes a tool requires, among the token's.
+        if let (Some(held), Some(tool)) = (&caller.scopes, peek.tool())
+            && let Some(manifest) = recording.and_then(|r| r.listings.as_ref()?.manifest(tool))
+        {
+            let required = manifest.required_scopes();
+            let missing: Vec<String> = required
+                .iter()
+                .filter(|s| !held.contains(s))
+                .cloned()
+                .collect();
+            if !missing.is_empty() {
+                refuse(DenyReason::MissingScopes {
+                    scopes: missing.clone(),
+                });
+                return respond::insufficient_scope(
+                    tool,
+                    required,
+                    &missing,
+                    shared.metadata_url.as_deref(),
+                );
+            }
+        }
+
+        parts.headers.remove(header::AUTHORIZATION);
+        let closing = (parts.method == Method::DELETE)
+            .then(|| session.clone())
+            .flatten();
+        parts.extensions.insert(caller);
+        let mut inner = self.inner.clone();
+        let response = match inner
+            .call(Request::from_parts(parts, Full::new(bytes)))
+            .await
+        {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        if let Some(place) = reservation {
+            match response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+            {
+                Some(id) => shared.sessions.issued(place, id),
+                None => drop(place),
+            }
+        }
+        if let Some(id) = closing
+            && response.status().is_success()
+        {
+            shared.sessions.closed(&id);
+        }
+        response
+    }
+
+    fn close(&self, id: String) {
+        if let Some(closer) = &self.shared.config.closer {
+            tokio::spawn(closer(id));
+        }
+    }
+}
+
+fn too_large(limit: usize) -> EdgeResponse {
+    respond::status(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("the request body is larger than {limit} bytes ([http] max_body_bytes)"),
+    )
+}
+
+/// Whether `origin` is one of `allowed` (`scheme://host[:port]`, letter case aside).
+fn origin_allowed(origin: &http::HeaderValue, allowed: &[String]) -> bool {
+    let Ok(origin) = origin.to_str() else {
+        return false;
+    };
+    let origin = origin.trim().to_ascii_lowercase();
+    allowed.contains(&origin)
+}

@@ -1,0 +1,82 @@
+//! A rate limit per principal: a token bucket of `burst` requests, refilled at `per_second`.
+//! Beyond it a request is answered `429` with how long to wait (`Retry-After`).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Buckets kept before the full ones are forgotten (a full bucket is the same as none).
+const FORGET_ABOVE: usize = 10_000;
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    updated: Instant,
+}
+
+/// The rate limits of one edge.
+#[derive(Debug)]
+pub(crate) struct RateLimits {
+    buckets: Mutex<HashMap<String, Bucket>>,
+    per_second: f64,
+    burst: f64,
+}
+
+impl RateLimits {
+    pub(crate) fn new(per_second: u32, burst: u32) -> Self {
+        RateLimits {
+            buckets: Mutex::default(),
+            per_second: f64::from(per_second.max(1)),
+            burst: f64::from(burst.max(1)),
+        }
+    }
+
+    /// Takes one request of `principal`'s budget, or says how long until there is one.
+    pub(crate) fn take(&self, principal: &str) -> Result<(), Duration> {
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        if buckets.len() > FORGET_ABOVE {
+            let (rate, burst) = (self.per_second, self.burst);
+            buckets.retain(|_, b| {
+                b.tokens + now.duration_since(b.updated).as_secs_f64() * rate < burst
+            });
+        }
+        let bucket = buckets.entry(principal.to_owned()).or_insert(Bucket {
+            tokens: self.burst,
+            updated: now,
+        });
+        let refilled = now.duration_since(bucket.updated).as_secs_f64() * self.per_second;
+        bucket.tokens = (bucket.tokens + refilled).min(self.burst);
+        bucket.updated = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64(
+                (1.0 - bucket.tokens) / self.per_second,
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_then_the_rate_and_principals_apart() {
+        let limits = RateLimits::new(1, 3);
+        for _ in 0..3 {
+            assert!(limits.take("alice").is_ok());
+        }
+        let wait = limits.take("alice").expect_err("over the burst");
+        assert!(
+            wait > Duration::from_millis(500) && wait <= Duration::from_secs(1),
+            "{wait:?}"
+        );
+        assert!(
+            limits.take("bob").is_ok(),
+            "one principal's use is not another's"
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! The HTTP edge of capability: what an MCP server over Streamable HTTP needs in front of it to
+//! know who is calling, before anything is decided.
+//!
+//! - **An OAuth 2.1 resource server** ([`Credentials::Jwt`], the policy's `[auth]`): access
+//!   tokens are JWTs of one issuer (its metadata discovered per RFC 8414 / OpenID Connect, its
+//!   keys fetched once and again for a rotated key), signed with RS256, ES256 or EdDSA (`none`
+//!   and HMAC refused), for this resource's audience (RFC 8707), within `exp` and `nbf`. The
+//!   token's scopes give the role (`[auth.scope_roles]`, or a roles claim) and narrow the
+//!   role's scopes. The protected resource metadata (RFC 9728) is served at its well-known
+//!   paths, and a request without a valid token gets `401` with `WWW-Authenticate: Bearer
+//!   resource_metadata="..."`, so a client finds its authorization server by itself.
+//! - **The bearer-token table** ([`Credentials::Tokens`], the policy's `[bearer_tokens]`), the
+//!   simple mode.
+//! - **Edge hygiene** ([`Edge`]): Origin checked, no session before authentication, sessions
+//!   bound to their principal and capped, bodies bounded, a rate limit per principal, and no
+//!   token passed on.
+//!
+//! Who should depend on it: a program that serves a
+//! [`GovernedServer`](capability_mcp::rmcp::GovernedServer) over HTTP (the `capability proxy
+//! --listen`, your own rmcp server). Not the decision, which never sees a token, and not a
+//! program over stdio.
+//!
+//! ```no_run
+//! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use capability::Policy;
+//! use capability_http::{Credentials, Edge, EdgeConfig, EdgeRoles};
+//!
+//! let policy = Arc::new(Policy::from_toml_file("policy.toml")?);
+//! let credentials = Credentials::from_policy(&policy).await?; // [auth] or [bearer_tokens]
+//! // Your GovernedServer gets `EdgeRoles` as its resolver; rmcp's service goes behind the edge:
+//! // let edge = Edge::new(streamable_http_service, EdgeConfig::new(credentials, policy.http().clone())
+//! //     .recording(dispatch, governed.server(), policy.version())
+//! //     .tools(governed.listings().clone()));
+//! # let _ = (credentials, EdgeRoles);
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod auth;
+mod edge;
+mod resolver;
+
+pub use auth::{
+    AuthFailure, AuthSetupError, Authenticated, Credentials, JwtAuth, ProtectedResource,
+    metadata_path, metadata_url,
+};
+pub use edge::{Edge, EdgeConfig, EdgeResponse, VerifiedSession};
+pub use resolver::EdgeRoles;
