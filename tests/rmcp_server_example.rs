@@ -719,3 +719,137 @@ fn nobody_gets_401s(url: &str) {
         }
     }
 }
+
+/// The example behind the HTTP edge with OAuth access tokens of a real authorization server
+/// (`oidc-provider`): the token's scopes give the role and narrow its scopes; a call whose tool
+/// needs a scope the token lacks is answered `403 insufficient_scope` naming every scope it
+/// needs, and never reaches the tool; with the scope, it runs; each call is recorded with the
+/// principal.
+#[tokio::test(flavor = "multi_thread")]
+async fn oauth_tokens_give_the_role_and_a_missing_scope_is_a_403() {
+    use support::auth::AuthServer;
+    let Some(servers) =
+        support::require_servers("oauth_tokens_give_the_role_and_a_missing_scope_is_a_403")
+    else {
+        return;
+    };
+    let scratch = Scratch::new("oauth");
+    let auth = AuthServer::start(
+        &servers,
+        &scratch.dir,
+        &json!({"port": 0, "clients": [
+            {"client_id": "ops", "client_secret": "ops-secret", "scope": "mcp:admin k8s:read k8s:write", "alg": "EdDSA"},
+        ]}),
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let policy = scratch.dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "{}\n[auth]\nissuer = \"{}\"\naudience = \"{url}\"\n[auth.scope_roles]\n\"mcp:admin\" = \"operator\"\n",
+            include_str!("../examples/rmcp_server_policy.toml"),
+            auth.issuer
+        ),
+    )
+    .expect("policy");
+    let mut child = Command::new(example())
+        .args(["--http", &format!("127.0.0.1:{port}"), "--policy"])
+        .arg(&policy)
+        .args(scratch.args())
+        .env_remove("RMCP_SERVER_TOKENS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts the example");
+    let stderr = child.stderr.take().expect("piped");
+    let (ready, listening) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("[example] {line}");
+            if line.contains("listening on") {
+                let _ = ready.send(());
+            }
+        }
+    });
+    listening
+        .recv_timeout(READY_TIMEOUT)
+        .expect("the example listens");
+
+    // A token without `k8s:write`: the operator's role, but not its write scope.
+    let narrow = auth
+        .token("ops", "ops-secret", "mcp:admin k8s:read", Some(&url))
+        .expect("a token");
+    let client = rmcp_http(&url, Some(&narrow)).await;
+    let listed: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("lists")
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(
+        !listed.contains(&HIDDEN_TOOL.to_owned()),
+        "hidden without its scope: {listed:?}"
+    );
+    rmcp_call(&client, READ_ONLY_TOOL)
+        .await
+        .expect("the read runs");
+    let _ = client.cancel().await;
+    let answer = support::raw_post(
+        &url,
+        &[("Authorization", &format!("Bearer {narrow}"))],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": HIDDEN_TOOL, "arguments": {"name": "web-1"}}}),
+    );
+    assert_eq!(answer.status, 403, "{answer:?}");
+    let challenge = answer.header("www-authenticate").unwrap_or_default();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"")
+            && challenge.contains("scope=\"k8s:write\"")
+            && challenge.contains("resource_metadata=\""),
+        "{challenge}"
+    );
+    // With the scope: the restart runs.
+    let wide = auth
+        .token(
+            "ops",
+            "ops-secret",
+            "mcp:admin k8s:read k8s:write",
+            Some(&url),
+        )
+        .expect("a token");
+    let client = rmcp_http(&url, Some(&wide)).await;
+    rmcp_call(&client, HIDDEN_TOOL)
+        .await
+        .expect("runs with its scope");
+    let _ = client.cancel().await;
+    let _ = child.kill();
+    let _ = child.wait();
+
+    assert_eq!(
+        scratch.ran(),
+        [READ_ONLY_TOOL, HIDDEN_TOOL],
+        "the refused call never ran"
+    );
+    let records = lines(&scratch.audit());
+    let refused = records
+        .iter()
+        .find(|r| r["tool"] == HIDDEN_TOOL && r["verdict"] == "denied")
+        .expect("the 403 is on record");
+    assert_eq!(
+        refused["reasons"][0]["reason"], "missing_scopes",
+        "{refused}"
+    );
+    assert_eq!(refused["principal"]["sub"], "ops", "{refused}");
+    assert!(
+        records
+            .iter()
+            .filter(|r| r.get("checkpoint").is_none())
+            .all(|r| r["principal"]["iss"] == auth.issuer.as_str())
+    );
+}

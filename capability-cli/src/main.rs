@@ -137,6 +137,11 @@ struct ProxyArgs {
     /// command after `--`.
     #[arg(long, value_name = "URL")]
     upstream: Option<String>,
+    /// A file holding the bearer token the proxy presents to --upstream (its own credential;
+    /// a client's token never passes the proxy). Or give it in the environment,
+    /// CAPABILITY_UPSTREAM_TOKEN.
+    #[arg(long, value_name = "FILE", requires = "upstream")]
+    upstream_token_file: Option<PathBuf>,
     /// The server's name: the provider of its tools, which selects the policy's patterns and
     /// assertions and the lockfile's pins. The name the server gives itself is never used.
     #[arg(long)]
@@ -402,14 +407,46 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
     }
 }
 
+/// The proxy's token for --upstream: from the file, else from `CAPABILITY_UPSTREAM_TOKEN`.
+fn upstream_token(file: Option<&std::path::Path>) -> Result<Option<String>, Failure> {
+    let (text, from) = match file {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|e| {
+                Failure::input(format!("proxy: cannot read {}: {e}", path.display()))
+            })?,
+            path.display().to_string(),
+        ),
+        None => match std::env::var("CAPABILITY_UPSTREAM_TOKEN") {
+            Ok(token) => (token, "CAPABILITY_UPSTREAM_TOKEN".to_owned()),
+            Err(_) => return Ok(None),
+        },
+    };
+    let token = text.trim();
+    if token.is_empty() || token.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(Failure::input(format!(
+            "proxy: {from} holds no token (one line, no spaces or control characters)"
+        )));
+    }
+    Ok(Some(token.to_owned()))
+}
+
 /// `capability proxy`: everything is read and checked before the server is spawned.
 fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
     use capability_cli::proxy::{Options, RunError};
+    let upstream_token = upstream_token(args.upstream_token_file.as_deref())?;
+    if upstream_token.is_some() && args.upstream.is_none() {
+        return Err(Failure::input(
+            "proxy: CAPABILITY_UPSTREAM_TOKEN is for --upstream <url>; a server spawned over \
+             stdio takes no token"
+                .to_owned(),
+        ));
+    }
     let options = Options {
         policy: args.policy,
         role: args.role,
         listen: args.listen,
         upstream: args.upstream,
+        upstream_token,
         server: args.server,
         trusted: args.trust == TrustArg::Trusted,
         lock: args.lock,

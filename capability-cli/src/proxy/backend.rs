@@ -146,11 +146,20 @@ pub(super) async fn connect(
                 }
             }
         }
-        Source::Url(url) => {
+        Source::Url(url, token) => {
             // reqwest's rustls finds its crypto provider here (ring): installed once, before
             // the first client is built; a provider already installed is kept.
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+            let mut config =
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                    url.as_str(),
+                );
+            // The proxy's own credential for the server, configured on its own; what a client
+            // presented stays at the edge.
+            if let Some(token) = token {
+                config = config.auth_header(token.0.clone());
+            }
+            let transport = StreamableHttpClientTransport::from_config(config);
             let connecting = async {
                 let connection = upstream
                     .serve_with_lifecycle(transport, lifecycle())

@@ -8,11 +8,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ::rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams,
-    CompleteResult, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestMethod, ReadResourceRequestParams,
-    ReadResourceResponse, Reference, ServerCapabilities, ServerConfig, SubscribeRequestMethod,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod,
+    CompleteRequestParams, CompleteResult, GetPromptRequestMethod, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestMethod, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Reference, ResultType, ServerCapabilities, ServerConfig, SubscribeRequestMethod,
     SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 use ::rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
@@ -301,6 +302,7 @@ impl ServerHandler for Forward {
         }
         self.forwarded(&context, self.upstream.complete(request))
             .await
+            .map(Completed::completed)
     }
 
     async fn list_resources(
@@ -313,6 +315,7 @@ impl ServerHandler for Forward {
         }
         self.forwarded(&context, self.upstream.list_resources(request))
             .await
+            .map(Completed::completed)
     }
 
     async fn list_resource_templates(
@@ -325,6 +328,7 @@ impl ServerHandler for Forward {
         }
         self.forwarded(&context, self.upstream.list_resource_templates(request))
             .await
+            .map(Completed::completed)
     }
 
     async fn read_resource(
@@ -337,6 +341,7 @@ impl ServerHandler for Forward {
         }
         self.forwarded(&context, self.upstream.read_resource_once(request))
             .await
+            .map(Completed::completed)
     }
 
     async fn list_prompts(
@@ -349,6 +354,7 @@ impl ServerHandler for Forward {
         }
         self.forwarded(&context, self.upstream.list_prompts(request))
             .await
+            .map(Completed::completed)
     }
 
     async fn get_prompt(
@@ -361,6 +367,7 @@ impl ServerHandler for Forward {
         }
         self.forwarded(&context, self.upstream.get_prompt_once(request))
             .await
+            .map(Completed::completed)
     }
 
     async fn call_tool(
@@ -370,6 +377,7 @@ impl ServerHandler for Forward {
     ) -> Result<CallToolResponse, ErrorData> {
         self.forwarded(&context, self.upstream.call_tool_once(request))
             .await
+            .map(Completed::completed)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -402,5 +410,62 @@ impl ServerHandler for Forward {
         context.cancelled().await;
         clients.lock().listening.retain(|(k, _)| *k != key);
         Ok(())
+    }
+}
+
+/// A forwarded result, marked `resultType: "complete"` when the server (of 2025-11-25) did not
+/// say: a client of 2026-07-28 must find it in every result, and rmcp takes it out again for a
+/// client of the older revision.
+trait Completed {
+    fn completed(self) -> Self;
+}
+
+macro_rules! completed {
+    ($($result:ty),* $(,)?) => {$(
+        impl Completed for $result {
+            fn completed(mut self) -> Self {
+                self.result_type.get_or_insert(ResultType::COMPLETE);
+                self
+            }
+        }
+    )*};
+}
+
+completed!(
+    CallToolResult,
+    GetPromptResult,
+    ReadResourceResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListPromptsResult,
+    CompleteResult,
+);
+
+impl Completed for CallToolResponse {
+    fn completed(self) -> Self {
+        match self {
+            CallToolResponse::Complete(result) => CallToolResponse::Complete(result.completed()),
+            other => other,
+        }
+    }
+}
+
+impl Completed for GetPromptResponse {
+    fn completed(self) -> Self {
+        match self {
+            GetPromptResponse::Complete(result) => GetPromptResponse::Complete(result.completed()),
+            other => other,
+        }
+    }
+}
+
+impl Completed for ReadResourceResponse {
+    fn completed(self) -> Self {
+        match self {
+            ReadResourceResponse::Complete(result) => {
+                ReadResourceResponse::Complete(result.completed())
+            }
+            other => other,
+        }
     }
 }

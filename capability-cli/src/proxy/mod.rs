@@ -53,6 +53,9 @@ pub struct Options {
     pub listen: Option<SocketAddr>,
     /// The server's Streamable HTTP endpoint, instead of a command.
     pub upstream: Option<String>,
+    /// The bearer token the proxy presents to `upstream`: its own credential for the server,
+    /// never a client's (a client's token does not pass the proxy).
+    pub upstream_token: Option<String>,
     /// The server's name: the provider its tools are known by in the policy and the lockfile.
     pub server: String,
     /// Whether the server's annotations are believed.
@@ -80,6 +83,15 @@ enum Front {
     Http { listener: TcpListener },
 }
 
+/// The proxy's token for an upstream server; its `Debug` does not show it.
+pub(crate) struct UpstreamToken(pub(crate) String);
+
+impl fmt::Debug for UpstreamToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("UpstreamToken(..)")
+    }
+}
+
 /// The server's side.
 #[derive(Debug)]
 enum Source {
@@ -88,8 +100,8 @@ enum Source {
         program: OsString,
         args: Vec<OsString>,
     },
-    /// A Streamable HTTP endpoint.
-    Url(String),
+    /// A Streamable HTTP endpoint, and the proxy's own token for it.
+    Url(String, Option<UpstreamToken>),
 }
 
 /// A proxy ready to run: its files read and checked, its socket bound, its audit trail open.
@@ -152,7 +164,10 @@ impl Options {
                 program: program.clone(),
                 args: args.to_vec(),
             },
-            (None, Some(url)) => Source::Url(backend::check_url(&url).map_err(fail)?),
+            (None, Some(url)) => Source::Url(
+                backend::check_url(&url).map_err(fail)?,
+                self.upstream_token.map(UpstreamToken),
+            ),
         };
         let policy = Policy::from_toml_file(&self.policy).map_err(|e| fail(e.to_string()))?;
         let front = match (self.listen, self.role) {

@@ -266,18 +266,42 @@ impl Listening {
         extra: &[&str],
         server: &support::McpServer,
     ) -> Listening {
+        Listening::start_at(dir, trail, name, extra, server, "127.0.0.1:0").await
+    }
+
+    /// Listening on `address` (`127.0.0.1:0` picks a free port).
+    pub async fn start_at(
+        dir: &Path,
+        trail: &Path,
+        name: &str,
+        extra: &[&str],
+        server: &support::McpServer,
+        address: &str,
+    ) -> Listening {
         let mut command = tokio::process::Command::new(BIN);
         command
             .arg("proxy")
             .arg("--policy")
             .arg(dir.join("policy.toml"))
-            .args(["--server", name, "--listen", "127.0.0.1:0", "--audit"])
+            .args(["--server", name, "--listen", address, "--audit"])
             .arg(trail)
             .args(extra)
             .arg("--")
             .arg(&server.program)
             .args(&server.args)
-            .envs(server.env.iter().map(|(k, v)| (k, v)))
+            .envs(server.env.iter().map(|(k, v)| (k, v)));
+        Listening::spawn(command).await
+    }
+
+    /// `capability` with `args` (a `proxy --listen ...` command line, without the program).
+    pub async fn start_args(args: &[String]) -> Listening {
+        let mut command = tokio::process::Command::new(BIN);
+        command.args(args);
+        Listening::spawn(command).await
+    }
+
+    async fn spawn(mut command: tokio::process::Command) -> Listening {
+        command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -12,6 +12,7 @@
 // Each test binary uses only part of this module.
 #![allow(dead_code)]
 
+pub mod auth;
 pub mod fake;
 
 use std::fs::{self, File, OpenOptions};
@@ -346,6 +347,9 @@ fn install() -> Result<Servers, String> {
     // Copied on every install check, not stamped: the script is not part of what npm installs.
     write(&dir.join(TS_CLIENT), &read(&source.join(TS_CLIENT))?)?;
     write(&dir.join(DRIFT_SERVER), &read(&source.join(DRIFT_SERVER))?)?;
+    for script in [auth::AUTH_SERVER, auth::TS_OAUTH_CLIENT] {
+        write(&dir.join(script), &read(&source.join(script))?)?;
+    }
     let servers = Servers { node_modules };
     for package in [FILESYSTEM, MEMORY, EVERYTHING, SDK] {
         let entry = PathBuf::from(servers.entry(package));

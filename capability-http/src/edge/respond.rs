@@ -60,16 +60,19 @@ pub(super) fn oauth_error(
 pub(super) fn unauthenticated(failure: &AuthFailure, metadata: Option<&str>) -> EdgeResponse {
     let description = failure.to_string();
     let mut params: Vec<(&str, &str)> = Vec::new();
+    // A token that gives several roles is valid and has scopes enough: the policy must say
+    // which role it is, so no error code asks the client for another token.
     let (status, error) = match failure {
         AuthFailure::Missing => (StatusCode::UNAUTHORIZED, None),
         AuthFailure::Invalid(_) => (StatusCode::UNAUTHORIZED, Some("invalid_token")),
-        AuthFailure::NoRole { .. } | AuthFailure::SeveralRoles { .. } => {
-            (StatusCode::FORBIDDEN, Some("insufficient_scope"))
-        }
+        AuthFailure::NoRole { .. } => (StatusCode::FORBIDDEN, Some("insufficient_scope")),
+        AuthFailure::SeveralRoles { .. } => (StatusCode::FORBIDDEN, None),
     };
     let scope;
     if let Some(error) = error {
         params.push(("error", error));
+    }
+    if !matches!(failure, AuthFailure::Missing) {
         params.push(("error_description", &description));
     }
     if let AuthFailure::NoRole { scopes, .. } = failure {

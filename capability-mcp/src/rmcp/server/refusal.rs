@@ -68,7 +68,10 @@ pub(super) struct Refusal<'a> {
 
 impl Refusal<'_> {
     pub(super) fn into_error(self) -> ErrorData {
-        let texts: Vec<String> = self.reasons.iter().map(ToString::to_string).collect();
+        let mut texts: Vec<String> = self.reasons.iter().map(ToString::to_string).collect();
+        // A refusal of the dispatcher's own (a degraded session, a trail that cannot be
+        // written) says so in the message too, not only in `data`.
+        texts.extend(self.dispatch.iter().cloned());
         let message = format!("{}: {}", self.asked.message(), texts.join("; "));
         let mut data = Map::new();
         if let Asked::Completion(reference) = self.asked {

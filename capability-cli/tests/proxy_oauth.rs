@@ -1,0 +1,785 @@
+//! `capability proxy --listen` as an OAuth 2.1 resource server, against a real authorization
+//! server (`oidc-provider`, `tests/mcp-servers/auth-server.mjs`) and the official SDKs' OAuth
+//! clients (TypeScript and Python), which find the authorization server from the proxy's `401`
+//! by themselves. The MCP server behind is `server-everything`.
+//!
+//! Tried as an attacker would: no token, an expired one, one for another audience, from another
+//! issuer, signed with `alg: none`, re-signed with HMAC, a tampered signature, an opaque token;
+//! a rotated signing key; a token that gives several roles; 5,000 tokenless `initialize`s; one
+//! principal's denials against another's budget; a made-up session id and another principal's.
+
+#![cfg(unix)]
+
+mod proxy_common;
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use proxy_common::{Listening, calls, records, scratch};
+use support::auth::{AuthServer, python_oauth_client};
+use support::{Raw, Servers, raw_post, raw_request};
+
+const VIEWER: (&str, &str) = ("viewer-client", "viewer-secret");
+const VIEWER2: (&str, &str) = ("viewer2-client", "viewer2-secret");
+const OPERATOR: (&str, &str) = ("operator-client", "operator-secret");
+const SHORT: (&str, &str) = ("short-client", "short-secret");
+
+/// The clients of the authorization server: two viewers (ES256, EdDSA), an operator (RS256,
+/// both scopes), and a viewer whose tokens live one second.
+fn clients() -> Value {
+    json!([
+        {"client_id": VIEWER.0, "client_secret": VIEWER.1, "scope": "mcp:read", "alg": "ES256"},
+        {"client_id": VIEWER2.0, "client_secret": VIEWER2.1, "scope": "mcp:read", "alg": "EdDSA"},
+        {"client_id": OPERATOR.0, "client_secret": OPERATOR.1, "scope": "mcp:read mcp:admin", "alg": "RS256"},
+        {"client_id": SHORT.0, "client_secret": SHORT.1, "scope": "mcp:read", "alg": "ES256", "ttl": 1},
+    ])
+}
+
+/// A free port on the loopback address, for a proxy whose audience must be known before it
+/// starts.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The policy: `viewer` reads, `operator` may do anything, roles from the token's scopes.
+fn policy(issuer: &str, audience: &str, auth_extra: &str, http: &str) -> String {
+    format!(
+        r#"
+[roles.viewer]
+ceiling = "read-only"
+allow = ["everything/*"]
+
+[roles.operator]
+ceiling = "unrestricted"
+allow = ["everything/*"]
+
+[auth]
+issuer = "{issuer}"
+audience = "{audience}"
+leeway_secs = 0
+jwks_refresh_secs = 1
+{auth_extra}
+
+[auth.scope_roles]
+"mcp:read" = "viewer"
+"mcp:admin" = "operator"
+
+[http]
+{http}
+"#
+    )
+}
+
+/// An authorization server, and the proxy in front of server-everything with its policy.
+struct Setup {
+    auth: AuthServer,
+    proxy: Listening,
+    url: String,
+    trail: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    servers: Servers,
+}
+
+async fn setup(name: &str, auth_extra: &str, http: &str, proxy_extra: &[&str]) -> Option<Setup> {
+    let servers = support::require_servers(name)?;
+    let dir = scratch(name, "");
+    let auth = AuthServer::start(&servers, &dir, &json!({"port": 0, "clients": clients()}));
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    std::fs::write(
+        dir.join("policy.toml"),
+        policy(&auth.issuer, &url, auth_extra, http),
+    )
+    .expect("policy");
+    let trail = dir.join("trail.jsonl");
+    let mut extra = vec!["--trust", "trusted"];
+    extra.extend_from_slice(proxy_extra);
+    let proxy = Listening::start_at(
+        &dir,
+        &trail,
+        "everything",
+        &extra,
+        &servers.everything(),
+        &format!("127.0.0.1:{port}"),
+    )
+    .await;
+    assert_eq!(proxy.url, url);
+    Some(Setup {
+        auth,
+        proxy,
+        url,
+        trail,
+        dir,
+        servers,
+    })
+}
+
+impl Setup {
+    fn token(&self, (id, secret): (&str, &str), scope: &str) -> String {
+        self.auth
+            .token(id, secret, scope, Some(&self.url))
+            .expect("a token")
+    }
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+fn call(tool: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+           "params": {"name": tool, "arguments": {"message": "hi"}}})
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+}
+
+fn post_as(url: &str, token: Option<&str>, body: &Value) -> Raw {
+    let auth = token.map(bearer);
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+    raw_post(url, &headers, body)
+}
+
+/// The JSON lines an SDK client printed.
+fn lines(output: &std::process::Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+fn ops((id, secret): (&str, &str), scope: &str, issuer: &str, tools: &[&str]) -> Value {
+    let mut list = vec![json!({"op": "list"})];
+    list.extend(
+        tools
+            .iter()
+            .map(|t| json!({"op": "call", "name": t, "arguments": {"message": "hi"}})),
+    );
+    json!({"client_id": id, "client_secret": secret, "scope": scope, "issuer": issuer, "ops": list})
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_sdk_clients_find_the_authorization_server_and_act_as_their_role() {
+    let Some(s) = setup(
+        "oauth-sdk",
+        "role_precedence = [\"operator\", \"viewer\"]",
+        "",
+        &[],
+    )
+    .await
+    else {
+        return;
+    };
+    let tools = ["echo", "toggle-simulated-logging"];
+    // The TypeScript SDK as the viewer: the read runs, the write is refused by the ceiling.
+    let ts = s
+        .servers
+        .ts_oauth_client(
+            &s.dir,
+            &s.url,
+            &ops(VIEWER, "mcp:read", &s.auth.issuer, &tools),
+        )
+        .output()
+        .expect("runs node");
+    let ts = lines(&ts);
+    let listed: Vec<&str> = ts[0]["tools"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        listed.contains(&"echo") && !listed.contains(&"toggle-simulated-logging"),
+        "{ts:?}"
+    );
+    assert!(ts[1]["result"].to_string().contains("hi"), "{}", ts[1]);
+    assert_eq!(ts[2]["error"]["code"], -32602, "{}", ts[2]);
+    // The Python SDK as the operator: both run.
+    let py = python_oauth_client(
+        &s.dir,
+        &s.url,
+        &ops(OPERATOR, "mcp:read mcp:admin", &s.auth.issuer, &tools),
+    );
+    let py = match py {
+        Ok(mut command) => command.output().expect("runs python"),
+        Err(why) if std::env::var(support::REQUIRE_ENV).as_deref() != Ok("1") => {
+            println!("SKIPPED: the Python SDK client: {why}");
+            return;
+        }
+        Err(why) => panic!("the Python SDK client: {why}"),
+    };
+    let py = lines(&py);
+    assert!(py.iter().all(|l| l.get("error").is_none()), "{py:?}");
+    assert!(
+        py[0]["tools"]
+            .to_string()
+            .contains("toggle-simulated-logging"),
+        "{py:?}"
+    );
+    s.proxy.stop().await;
+
+    // Every call is on record with who made it.
+    let who: Vec<(String, String, String, String)> = calls(&s.trail)
+        .iter()
+        .map(|r| {
+            let t = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                t(&r["principal"]["sub"]),
+                t(&r["principal"]["iss"]),
+                t(&r["role"]),
+                t(&r["verdict"]),
+            )
+        })
+        .collect();
+    let issuer = s.auth.issuer.clone();
+    let row = |sub: &str, role: &str, verdict: &str| {
+        (
+            sub.to_owned(),
+            issuer.clone(),
+            role.to_owned(),
+            verdict.to_owned(),
+        )
+    };
+    assert_eq!(
+        who,
+        [
+            row(VIEWER.0, "viewer", "allowed"),
+            row(VIEWER.0, "viewer", "denied"),
+            row(OPERATOR.0, "operator", "allowed"),
+            row(OPERATOR.0, "operator", "allowed"),
+        ]
+    );
+    assert!(
+        records(&s.trail)
+            .iter()
+            .all(|r| r["session"].as_str().is_some_and(|s| s.contains(&issuer))),
+        "each session is its principal's"
+    );
+}
+
+/// A JWT with `header` over the payload of `token`, and `signature`.
+fn forged(token: &str, header: &Value, signature: &str) -> String {
+    use std::fmt::Write as _;
+    let payload = token.split('.').nth(1).expect("a JWT");
+    let mut encoded = String::new();
+    // base64url without padding.
+    let bytes = header.to_string().into_bytes();
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
+        for i in 0..=chunk.len() {
+            let _ = write!(
+                encoded,
+                "{}",
+                char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize])
+            );
+        }
+    }
+    format!("{encoded}.{payload}.{signature}")
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn tokens_that_are_not_valid_get_401_and_each_call_is_on_record() {
+    let Some(s) = setup("oauth-bad-tokens", "", "", &[]).await else {
+        return;
+    };
+    // The challenge points at the metadata, and the metadata at the authorization server.
+    let answer = post_as(&s.url, None, &call("echo"));
+    assert_eq!(answer.status, 401, "{answer:?}");
+    let port = s
+        .url
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/mcp");
+    let metadata = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
+    assert_eq!(
+        answer.header("www-authenticate"),
+        Some(format!("Bearer resource_metadata=\"{metadata}\"").as_str())
+    );
+    let document = raw_request("GET", &metadata, &[], "");
+    let document: Value = serde_json::from_str(&document.body).expect("JSON");
+    assert_eq!(document["resource"], s.url.as_str());
+    assert_eq!(document["authorization_servers"], json!([s.auth.issuer]));
+
+    let good = s.token(VIEWER, "mcp:read");
+    let (head, _) = good.rsplit_once('.').expect("a JWT");
+    let last = good.chars().last().expect("a character");
+    let tampered = format!("{head}.{}", {
+        let signature = good.rsplit('.').next().expect("a signature");
+        let flipped = if last == 'A' { 'B' } else { 'A' };
+        format!("{}{flipped}", &signature[..signature.len() - 1])
+    });
+    let none = forged(&good, &json!({"alg": "none", "typ": "at+jwt"}), "");
+    let hmac = forged(
+        &good,
+        &json!({"alg": "HS256", "typ": "at+jwt"}),
+        "c2lnbmF0dXJl",
+    );
+    let elsewhere = s
+        .auth
+        .token(
+            VIEWER.0,
+            VIEWER.1,
+            "mcp:read",
+            Some("http://127.0.0.1:1/elsewhere"),
+        )
+        .expect("a token for another resource");
+    let opaque = s
+        .auth
+        .token(VIEWER.0, VIEWER.1, "mcp:read", None)
+        .expect("an opaque token");
+    let other = AuthServer::start(
+        &s.servers,
+        &s.dir,
+        &json!({"port": 0, "clients": clients()}),
+    );
+    let foreign = other
+        .token(VIEWER.0, VIEWER.1, "mcp:read", Some(&s.url))
+        .expect("a token of another issuer");
+    let short = s.token(SHORT, "mcp:read");
+    std::thread::sleep(Duration::from_millis(2_200));
+
+    for (what, token, says) in [
+        ("expired", short.as_str(), "expired"),
+        ("another audience", elsewhere.as_str(), "another audience"),
+        ("another issuer", foreign.as_str(), "does not publish"),
+        ("alg none", none.as_str(), "not a signed JWT"),
+        ("HMAC", hmac.as_str(), "not among the algorithms"),
+        ("tampered", tampered.as_str(), "signature does not verify"),
+        ("opaque", opaque.as_str(), "not a signed JWT"),
+    ] {
+        let answer = post_as(&s.url, Some(token), &call("echo"));
+        assert_eq!(answer.status, 401, "{what}: {answer:?}");
+        let challenge = answer.header("www-authenticate").unwrap_or_default();
+        assert!(
+            challenge.contains("error=\"invalid_token\"") && challenge.contains(says),
+            "{what}: {challenge}"
+        );
+    }
+    // The good token passes the edge.
+    let answer = post_as(&s.url, Some(&good), &initialize());
+    assert_eq!(answer.status, 200, "{answer:?}");
+    s.proxy.stop().await;
+    other.stop();
+
+    let refused: Vec<(String, String)> = calls(&s.trail)
+        .iter()
+        .map(|r| {
+            (
+                r["reasons"][0]["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                r["role"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refused,
+        vec![("unauthenticated".to_owned(), "(none)".to_owned()); 8],
+        "the tokenless call and the seven bad tokens"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_rotated_signing_key_is_picked_up_and_the_retired_one_refused() {
+    let Some(s) = setup("oauth-rotation", "", "", &[]).await else {
+        return;
+    };
+    let port = s.auth.port;
+    let first = s.token(VIEWER, "mcp:read");
+    assert_eq!(post_as(&s.url, Some(&first), &initialize()).status, 200);
+    let Setup {
+        auth,
+        proxy,
+        url,
+        dir,
+        servers,
+        ..
+    } = s;
+    auth.stop();
+    // The same issuer again, with new keys (new `kid`s).
+    let rotated = AuthServer::start(
+        &servers,
+        &dir,
+        &json!({"port": port, "clients": clients(), "keys": dir.join("rotated-keys.json")}),
+    );
+    let second = rotated
+        .token(VIEWER.0, VIEWER.1, "mcp:read", Some(&url))
+        .expect("a token of the new key");
+    // Past the refresh interval (1 s), an unknown `kid` makes the proxy fetch the keys again.
+    std::thread::sleep(Duration::from_millis(1_200));
+    assert_eq!(post_as(&url, Some(&second), &initialize()).status, 200);
+    // The retired key is gone from the issuer's keys: a token of it is refused now.
+    std::thread::sleep(Duration::from_millis(1_200));
+    let answer = post_as(&url, Some(&first), &call("echo"));
+    assert_eq!(answer.status, 401, "{answer:?}");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_token_of_several_roles_is_refused_unless_the_policy_says_which() {
+    let Some(s) = setup("oauth-several-roles", "", "", &[]).await else {
+        return;
+    };
+    let both = s.token(OPERATOR, "mcp:read mcp:admin");
+    let answer = post_as(&s.url, Some(&both), &call("echo"));
+    assert_eq!(answer.status, 403, "{answer:?}");
+    let challenge = answer.header("www-authenticate").unwrap_or_default();
+    assert!(
+        challenge.contains("several roles (operator, viewer)") && !challenge.contains("error="),
+        "{challenge}"
+    );
+    // A token of one role passes.
+    let read = s.token(OPERATOR, "mcp:read");
+    assert_eq!(post_as(&s.url, Some(&read), &initialize()).status, 200);
+    s.proxy.stop().await;
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn tokenless_initializes_make_no_session_and_sessions_are_capped() {
+    let Some(s) = setup(
+        "oauth-flood",
+        "",
+        "max_sessions_per_principal = 2\nrate_burst = 1000000\nrate_per_second = 1000000",
+        &[],
+    )
+    .await
+    else {
+        return;
+    };
+    let pid = s.proxy.child.id().expect("running");
+    let before = rss_kib(pid);
+    for i in 0..5_000 {
+        let answer = post_as(&s.url, None, &initialize());
+        assert_eq!(answer.status, 401, "request {i}: {answer:?}");
+        assert!(answer.header("mcp-session-id").is_none());
+    }
+    let after = rss_kib(pid);
+    assert!(
+        after < before + 20 * 1024,
+        "RSS grew from {before} KiB to {after} KiB for 5,000 refused requests"
+    );
+    // With a token: two sessions, then no third.
+    let token = s.token(VIEWER, "mcp:read");
+    for _ in 0..2 {
+        let answer = post_as(&s.url, Some(&token), &initialize());
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert!(answer.header("mcp-session-id").is_some());
+    }
+    let third = post_as(&s.url, Some(&token), &initialize());
+    assert_eq!(third.status, 429, "{third:?}");
+    assert!(third.header("retry-after").is_some());
+    assert!(
+        third.body.contains("max_sessions_per_principal"),
+        "{}",
+        third.body
+    );
+    // Another principal has its own.
+    let other = s.token(VIEWER2, "mcp:read");
+    assert_eq!(post_as(&s.url, Some(&other), &initialize()).status, 200);
+    s.proxy.stop().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_session_id_counts_only_for_the_principal_it_was_issued_to() {
+    let Some(s) = setup("oauth-sessions", "", "", &[]).await else {
+        return;
+    };
+    let alice = s.token(VIEWER, "mcp:read");
+    let bob = s.token(VIEWER2, "mcp:read");
+    let answer = post_as(&s.url, Some(&alice), &initialize());
+    let session = answer
+        .header("mcp-session-id")
+        .expect("a session")
+        .to_owned();
+    let with = |token: &str, id: &str| {
+        let auth = bearer(token);
+        raw_post(
+            &s.url,
+            &[
+                ("Authorization", auth.as_str()),
+                ("Mcp-Session-Id", id),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+            &call("echo"),
+        )
+    };
+    let stolen = with(&bob, &session);
+    assert_eq!(stolen.status, 403, "{stolen:?}");
+    assert!(
+        stolen.body.contains("issued to another caller"),
+        "{}",
+        stolen.body
+    );
+    let made_up = with(&alice, "made-up-session");
+    assert_eq!(made_up.status, 404, "{made_up:?}");
+    s.proxy.stop().await;
+    assert!(
+        records(&s.trail).iter().all(|r| !r["session"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("made-up")),
+        "a session id the edge did not issue is never recorded"
+    );
+}
+
+/// An rmcp client of protocol 2026-07-28 (no session: every request stands alone) with a
+/// bearer token.
+async fn modern_client(
+    url: &str,
+    token: &str,
+) -> rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig> {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+    rmcp::model::ClientConfig::default()
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_config(config),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("connects")
+}
+
+async fn call_tool(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>,
+    tool: &str,
+) -> Result<(), rmcp::ErrorData> {
+    let mut request = rmcp::model::CallToolRequestParams::new(tool.to_owned());
+    request.arguments = json!({"message": "hi"}).as_object().cloned();
+    match client.peer().call_tool(request).await {
+        Ok(_) => Ok(()),
+        Err(rmcp::ServiceError::McpError(error)) => Err(error),
+        Err(other) => panic!("{other}"),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn one_principal_degrading_leaves_another_of_its_role_alone() {
+    let Some(s) = setup("oauth-budgets", "", "", &["--max-denials", "1"]).await else {
+        return;
+    };
+    let alice = s.token(VIEWER, "mcp:read");
+    let bob = s.token(VIEWER2, "mcp:read");
+    // Alice's second denial degrades her; a new connection of hers is still degraded (her
+    // budget is the principal's, with no session to start afresh).
+    let first = modern_client(&s.url, &alice).await;
+    for _ in 0..2 {
+        call_tool(&first, "toggle-simulated-logging")
+            .await
+            .expect_err("denied");
+    }
+    let _ = first.cancel().await;
+    let again = modern_client(&s.url, &alice).await;
+    let degraded = call_tool(&again, "echo").await.expect_err("degraded");
+    assert!(degraded.message.contains("degrade"), "{degraded:?}");
+    let _ = again.cancel().await;
+    // Bob, of the same role, is not.
+    let other = modern_client(&s.url, &bob).await;
+    call_tool(&other, "echo").await.expect("bob's read runs");
+    let _ = other.cancel().await;
+    s.proxy.stop().await;
+    let verdicts: Vec<(String, String)> = calls(&s.trail)
+        .iter()
+        .map(|r| {
+            (
+                r["principal"]["sub"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                r["verdict"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let row = |who: &str, v: &str| (who.to_owned(), v.to_owned());
+    assert_eq!(
+        verdicts,
+        [
+            row(VIEWER.0, "denied"),
+            row(VIEWER.0, "degraded"),
+            row(VIEWER.0, "degraded"),
+            row(VIEWER2.0, "allowed"),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn origin_body_and_rate_limits_answer_before_anything_runs() {
+    let Some(s) = setup(
+        "oauth-limits",
+        "",
+        "allowed_origins = [\"http://localhost:3000\"]\nmax_body_bytes = 2048\nrate_burst = 3\nrate_per_second = 1",
+        &[],
+    )
+    .await
+    else {
+        return;
+    };
+    let evil = raw_post(&s.url, &[("Origin", "http://evil.example")], &initialize());
+    assert_eq!(evil.status, 403, "{evil:?}");
+    let friend = raw_post(
+        &s.url,
+        &[("Origin", "http://localhost:3000")],
+        &initialize(),
+    );
+    assert_eq!(
+        friend.status, 401,
+        "an allowed Origin goes on to authentication: {friend:?}"
+    );
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "echo", "arguments": {"message": "x".repeat(4096)}}});
+    assert_eq!(post_as(&s.url, None, &big).status, 413);
+    let token = s.token(VIEWER, "mcp:read");
+    let statuses: Vec<u16> = (0..4)
+        .map(|_| post_as(&s.url, Some(&token), &call("echo")).status)
+        .collect();
+    assert_eq!(statuses[3], 429, "{statuses:?}");
+    assert!(statuses[..3].iter().all(|s| *s != 429), "{statuses:?}");
+    let limited = post_as(&s.url, Some(&token), &call("echo"));
+    assert!(
+        limited
+            .header("retry-after")
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n >= 1),
+        "{limited:?}"
+    );
+    s.proxy.stop().await;
+    let limits = calls(&s.trail)
+        .iter()
+        .filter(|r| r["reasons"][0]["reason"] == "limited")
+        .count();
+    assert_eq!(limits, 2, "the calls over the rate are on record");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_clients_token_never_reaches_the_upstream_server() {
+    let Some(servers) =
+        support::require_servers("a_clients_token_never_reaches_the_upstream_server")
+    else {
+        return;
+    };
+    // The upstream: another proxy, over HTTP, that knows one token only: the front proxy's own.
+    let dir = scratch("oauth-upstream", "");
+    let upstream_dir = dir.join("upstream");
+    std::fs::create_dir_all(&upstream_dir).expect("dir");
+    let secret = "upstream-secret-of-the-front-proxy";
+    let hash = capability_rules::sha256_hex(secret.as_bytes());
+    std::fs::write(
+        upstream_dir.join("policy.toml"),
+        format!(
+            "[roles.operator]\nceiling = \"unrestricted\"\nallow = [\"everything/*\"]\n\n\
+             [bearer_tokens]\n\"sha256:{hash}\" = \"operator\"\n"
+        ),
+    )
+    .expect("policy");
+    let upstream_trail = upstream_dir.join("trail.jsonl");
+    let upstream = Listening::start_as(
+        &upstream_dir,
+        &upstream_trail,
+        "everything",
+        &["--trust", "trusted"],
+        &servers.everything(),
+    )
+    .await;
+
+    let auth = AuthServer::start(&servers, &dir, &json!({"port": 0, "clients": clients()}));
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    std::fs::write(dir.join("policy.toml"), policy(&auth.issuer, &url, "", "")).expect("policy");
+    let token_file = dir.join("upstream.token");
+    std::fs::write(&token_file, format!("{secret}\n")).expect("token file");
+    let trail = dir.join("trail.jsonl");
+    let arg = |p: &std::path::Path| p.display().to_string();
+    let front = Listening::start_args(&[
+        "proxy".into(),
+        "--policy".into(),
+        arg(&dir.join("policy.toml")),
+        "--server".into(),
+        "everything".into(),
+        "--trust".into(),
+        "trusted".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--audit".into(),
+        arg(&trail),
+        "--upstream".into(),
+        upstream.url.clone(),
+        "--upstream-token-file".into(),
+        arg(&token_file),
+    ])
+    .await;
+    let jwt = auth
+        .token(VIEWER.0, VIEWER.1, "mcp:read", Some(&url))
+        .expect("a token");
+    let client = modern_client(&url, &jwt).await;
+    call_tool(&client, "echo")
+        .await
+        .expect("echo runs through both proxies");
+    let _ = client.cancel().await;
+    front.stop().await;
+    upstream.stop().await;
+
+    // The upstream saw the front proxy's credential, never the client's token.
+    let seen = std::fs::read_to_string(&upstream_trail).expect("the upstream's trail");
+    assert!(
+        !seen.contains(&jwt),
+        "the client's token reached the upstream"
+    );
+    let echo = calls(&upstream_trail)
+        .into_iter()
+        .find(|r| r["tool"] == "echo")
+        .expect("the upstream ran echo");
+    assert_eq!(echo["principal"]["sub"], format!("token:{}", &hash[..12]));
+    // The front recorded the client.
+    let front_echo = calls(&trail)
+        .into_iter()
+        .find(|r| r["tool"] == "echo")
+        .expect("the front recorded echo");
+    assert_eq!(front_echo["principal"]["sub"], VIEWER.0);
+
+    // Without its own credential the front proxy cannot reach the upstream at all.
+    let refused = std::process::Command::new(proxy_common::BIN)
+        .args([
+            "proxy",
+            "--policy",
+            &arg(&dir.join("policy.toml")),
+            "--server",
+            "everything",
+            "--listen",
+            "127.0.0.1:0",
+            "--audit",
+            &arg(&dir.join("other.jsonl")),
+            "--upstream",
+            "http://127.0.0.1:1/mcp",
+            "--upstream-token-file",
+            &arg(&dir.join("missing.token")),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("missing.token"));
+}
