@@ -19,6 +19,8 @@ use super::{Servers, raw_request};
 pub(super) const AUTH_SERVER: &str = "auth-server.mjs";
 /// The TypeScript SDK's OAuth client script, copied next to `node_modules`.
 pub(super) const TS_OAUTH_CLIENT: &str = "ts-oauth-client.mjs";
+/// The TypeScript SDK client that times calls, for the HTTP benchmark.
+pub(super) const TS_LATENCY: &str = "ts-latency.mjs";
 
 /// A running `auth-server.mjs`: its issuer `http://127.0.0.1:<port>`. Stopped when dropped.
 pub struct AuthServer {
@@ -141,6 +143,26 @@ fn encode(text: &str) -> String {
 }
 
 impl Servers {
+    /// The TypeScript SDK client timing `calls` calls of `echo` at `url` (with a bearer token,
+    /// if given): prints `{"calls", "p50_us", "p99_us"}`.
+    pub fn ts_latency(&self, url: &str, calls: usize, token: Option<&str>) -> Command {
+        let script = self
+            .node_modules()
+            .parent()
+            .expect("the install directory")
+            .join(TS_LATENCY);
+        let mut command = Command::new("node");
+        command.arg(script).arg(url).arg(calls.to_string());
+        if let Some(token) = token {
+            command.arg(token);
+        }
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        command
+    }
+
     /// The TypeScript SDK's OAuth client (`ts-oauth-client.mjs`): connects to `url` and runs
     /// `ops` (its `client_id`, `client_secret`, `scope`, `issuer` and `ops`), written to `dir`.
     pub fn ts_oauth_client(&self, dir: &Path, url: &str, ops: &serde_json::Value) -> Command {

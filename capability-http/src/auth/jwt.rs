@@ -13,11 +13,27 @@ use serde_json::{Map, Value};
 use super::keys::KeyCache;
 use super::{AuthFailure, AuthSetupError, Authenticated};
 
+/// Verified tokens kept before the cache starts afresh.
+const MAX_VERIFIED: usize = 10_000;
+
+/// What a verified token gave, until it expires or the issuer's keys change.
+struct Verified {
+    outcome: Result<Authenticated, AuthFailure>,
+    exp: u64,
+    nbf: u64,
+    generation: u64,
+}
+
 /// A resource server of one issuer, for tokens of one audience (the policy's `[auth]`).
+///
+/// A token's signature is checked once: what it gave is kept (by the token's SHA-256) until
+/// its `exp`, or until the issuer's keys are fetched again, so a client that sends its token
+/// with every request pays for one verification, not one per request.
 pub struct JwtAuth {
     settings: AuthSettings,
     keys: KeyCache,
     algorithms: Vec<Algorithm>,
+    verified: std::sync::Mutex<std::collections::HashMap<String, Verified>>,
 }
 
 impl std::fmt::Debug for JwtAuth {
@@ -57,6 +73,7 @@ impl JwtAuth {
             settings: settings.clone(),
             keys,
             algorithms,
+            verified: std::sync::Mutex::default(),
         })
     }
 
@@ -72,8 +89,40 @@ impl JwtAuth {
 
     /// Who presents `token`, with the role and scopes it gives, or why it is refused.
     pub async fn authenticate(&self, token: &str) -> Result<Authenticated, AuthFailure> {
+        let digest = capability_rules::sha256_hex(token.as_bytes());
+        let now = jsonwebtoken::get_current_timestamp();
+        let leeway = self.settings.leeway_secs();
+        let generation = self.keys.generation();
+        if let Some(known) = self.cached().get(&digest)
+            && known.generation == generation
+            && now <= known.exp.saturating_add(leeway)
+            && now.saturating_add(leeway) >= known.nbf
+        {
+            return known.outcome.clone();
+        }
         let claims = self.verify(token).await.map_err(AuthFailure::Invalid)?;
-        self.identify(&claims)
+        let outcome = self.identify(&claims);
+        let time = |name: &str| claims.get(name).and_then(serde_json::Value::as_u64);
+        let mut cache = self.cached();
+        if cache.len() >= MAX_VERIFIED {
+            cache.clear();
+        }
+        cache.insert(
+            digest,
+            Verified {
+                outcome: outcome.clone(),
+                exp: time("exp").unwrap_or(0),
+                nbf: time("nbf").unwrap_or(0),
+                generation,
+            },
+        );
+        outcome
+    }
+
+    fn cached(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Verified>> {
+        self.verified
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The token's claims, once its signature, issuer, audience and times are checked.

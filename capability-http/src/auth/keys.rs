@@ -38,6 +38,9 @@ pub(super) struct KeyCache {
     /// Held while keys are fetched again, so concurrent requests wait for one fetch.
     refetch: tokio::sync::Mutex<()>,
     last_attempt: Mutex<Instant>,
+    /// Counts the fetches that changed the keys: what was verified under an older generation
+    /// is verified again.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl KeyCache {
@@ -66,6 +69,7 @@ impl KeyCache {
             }),
             refetch: tokio::sync::Mutex::new(()),
             last_attempt: Mutex::new(Instant::now()),
+            generation: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -108,6 +112,8 @@ impl KeyCache {
                     by_kid: keys,
                     fetched: Instant::now(),
                 };
+                self.generation
+                    .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                 tracing::info!(
                     target: "capability::http",
                     jwks_uri = %self.jwks_uri,
@@ -134,6 +140,11 @@ impl KeyCache {
             None if keys.by_kid.len() == 1 => keys.by_kid.values().next().cloned(),
             None => None,
         }
+    }
+
+    /// The generation of the keys now: it changes whenever they are fetched again.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// How long ago the keys were fetched.

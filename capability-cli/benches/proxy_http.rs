@@ -1,0 +1,295 @@
+//! `capability proxy --listen` against the server it governs, over Streamable HTTP: `echo` of
+//! `server-everything` (itself serving Streamable HTTP), called by rmcp's HTTP client straight
+//! to the server, and through the proxy with OAuth access tokens (JWT, checked against a real
+//! authorization server's keys: `oidc-provider`), with the bearer-token table, and with the
+//! server spawned over stdio behind the proxy. One client, then 8 clients at once; rounds
+//! interleaved. Prints p50 and p99 per call, calls per second, and the ratios to direct.
+//!
+//! `cargo bench -p capability-cli --bench proxy_http`
+//!
+//! Needs Node.js 20+ and npm (the pinned servers are installed into `<target>/mcp-servers`).
+
+#[path = "../tests/support/mod.rs"]
+#[allow(unused_macros, unused_imports, dead_code)]
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::{RunningService, ServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use support::auth::AuthServer;
+
+/// Calls per client per round, after the warm-up.
+const CALLS: usize = 400;
+const WARM_UP: usize = 50;
+const ROUNDS: usize = 3;
+const TABLE_TOKEN: &str = "bench-table-token";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("a free port: {e}"))
+}
+
+/// A child that says on standard error (or out) when it listens.
+async fn start(mut command: tokio::process::Command, says: &str) -> tokio::process::Child {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+    let mut lines = BufReader::new(child.stderr.take().unwrap_or_else(|| panic!("piped"))).lines();
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(says) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(found, Ok(true), "the child never said {says:?}");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    child
+}
+
+async fn client(url: &str, token: Option<&str>) -> RunningService<RoleClient, ClientConfig> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    ClientConfig::default()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: connects: {e}"))
+}
+
+/// `clients` clients at once, each [`CALLS`] timed calls: every latency, and the calls per
+/// second of all of them together.
+async fn measure(url: &str, token: Option<&str>, clients: usize) -> (Vec<Duration>, f64) {
+    let mut connected = Vec::new();
+    for _ in 0..clients {
+        connected.push(client(url, token).await);
+    }
+    let mut echo = CallToolRequestParams::new("echo");
+    echo.arguments = serde_json::json!({ "message": "bench" })
+        .as_object()
+        .cloned();
+    for c in &connected {
+        for _ in 0..WARM_UP {
+            c.peer()
+                .call_tool(echo.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    let start = Instant::now();
+    let tasks: Vec<_> = connected
+        .iter()
+        .map(|c| {
+            let peer = c.peer().clone();
+            let echo = echo.clone();
+            tokio::spawn(async move {
+                let mut times = Vec::with_capacity(CALLS);
+                for _ in 0..CALLS {
+                    let t = Instant::now();
+                    let result = peer
+                        .call_tool(echo.clone())
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    assert_ne!(result.is_error, Some(true), "{result:?}");
+                    times.push(t.elapsed());
+                }
+                times
+            })
+        })
+        .collect();
+    let mut times = Vec::new();
+    for task in tasks {
+        times.extend(task.await.unwrap_or_else(|e| panic!("{e}")));
+    }
+    let rate = times.len() as f64 / start.elapsed().as_secs_f64();
+    for c in connected {
+        let _ = c.cancel().await;
+    }
+    (times, rate)
+}
+
+fn percentile(times: &mut [Duration], p: f64) -> Duration {
+    times.sort();
+    let index = ((times.len() as f64 - 1.0) * p).round() as usize;
+    times[index.min(times.len() - 1)]
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let servers = support::servers().unwrap_or_else(|e| panic!("the reference servers: {e}"));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("proxy-http-bench");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    runtime.block_on(run(&servers, &dir));
+}
+
+async fn run(servers: &support::Servers, dir: &Path) {
+    let everything = servers.everything();
+    let direct_port = free_port();
+    let mut direct = tokio::process::Command::new(&everything.program);
+    direct
+        .arg(&everything.args[0])
+        .arg("streamableHttp")
+        .env("PORT", direct_port.to_string());
+    let _direct = start(direct, "listening").await;
+    let direct_url = format!("http://127.0.0.1:{direct_port}/mcp");
+
+    let auth = AuthServer::start(
+        servers,
+        dir,
+        &serde_json::json!({"port": 0, "clients": [
+            {"client_id": "bench", "client_secret": "bench-secret", "scope": "mcp:admin", "alg": "ES256", "ttl": 3600}
+        ]}),
+    );
+    let bin = env!("CARGO_BIN_EXE_capability");
+    let proxy = |name: &str, policy: String, upstream: Option<&str>| {
+        let port = free_port();
+        let path = dir.join(format!("{name}.toml"));
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        std::fs::write(&path, policy.replace("{url}", &url)).unwrap_or_else(|e| panic!("{e}"));
+        let mut command = tokio::process::Command::new(bin);
+        command
+            .arg("proxy")
+            .arg("--policy")
+            .arg(&path)
+            .args(["--server", "everything", "--trust", "trusted", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--audit")
+            .arg(dir.join(format!("{name}.jsonl")))
+            .args(["--max-calls", "100000000"]);
+        match upstream {
+            Some(url) => {
+                command.arg("--upstream").arg(url);
+            }
+            None => {
+                command
+                    .arg("--")
+                    .arg(&everything.program)
+                    .args(&everything.args);
+            }
+        }
+        (command, url)
+    };
+    let roles = "[roles.operator]\nceiling = \"unrestricted\"\nallow = [\"everything/*\"]\n";
+    let jwt_policy = format!(
+        "{roles}[auth]\nissuer = \"{}\"\naudience = \"{{url}}\"\n[auth.scope_roles]\n\"mcp:admin\" = \"operator\"\n[http]\nrate_per_second = 1000000\nrate_burst = 1000000\n",
+        auth.issuer
+    );
+    let hash = capability_rules::sha256_hex(TABLE_TOKEN.as_bytes());
+    let table_policy = format!(
+        "{roles}[bearer_tokens]\n\"sha256:{hash}\" = \"operator\"\n[http]\nrate_per_second = 1000000\nrate_burst = 1000000\n"
+    );
+    let (jwt_http, jwt_http_url) = proxy("jwt-http", jwt_policy.clone(), Some(&direct_url));
+    let _jwt_http = start(jwt_http, "listening on").await;
+    let (jwt_stdio, jwt_stdio_url) = proxy("jwt-stdio", jwt_policy, None);
+    let _jwt_stdio = start(jwt_stdio, "listening on").await;
+    let (table, table_url) = proxy("table-stdio", table_policy, None);
+    let _table = start(table, "listening on").await;
+    let jwt = auth
+        .token("bench", "bench-secret", "mcp:admin", Some(&jwt_http_url))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let jwt_stdio_token = auth
+        .token("bench", "bench-secret", "mcp:admin", Some(&jwt_stdio_url))
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let paths: [(&str, &str, Option<&str>); 4] = [
+        ("direct (server over HTTP)", &direct_url, None),
+        ("proxy, JWT, server over HTTP", &jwt_http_url, Some(&jwt)),
+        (
+            "proxy, JWT, server over stdio",
+            &jwt_stdio_url,
+            Some(&jwt_stdio_token),
+        ),
+        (
+            "proxy, token table, server over stdio",
+            &table_url,
+            Some(TABLE_TOKEN),
+        ),
+    ];
+    println!(
+        "echo of server-everything over Streamable HTTP, rmcp's client, {ROUNDS} rounds of {CALLS} calls per client"
+    );
+    for clients in [1, 8] {
+        let mut results: Vec<(Vec<Duration>, Vec<f64>)> =
+            vec![(Vec::new(), Vec::new()); paths.len()];
+        for _ in 0..ROUNDS {
+            for (i, (_, url, token)) in paths.iter().enumerate() {
+                let (times, rate) = measure(url, *token, clients).await;
+                results[i].0.extend(times);
+                results[i].1.push(rate);
+            }
+        }
+        let mut summary = Vec::new();
+        for (i, (times, rates)) in results.iter_mut().enumerate() {
+            let (p50, p99) = (percentile(times, 0.50), percentile(times, 0.99));
+            rates.sort_by(f64::total_cmp);
+            summary.push((paths[i].0, p50, p99, rates[rates.len() / 2]));
+        }
+        let (_, d50, d99, _) = summary[0];
+        for (name, p50, p99, rate) in &summary {
+            println!(
+                "{clients} client(s), {name:<40} p50 {:>7.0} us  p99 {:>7.0} us  {:>7.0} calls/s  p50 {:.2}x  p99 {:.2}x direct",
+                p50.as_secs_f64() * 1e6,
+                p99.as_secs_f64() * 1e6,
+                rate,
+                p50.as_secs_f64() / d50.as_secs_f64(),
+                p99.as_secs_f64() / d99.as_secs_f64(),
+            );
+        }
+    }
+    // The official TypeScript SDK client too (Node's fetch), one client, rounds interleaved.
+    println!("the same, the TypeScript SDK's client, {ROUNDS} rounds of {CALLS} calls");
+    let mut ts: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); paths.len()];
+    for _ in 0..ROUNDS {
+        for (i, (_, url, token)) in paths.iter().enumerate() {
+            let output = servers
+                .ts_latency(url, CALLS, *token)
+                .output()
+                .unwrap_or_else(|e| panic!("node: {e}"));
+            let line: serde_json::Value = serde_json::from_slice(&output.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)));
+            let us = |k: &str| line[k].as_f64().unwrap_or_else(|| panic!("{line}"));
+            ts[i].0.push(us("p50_us"));
+            ts[i].1.push(us("p99_us"));
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (d50, d99) = (median(&mut ts[0].0.clone()), median(&mut ts[0].1.clone()));
+    for (i, (p50s, p99s)) in ts.iter_mut().enumerate() {
+        let (p50, p99) = (median(p50s), median(p99s));
+        println!(
+            "TypeScript client, {:<40} p50 {p50:>7.0} us  p99 {p99:>7.0} us  p50 {:.2}x  p99 {:.2}x direct",
+            paths[i].0,
+            p50 / d50,
+            p99 / d99
+        );
+    }
+    auth.stop();
+}
