@@ -10,7 +10,7 @@
 //! Needs Node.js 20+ and npm (the pinned servers are installed into `<target>/mcp-servers`).
 
 #[path = "../tests/support/mod.rs"]
-#[allow(unused_macros, unused_imports, dead_code)]
+#[allow(unused_macros, unused_imports)]
 mod support;
 
 use std::path::Path;
