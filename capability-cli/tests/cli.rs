@@ -632,7 +632,13 @@ fn sqlite_trail(dir: &Path) -> (PathBuf, PathBuf) {
         capability::authz::ToolContext::new("monitor", "s", capability::authz::Ceiling::ReadOnly);
     let out = capability(dir, &["db", "migrate", "state.db"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "sqlite:state.db: schema version 2\n");
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "sqlite:state.db: schema version {}\n",
+            capability_store::SCHEMA_VERSION
+        )
+    );
     let store = capability_store::sqlite::SqliteStore::open(&path).expect("open");
     let signer: Arc<dyn capability::audit::CheckpointSigner> = Arc::new(key);
     for writer in ["w-1", "w-2"] {

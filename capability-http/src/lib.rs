@@ -23,7 +23,7 @@
 //! ```no_run
 //! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use capability::Policy;
+//! use capability_core::authz::Policy;
 //! use capability_http::{Credentials, Edge, EdgeConfig, EdgeRoles};
 //!
 //! let policy = Arc::new(Policy::from_toml_file("policy.toml")?);

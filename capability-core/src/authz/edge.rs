@@ -42,7 +42,29 @@ pub const SUPPORTED_ALGORITHMS: [&str; 9] = [
 ];
 
 /// The policy's `[auth]` table: this server is an OAuth 2.1 resource server of `issuer`, for
-/// tokens whose audience is `audience`. See the [module docs](self).
+/// tokens whose audience is `audience`. With `[http]`, the limits of the edge:
+///
+/// ```toml
+/// [auth]
+/// issuer = "https://auth.example.com"        # a token's `iss` must be exactly this
+/// audience = "https://mcp.example.com/mcp"   # a token's `aud` must contain this
+/// roles_claim = "roles"                      # optional: a claim naming roles directly
+/// role_precedence = ["operator", "viewer"]   # optional: which role wins when several match
+/// leeway_secs = 30                           # optional: clock skew allowed on exp and nbf
+///
+/// [auth.scope_roles]                         # a token holding the scope has the role
+/// "mcp:read" = "viewer"
+/// "mcp:admin" = "operator"
+///
+/// [http]
+/// allowed_origins = ["https://app.example.com"]   # a request's Origin, when it has one
+/// max_sessions = 1000                        # sessions alive at once, every caller together
+/// max_sessions_per_principal = 16
+/// session_idle_secs = 900                    # a session unused this long is closed
+/// max_body_bytes = 4194304                   # a larger request is refused (413)
+/// rate_per_second = 50                       # per principal: sustained rate ...
+/// rate_burst = 100                           # ... and burst (429 with Retry-After beyond)
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuthSettings {
     issuer: String,
@@ -103,8 +125,8 @@ impl AuthSettings {
     }
 }
 
-/// The policy's `[http]` table: the limits of the HTTP edge, each with a default. See the
-/// [module docs](self).
+/// The policy's `[http]` table: the limits of the HTTP edge, each with a default (shown on
+/// [`AuthSettings`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpSettings {
     allowed_origins: Vec<String>,

@@ -1,22 +1,4 @@
-//! [`Edge`]: what stands between a client's HTTP request and rmcp's Streamable HTTP service.
-//! In order, for every request:
-//!
-//! 1. the protected resource metadata is served at its well-known paths (OAuth mode), and only
-//!    the MCP endpoint is served besides;
-//! 2. a present `Origin` must be allowed (`403`);
-//! 3. the body is read up to its limit (`413`);
-//! 4. the caller is authenticated (`401` with `WWW-Authenticate: Bearer resource_metadata=..`,
-//!    `403` for a valid token that gives no role, or several);
-//! 5. its rate is checked (`429` with `Retry-After`);
-//! 6. a session id counts only if it was issued to this principal (`404` unknown or expired,
-//!    `403` another's); a new session needs a place under the caps (`429`);
-//! 7. a `tools/call` needs the scopes the tool requires among the token's (`403
-//!    insufficient_scope` naming all of them);
-//! 8. the request goes on without its `Authorization` header (no token passes the edge), with
-//!    the [`Authenticated`] caller in its extensions.
-//!
-//! A call, read or get refused on the way is recorded, as the governed server records one.
-//! Nothing reaches rmcp before the caller is known: no session is made for a stranger.
+//! The HTTP edge: [`Edge`] and the steps every request goes through (listed on it).
 
 mod record;
 mod respond;
@@ -141,8 +123,27 @@ struct Shared {
     metadata_url: Option<String>,
 }
 
-/// The HTTP edge in front of `S` (rmcp's `StreamableHttpService`): see the [module
-/// docs](self). Cheap to clone.
+/// The HTTP edge in front of `S` (rmcp's `StreamableHttpService`). Cheap to clone.
+///
+/// What stands between a client's HTTP request and rmcp's Streamable HTTP service.
+/// In order, for every request:
+///
+/// 1. the protected resource metadata is served at its well-known paths (OAuth mode), and only
+///    the MCP endpoint is served besides;
+/// 2. a present `Origin` must be allowed (`403`);
+/// 3. the body is read up to its limit (`413`);
+/// 4. the caller is authenticated (`401` with `WWW-Authenticate: Bearer resource_metadata=..`,
+///    `403` for a valid token that gives no role, or several);
+/// 5. its rate is checked (`429` with `Retry-After`);
+/// 6. a session id counts only if it was issued to this principal (`404` unknown or expired,
+///    `403` another's); a new session needs a place under the caps (`429`);
+/// 7. a `tools/call` needs the scopes the tool requires among the token's (`403
+///    insufficient_scope` naming all of them);
+/// 8. the request goes on without its `Authorization` header (no token passes the edge), with
+///    the [`Authenticated`](crate::Authenticated) caller in its extensions.
+///
+/// A call, read or get refused on the way is recorded, as the governed server records one.
+/// Nothing reaches rmcp before the caller is known: no session is made for a stranger.
 pub struct Edge<S> {
     inner: S,
     shared: Arc<Shared>,
@@ -239,7 +240,7 @@ where
         + 'static,
     S::Future: Send,
 {
-    /// One request, through every step of the [module docs](self).
+    /// One request, through every step listed on [`Edge`].
     pub async fn serve<B>(self, request: Request<B>) -> EdgeResponse
     where
         B: Body<Data = Bytes> + Send + 'static,

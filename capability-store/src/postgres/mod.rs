@@ -25,6 +25,7 @@ use crate::{DailyStats, SinkOptions, Store, Trail};
 mod clock;
 mod migrate;
 mod pool;
+mod problems;
 mod rows;
 mod sink;
 mod state;
