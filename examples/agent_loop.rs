@@ -11,6 +11,12 @@
 //!    metadata, with its confidence delta clamped to [-0.15, 0]. An operator role cannot start
 //!    one.
 //!
+//! 5. The ghost-loop guards: the same alert delivered twice is answered the second time from
+//!    the stable cache (no model turn, no tool call), and a second replica that receives it
+//!    while the first still runs does not start a loop of its own (the incident's lease). Here
+//!    both replicas share in-memory stores; across processes they share
+//!    `capability_store::Store::leases()` and `loop_cache()` (SQLite, PostgreSQL).
+//!
 //! Every tool call leaves one audit record with the role; they are printed at the end.
 //!
 //! ```text
@@ -21,11 +27,12 @@ use std::collections::VecDeque;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use capability::audit::{AuditedDispatch, Budget, Caller, MemorySink};
+use capability::audit::{AuditedDispatch, Budget, Caller, DigestKey, MemorySink};
 use capability::authz::{Policy, ToolContext};
 use capability::mcp::McpManifest;
 use capability::{CapabilityManifest, Server};
 use capability_agent::driver::{AgentLoop, LoopOutcome, ToolSource};
+use capability_agent::guard::{Guarded, LoopGuard, MemoryCache, MemoryLeases};
 use capability_agent::shadow::run_shadow;
 use capability_agent::{
     Arguments, Message, Model, ModelError, ModelErrorKind, ToolCall, ToolSpec, Turn,
@@ -148,6 +155,73 @@ fn report(title: &str, outcome: &LoopOutcome) {
              {title}: fall back to the pre-gathered evidence, rules and playbooks"
         ),
     }
+}
+
+/// Alertmanager delivers `KubePodCrashLooping` three times: to replica A, to replica B while A
+/// still runs, and to A again after it answered.
+fn ghost_loop_guards(
+    dispatch: &AuditedDispatch,
+    source: &ToolSource<'_>,
+    monitor: &ToolContext,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (leases, cache) = (Arc::new(MemoryLeases::new()), Arc::new(MemoryCache::new()));
+    // Replicas that share a cache share its sealing key.
+    let key = DigestKey::generate()?;
+    let replica_a = LoopGuard::new(leases.clone(), cache.clone(), key.clone()).holder("replica-a");
+    let replica_b = LoopGuard::new(leases, cache, key).holder("replica-b");
+    let fingerprint = "alertname=KubePodCrashLooping,pod=checkout-7d9";
+    let caller = Caller::new("watcher")
+        .step("triage")
+        .incident("INC-2026-0043");
+    let agent = AgentLoop::new(dispatch).max_iterations(4);
+    let mut turns = 0;
+
+    let first = replica_a.run(dispatch, fingerprint, monitor, caller, || {
+        let mut model = Scripted::new([
+            call(
+                "c1",
+                "get_pod_logs",
+                json!({"namespace": "prod", "pod": "checkout-7d9"}),
+            ),
+            answer("checkout-7d9 runs out of heap: raise its memory limit"),
+        ]);
+        // The same alert reaches replica B while A's loop runs.
+        match replica_b.run(dispatch, fingerprint, monitor, caller, || {
+            unreachable!("B does not start a second loop")
+        }) {
+            Ok(Guarded::InFlight { holder, .. }) => println!(
+                "    replica-b: the incident's loop runs on {holder}: no loop here, fall back to \
+                 the pre-gathered path"
+            ),
+            other => println!("    replica-b: unexpected {other:?}"),
+        }
+        let mut messages = vec![Message::User(
+            "ALERT KubePodCrashLooping checkout-7d9".into(),
+        )];
+        let outcome = agent.run(&mut model, &mut messages, source, monitor, caller, &execute);
+        turns += outcome.iterations();
+        outcome
+    })?;
+    if let Guarded::Ran { outcome, calls, .. } = &first {
+        report("replica-a", outcome);
+        if let Some(range) = calls {
+            println!(
+                "    its records: #{}..=#{} of the trail",
+                range.first_seq, range.last_seq
+            );
+        }
+    }
+    let repeat = replica_a.run(dispatch, fingerprint, monitor, caller, || {
+        unreachable!("the repeat is answered from the cache")
+    })?;
+    if let Guarded::Cached(hit) = &repeat {
+        println!(
+            "    the repeat: answered from the cache ({} model turns in all, none for it): {}",
+            turns,
+            hit.answer().unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -278,6 +352,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if let Err(error) = refused {
         println!("  => an operator cannot run in shadow: {error}");
     }
+
+    println!("\n5. the ghost-loop guards: one loop per incident, and a stable cache");
+    ghost_loop_guards(&dispatch, &source, &role("monitor", "s-guarded")?)?;
 
     println!("\nthe audit trail (one record per tool call, with the role):");
     for record in sink.records() {

@@ -9,12 +9,14 @@
 //! - [`driver`]: the loop: the role's visible tools computed once and converted, every tool call
 //!   through the audited dispatch, `max_iterations`, typed degrades.
 //! - [`breaker`]: the per-provider circuit breaker.
+//! - [`guard`]: one loop per incident across replicas (a lease) and the stable result cache.
 //! - [`shadow`]: shadow mode, whose result can only carry metadata.
 
 #![forbid(unsafe_code)]
 
 pub mod breaker;
 pub mod driver;
+pub mod guard;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod model;

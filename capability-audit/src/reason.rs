@@ -88,6 +88,12 @@ impl Reason {
         Reason(Value::String(text.into()))
     }
 
+    /// A reason of code `code` (for a record of an event, not a decision: `cache_hit`,
+    /// `loop_started`), with `message` for people.
+    pub fn note(code: &str, message: impl Into<String>) -> Reason {
+        Reason::coded(code, message.into())
+    }
+
     fn coded(code: &str, message: String) -> Reason {
         let mut object = Map::new();
         object.insert("reason".to_owned(), Value::String(code.to_owned()));

@@ -19,6 +19,8 @@
 //! | used approval ids | `capability_gate::MemoryLedger` | [`Store::ledger`] | [`Store::ledger`] |
 //! | revocations | `capability_gate::MemoryRevocations` | [`Store::revocations`] | [`Store::revocations`] |
 //! | audit trail | `MemorySink`, `JsonlSink` (a file per process) | [`Store::audit_sink`] | [`Store::audit_sink`] |
+//! | agent loop leases | `capability_agent::guard::MemoryLeases` | [`Store::leases`] | [`Store::leases`] |
+//! | agent loop results | `capability_agent::guard::MemoryCache` | [`Store::loop_cache`] | [`Store::loop_cache`] |
 //!
 //! Use SQLite when every process that gates, decides or audits runs on one host (one file,
 //! no server; its processes share it safely); PostgreSQL when they run on several hosts, or
@@ -28,7 +30,8 @@
 //!
 //! `mcp_audit_log` (one row per record; each writer's chain is (`writer_id`, `seq`), unique),
 //! `mcp_audit_checkpoint` (signed checkpoints), `capability_approval_ledger`,
-//! `capability_revocation`, the view `mcp_daily_stats` (per UTC day, role, provider, tool:
+//! `capability_revocation`, `capability_loop_lease` and `capability_loop_cache` (the agent
+//! loop's guards), the view `mcp_daily_stats` (per UTC day, role, provider, tool:
 //! calls, allowed, denied, errors, degraded, nearest-rank p50 and p95 latency), and
 //! `capability_schema_version`. How a record maps to its row, and the percentile rule: [`row`].
 //!
@@ -46,6 +49,7 @@
 
 use std::sync::Arc;
 
+use capability_agent::guard::{LeaseStore, ResultCache};
 use capability_audit::{AuditError, AuditSink, Checkpoint, CheckpointEvery, CheckpointSigner};
 use capability_audit::{AuditRecord, DigestKey};
 use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
@@ -62,7 +66,7 @@ mod target;
 pub use target::{TargetKind, target_kind};
 
 /// The schema version this build writes and reads. A database at a newer version is refused.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// A database holding the shared state: a SQLite file or a PostgreSQL database.
 pub trait Store: Send + Sync {
@@ -78,6 +82,13 @@ pub trait Store: Send + Sync {
 
     /// The revocation store, shared with every process using this database.
     fn revocations(&self) -> Arc<dyn RevocationStore>;
+
+    /// The agent loop's in-flight leases (`capability_loop_lease`), shared with every process
+    /// using this database: one loop per incident across them.
+    fn leases(&self) -> Arc<dyn LeaseStore>;
+
+    /// The agent loop's result cache (`capability_loop_cache`), shared likewise.
+    fn loop_cache(&self) -> Arc<dyn ResultCache>;
 
     /// An audit sink appending to `mcp_audit_log` as one writer (its own chain).
     fn audit_sink(&self, options: SinkOptions) -> Result<Arc<dyn AuditSink>, AuditError>;

@@ -3,6 +3,7 @@
 mod backlog;
 mod caller;
 mod guard;
+mod notice;
 mod request;
 mod start;
 
@@ -85,6 +86,8 @@ pub struct AuditedDispatch {
     lost: AtomicU64,
     /// Records whose append failed, to be written before anything runs again.
     backlog: Backlog,
+    /// The writer and `seq` of the last record written.
+    last: Mutex<Option<(String, u64)>>,
 }
 
 impl fmt::Debug for AuditedDispatch {
@@ -110,6 +113,7 @@ impl AuditedDispatch {
             sessions: Mutex::new(HashMap::new()),
             lost: AtomicU64::new(0),
             backlog: Backlog::default(),
+            last: Mutex::new(None),
         }
     }
 
@@ -147,6 +151,26 @@ impl AuditedDispatch {
     /// they are).
     pub fn kept_records(&self) -> usize {
         self.backlog.len()
+    }
+
+    /// The policy version recorded with every decision, if one was set
+    /// ([`with_policy_version`](Self::with_policy_version)).
+    pub fn policy_version(&self) -> Option<&str> {
+        self.policy_version.as_deref()
+    }
+
+    /// The writer and `seq` of the last record this dispatcher wrote (of any call or session):
+    /// read before and after a piece of work, the range of the trail that holds its records.
+    pub fn last_written(&self) -> Option<(String, u64)> {
+        lock(&self.last).clone()
+    }
+
+    fn wrote(&self, written: &AuditRecord) {
+        let mut last = lock(&self.last);
+        match &mut *last {
+            Some((writer, seq)) if *writer == written.writer => *seq = written.seq,
+            other => *other = Some((written.writer.clone(), written.seq)),
+        }
     }
 
     /// Whether a session is degraded.
@@ -350,6 +374,7 @@ impl AuditedDispatch {
         }
         match self.sink.append(record.clone()) {
             Ok(written) => {
+                self.wrote(&written);
                 span.record("capability.audit.seq", written.seq);
                 // The event carries the record as written: with its `seq` and `hash`.
                 emit_trace(&written);

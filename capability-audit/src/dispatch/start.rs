@@ -165,6 +165,7 @@ impl AuditedDispatch {
         record.phase = Some(Phase::Intent);
         match self.sink.append(record.clone()) {
             Ok(written) => {
+                self.wrote(&written);
                 span.record("capability.audit.seq", written.seq);
                 emit_trace(&written);
             }

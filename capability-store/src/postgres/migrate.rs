@@ -14,6 +14,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         3,
         include_str!("../../migrations/postgres/0003_principal.sql"),
     ),
+    (
+        4,
+        include_str!("../../migrations/postgres/0004_loop_guards.sql"),
+    ),
 ];
 
 /// The advisory lock key of migrations (`capability` in ASCII, as a number).

@@ -17,12 +17,14 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use capability_agent::guard::{LeaseStore, ResultCache};
 use capability_audit::{AuditError, AuditRecord, AuditSink};
 use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
 
 use crate::{DailyStats, SinkOptions, Store, Trail};
 
 mod clock;
+mod guards;
 mod migrate;
 mod pool;
 mod problems;
@@ -30,6 +32,7 @@ mod rows;
 mod sink;
 mod state;
 
+pub use guards::{PgLeases, PgLoopCache};
 pub use sink::PgSink;
 pub use state::{PgLedger, PgRevocations};
 
@@ -112,6 +115,18 @@ impl Store for PgStore {
 
     fn revocations(&self) -> Arc<dyn RevocationStore> {
         Arc::new(PgRevocations {
+            pool: self.pool.clone(),
+        })
+    }
+
+    fn leases(&self) -> Arc<dyn LeaseStore> {
+        Arc::new(PgLeases {
+            pool: self.pool.clone(),
+        })
+    }
+
+    fn loop_cache(&self) -> Arc<dyn ResultCache> {
+        Arc::new(PgLoopCache {
             pool: self.pool.clone(),
         })
     }

@@ -16,6 +16,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         3,
         include_str!("../../migrations/sqlite/0003_principal.sql"),
     ),
+    (
+        4,
+        include_str!("../../migrations/sqlite/0004_loop_guards.sql"),
+    ),
 ];
 
 /// Why a migration did not happen.

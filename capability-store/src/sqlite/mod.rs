@@ -14,17 +14,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use capability_agent::guard::{LeaseStore, ResultCache};
 use capability_audit::{AuditError, AuditSink};
 use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::{DailyStats, SCHEMA_VERSION, SinkOptions, Store, Trail};
 
+mod guards;
 mod ledger;
 mod migrate;
 mod records;
 mod sink;
 
+pub use guards::{SqliteLeases, SqliteLoopCache};
 pub use ledger::{PRUNE_AFTER_SECS, SqliteLedger, SqliteRevocations};
 pub use sink::SqliteSink;
 
@@ -146,6 +149,14 @@ impl Store for SqliteStore {
 
     fn revocations(&self) -> Arc<dyn RevocationStore> {
         Arc::new(self.sqlite_revocations())
+    }
+
+    fn leases(&self) -> Arc<dyn LeaseStore> {
+        Arc::new(SqliteLeases::new(self.db.clone()))
+    }
+
+    fn loop_cache(&self) -> Arc<dyn ResultCache> {
+        Arc::new(SqliteLoopCache::new(self.db.clone()))
     }
 
     fn audit_sink(&self, options: SinkOptions) -> Result<Arc<dyn AuditSink>, AuditError> {
