@@ -2,36 +2,13 @@
 //! ghost-loop guards do (a second replica refused while the first runs, a repeat answered from
 //! the cache with no model turn, both on record).
 
-use std::path::Path;
+mod common;
+
 use std::process::Command;
 
 #[test]
 fn the_example_shows_a_second_replica_refused_and_a_repeat_answered_from_the_cache() {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary is in <target>/<profile>/deps");
-    let target = profile_dir.parent().expect("<target>");
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev".to_owned(),
-        Some(other) => other.to_owned(),
-    };
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", "agent_loop", "--profile"])
-        .arg(&profile)
-        .arg("--manifest-path")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", target)
-        .status()
-        .expect("runs cargo");
-    assert!(
-        status.success(),
-        "`cargo build --example agent_loop` failed"
-    );
-    let binary = profile_dir
-        .join("examples")
-        .join(format!("agent_loop{}", std::env::consts::EXE_SUFFIX));
+    let binary = common::example_binary("agent_loop");
     let output = Command::new(&binary).output().expect("runs the example");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");

@@ -13,6 +13,7 @@
 //! this test's own target directory), so `cargo test --test rmcp_server_example` needs nothing
 //! else. The TypeScript tests need Node.js (see `capability-cli/tests/support/mod.rs`).
 
+mod common;
 #[path = "../capability-cli/tests/support/mod.rs"]
 mod support;
 
@@ -52,35 +53,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// test binary (`<target>/<profile>/deps/<test>` → `<target>/<profile>/examples/rmcp_server`).
 fn example() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test binary's path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test binary is in <target>/<profile>/deps");
-        let target = profile_dir.parent().expect("<target>");
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => "dev".to_owned(),
-            Some(other) => other.to_owned(),
-        };
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "--example", "rmcp_server", "--profile"])
-            .arg(&profile)
-            .arg("--manifest-path")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .env("CARGO_TARGET_DIR", target)
-            .status()
-            .expect("runs cargo");
-        assert!(
-            status.success(),
-            "`cargo build --example rmcp_server` failed"
-        );
-        let binary = profile_dir
-            .join("examples")
-            .join(format!("rmcp_server{}", std::env::consts::EXE_SUFFIX));
-        assert!(binary.is_file(), "{} is missing", binary.display());
-        binary
-    })
+    BINARY.get_or_init(|| common::example_binary("rmcp_server"))
 }
 
 /// A scratch directory for one test: the audit trail and the journal.

@@ -7,14 +7,18 @@ standard input and output, spawn the server over stdio, and put the policy, the 
 audit trail between them.
 
 With --listen, the proxy serves Streamable HTTP instead (at http://<address>/mcp), to any number \
-of clients: each request's role comes from its `Authorization: Bearer` token, looked up by its \
-SHA-256 in the policy's [bearer_tokens] table (`\"sha256:<hex>\" = \"<role>\"`, the hex from \
-`printf %s \"$TOKEN\" | sha256sum`); --role is then refused. A request without a token, or with \
-one not in the table, sees no tool and every call of it is refused. One server is shared by \
-every client, and each is told when its tools change. There is no TLS: an address that is not \
-loopback is served with a warning. With --upstream <url>, the server is a Streamable HTTP \
-endpoint instead of a command; once a call cannot reach it, that call gets an error saying so and \
-the proxy exits 1, as when a spawned server exits (let a supervisor restart it).
+of clients, as an OAuth 2.1 resource server: each request's role comes from its `Authorization: \
+Bearer` token, an access token of the policy's [auth] issuer for its audience (roles from its \
+scopes through [auth.scope_roles]), or a token looked up by its SHA-256 in the policy's \
+[bearer_tokens] table (`\"sha256:<hex>\" = \"<role>\"`); --role is then refused. A request \
+without a valid token gets 401 with the protected resource metadata's URL, and nothing of it \
+runs. One server is shared by every client, and each is told when its tools change. There is no \
+TLS: an address that is not loopback is served with a warning. With --upstream <url>, the server \
+is a Streamable HTTP endpoint instead of a command, reached with the proxy's own token \
+(--upstream-token-file), never a client's; with --upstream-exchange-client, each caller's calls \
+carry a token the issuer gave in exchange for the caller's (RFC 8693). Once a call cannot reach \
+the server, that call gets an error saying so and the proxy exits 1, as when a spawned server \
+exits (let a supervisor restart it).
 
 The client sees only the tools its role may call (an untrusted server's annotations are not \
 believed; with --lock, a tool that drifted from its pin is hidden; duplicate names are hidden). \

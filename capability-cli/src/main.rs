@@ -129,8 +129,8 @@ struct ProxyArgs {
     #[arg(long)]
     role: Option<String>,
     /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8931; port 0 picks one, printed
-    /// on standard error) instead of standard input and output; roles come from bearer tokens
-    /// through the policy's [bearer_tokens].
+    /// on standard error) instead of standard input and output; roles come from OAuth access
+    /// tokens (the policy's [auth]) or bearer tokens (its [bearer_tokens]).
     #[arg(long, value_name = "ADDRESS")]
     listen: Option<std::net::SocketAddr>,
     /// The server's Streamable HTTP endpoint (e.g. http://127.0.0.1:3001/mcp), instead of a
@@ -142,6 +142,17 @@ struct ProxyArgs {
     /// CAPABILITY_UPSTREAM_TOKEN.
     #[arg(long, value_name = "FILE", requires = "upstream")]
     upstream_token_file: Option<PathBuf>,
+    /// Calls on the caller's behalf: the proxy's client id at the issuer of [auth], which
+    /// exchanges each caller's token (RFC 8693) for one whose audience is --upstream. Its
+    /// secret: --upstream-exchange-secret-file, or CAPABILITY_UPSTREAM_CLIENT_SECRET.
+    #[arg(long, value_name = "ID", requires = "upstream")]
+    upstream_exchange_client: Option<String>,
+    /// A file holding the exchange client's secret.
+    #[arg(long, value_name = "FILE", requires = "upstream_exchange_client")]
+    upstream_exchange_secret_file: Option<PathBuf>,
+    /// The upstream's audience in exchanged tokens (default: the --upstream URL).
+    #[arg(long, value_name = "URI", requires = "upstream_exchange_client")]
+    upstream_audience: Option<String>,
     /// The server's name: the provider of its tools, which selects the policy's patterns and
     /// assertions and the lockfile's pins. The name the server gives itself is never used.
     #[arg(long)]
@@ -407,33 +418,22 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
     }
 }
 
-/// The proxy's token for --upstream: from the file, else from `CAPABILITY_UPSTREAM_TOKEN`.
-fn upstream_token(file: Option<&std::path::Path>) -> Result<Option<String>, Failure> {
-    let (text, from) = match file {
-        Some(path) => (
-            std::fs::read_to_string(path).map_err(|e| {
-                Failure::input(format!("proxy: cannot read {}: {e}", path.display()))
-            })?,
-            path.display().to_string(),
-        ),
-        None => match std::env::var("CAPABILITY_UPSTREAM_TOKEN") {
-            Ok(token) => (token, "CAPABILITY_UPSTREAM_TOKEN".to_owned()),
-            Err(_) => return Ok(None),
-        },
-    };
-    let token = text.trim();
-    if token.is_empty() || token.chars().any(|c| c.is_control() || c == ' ') {
-        return Err(Failure::input(format!(
-            "proxy: {from} holds no token (one line, no spaces or control characters)"
-        )));
-    }
-    Ok(Some(token.to_owned()))
-}
-
 /// `capability proxy`: everything is read and checked before the server is spawned.
 fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
+    use capability_cli::proxy::{ExchangeOptions, secrets};
     use capability_cli::proxy::{Options, RunError};
-    let upstream_token = upstream_token(args.upstream_token_file.as_deref())?;
+    let input = |why: String| Failure::input(format!("proxy: {why}"));
+    let upstream_token =
+        secrets::upstream_token(args.upstream_token_file.as_deref()).map_err(input)?;
+    let exchange = match args.upstream_exchange_client {
+        Some(client_id) => Some(ExchangeOptions {
+            client_id,
+            client_secret: secrets::client_secret(args.upstream_exchange_secret_file.as_deref())
+                .map_err(input)?,
+            audience: args.upstream_audience,
+        }),
+        None => None,
+    };
     if upstream_token.is_some() && args.upstream.is_none() {
         return Err(Failure::input(
             "proxy: CAPABILITY_UPSTREAM_TOKEN is for --upstream <url>; a server spawned over \
@@ -447,6 +447,7 @@ fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
         listen: args.listen,
         upstream: args.upstream,
         upstream_token,
+        exchange,
         server: args.server,
         trusted: args.trust == TrustArg::Trusted,
         lock: args.lock,

@@ -712,23 +712,14 @@ async fn a_clients_token_never_reaches_the_upstream_server() {
     std::fs::write(&token_file, format!("{secret}\n")).expect("token file");
     let trail = dir.join("trail.jsonl");
     let arg = |p: &std::path::Path| p.display().to_string();
-    let front = Listening::start_args(&[
-        "proxy".into(),
-        "--policy".into(),
-        arg(&dir.join("policy.toml")),
-        "--server".into(),
-        "everything".into(),
-        "--trust".into(),
-        "trusted".into(),
-        "--listen".into(),
-        format!("127.0.0.1:{port}"),
-        "--audit".into(),
-        arg(&trail),
-        "--upstream".into(),
-        upstream.url.clone(),
-        "--upstream-token-file".into(),
-        arg(&token_file),
-    ])
+    let front = Listening::start_args(&front_args(
+        &dir,
+        port,
+        &trail,
+        &upstream.url,
+        &token_file,
+        &[],
+    ))
     .await;
     let jwt = auth
         .token(VIEWER.0, VIEWER.1, "mcp:read", Some(&url))
@@ -780,4 +771,252 @@ async fn a_clients_token_never_reaches_the_upstream_server() {
         .expect("runs");
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("missing.token"));
+}
+
+/// `capability proxy` over HTTP on `port`, in front of the HTTP server `upstream` (reached with
+/// the token in `token_file`), with the policy of `dir`, and `extra` arguments.
+fn front_args(
+    dir: &std::path::Path,
+    port: u16,
+    trail: &std::path::Path,
+    upstream: &str,
+    token_file: &std::path::Path,
+    extra: &[&str],
+) -> Vec<String> {
+    let arg = |p: &std::path::Path| p.display().to_string();
+    let mut args: Vec<String> = vec![
+        "proxy".into(),
+        "--policy".into(),
+        arg(&dir.join("policy.toml")),
+        "--server".into(),
+        "everything".into(),
+        "--trust".into(),
+        "trusted".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--audit".into(),
+        arg(trail),
+        "--upstream".into(),
+        upstream.to_owned(),
+        "--upstream-token-file".into(),
+        arg(token_file),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    args
+}
+
+const EXCHANGER: (&str, &str) = ("proxy-client", "proxy-secret");
+
+#[tokio::test(flavor = "current_thread")]
+async fn calls_on_the_callers_behalf_carry_a_token_exchanged_for_the_upstream() {
+    let Some(servers) = support::require_servers("calls_on_the_callers_behalf") else {
+        return;
+    };
+    let dir = scratch("oauth-exchange", "");
+    let mut registered = clients();
+    registered.as_array_mut().expect("clients").push(json!({
+        "client_id": EXCHANGER.0, "client_secret": EXCHANGER.1, "scope": "mcp:read",
+        "alg": "RS256", "exchange": true,
+    }));
+    let auth = AuthServer::start(&servers, &dir, &json!({"port": 0, "clients": registered}));
+
+    // The upstream: a proxy that is itself a resource server of the same issuer, for its own
+    // audience.
+    let upstream_dir = dir.join("upstream");
+    std::fs::create_dir_all(&upstream_dir).expect("dir");
+    let upstream_port = free_port();
+    let upstream_url = format!("http://127.0.0.1:{upstream_port}/mcp");
+    std::fs::write(
+        upstream_dir.join("policy.toml"),
+        policy(&auth.issuer, &upstream_url, "", ""),
+    )
+    .expect("policy");
+    let upstream_trail = upstream_dir.join("trail.jsonl");
+    let upstream = Listening::start_at(
+        &upstream_dir,
+        &upstream_trail,
+        "everything",
+        &["--trust", "trusted"],
+        &servers.everything(),
+        &format!("127.0.0.1:{upstream_port}"),
+    )
+    .await;
+
+    // The front: its own token (for listing) and its exchange client's secret, in files.
+    let own = auth
+        .token(EXCHANGER.0, EXCHANGER.1, "mcp:read", Some(&upstream_url))
+        .expect("the front's own token");
+    let token_file = dir.join("upstream.token");
+    std::fs::write(&token_file, &own).expect("token file");
+    let secret_file = dir.join("exchange.secret");
+    std::fs::write(&secret_file, EXCHANGER.1).expect("secret file");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    std::fs::write(dir.join("policy.toml"), policy(&auth.issuer, &url, "", "")).expect("policy");
+    let trail = dir.join("trail.jsonl");
+    let arg = |p: &std::path::Path| p.display().to_string();
+    let front = Listening::start_args(&front_args(
+        &dir,
+        port,
+        &trail,
+        &upstream_url,
+        &token_file,
+        &[
+            "--upstream-exchange-client",
+            EXCHANGER.0,
+            "--upstream-exchange-secret-file",
+            &arg(&secret_file),
+        ],
+    ))
+    .await;
+
+    // Two callers: each call reaches the upstream as that caller.
+    let mut tokens = Vec::new();
+    for who in [VIEWER, VIEWER2] {
+        let jwt = auth
+            .token(who.0, who.1, "mcp:read", Some(&url))
+            .expect("a token");
+        let client = modern_client(&url, &jwt).await;
+        call_tool(&client, "echo")
+            .await
+            .expect("echo on the caller's behalf");
+        call_tool(&client, "echo")
+            .await
+            .expect("again, with the token exchanged before");
+        let _ = client.cancel().await;
+        tokens.push(jwt);
+    }
+    // The caller's own token is for the front's audience: the upstream refuses it.
+    let direct = post_as(&upstream_url, Some(&tokens[0]), &initialize());
+    assert_eq!(direct.status, 401, "{direct:?}");
+    front.stop().await;
+    upstream.stop().await;
+
+    let seen = std::fs::read_to_string(&upstream_trail).expect("the upstream's trail");
+    for jwt in &tokens {
+        assert!(
+            !seen.contains(jwt.as_str()),
+            "a client's token reached the upstream"
+        );
+    }
+    let echoes: Vec<Value> = calls(&upstream_trail)
+        .into_iter()
+        .filter(|r| r["tool"] == "echo")
+        .collect();
+    let callers: Vec<(&str, &str)> = echoes
+        .iter()
+        .map(|r| {
+            (
+                r["principal"]["sub"].as_str().unwrap_or_default(),
+                r["principal"]["client_id"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        callers,
+        [
+            (VIEWER.0, EXCHANGER.0),
+            (VIEWER.0, EXCHANGER.0),
+            (VIEWER2.0, EXCHANGER.0),
+            (VIEWER2.0, EXCHANGER.0),
+        ],
+        "the upstream knows each caller, and the proxy as the client acting for it"
+    );
+    assert!(echoes.iter().all(|r| r["role"] == "viewer"), "{echoes:#?}");
+    let front_echoes: Vec<Value> = calls(&trail)
+        .into_iter()
+        .filter(|r| r["tool"] == "echo")
+        .collect();
+    assert_eq!(front_echoes.len(), 4);
+    assert!(
+        front_echoes.iter().all(|r| r["success"] == true),
+        "{front_echoes:#?}"
+    );
+
+    // A client the issuer does not let exchange: the proxy starts, the call fails saying why,
+    // nothing reaches the upstream on the caller's behalf, and the proxy keeps serving.
+    let upstream = Listening::start_at(
+        &upstream_dir,
+        &upstream_trail,
+        "everything",
+        &["--trust", "trusted"],
+        &servers.everything(),
+        &format!("127.0.0.1:{upstream_port}"),
+    )
+    .await;
+    let not_allowed = dir.join("viewer.secret");
+    std::fs::write(&not_allowed, VIEWER.1).expect("secret file");
+    let front = Listening::start_args(&front_args(
+        &dir,
+        port,
+        &dir.join("refused.jsonl"),
+        &upstream_url,
+        &token_file,
+        &[
+            "--upstream-exchange-client",
+            VIEWER.0,
+            "--upstream-exchange-secret-file",
+            &arg(&not_allowed),
+        ],
+    ))
+    .await;
+    let jwt = auth
+        .token(VIEWER2.0, VIEWER2.1, "mcp:read", Some(&url))
+        .expect("a token");
+    let client = modern_client(&url, &jwt).await;
+    let error = call_tool(&client, "echo")
+        .await
+        .expect_err("not exchanged, not called");
+    assert!(
+        error.message.contains("could not be exchanged")
+            && error.message.contains("the issuer refused the exchange")
+            && error.message.contains("not allowed for this client"),
+        "{error:?}"
+    );
+    call_tool(&client, "echo").await.expect_err("still refused");
+    let listed = client
+        .list_all_tools()
+        .await
+        .expect("the proxy still serves");
+    assert!(listed.iter().any(|t| t.name == "echo"));
+    let _ = client.cancel().await;
+    front.stop().await;
+    upstream.stop().await;
+    let upstream_echoes = calls(&upstream_trail)
+        .into_iter()
+        .filter(|r| r["tool"] == "echo")
+        .count();
+    assert_eq!(upstream_echoes, 4, "nothing more reached the upstream");
+    let outcome = calls(&dir.join("refused.jsonl"))
+        .into_iter()
+        .find(|r| r["tool"] == "echo")
+        .expect("the front recorded the call");
+    assert_eq!(outcome["success"], false);
+
+    // Without --listen and [auth] there is no caller's token to exchange: refused at setup.
+    let refused = std::process::Command::new(proxy_common::BIN)
+        .args([
+            "proxy",
+            "--policy",
+            &arg(&dir.join("policy.toml")),
+            "--server",
+            "everything",
+            "--audit",
+            &arg(&dir.join("other.jsonl")),
+            "--role",
+            "viewer",
+            "--upstream",
+            &upstream_url,
+            "--upstream-exchange-client",
+            VIEWER.0,
+            "--upstream-exchange-secret-file",
+            &arg(&secret_file),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("needs `--listen`"),
+        "{refused:?}"
+    );
 }

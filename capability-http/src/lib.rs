@@ -11,6 +11,9 @@
 //!   resource_metadata="..."`, so a client finds its authorization server by itself.
 //! - **The bearer-token table** ([`Credentials::Tokens`], the policy's `[bearer_tokens]`), the
 //!   simple mode.
+//! - **Token exchange** ([`TokenExchange`], RFC 8693): a server behind the edge that calls
+//!   another resource server on the caller's behalf trades the caller's token at the issuer
+//!   for one with the other server's audience; the caller's token itself goes nowhere.
 //! - **Edge hygiene** ([`Edge`]): Origin checked, no session before authentication, sessions
 //!   bound to their principal and capped, bodies bounded, a rate limit per principal, and no
 //!   token passed on.
@@ -43,8 +46,9 @@ mod edge;
 mod resolver;
 
 pub use auth::{
-    AuthFailure, AuthSetupError, Authenticated, Credentials, JwtAuth, ProtectedResource,
-    metadata_path, metadata_url,
+    ACCESS_TOKEN_TYPE, AuthFailure, AuthSetupError, Authenticated, Credentials, Exchanged, JwtAuth,
+    ProtectedResource, SubjectToken, TOKEN_EXCHANGE_GRANT, TokenExchange, metadata_path,
+    metadata_url,
 };
 pub use edge::{Edge, EdgeConfig, EdgeResponse, VerifiedSession};
 pub use resolver::EdgeRoles;

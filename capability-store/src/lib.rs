@@ -55,6 +55,8 @@ use capability_audit::{AuditRecord, DigestKey};
 use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
 use serde::Serialize;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod guards;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod row;

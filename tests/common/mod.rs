@@ -119,3 +119,33 @@ pub fn intents_have_outcomes(records: &[capability::audit::AuditRecord]) {
         }
     }
 }
+
+/// The binary of this package's example `name`, built with the profile and target directory of
+/// the running test binary (`<target>/<profile>/deps/<test>` → `<target>/<profile>/examples/`).
+pub fn example_binary(name: &str) -> std::path::PathBuf {
+    use std::path::Path;
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary is in <target>/<profile>/deps");
+    let target = profile_dir.parent().expect("<target>");
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+    };
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", name, "--profile"])
+        .arg(&profile)
+        .arg("--manifest-path")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", target)
+        .status()
+        .expect("runs cargo");
+    assert!(status.success(), "`cargo build --example {name}` failed");
+    let binary = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(binary.is_file(), "{} is missing", binary.display());
+    binary
+}

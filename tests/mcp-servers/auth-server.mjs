@@ -10,7 +10,8 @@
 //     "clients": [{"client_id": "viewer-client", "client_secret": "s1",
 //                  "scope": "mcp:read k8s:read",   the scopes the client may be granted
 //                  "alg": "ES256",                 RS256 | ES256 | EdDSA (or the alg of a loaded key)
-//                  "ttl": 300}],                   access token lifetime in seconds (default 300)
+//                  "ttl": 300,                     access token lifetime in seconds (default 300)
+//                  "exchange": false}],            true: may exchange tokens (RFC 8693, below)
 //     "scopes": ["mcp:read", "mcp:write", "k8s:read"],   default: every client's scopes
 //     "keys": "/path/jwks.json"        optional: load the private JWKS from there if the file
 //                                      exists, else generate and write it there
@@ -29,6 +30,14 @@
 // `scope` gets the client's registered scope; a request none of whose scopes is allowed fails with
 // `invalid_scope`.
 //
+// RFC 8693 token exchange (oidc-provider ships none; it is registered here as a grant type): a
+// client registered with `"exchange": true` (client_secret_post or basic) posts
+// `grant_type=urn:ietf:params:oauth:grant-type:token-exchange`, a `subject_token` (an access token
+// this server issued, still valid), `subject_token_type=urn:ietf:params:oauth:token-type:access_token`
+// and an `audience` (or `resource`); it gets a JWT access token for that audience with the subject
+// token's `sub` and `scope`, `client_id` = the exchanging client, `act: {"sub": <that client>}`,
+// expiring with the subject token at the latest.
+//
 // Stdout: exactly one line, `auth-server listening on http://127.0.0.1:<port>`. Errors and refused
 // token requests are logged to stderr. SIGTERM or SIGINT: exits 0.
 //
@@ -38,7 +47,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 
-import { exportJWK, generateKeyPair } from 'jose';
+import { SignJWT, createLocalJWKSet, exportJWK, generateKeyPair, importJWK, jwtVerify } from 'jose';
 
 // SIGTERM or SIGINT: exit 0, also while starting.
 let server;
@@ -99,6 +108,7 @@ const clients = config.clients.map((c, i) => {
     scope: splitScope(c.scope),
     alg: c.alg ?? 'RS256',
     ttl,
+    exchange: c.exchange === true,
   };
 });
 const byId = new Map(clients.map((c) => [c.client_id, c]));
@@ -146,6 +156,48 @@ for (const c of clients) {
   if (!algs.has(c.alg)) {
     fail(`client ${c.client_id}: no key for alg ${c.alg} (keys have ${[...algs].join(', ')})`);
   }
+}
+
+// --- token exchange (RFC 8693) ----------------------------------------------------------------
+
+const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+const PRIVATE_PARTS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'];
+const publicKeys = createLocalJWKSet({
+  keys: jwks.keys.map((k) => Object.fromEntries(Object.entries(k).filter(([n]) => !PRIVATE_PARTS.includes(n)))),
+});
+
+async function tokenExchange(ctx) {
+  const { client, params } = ctx.oidc;
+  const registered = byId.get(client.clientId);
+  if (!registered?.exchange) throw new errors.UnauthorizedClient('this client may not exchange tokens');
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest(`subject_token_type must be ${ACCESS_TOKEN_TYPE}`);
+  }
+  let subject;
+  try {
+    ({ payload: subject } = await jwtVerify(params.subject_token ?? '', publicKeys, { issuer }));
+  } catch (e) {
+    throw new errors.InvalidGrant(`the subject token is not valid: ${e.message}`);
+  }
+  const audience = params.audience ?? params.resource;
+  if (!audience) throw new errors.InvalidTarget('name the token\'s audience (audience or resource)');
+  const key = jwks.keys.find((k) => k.alg === registered.alg);
+  const now = Math.floor(Date.now() / 1000);
+  const exp = Math.min(subject.exp, now + registered.ttl);
+  const claims = { client_id: client.clientId, act: { sub: client.clientId } };
+  if (subject.scope) claims.scope = subject.scope;
+  const token = await new SignJWT(claims)
+    .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'at+jwt' })
+    .setIssuer(issuer)
+    .setSubject(subject.sub)
+    .setAudience(audience)
+    .setIssuedAt(now)
+    .setExpirationTime(exp)
+    .setJti(randomBytes(16).toString('base64url'))
+    .sign(await importJWK(key, key.alg));
+  process.stderr.write(`auth-server: ${client.clientId} exchanged a token of ${subject.sub} for ${audience}\n`);
+  ctx.body = { access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: exp - now };
 }
 
 // --- provider --------------------------------------------------------------------------------
@@ -242,10 +294,10 @@ const provider = new Provider(issuer, {
   clients: clients.map((c) => ({
     client_id: c.client_id,
     client_secret: c.client_secret,
-    grant_types: ['client_credentials'],
+    grant_types: c.exchange ? ['client_credentials', EXCHANGE] : ['client_credentials'],
     response_types: [],
     redirect_uris: [],
-    token_endpoint_auth_method: 'client_secret_basic',
+    token_endpoint_auth_method: c.exchange ? 'client_secret_post' : 'client_secret_basic',
     scope: c.scope.join(' ') || undefined,
   })),
   scopes,
@@ -288,6 +340,10 @@ const provider = new Provider(issuer, {
     ctx.body = out;
   },
 });
+
+provider.registerGrantType(EXCHANGE, tokenExchange, [
+  'subject_token', 'subject_token_type', 'audience', 'resource', 'scope', 'requested_token_type',
+]);
 
 provider.on('server_error', (ctx, err) => {
   process.stderr.write(`auth-server: ${ctx.method} ${ctx.path}: ${err.stack ?? err}\n`);

@@ -7,13 +7,14 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use ::rmcp::RoleClient;
-use ::rmcp::model::{ProtocolVersion, Tool};
-use ::rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use ::rmcp::model::Tool;
+use ::rmcp::service::{ClientServiceExt, RunningService};
 use ::rmcp::transport::StreamableHttpClientTransport;
 use tokio::process::{Child, Command};
 
 use capability::rmcp::list_tools;
 
+use super::protocol::lifecycle;
 use super::upstream::Upstream;
 use super::{Proxy, RunError, Source, note};
 use crate::supervise::strict::strict_lines;
@@ -90,13 +91,6 @@ impl Backend {
         {
             let _ = child.kill().await;
         }
-    }
-}
-
-fn lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25],
-        legacy_version: Some(ProtocolVersion::V_2025_11_25),
     }
 }
 

@@ -16,6 +16,7 @@ use capability::mcp::{DriftStatus, Lockfile};
 use capability::rmcp::{GovernedServer, RoleResolver, ToolListings, list_tools, tool_json};
 
 use super::backend::Backend;
+use super::delegate::Delegated;
 use super::forward::{Changed, Clients, Forward, Gone};
 use super::upstream::{Event, ServerRequests};
 use super::{Proxy, RunError, note};
@@ -150,6 +151,7 @@ pub(super) fn governed(
     connected: &Connected,
     resolver: impl RoleResolver,
     clients: Option<Clients>,
+    delegated: Option<Arc<Delegated>>,
 ) -> GovernedServer<Forward> {
     // The policy's `[servers.<name>]` entry says whether resources and prompts go through.
     let entry = proxy
@@ -165,6 +167,7 @@ pub(super) fn governed(
         clients,
         resources: entry.is_some_and(|e| e.forwards_resources()),
         prompts: entry.is_some_and(|e| e.forwards_prompts()),
+        delegated,
     };
     GovernedServer::new(
         forward,

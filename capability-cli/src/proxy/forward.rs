@@ -8,12 +8,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ::rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod,
-    CompleteRequestParams, CompleteResult, GetPromptRequestMethod, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestMethod, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Reference, ResultType, ServerCapabilities, ServerConfig, SubscribeRequestMethod,
+    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams,
+    CompleteResult, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, Reference, ServerCapabilities, ServerConfig, SubscribeRequestMethod,
     SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 use ::rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
@@ -21,6 +20,9 @@ use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceErro
 use tokio::sync::watch;
 
 use capability::rmcp::ToolListings;
+
+use super::completed::Completed;
+use super::delegate::Delegated;
 
 /// The name the proxy gives itself, to the client and to the server.
 pub const PROXY_NAME: &str = "capability-proxy";
@@ -177,6 +179,8 @@ pub(crate) struct Forward {
     pub(crate) resources: bool,
     /// `forward = ["prompts"]`: list and get the server's prompts.
     pub(crate) prompts: bool,
+    /// Calls on the caller's behalf, over a connection of its own (`delegate.rs`).
+    pub(crate) delegated: Option<Arc<Delegated>>,
 }
 
 impl Forward {
@@ -187,6 +191,18 @@ impl Forward {
     /// the request's token. Here the token drops the request sent upstream (rmcp then tells the
     /// server `notifications/cancelled`) and the call ends with an error saying it was
     /// cancelled, which is its outcome on record.
+    /// The server, for this request: the proxy's connection, or the caller's own when calls
+    /// are made on its behalf.
+    async fn peer(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Peer<RoleClient>, ErrorData> {
+        match &self.delegated {
+            None => Ok(self.upstream.clone()),
+            Some(delegated) => delegated.peer(context).await,
+        }
+    }
+
     async fn forwarded<T>(
         &self,
         context: &RequestContext<RoleServer>,
@@ -204,6 +220,19 @@ impl Forward {
         match result {
             Ok(answer) => Ok(answer),
             Err(ServiceError::McpError(error)) => Err(error),
+            // The caller's own connection failed: that caller's, not the server's end.
+            Err(error) if self.delegated.is_some() => {
+                if let Some(delegated) = &self.delegated {
+                    delegated.failed(context).await;
+                }
+                Err(ErrorData::internal_error(
+                    format!(
+                        "the MCP server `{}` did not answer on the caller's behalf: {error}",
+                        self.server
+                    ),
+                    None,
+                ))
+            }
             Err(error) => Err(self.unavailable(&error).await),
         }
     }
@@ -270,7 +299,7 @@ impl ServerHandler for Forward {
         if !self.resources {
             return Err(ErrorData::method_not_found::<SubscribeRequestMethod>());
         }
-        self.forwarded(&context, self.upstream.subscribe(request))
+        self.forwarded(&context, self.peer(&context).await?.subscribe(request))
             .await
     }
 
@@ -283,7 +312,7 @@ impl ServerHandler for Forward {
         if !self.resources {
             return Err(ErrorData::method_not_found::<UnsubscribeRequestMethod>());
         }
-        self.forwarded(&context, self.upstream.unsubscribe(request))
+        self.forwarded(&context, self.peer(&context).await?.unsubscribe(request))
             .await
     }
 
@@ -300,7 +329,7 @@ impl ServerHandler for Forward {
         if !forwarded {
             return Err(ErrorData::method_not_found::<CompleteRequestMethod>());
         }
-        self.forwarded(&context, self.upstream.complete(request))
+        self.forwarded(&context, self.peer(&context).await?.complete(request))
             .await
             .map(Completed::completed)
     }
@@ -313,7 +342,7 @@ impl ServerHandler for Forward {
         if !self.resources {
             return Ok(ListResourcesResult::default());
         }
-        self.forwarded(&context, self.upstream.list_resources(request))
+        self.forwarded(&context, self.peer(&context).await?.list_resources(request))
             .await
             .map(Completed::completed)
     }
@@ -326,9 +355,12 @@ impl ServerHandler for Forward {
         if !self.resources {
             return Ok(ListResourceTemplatesResult::default());
         }
-        self.forwarded(&context, self.upstream.list_resource_templates(request))
-            .await
-            .map(Completed::completed)
+        self.forwarded(
+            &context,
+            self.peer(&context).await?.list_resource_templates(request),
+        )
+        .await
+        .map(Completed::completed)
     }
 
     async fn read_resource(
@@ -339,9 +371,12 @@ impl ServerHandler for Forward {
         if !self.resources {
             return Err(ErrorData::method_not_found::<ReadResourceRequestMethod>());
         }
-        self.forwarded(&context, self.upstream.read_resource_once(request))
-            .await
-            .map(Completed::completed)
+        self.forwarded(
+            &context,
+            self.peer(&context).await?.read_resource_once(request),
+        )
+        .await
+        .map(Completed::completed)
     }
 
     async fn list_prompts(
@@ -352,7 +387,7 @@ impl ServerHandler for Forward {
         if !self.prompts {
             return Ok(ListPromptsResult::default());
         }
-        self.forwarded(&context, self.upstream.list_prompts(request))
+        self.forwarded(&context, self.peer(&context).await?.list_prompts(request))
             .await
             .map(Completed::completed)
     }
@@ -365,9 +400,12 @@ impl ServerHandler for Forward {
         if !self.prompts {
             return Err(ErrorData::method_not_found::<GetPromptRequestMethod>());
         }
-        self.forwarded(&context, self.upstream.get_prompt_once(request))
-            .await
-            .map(Completed::completed)
+        self.forwarded(
+            &context,
+            self.peer(&context).await?.get_prompt_once(request),
+        )
+        .await
+        .map(Completed::completed)
     }
 
     async fn call_tool(
@@ -375,7 +413,7 @@ impl ServerHandler for Forward {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.forwarded(&context, self.upstream.call_tool_once(request))
+        self.forwarded(&context, self.peer(&context).await?.call_tool_once(request))
             .await
             .map(Completed::completed)
     }
@@ -410,62 +448,5 @@ impl ServerHandler for Forward {
         context.cancelled().await;
         clients.lock().listening.retain(|(k, _)| *k != key);
         Ok(())
-    }
-}
-
-/// A forwarded result, marked `resultType: "complete"` when the server (of 2025-11-25) did not
-/// say: a client of 2026-07-28 must find it in every result, and rmcp takes it out again for a
-/// client of the older revision.
-trait Completed {
-    fn completed(self) -> Self;
-}
-
-macro_rules! completed {
-    ($($result:ty),* $(,)?) => {$(
-        impl Completed for $result {
-            fn completed(mut self) -> Self {
-                self.result_type.get_or_insert(ResultType::COMPLETE);
-                self
-            }
-        }
-    )*};
-}
-
-completed!(
-    CallToolResult,
-    GetPromptResult,
-    ReadResourceResult,
-    ListResourcesResult,
-    ListResourceTemplatesResult,
-    ListPromptsResult,
-    CompleteResult,
-);
-
-impl Completed for CallToolResponse {
-    fn completed(self) -> Self {
-        match self {
-            CallToolResponse::Complete(result) => CallToolResponse::Complete(result.completed()),
-            other => other,
-        }
-    }
-}
-
-impl Completed for GetPromptResponse {
-    fn completed(self) -> Self {
-        match self {
-            GetPromptResponse::Complete(result) => GetPromptResponse::Complete(result.completed()),
-            other => other,
-        }
-    }
-}
-
-impl Completed for ReadResourceResponse {
-    fn completed(self) -> Self {
-        match self {
-            ReadResourceResponse::Complete(result) => {
-                ReadResourceResponse::Complete(result.completed())
-            }
-            other => other,
-        }
     }
 }

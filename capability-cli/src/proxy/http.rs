@@ -17,8 +17,9 @@ use capability::Policy;
 use capability_http::{Credentials, Edge, EdgeConfig, EdgeRoles};
 
 use super::connected::{Connected, Pending, governed, server_gone, terminated};
+use super::delegate::Delegated;
 use super::forward::Clients;
-use super::{Proxy, RunError, note};
+use super::{Proxy, RunError, Source, note};
 
 /// The path the MCP endpoint is served on.
 pub(super) const PATH: &str = "/mcp";
@@ -86,7 +87,20 @@ pub(super) async fn serve(
         .and_then(|()| tokio::net::TcpListener::from_std(listener))
         .map_err(|e| RunError::Spawn(format!("cannot listen on {address}: {e}")))?;
     let clients = Clients::default();
-    let front = governed(proxy, &connected, EdgeRoles, Some(clients.clone()));
+    let delegated = match (&proxy.exchange, &proxy.source, proxy.policy.auth()) {
+        (Some(options), Source::Url(url, _), Some(auth)) => Some(Arc::new(
+            Delegated::discover(options, auth.issuer(), url).await?,
+        )),
+        _ => None,
+    };
+    let on_behalf = delegated.is_some();
+    let front = governed(
+        proxy,
+        &connected,
+        EdgeRoles,
+        Some(clients.clone()),
+        delegated,
+    );
     let listings = front.listings().clone();
     let config = config(address);
     let stop_front = config.cancellation_token.clone();
@@ -101,9 +115,14 @@ pub(super) async fn serve(
         Credentials::Jwt(jwt) => format!("OAuth access tokens of {}", jwt.settings().issuer()),
         Credentials::Tokens(_) => "the policy's [bearer_tokens]".to_owned(),
     };
+    let mut edge_config = EdgeConfig::new(credentials, limits);
+    if on_behalf {
+        // Kept for the exchange at the issuer; the header is still removed at the edge.
+        edge_config = edge_config.keep_subject_token();
+    }
     let edge = Edge::new(
         service,
-        EdgeConfig::new(credentials, limits)
+        edge_config
             .endpoint(PATH)
             .recording(
                 Arc::clone(&connected.dispatch),

@@ -22,11 +22,15 @@
 
 mod audit;
 mod backend;
+mod completed;
 mod connected;
+mod delegate;
 mod forward;
 mod front;
 mod http;
+mod protocol;
 mod run;
+pub mod secrets;
 mod upstream;
 
 use std::ffi::OsString;
@@ -39,6 +43,7 @@ use capability::audit::{AuditSink, Budget};
 use capability::mcp::Lockfile;
 use capability::{CapabilityManifest, Policy, Server};
 
+pub use delegate::ExchangeOptions;
 pub use forward::PROXY_NAME;
 
 /// What `capability proxy` was asked to do, before anything is read.
@@ -56,6 +61,9 @@ pub struct Options {
     /// The bearer token the proxy presents to `upstream`: its own credential for the server,
     /// never a client's (a client's token does not pass the proxy).
     pub upstream_token: Option<String>,
+    /// Calls on the caller's behalf: each caller's access token exchanged (RFC 8693) for one
+    /// with the upstream's audience. Needs `listen` with the policy's `[auth]`, and `upstream`.
+    pub exchange: Option<ExchangeOptions>,
     /// The server's name: the provider its tools are known by in the policy and the lockfile.
     pub server: String,
     /// Whether the server's annotations are believed.
@@ -114,6 +122,7 @@ pub struct Proxy {
     audit: String,
     budget: Budget,
     source: Source,
+    exchange: Option<ExchangeOptions>,
 }
 
 impl fmt::Debug for Proxy {
@@ -246,6 +255,17 @@ impl Options {
             Some(path) => Some(audit::checkpoint_key(path).map_err(fail)?),
             None => None,
         };
+        if self.exchange.is_some()
+            && !(matches!(front, Front::Http { .. })
+                && matches!(source, Source::Url(..))
+                && policy.auth().is_some())
+        {
+            return Err(fail(
+                "`--upstream-exchange-client` exchanges callers' OAuth access tokens: it needs \
+                 `--listen`, the policy's `[auth]` and `--upstream <url>`"
+                    .to_owned(),
+            ));
+        }
         let sink = audit::open(&self.audit, &self.server, writer, signer).map_err(fail)?;
         Ok(Proxy {
             policy: Arc::new(policy),
@@ -256,6 +276,7 @@ impl Options {
             audit: self.audit,
             budget: self.budget,
             source,
+            exchange: self.exchange,
         })
     }
 }

@@ -118,7 +118,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let governed = governed(proxy, &connected, FixedRole::new(role.clone()), None);
+    let governed = governed(proxy, &connected, FixedRole::new(role.clone()), None, None);
     let filter = front::start(input, output);
     let front = tokio::select! {
         front = governed.serve(filter.transport) => front,

@@ -51,12 +51,7 @@ impl JwtAuth {
     /// not at the first request.
     pub async fn discover(settings: &AuthSettings) -> Result<JwtAuth, AuthSetupError> {
         super::install_crypto_provider();
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            // A redirect would take the request for keys somewhere the operator did not name.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| AuthSetupError::new(settings.issuer(), e.to_string()))?;
+        let client = super::http_client(settings.issuer())?;
         let keys = KeyCache::discover(
             client,
             settings.issuer(),

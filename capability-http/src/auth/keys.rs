@@ -156,7 +156,10 @@ impl KeyCache {
 /// The issuer's metadata: RFC 8414 (`/.well-known/oauth-authorization-server`, inserted before
 /// the issuer's path), else OpenID Connect Discovery (`/.well-known/openid-configuration`
 /// appended). Its `issuer` must be the issuer asked for (RFC 8414 section 3.3).
-async fn metadata(client: &reqwest::Client, issuer: &str) -> Result<Value, AuthSetupError> {
+pub(super) async fn metadata(
+    client: &reqwest::Client,
+    issuer: &str,
+) -> Result<Value, AuthSetupError> {
     let (origin, path) = split_origin(issuer)
         .ok_or_else(|| AuthSetupError::new(issuer, "not an http or https URL"))?;
     let path = path.trim_end_matches('/');

@@ -7,6 +7,7 @@
 //! - `metadata.rs`: the protected resource metadata (RFC 9728) and the `WWW-Authenticate`
 //!   challenges.
 
+mod exchange;
 mod jwt;
 mod keys;
 mod metadata;
@@ -18,6 +19,9 @@ use capability_audit::Principal;
 use capability_core::authz::Policy;
 use capability_mcp::rmcp::BearerRoles;
 
+pub use exchange::{
+    ACCESS_TOKEN_TYPE, Exchanged, SubjectToken, TOKEN_EXCHANGE_GRANT, TokenExchange,
+};
 pub use jwt::JwtAuth;
 pub(crate) use metadata::challenge;
 pub use metadata::{ProtectedResource, metadata_path, metadata_url};
@@ -189,6 +193,17 @@ fn table_principal(token: &str) -> Principal {
 
 /// rustls needs a process-wide crypto provider for https: ring, as in the rest of the
 /// workspace, unless the program installed one.
+/// The HTTP client for an issuer's metadata, keys and token endpoint: a 10 s timeout, and no
+/// redirect (it would take the request somewhere the operator did not name).
+pub(crate) fn http_client(issuer: &str) -> Result<reqwest::Client, AuthSetupError> {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| AuthSetupError::new(issuer, e.to_string()))
+}
+
 pub(crate) fn install_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Another thread may install one first; either is fine.

@@ -49,6 +49,7 @@ pub struct EdgeConfig {
     endpoint: String,
     recording: Option<Recording>,
     closer: Option<Closer>,
+    keep_subject_token: bool,
 }
 
 impl EdgeConfig {
@@ -61,7 +62,17 @@ impl EdgeConfig {
             endpoint: "/mcp".to_owned(),
             recording: None,
             closer: None,
+            keep_subject_token: false,
         }
+    }
+
+    /// Keeps an authenticated caller's access token in the request's extensions, as a
+    /// [`SubjectToken`](crate::SubjectToken), for a server behind the edge that exchanges it at
+    /// the issuer ([`TokenExchange`](crate::TokenExchange)). The `Authorization` header is
+    /// still removed: the token goes no further than this process and its issuer.
+    pub fn keep_subject_token(mut self) -> Self {
+        self.keep_subject_token = true;
+        self
     }
 
     /// Serves the MCP endpoint at `path` instead.
@@ -305,6 +316,12 @@ where
             None => Err(AuthFailure::Missing),
             Some(token) => shared.config.credentials.authenticate(token).await,
         };
+        let subject_token = match (&authenticated, token) {
+            (Ok(_), Some(token)) if shared.config.keep_subject_token => {
+                Some(crate::SubjectToken(Arc::from(token)))
+            }
+            _ => None,
+        };
         let caller = match authenticated {
             Ok(caller) => caller,
             Err(failure) => {
@@ -402,6 +419,9 @@ where
             .then(|| session.clone())
             .flatten();
         parts.extensions.insert(caller);
+        if let Some(token) = subject_token {
+            parts.extensions.insert(token);
+        }
         let mut inner = self.inner.clone();
         let response = match inner
             .call(Request::from_parts(parts, Full::new(bytes)))

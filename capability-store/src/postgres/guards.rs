@@ -7,9 +7,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use capability_agent::guard::{Acquire, GuardError, Lease, LeaseStore, ResultCache};
-use capability_gate::StoreError;
 
 use super::pool::Pool;
+use crate::guards::{guard_error, ms, unsigned};
 
 /// The loop leases in `capability_loop_lease`.
 pub struct PgLeases {
@@ -31,19 +31,6 @@ impl fmt::Debug for PgLoopCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("PgLoopCache").field(&self.pool.name).finish()
     }
-}
-
-/// BIGINT is an i64: later than that is "never".
-fn ms(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-fn unsigned(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
-}
-
-fn guard_error(error: StoreError) -> GuardError {
-    GuardError::new(error.store, error.message)
 }
 
 fn lease(key: &str, row: &postgres::Row) -> Lease {

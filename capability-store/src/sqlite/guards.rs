@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use capability_agent::guard::{Acquire, GuardError, Lease, LeaseStore, ResultCache};
-use capability_gate::StoreError;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::Db;
+use crate::guards::{guard_error, ms, unsigned};
 
 /// The loop leases in `capability_loop_lease`.
 #[derive(Debug, Clone)]
@@ -32,19 +32,6 @@ impl SqliteLoopCache {
     pub(crate) fn new(db: Arc<Db>) -> Self {
         SqliteLoopCache { db }
     }
-}
-
-/// SQLite's INTEGER is an i64: later than that is "never".
-fn ms(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-fn unsigned(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
-}
-
-fn guard_error(error: StoreError) -> GuardError {
-    GuardError::new(error.store, error.message)
 }
 
 impl LeaseStore for SqliteLeases {
