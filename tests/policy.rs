@@ -1002,3 +1002,102 @@ fn a_server_entry_says_what_the_proxy_forwards_besides_tools() {
         "{text}"
     );
 }
+
+#[test]
+fn a_server_entry_says_what_a_fleet_needs() {
+    let policy = Policy::from_toml_str(
+        r#"
+[servers.git]
+command = ["uvx", "mcp-server-git"]
+env = { GIT_CONFIG_NOSYSTEM = "1", HOME = "/tmp/git-home" }
+trust = "untrusted"
+lock = "locks/git.lock"
+prefix = "git."
+
+[servers.search]
+url = "https://search.example/mcp"
+trust = "trusted"
+
+[servers.time]
+command = ["uvx", "mcp-server-time"]
+prefix = ""
+"#,
+    )
+    .expect("valid");
+    let [git, search, time] = policy.servers() else {
+        panic!("three servers")
+    };
+    assert_eq!(
+        git.env(),
+        [
+            ("GIT_CONFIG_NOSYSTEM".to_owned(), "1".to_owned()),
+            ("HOME".to_owned(), "/tmp/git-home".to_owned())
+        ]
+    );
+    assert_eq!(
+        (git.trusted(), git.lock(), git.prefix().as_str()),
+        (Some(false), Some("locks/git.lock"), "git.")
+    );
+    assert_eq!(
+        (search.url(), search.trusted()),
+        (Some("https://search.example/mcp"), Some(true))
+    );
+    assert_eq!(
+        search.prefix(),
+        "search_",
+        "the default prefix: the name and `_`"
+    );
+    assert_eq!(time.prefix(), "", "none, when the operator says so");
+    assert_eq!(time.trusted(), None);
+
+    // Each mistake is refused where it is, naming the server.
+    for (entry, at, says) in [
+        (
+            "command = [\"a\"]\nurl = \"http://h/mcp\"",
+            "3:7",
+            "give `command` (a spawned server) or `url`, not both",
+        ),
+        (
+            "url = \"ftp://h/mcp\"",
+            "2:7",
+            "`url` must be an http:// or https:// URL with a host",
+        ),
+        (
+            "url = \"http:///mcp\"",
+            "2:7",
+            "`url` must be an http:// or https:// URL with a host",
+        ),
+        (
+            "url = \"http://h/mcp\"\nenv = { A = \"1\" }",
+            "3:7",
+            "`env` is for a spawned server",
+        ),
+        (
+            "command = [\"a\"]\nenv = { \"A=B\" = \"1\" }",
+            "3:7",
+            "is not one a process can have",
+        ),
+        (
+            "command = [\"a\"]\ntrust = \"yes\"",
+            "3:9",
+            "`trust` is \"trusted\" or \"untrusted\", not \"yes\"",
+        ),
+        (
+            "command = [\"a\"]\nprefix = \"k8s/\"",
+            "3:10",
+            "`prefix` is at most 64 of A-Z a-z 0-9 _ - .",
+        ),
+        ("command = [\"a\"]\nlock = \"\"", "3:8", "`lock` is empty"),
+    ] {
+        let text = format!("[servers.x]\n{entry}\n");
+        let error = Policy::from_toml_str(&text).expect_err(entry).to_string();
+        assert!(
+            error.contains(at) && error.contains("server `x`") && error.contains(says),
+            "{entry}: {error}"
+        );
+    }
+    let unknown = Policy::from_toml_str("[servers.x]\ncommand = [\"a\"]\nenviron = {}\n")
+        .expect_err("unknown key")
+        .to_string();
+    assert!(unknown.contains("environ"), "{unknown}");
+}

@@ -9,5 +9,7 @@
 
 pub mod escape;
 pub mod files;
+pub mod gateway;
 pub mod proxy;
 pub mod supervise;
+pub mod tools_file;

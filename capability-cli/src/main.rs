@@ -118,6 +118,9 @@ enum Command {
     /// put the policy, the lockfile and the audit trail between them.
     #[command(long_about = help::PROXY_ABOUT, after_help = help::PROXY_AFTER_HELP)]
     Proxy(ProxyArgs),
+    /// Many MCP servers (the policy's [servers]) behind one listing: `--check` starts and lists
+    /// them and prints what each role would see.
+    Gateway(capability_cli::gateway::GatewayArgs),
 }
 
 #[derive(Args, Debug)]
@@ -415,6 +418,8 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         }) => replay::replay(&target, &session, json, out),
         Command::Db(DbCommand::Migrate { target }) => audit::migrate(&target, out),
         Command::Proxy(args) => proxy(args),
+        Command::Gateway(args) => capability_cli::gateway::run(&args, out)
+            .map_err(|e| Failure::input(format!("gateway: {e}"))),
     }
 }
 

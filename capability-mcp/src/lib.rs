@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 
 pub mod export;
+pub mod fleet;
 pub mod hash;
 pub mod import;
 pub mod listing;
@@ -46,6 +47,7 @@ pub mod rmcp;
 pub mod server;
 pub mod visibility;
 
+pub use fleet::{Collision, Fleet, FleetError, FleetTool, FleetView, Route};
 pub use hash::{MCP_DESCRIPTOR_FIELDS, mcp_descriptor_hash};
 pub use listing::Listing;
 pub use lock::{

@@ -52,6 +52,7 @@ pub struct Listing {
     /// Name to the first tool of that name.
     by_name: HashMap<String, usize>,
     token: u64,
+    server: String,
 }
 
 impl Listing {
@@ -75,6 +76,7 @@ impl Listing {
             seen,
             by_name,
             token: NEXT_TOKEN.fetch_add(1, Ordering::Relaxed),
+            server: server.name().to_owned(),
         })
     }
 
@@ -98,6 +100,11 @@ impl Listing {
     /// The manifests of the tools no caller-independent reason withholds.
     pub fn manifests(&self) -> impl Iterator<Item = &CapabilityManifest> {
         self.seen.visible()
+    }
+
+    /// The server's name (the operator's).
+    pub fn server(&self) -> &str {
+        &self.server
     }
 
     /// This listing's change token: listings read at different times have different tokens,

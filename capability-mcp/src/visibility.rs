@@ -35,6 +35,15 @@ pub enum WithheldReason {
     DuplicateName,
     /// The server does not list a tool with this name.
     NotListed,
+    /// Behind one listing of many servers, its name as shown (its server's prefix and its
+    /// name) is also the shown name of another server's tool: a call could reach either, so
+    /// both are hidden. `by` names the others (`server/tool`).
+    NameTaken {
+        /// The name as shown.
+        shown: String,
+        /// The other tools shown under it.
+        by: Vec<String>,
+    },
 }
 
 impl fmt::Display for WithheldReason {
@@ -70,6 +79,15 @@ impl fmt::Display for WithheldReason {
                 f.write_str("the server lists more than one tool with this name")
             }
             WithheldReason::NotListed => f.write_str("the server does not list it"),
+            WithheldReason::NameTaken { shown, by } => write!(
+                f,
+                "its name as shown, `{shown}`, is also that of {}: give one of their servers \
+                 another `prefix`",
+                by.iter()
+                    .map(|t| format!("`{t}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }
@@ -158,6 +176,12 @@ impl ListedTool {
 }
 
 impl ListedTool {
+    /// This tool with one more reason to withhold it.
+    pub(crate) fn withheld(mut self, reason: WithheldReason) -> ListedTool {
+        self.reasons.push(reason);
+        self
+    }
+
     /// Its manifest: claims believed as pinned claims when it matches its pin, otherwise as far
     /// as the server is trusted.
     pub fn manifest(&self) -> &CapabilityManifest {
@@ -295,6 +319,14 @@ impl Visibility {
             tools,
             review: review.map(Arc::new),
         })
+    }
+
+    /// A visibility of these tools (of one or several servers), as decided already.
+    pub(crate) fn from_tools(tools: Vec<ListedTool>) -> Visibility {
+        Visibility {
+            tools,
+            review: None,
+        }
     }
 
     /// The same list as another caller sees it: drift and duplicate names stay (they do not

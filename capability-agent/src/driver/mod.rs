@@ -40,7 +40,7 @@ use serde_json::Value;
 use capability_audit::{AuditedDispatch, Caller};
 use capability_core::authz::Authorize;
 use capability_core::manifest::{CapabilityManifest, ManifestError};
-use capability_mcp::{Lockfile, Server, Visibility};
+use capability_mcp::{Fleet, Lockfile, McpManifest, Server, Visibility};
 
 use crate::breaker::Breaker;
 use crate::model::{Message, Model, ModelErrorKind, ToolSpec};
@@ -105,8 +105,12 @@ impl<'a> ToolSource<'a> {
 #[derive(Clone, Debug)]
 pub struct Shown {
     visibility: Visibility,
+    /// The name the model sees of each tool of `visibility`, in its order: the tool's own, or
+    /// its server's prefix and its own behind a fleet.
+    names: Vec<String>,
     specs: Vec<ToolSpec>,
-    provider: String,
+    /// The provider of a tool the source does not list (`None` for a fleet).
+    provider: Option<String>,
 }
 
 impl Shown {
@@ -128,11 +132,60 @@ impl Shown {
                     .and_then(ToolSpec::from_mcp_tool)
             })
             .collect();
+        let names = visibility
+            .tools()
+            .iter()
+            .map(|t| t.manifest().name().to_owned())
+            .collect();
         Ok(Shown {
             visibility,
+            names,
             specs,
-            provider: source.server.name().to_owned(),
+            provider: Some(source.server.name().to_owned()),
         })
+    }
+
+    /// What `decider` may see of a fleet of servers ([`Fleet::for_caller`]): their union, each
+    /// tool under its shown name (its server's prefix and its name), each decided on its own
+    /// manifest. The executor is given the shown name: [`Fleet::route`] takes it to the server
+    /// and the tool's own name.
+    ///
+    /// ```
+    /// use capability_agent::driver::Shown;
+    /// use capability_core::authz::{Ceiling, ToolContext};
+    /// use capability_mcp::{Fleet, Listing, Server};
+    /// use serde_json::json;
+    ///
+    /// let tool = |name: &str, read_only: bool| json!({"name": name, "inputSchema": {"type": "object"},
+    ///     "annotations": {"readOnlyHint": read_only}});
+    /// let k8s = Listing::read(&Server::trusted("k8s"), &[tool("list_pods", true), tool("delete_pod", false)], None)?;
+    /// let prom = Listing::read(&Server::trusted("prometheus"), &[tool("query", true)], None)?;
+    /// let fleet = Fleet::new([(k8s, "k8s_".into()), (prom, "prom_".into())])?;
+    /// let shown = Shown::of_fleet(&fleet, &ToolContext::new("monitor", "s-1", Ceiling::ReadOnly));
+    /// let names: Vec<&str> = shown.specs().iter().map(|s| s.name.as_str()).collect();
+    /// assert_eq!(names, ["k8s_list_pods", "prom_query"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// [`Fleet::for_caller`]: capability_mcp::Fleet::for_caller
+    /// [`Fleet::route`]: capability_mcp::Fleet::route
+    pub fn of_fleet(fleet: &Fleet, decider: &(impl Authorize + ?Sized)) -> Shown {
+        let view = fleet.for_caller(decider);
+        let specs = view
+            .visible()
+            .filter_map(|tool| {
+                let mut object = tool.manifest().to_mcp_tool();
+                object["name"] = Value::String(tool.shown.clone());
+                ToolSpec::from_mcp_tool(&object)
+            })
+            .collect();
+        let names = view.tools().iter().map(|t| t.shown.clone()).collect();
+        Shown {
+            visibility: view.visibility(),
+            names,
+            specs,
+            provider: None,
+        }
     }
 
     /// The specs the model is shown.
@@ -148,13 +201,24 @@ impl Shown {
     /// The manifests of the tools the model is shown.
     pub fn visible(&self) -> impl Iterator<Item = &CapabilityManifest> {
         self.visibility
-            .visible()
-            .filter(|m| self.specs.iter().any(|s| s.name == m.name()))
+            .tools()
+            .iter()
+            .zip(&self.names)
+            .filter(|(t, name)| t.is_visible() && self.specs.iter().any(|s| s.name == **name))
+            .map(|(t, _)| t.manifest())
     }
 
     /// The manifest of the shown tool `name`.
     fn manifest(&self, name: &str) -> Option<&CapabilityManifest> {
-        self.visible().find(|m| m.name() == name)
+        if !self.specs.iter().any(|s| s.name == name) {
+            return None;
+        }
+        self.visibility
+            .tools()
+            .iter()
+            .zip(&self.names)
+            .find(|(t, shown)| t.is_visible() && *shown == name)
+            .map(|(t, _)| t.manifest())
     }
 
     /// The manifest of a listed tool `name`, shown or not (the first, for a duplicate name).
@@ -162,21 +226,23 @@ impl Shown {
         self.visibility
             .tools()
             .iter()
-            .map(|t| t.manifest())
-            .find(|m| m.name() == name)
+            .zip(&self.names)
+            .find(|(_, shown)| *shown == name)
+            .map(|(t, _)| t.manifest())
     }
 
     /// A manifest standing in, in the audit trail, for a tool the server does not list.
     fn stand_in(&self, name: &str) -> Option<CapabilityManifest> {
-        let named = CapabilityManifest::builder(name)
-            .provider(self.provider.as_str())
-            .build();
-        named
-            .or_else(|_| {
-                CapabilityManifest::builder("unlisted_tool")
-                    .provider(self.provider.as_str())
-                    .build()
-            })
+        let builder = |tool: &str| {
+            let builder = CapabilityManifest::builder(tool);
+            match &self.provider {
+                Some(provider) => builder.provider(provider.as_str()),
+                None => builder,
+            }
+        };
+        builder(name)
+            .build()
+            .or_else(|_| builder("unlisted_tool").build())
             .or_else(|_| CapabilityManifest::builder("unlisted_tool").build())
             .ok()
     }

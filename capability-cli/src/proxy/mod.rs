@@ -29,6 +29,8 @@ mod forward;
 mod front;
 mod http;
 mod protocol;
+
+pub(crate) use protocol::lifecycle;
 mod run;
 pub mod secrets;
 mod upstream;

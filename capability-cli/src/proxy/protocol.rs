@@ -5,7 +5,7 @@ use ::rmcp::model::ProtocolVersion;
 use ::rmcp::service::ClientLifecycleMode;
 
 /// How a connection to the server starts.
-pub(super) fn lifecycle() -> ClientLifecycleMode {
+pub(crate) fn lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),

@@ -26,8 +26,27 @@ use crate::toml_file::TomlError;
 /// `command` matches a live server whose command (the words after `--`) is exactly these
 /// words; `file` matches a tool-list file that is this file. `forward = ["resources",
 /// "prompts"]` lets `capability proxy --server <name>` pass the server's resources and prompts
-/// on to its clients, which it otherwise neither advertises nor forwards (tools only). An entry
-/// has at least one of the three.
+/// on to its clients, which it otherwise neither advertises nor forwards (tools only).
+///
+/// For a fleet of servers behind one listing (the agent loop over many servers, a gateway):
+/// `url` (a Streamable HTTP endpoint, instead of `command`), `env` (variables for the spawned
+/// command), `trust` (`"trusted"` or `"untrusted"`, the default: whether the server's
+/// annotations are believed), `lock` (its lockfile, relative to the policy file) and `prefix`
+/// (what its tool names are shown with; default `<name>_`, `""` for none).
+///
+/// ```toml
+/// [servers.git]
+/// command = ["uvx", "mcp-server-git"]
+/// env = { GIT_CONFIG_NOSYSTEM = "1" }
+/// trust = "untrusted"
+/// lock = "capability.lock"
+/// prefix = "git_"
+///
+/// [servers.search]
+/// url = "https://search.internal.example/mcp"
+/// ```
+///
+/// An entry says at least one thing.
 ///
 /// ```
 /// use capability::Policy;
@@ -49,6 +68,11 @@ pub struct ServerEntry {
     file: Option<String>,
     forward_resources: bool,
     forward_prompts: bool,
+    url: Option<String>,
+    env: Vec<(String, String)>,
+    trusted: Option<bool>,
+    lock: Option<String>,
+    prefix: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -57,7 +81,15 @@ pub(super) struct ServerFile {
     command: Option<Spanned<Vec<String>>>,
     file: Option<Spanned<String>>,
     forward: Option<Spanned<Vec<String>>>,
+    url: Option<Spanned<String>>,
+    env: Option<Spanned<BTreeMap<String, String>>>,
+    trust: Option<Spanned<String>>,
+    lock: Option<Spanned<String>>,
+    prefix: Option<Spanned<String>>,
 }
+
+/// The longest tool-name prefix (MCP tool names are at most 128 characters).
+pub const MAX_PREFIX_CHARS: usize = 64;
 
 impl ServerEntry {
     pub(super) fn from_file(
@@ -89,15 +121,24 @@ impl ServerEntry {
                     format!("server `{name}`: `file` is empty"),
                 ));
             }
-            if entry.command.is_none() && entry.file.is_none() && entry.forward.is_none() {
+            let says_something = entry.command.is_some()
+                || entry.file.is_some()
+                || entry.forward.is_some()
+                || entry.url.is_some()
+                || entry.trust.is_some()
+                || entry.lock.is_some()
+                || entry.prefix.is_some();
+            if !says_something {
                 return Err(at(
                     key.span().start,
                     format!(
                         "server `{name}` says neither `command` (a live server's command words) \
-                         nor `file` (a tool-list file) nor `forward`, so it says nothing"
+                         nor `url` (its Streamable HTTP endpoint) nor `file` (a tool-list file), \
+                         so it says nothing"
                     ),
                 ));
             }
+            let fleet = fleet_keys(name, &entry, at)?;
             let (mut forward_resources, mut forward_prompts) = (false, false);
             if let Some(forward) = &entry.forward {
                 for what in forward.get_ref() {
@@ -122,6 +163,11 @@ impl ServerEntry {
                 file: entry.file.map(Spanned::into_inner),
                 forward_resources,
                 forward_prompts,
+                url: fleet.url,
+                env: fleet.env,
+                trusted: fleet.trusted,
+                lock: fleet.lock,
+                prefix: fleet.prefix,
             });
         }
         Ok(entries)
@@ -155,6 +201,35 @@ impl ServerEntry {
         self.forward_prompts
     }
 
+    /// The server's Streamable HTTP endpoint (`url`), for one reached over HTTP.
+    pub fn url(&self) -> Option<&str> {
+        self.url.as_deref()
+    }
+
+    /// The variables the spawned command gets (`env`), in name order.
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// Whether the server's annotations are believed (`trust`); `None` when the entry does
+    /// not say (then untrusted, unless a command line says otherwise).
+    pub fn trusted(&self) -> Option<bool> {
+        self.trusted
+    }
+
+    /// The server's lockfile (`lock`), as written (relative to the policy file).
+    pub fn lock(&self) -> Option<&str> {
+        self.lock.as_deref()
+    }
+
+    /// What the server's tool, resource and prompt names are shown with behind one listing of
+    /// many servers: `prefix` as written, else `<name>_`.
+    pub fn prefix(&self) -> String {
+        self.prefix
+            .clone()
+            .unwrap_or_else(|| format!("{}_", self.name))
+    }
+
     /// Whether a live server started with exactly these words (program first) is this one.
     pub fn matches_command<I, S>(&self, words: I) -> bool
     where
@@ -170,4 +245,117 @@ impl ServerEntry {
             .all(|expected| words.next().is_some_and(|w| w.as_ref() == expected))
             && words.next().is_none()
     }
+}
+
+/// The keys a fleet of servers needs, checked.
+struct FleetKeys {
+    url: Option<String>,
+    env: Vec<(String, String)>,
+    trusted: Option<bool>,
+    lock: Option<String>,
+    prefix: Option<String>,
+}
+
+fn fleet_keys(
+    name: &str,
+    entry: &ServerFile,
+    at: &impl Fn(usize, String) -> TomlError,
+) -> Result<FleetKeys, TomlError> {
+    if let (Some(_), Some(url)) = (&entry.command, &entry.url) {
+        return Err(at(
+            url.span().start,
+            format!("server `{name}`: give `command` (a spawned server) or `url`, not both"),
+        ));
+    }
+    if let Some(url) = &entry.url {
+        let text = url.get_ref();
+        let rest = text
+            .strip_prefix("http://")
+            .or_else(|| text.strip_prefix("https://"));
+        if rest.is_none_or(|r| r.is_empty() || r.starts_with('/'))
+            || text.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(at(
+                url.span().start,
+                format!(
+                    "server `{name}`: `url` must be an http:// or https:// URL with a host, \
+                     like \"http://127.0.0.1:3001/mcp\""
+                ),
+            ));
+        }
+    }
+    if let Some(env) = &entry.env {
+        if entry.command.is_none() {
+            return Err(at(
+                env.span().start,
+                format!("server `{name}`: `env` is for a spawned server; give its `command`"),
+            ));
+        }
+        for (variable, value) in env.get_ref() {
+            if variable.is_empty() || variable.contains(['=', '\0']) || value.contains('\0') {
+                return Err(at(
+                    env.span().start,
+                    format!(
+                        "server `{name}`: `env` variable `{}` is not one a process can have \
+                         (a name without `=` or NUL, a value without NUL)",
+                        variable.escape_debug()
+                    ),
+                ));
+            }
+        }
+    }
+    let trusted = match &entry.trust {
+        None => None,
+        Some(trust) => match trust.get_ref().as_str() {
+            "trusted" => Some(true),
+            "untrusted" => Some(false),
+            other => {
+                return Err(at(
+                    trust.span().start,
+                    format!(
+                        "server `{name}`: `trust` is \"trusted\" or \"untrusted\", not \"{}\"",
+                        other.escape_debug()
+                    ),
+                ));
+            }
+        },
+    };
+    if let Some(lock) = &entry.lock
+        && lock.get_ref().is_empty()
+    {
+        return Err(at(
+            lock.span().start,
+            format!("server `{name}`: `lock` is empty"),
+        ));
+    }
+    if let Some(prefix) = &entry.prefix {
+        let text = prefix.get_ref();
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        if text.chars().count() > MAX_PREFIX_CHARS || !text.chars().all(allowed) {
+            return Err(at(
+                prefix.span().start,
+                format!(
+                    "server `{name}`: `prefix` is at most {MAX_PREFIX_CHARS} of A-Z a-z 0-9 _ - . \
+                     (what MCP tool names may hold), not \"{}\"",
+                    text.escape_debug()
+                ),
+            ));
+        }
+    }
+    Ok(FleetKeys {
+        url: entry.url.as_ref().map(|u| u.get_ref().clone()),
+        env: entry
+            .env
+            .as_ref()
+            .map(|env| {
+                env.get_ref()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        trusted,
+        lock: entry.lock.as_ref().map(|l| l.get_ref().clone()),
+        prefix: entry.prefix.as_ref().map(|p| p.get_ref().clone()),
+    })
 }

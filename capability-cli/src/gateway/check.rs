@@ -1,0 +1,189 @@
+//! `capability gateway --check`: what each role would see of the fleet, without serving.
+
+use std::io::Write;
+use std::time::Duration;
+
+use capability::Policy;
+use capability::mcp::{Fleet, FleetView};
+use serde_json::{Value, json};
+
+use super::fleet::{FleetServer, ServerSource, read_fleet};
+use super::{GatewayArgs, GatewayError};
+use crate::escape::escape;
+
+/// Reads the policy, starts and lists every server, and prints each role's view (text, or JSON
+/// with `--json`): exit 0, or 1 when tools of two servers would share a shown name.
+pub fn check(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> {
+    let policy = Policy::from_toml_file(&args.policy).map_err(|e| GatewayError(e.to_string()))?;
+    let roles: Vec<String> = match &args.role {
+        Some(role) if policy.roles().any(|r| r == role) => vec![role.clone()],
+        Some(role) => {
+            let roles: Vec<&str> = policy.roles().collect();
+            return Err(GatewayError(format!(
+                "role `{role}` is not in the policy (it has: {})",
+                roles.join(", ")
+            )));
+        }
+        None => policy.roles().map(str::to_owned).collect(),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| GatewayError(format!("cannot start the async runtime: {e}")))?;
+    let (fleet, servers) = runtime.block_on(read_fleet(
+        &policy,
+        &args.policy,
+        Duration::from_secs(args.timeout),
+    ))?;
+    let views: Vec<(String, FleetView)> = roles
+        .iter()
+        .filter_map(|role| {
+            let ctx = policy.context(role, "gateway-check")?;
+            Some((role.clone(), fleet.for_caller(&ctx)))
+        })
+        .collect();
+    let written = if args.json {
+        let report = json_report(&fleet, &servers, &views, policy.version());
+        // Escaped as every --json output is: the same JSON value, safe to print.
+        let mut text = Vec::new();
+        let mut serializer =
+            serde_json::Serializer::with_formatter(&mut text, crate::escape::JsonEscaped::new());
+        serde::Serialize::serialize(&report, &mut serializer)
+            .map_err(|e| GatewayError(format!("cannot write the report: {e}")))?;
+        out.write_all(&text).and_then(|()| writeln!(out))
+    } else {
+        text_report(out, &fleet, &servers, &views)
+    };
+    written.map_err(|e| GatewayError(format!("cannot write the report: {e}")))?;
+    Ok(u8::from(!fleet.collisions().is_empty()))
+}
+
+fn source_text(source: &ServerSource) -> String {
+    match source {
+        ServerSource::Command(words) => escape(&words.join(" ")),
+        ServerSource::Url(url) => escape(url),
+        ServerSource::File(path) => escape(&path.display().to_string()),
+    }
+}
+
+fn text_report(
+    out: &mut dyn Write,
+    fleet: &Fleet,
+    servers: &[FleetServer],
+    views: &[(String, FleetView)],
+) -> std::io::Result<()> {
+    writeln!(out, "fleet: {} servers", servers.len())?;
+    for server in servers {
+        writeln!(
+            out,
+            "  {:<16} {:>3} tools  prefix {:<12} {}{}  {}",
+            server.name,
+            server.tools,
+            format!("\"{}\"", server.prefix),
+            if server.trusted {
+                "trusted"
+            } else {
+                "untrusted"
+            },
+            server
+                .lock
+                .as_ref()
+                .map(|l| format!(", lock {}", escape(&l.display().to_string())))
+                .unwrap_or_default(),
+            source_text(&server.source),
+        )?;
+    }
+    for (role, view) in views {
+        let shown = view.visible().count();
+        writeln!(
+            out,
+            "\nrole {role}: {shown} of {} tools",
+            view.tools().len()
+        )?;
+        for tool in view.visible() {
+            writeln!(
+                out,
+                "  shown   {:<36} {}/{}",
+                escape(&tool.shown),
+                view.server_of(tool),
+                escape(tool.manifest().name())
+            )?;
+        }
+        for tool in view.hidden() {
+            let reasons: Vec<String> = tool
+                .listed
+                .reasons()
+                .iter()
+                .map(|r| escape(&r.to_string()))
+                .collect();
+            writeln!(
+                out,
+                "  hidden  {:<36} {}/{}: {}",
+                escape(&tool.shown),
+                view.server_of(tool),
+                escape(tool.manifest().name()),
+                reasons.join("; ")
+            )?;
+        }
+    }
+    if fleet.collisions().is_empty() {
+        writeln!(out, "\nno shown name is shared by tools of two servers")?;
+    } else {
+        writeln!(
+            out,
+            "\n{} shown names are shared by tools of several servers (each withheld from \
+             every role; give one of the servers another `prefix`):",
+            fleet.collisions().len()
+        )?;
+        for collision in fleet.collisions() {
+            let tools: Vec<String> = collision.tools.iter().map(|t| escape(t)).collect();
+            writeln!(out, "  {}: {}", escape(&collision.shown), tools.join(", "))?;
+        }
+    }
+    Ok(())
+}
+
+fn json_report(
+    fleet: &Fleet,
+    servers: &[FleetServer],
+    views: &[(String, FleetView)],
+    version: Option<&str>,
+) -> Value {
+    let servers: Vec<Value> = servers
+        .iter()
+        .map(|s| {
+            let (kind, from) = match &s.source {
+                ServerSource::Command(words) => ("command", json!(words)),
+                ServerSource::Url(url) => ("url", json!(url)),
+                ServerSource::File(path) => ("file", json!(path.display().to_string())),
+            };
+            json!({"name": s.name, kind: from, "trust": if s.trusted { "trusted" } else { "untrusted" },
+                   "lock": s.lock.as_ref().map(|l| l.display().to_string()),
+                   "prefix": s.prefix, "tools": s.tools})
+        })
+        .collect();
+    let roles: Vec<Value> = views
+        .iter()
+        .map(|(role, view)| {
+            let entry = |t: &capability::mcp::FleetTool| {
+                json!({"shown": t.shown, "server": view.server_of(t), "tool": t.manifest().name()})
+            };
+            let hidden: Vec<Value> = view
+                .hidden()
+                .map(|t| {
+                    let mut e = entry(t);
+                    e["reasons"] =
+                        json!(t.listed.reasons().iter().map(ToString::to_string).collect::<Vec<_>>());
+                    e
+                })
+                .collect();
+            json!({"role": role, "visible": view.visible().map(entry).collect::<Vec<_>>(), "hidden": hidden})
+        })
+        .collect();
+    let collisions: Vec<Value> = fleet
+        .collisions()
+        .iter()
+        .map(|c| json!({"shown": c.shown, "tools": c.tools}))
+        .collect();
+    json!({"policy_version": version, "servers": servers, "roles": roles, "collisions": collisions})
+}

@@ -1,0 +1,169 @@
+//! The fleet of the policy's `[servers]`: each server started (or reached) and listed, with its
+//! trust, its lockfile and its prefix, put together into one [`Fleet`].
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use capability::Policy;
+use capability::authz::ServerEntry;
+use capability::mcp::{Fleet, Listing, Lockfile, Server};
+use serde_json::Value;
+
+use super::GatewayError;
+
+/// Where a server's tools came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerSource {
+    /// Its command, spawned.
+    Command(Vec<String>),
+    /// Its Streamable HTTP endpoint.
+    Url(String),
+    /// A recorded tool list.
+    File(PathBuf),
+}
+
+/// One server of the fleet, listed.
+#[derive(Debug)]
+pub struct FleetServer {
+    /// Its operator's name.
+    pub name: String,
+    /// Where its tools came from.
+    pub source: ServerSource,
+    /// Whether its annotations are believed.
+    pub trusted: bool,
+    /// Its lockfile, if any.
+    pub lock: Option<PathBuf>,
+    /// The prefix its tools are shown with.
+    pub prefix: String,
+    /// How many tools it lists.
+    pub tools: usize,
+}
+
+/// Starts (or reaches) and lists, in name order, every server of `policy`'s `[servers]` that names a command,
+/// a URL or a file (an entry that only says what the proxy forwards is not a server of the
+/// fleet); paths are relative to `policy_path`'s directory. Any server that cannot be listed,
+/// any lockfile that cannot be read or does not pin its server, stops it, naming which.
+pub async fn read_fleet(
+    policy: &Policy,
+    policy_path: &Path,
+    timeout: Duration,
+) -> Result<(Fleet, Vec<FleetServer>), GatewayError> {
+    let base = policy_path.parent().unwrap_or(Path::new("."));
+    let mut members = Vec::new();
+    let mut servers = Vec::new();
+    for entry in policy.servers() {
+        let Some(source) = source(entry, base) else {
+            continue;
+        };
+        let name = entry.name();
+        let fail = |why: String| GatewayError(format!("server `{name}`: {why}"));
+        let tools = list(&source, entry, timeout).await.map_err(fail)?;
+        let trusted = entry.trusted().unwrap_or(false);
+        let server = if trusted {
+            Server::trusted(name)
+        } else {
+            Server::untrusted(name)
+        };
+        let lock_path = entry.lock().map(|l| base.join(l));
+        let lock = match &lock_path {
+            None => None,
+            Some(path) => {
+                let lock = Lockfile::load(path)
+                    .map_err(|e| fail(e.to_string()))?
+                    .ok_or_else(|| fail(format!("{}: no such lockfile", path.display())))?;
+                if lock.server(name).is_none() {
+                    return Err(fail(format!(
+                        "{} pins no tool of it: every tool would be hidden; pin them with \
+                         `capability pin --server {name} --lock {}`",
+                        path.display(),
+                        path.display()
+                    )));
+                }
+                Some(lock)
+            }
+        };
+        let listing =
+            Listing::read(&server, &tools, lock.as_ref()).map_err(|e| fail(e.to_string()))?;
+        servers.push(FleetServer {
+            name: name.to_owned(),
+            source,
+            trusted,
+            lock: lock_path,
+            prefix: entry.prefix(),
+            tools: tools.len(),
+        });
+        members.push((listing, entry.prefix()));
+    }
+    if members.is_empty() {
+        return Err(GatewayError(format!(
+            "{}: the policy's [servers] name no server with a `command`, a `url` or a `file`",
+            policy_path.display()
+        )));
+    }
+    let fleet = Fleet::new(members).map_err(|e| GatewayError(e.to_string()))?;
+    Ok((fleet, servers))
+}
+
+fn source(entry: &ServerEntry, base: &Path) -> Option<ServerSource> {
+    if let Some(command) = entry.command() {
+        return Some(ServerSource::Command(command.to_vec()));
+    }
+    if let Some(url) = entry.url() {
+        return Some(ServerSource::Url(url.to_owned()));
+    }
+    entry.file().map(|file| ServerSource::File(base.join(file)))
+}
+
+async fn list(
+    source: &ServerSource,
+    entry: &ServerEntry,
+    timeout: Duration,
+) -> Result<Vec<Value>, String> {
+    match source {
+        ServerSource::Command(words) => {
+            let (program, args) = words.split_first().ok_or("an empty command")?;
+            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+            crate::supervise::list_server_tools(program.as_ref(), &args, entry.env(), timeout)
+                .await
+                .map(|live| live.tools)
+                .map_err(|e| e.to_string())
+        }
+        ServerSource::Url(url) => list_http(url, entry.name(), timeout).await,
+        ServerSource::File(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            crate::tools_file::parse_tools(&text, &path.display().to_string())
+                .map(|(_, tools)| tools)
+        }
+    }
+}
+
+/// Every tool of the Streamable HTTP server at `url` (no credentials).
+async fn list_http(url: &str, entry_name: &str, timeout: Duration) -> Result<Vec<Value>, String> {
+    use ::rmcp::service::ClientServiceExt;
+    use ::rmcp::transport::StreamableHttpClientTransport;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let listing = async {
+        let service = ()
+            .serve_with_lifecycle(
+                StreamableHttpClientTransport::from_uri(url),
+                crate::proxy::lifecycle(),
+            )
+            .await
+            .map_err(|e| format!("{url} did not connect: {e}"))?;
+        let server = Server::untrusted(entry_name);
+        let tools = capability::rmcp::list_tools(service.peer(), &server)
+            .await
+            .map_err(|e| format!("{url} did not list its tools: {e}"));
+        let _ = service.cancel().await;
+        tools
+    };
+    let tools = tokio::time::timeout(timeout, listing)
+        .await
+        .map_err(|_| format!("{url} did not answer within {} s", timeout.as_secs()))??;
+    tools
+        .into_iter()
+        .map(|tool| serde_json::to_value(tool).map_err(|e| e.to_string()))
+        .collect()
+}

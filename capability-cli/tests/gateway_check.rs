@@ -1,0 +1,282 @@
+//! `capability gateway --check` over real servers (the reference servers `server-memory` and
+//! `server-everything`, spawned from the policy's `[servers]`, and a recorded tool list): each
+//! role's view under the shown names, decided on the servers' own names; a name two servers
+//! would share withheld from every role and reported (exit 1); a bad file refused before
+//! anything starts (exit 2, line and column); a server that cannot start named.
+
+#![cfg(unix)]
+
+mod proxy_common;
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+use proxy_common::{BIN, scratch};
+use support::McpServer;
+
+fn toml_words(server: &McpServer) -> String {
+    let words: Vec<String> = std::iter::once(server.program.display().to_string())
+        .chain(server.args.iter().cloned())
+        .map(|w| format!("{w:?}"))
+        .collect();
+    format!("[{}]", words.join(", "))
+}
+
+fn toml_env(server: &McpServer) -> String {
+    let pairs: Vec<String> = server
+        .env
+        .iter()
+        .map(|(k, v)| format!("{k} = {v:?}"))
+        .collect();
+    format!("{{ {} }}", pairs.join(", "))
+}
+
+fn gateway(dir: &Path, extra: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("gateway")
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .arg("--check")
+        .args(extra)
+        .output()
+        .expect("runs")
+}
+
+/// memory and everything, spawned; `recorded` a tool list in a file, prefix `prefix`.
+fn policy(memory: &McpServer, everything: &McpServer, recorded_prefix: &str) -> String {
+    format!(
+        r#"version = "fleet/1"
+
+[roles.viewer]
+ceiling = "read-only"
+allow = ["memory/*", "everything/*", "recorded/*"]
+
+[roles.operator]
+ceiling = "unrestricted"
+allow = ["*"]
+
+[assertions."memory/read_graph"]
+read_only = true
+
+[servers.memory]
+command = {memory_cmd}
+env = {memory_env}
+prefix = "mem_"
+
+[servers.everything]
+command = {everything_cmd}
+trust = "trusted"
+prefix = ""
+
+[servers.recorded]
+file = "recorded.json"
+trust = "trusted"
+prefix = "{recorded_prefix}"
+"#,
+        memory_cmd = toml_words(memory),
+        memory_env = toml_env(memory),
+        everything_cmd = toml_words(everything),
+    )
+}
+
+fn recorded() -> Value {
+    json!({"tools": [
+        {"name": "echo", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+        {"name": "wipe", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": true}},
+    ]})
+}
+
+#[test]
+fn each_role_sees_its_share_of_the_fleet_under_the_shown_names() {
+    let Some(servers) = support::require_servers("gateway_check_views") else {
+        return;
+    };
+    let dir = scratch("gateway-check", "");
+    let memory = servers.memory(&dir.join("memory.jsonl"));
+    let everything = servers.everything();
+    std::fs::write(
+        dir.join("policy.toml"),
+        policy(&memory, &everything, "rec_"),
+    )
+    .expect("policy");
+    std::fs::write(dir.join("recorded.json"), recorded().to_string()).expect("recorded");
+
+    let output = gateway(&dir, &["--json"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(report["policy_version"], "fleet/1");
+    let servers: Vec<&str> = report["servers"]
+        .as_array()
+        .expect("servers")
+        .iter()
+        .map(|s| s["name"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        servers,
+        ["everything", "memory", "recorded"],
+        "in name order"
+    );
+    assert_eq!(report["servers"][1]["trust"], "untrusted");
+    assert_eq!(report["servers"][0]["prefix"], "");
+
+    let role = |name: &str| {
+        report["roles"]
+            .as_array()
+            .expect("roles")
+            .iter()
+            .find(|r| r["role"] == name)
+            .cloned()
+            .expect("role")
+    };
+    let shown = |role: &Value, list: &str| -> Vec<(String, String, String)> {
+        role[list]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|t| {
+                (
+                    t["shown"].as_str().unwrap_or_default().to_owned(),
+                    t["server"].as_str().unwrap_or_default().to_owned(),
+                    t["tool"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let viewer = role("viewer");
+    let visible = shown(&viewer, "visible");
+    // Untrusted memory: only the tool the operator vouches for; everything's read-only tools
+    // under their own names; the recorded list's read-only tool under its prefix.
+    assert!(
+        visible.contains(&(
+            "mem_read_graph".into(),
+            "memory".into(),
+            "read_graph".into()
+        )),
+        "{visible:?}"
+    );
+    assert!(
+        !visible.iter().any(|(s, _, _)| s == "mem_create_entities"),
+        "{visible:?}"
+    );
+    assert!(
+        visible.contains(&("echo".into(), "everything".into(), "echo".into())),
+        "{visible:?}"
+    );
+    assert!(
+        visible.contains(&("rec_echo".into(), "recorded".into(), "echo".into())),
+        "{visible:?}"
+    );
+    assert!(!visible.iter().any(|(s, _, _)| s == "rec_wipe"));
+    let hidden = viewer["hidden"].as_array().expect("hidden");
+    let wipe = hidden
+        .iter()
+        .find(|t| t["shown"] == "rec_wipe")
+        .expect("listed, hidden");
+    assert!(
+        wipe["reasons"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("ceiling"),
+        "{wipe}"
+    );
+    let operator = shown(&role("operator"), "visible");
+    assert!(operator.contains(&(
+        "mem_create_entities".into(),
+        "memory".into(),
+        "create_entities".into()
+    )));
+    assert!(operator.contains(&("rec_wipe".into(), "recorded".into(), "wipe".into())));
+    assert_eq!(report["collisions"], json!([]));
+
+    // The text form says the same, for people.
+    let text = gateway(&dir, &["--role", "viewer"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("fleet: 3 servers"), "{text}");
+    assert!(text.contains("role viewer:"), "{text}");
+    assert!(
+        !text.contains("role operator:"),
+        "--role shows one role: {text}"
+    );
+    assert!(text.contains("  shown   rec_echo"), "{text}");
+    assert!(text.contains("no shown name is shared"), "{text}");
+}
+
+#[test]
+fn a_name_two_servers_would_share_is_withheld_and_reported() {
+    let Some(servers) = support::require_servers("gateway_check_collision") else {
+        return;
+    };
+    let dir = scratch("gateway-collision", "");
+    let memory = servers.memory(&dir.join("memory.jsonl"));
+    let everything = servers.everything();
+    // The recorded list without a prefix: its `echo` is everything's `echo`.
+    std::fs::write(dir.join("policy.toml"), policy(&memory, &everything, "")).expect("policy");
+    std::fs::write(dir.join("recorded.json"), recorded().to_string()).expect("recorded");
+    let output = gateway(&dir, &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "findings: {stdout}");
+    assert!(
+        stdout.contains("  echo: everything/echo, recorded/echo"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("  shown   echo "),
+        "withheld from every role: {stdout}"
+    );
+    assert!(stdout.contains("  hidden  echo"), "{stdout}");
+    assert!(
+        stdout.contains("give one of their servers another `prefix`"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_bad_file_or_a_server_that_cannot_start_stops_it_before_anything_runs() {
+    let dir = scratch("gateway-bad", "");
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[roles.viewer]\nceiling = \"read-only\"\nallow = [\"*\"]\n\n[servers.git]\ncommand = [\"uvx\", \"mcp-server-git\"]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+    )
+    .expect("policy");
+    let output = gateway(&dir, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("policy.toml:7:7") && stderr.contains("not both"),
+        "{stderr}"
+    );
+
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[roles.viewer]\nceiling = \"read-only\"\nallow = [\"*\"]\n\n[servers.ghost]\ncommand = [\"/nonexistent/mcp-server\"]\n",
+    )
+    .expect("policy");
+    let output = gateway(&dir, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("server `ghost`") && stderr.contains("/nonexistent/mcp-server"),
+        "{stderr}"
+    );
+
+    let output = Command::new(BIN)
+        .args(["gateway", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .output()
+        .expect("runs");
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "--check is required: serving is not in this build"
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--check"));
+}
