@@ -118,8 +118,8 @@ enum Command {
     /// put the policy, the lockfile and the audit trail between them.
     #[command(long_about = help::PROXY_ABOUT, after_help = help::PROXY_AFTER_HELP)]
     Proxy(ProxyArgs),
-    /// Many MCP servers (the policy's [servers]) behind one listing: `--check` starts and lists
-    /// them and prints what each role would see.
+    /// Many MCP servers (the policy's [servers]) behind one listing: served to one client over
+    /// stdio (`--role`, `--audit`), or checked (`--check`: what each role would see).
     Gateway(capability_cli::gateway::GatewayArgs),
 }
 

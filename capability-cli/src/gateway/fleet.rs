@@ -53,7 +53,7 @@ pub async fn read_fleet(
     let mut members = Vec::new();
     let mut servers = Vec::new();
     for entry in policy.servers() {
-        let Some(source) = source(entry, base) else {
+        let Some(source) = source_of(entry, base) else {
             continue;
         };
         let name = entry.name();
@@ -105,7 +105,8 @@ pub async fn read_fleet(
     Ok((fleet, servers))
 }
 
-fn source(entry: &ServerEntry, base: &Path) -> Option<ServerSource> {
+/// Where `entry`'s server is: its command, its URL, or its recorded list (relative to `base`).
+pub(super) fn source_of(entry: &ServerEntry, base: &Path) -> Option<ServerSource> {
     if let Some(command) = entry.command() {
         return Some(ServerSource::Command(command.to_vec()));
     }

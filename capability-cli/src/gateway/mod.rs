@@ -1,19 +1,25 @@
 //! `capability gateway`: many MCP servers, the policy's `[servers]`, behind one listing.
 //!
-//! This build has the configuration check (`--check`): every server of the fleet is started
-//! (or reached) and listed, each tool shown under its server's prefix, and what each role
-//! would see is printed, with every hidden tool's reasons and every name two servers' tools
-//! would share. Serving the fleet to clients is not in this build: `capability proxy` serves one
-//! server.
+//! - `--check`: every server of the fleet is started (or reached) and listed, each tool shown
+//!   under its server's prefix, and what each role would see is printed, with every hidden
+//!   tool's reasons and every name two servers' tools would share.
+//! - `--role <role> --audit <trail>`: the fleet served to one MCP client over standard input
+//!   and output ([`serve`]).
+//!
+//! Not in this build: `--listen` (Streamable HTTP), restarting a server that died, reloading on
+//! `SIGHUP`, resources and prompts across servers.
 
 mod check;
 mod fleet;
+mod serve;
+mod upstream;
 
 use std::io::Write;
 use std::path::PathBuf;
 
 pub use check::check;
 pub use fleet::{FleetServer, ServerSource, read_fleet};
+pub use serve::{GATEWAY_NAME, serve};
 
 /// What `capability gateway` takes.
 #[derive(clap::Args, Debug)]
@@ -24,11 +30,25 @@ pub struct GatewayArgs {
     pub policy: PathBuf,
     /// Check the configuration: start and list every server, print what each role would see
     /// (exit 1 when tools of two servers would share a shown name), serve nothing.
-    #[arg(long, required = true)]
+    #[arg(long)]
     pub check: bool,
-    /// Only this role (default: every role of the policy).
+    /// The client's role (serving: required; with --check: only this role).
     #[arg(long)]
     pub role: Option<String>,
+    /// The audit trail (serving: required): a JSON Lines file, or an existing SQLite or
+    /// PostgreSQL store.
+    #[arg(long, value_name = "PATH_OR_URL", conflicts_with = "check")]
+    pub audit: Option<String>,
+    /// A secret key (from `capability keygen`) that signs the trail's checkpoints.
+    #[arg(long, value_name = "FILE", requires = "audit")]
+    pub checkpoint_key: Option<PathBuf>,
+    /// Tool calls the client's session may make; then every call is refused.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_calls: u32,
+    /// Refused calls tolerated; the next one degrades the session (every call is then
+    /// refused).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_denials: u32,
     /// Seconds to wait for each server to answer.
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     pub timeout: u64,
@@ -51,5 +71,56 @@ impl std::error::Error for GatewayError {}
 
 /// Runs `capability gateway`: the exit code (0 clean, 1 findings), or why it could not.
 pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> {
-    check(args, out)
+    if args.check {
+        return check(args, out);
+    }
+    let (Some(role), Some(target)) = (&args.role, &args.audit) else {
+        return Err(GatewayError(
+            "give `--check` to check the fleet, or `--role <role> --audit <trail>` to serve it \
+             to one client over standard input and output"
+                .to_owned(),
+        ));
+    };
+    let policy = capability::Policy::from_toml_file(&args.policy)
+        .map_err(|e| GatewayError(e.to_string()))?;
+    if !policy.roles().any(|r| r == role) {
+        let roles: Vec<&str> = policy.roles().collect();
+        return Err(GatewayError(format!(
+            "role `{role}` is not in the policy (it has: {})",
+            roles.join(", ")
+        )));
+    }
+    let signer = match &args.checkpoint_key {
+        Some(path) => Some(crate::proxy::checkpoint_key(path).map_err(GatewayError)?),
+        None => None,
+    };
+    let sink = crate::proxy::open_audit(target, "gateway", role, signer).map_err(GatewayError)?;
+    let mut dispatch = capability::audit::AuditedDispatch::new(sink.clone()).with_budget(
+        capability::audit::Budget {
+            max_calls: args.max_calls,
+            max_denials: args.max_denials,
+        },
+    );
+    if let Some(version) = policy.version() {
+        dispatch = dispatch.with_policy_version(version);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| GatewayError(format!("cannot start the async runtime: {e}")))?;
+    let served = runtime.block_on(serve(
+        policy,
+        &args.policy,
+        role,
+        std::sync::Arc::new(dispatch),
+    ));
+    let closed = sink.close();
+    served?;
+    closed.map_err(|e| GatewayError(format!("the audit trail could not be closed: {e}")))?;
+    Ok(0)
+}
+
+/// A message on standard error, prefixed with `capability gateway:`.
+pub(crate) fn note(message: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "capability gateway: {message}");
 }

@@ -10,7 +10,7 @@ use capability::gate::SecretKey;
 use capability_store::{SinkOptions, TargetKind, redact_url, target_kind};
 
 /// Reads the secret key that signs the trail's checkpoints (from `capability keygen`).
-pub(super) fn checkpoint_key(path: &Path) -> Result<Arc<dyn CheckpointSigner>, String> {
+pub(crate) fn checkpoint_key(path: &Path) -> Result<Arc<dyn CheckpointSigner>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the checkpoint key {}: {e}", path.display()))?;
     let key = SecretKey::from_text(&text).map_err(|e| {
@@ -31,7 +31,7 @@ pub(super) fn checkpoint_key(path: &Path) -> Result<Arc<dyn CheckpointSigner>, S
 /// share one: there the writer also names this process and its start,
 /// `proxy:<server>/<role>/<pid>-<start>`. A store must exist and be migrated (`capability db
 /// migrate`): the proxy creates no database.
-pub(super) fn open(
+pub(crate) fn open(
     target: &str,
     server: &str,
     role: &str,

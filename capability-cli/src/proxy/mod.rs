@@ -30,6 +30,8 @@ mod front;
 mod http;
 mod protocol;
 
+pub(crate) use audit::{checkpoint_key, open as open_audit};
+pub(crate) use front::{standard_streams, start as filter_client};
 pub(crate) use protocol::lifecycle;
 mod run;
 pub mod secrets;

@@ -1,8 +1,14 @@
-//! `capability gateway --check` over real servers (the reference servers `server-memory` and
-//! `server-everything`, spawned from the policy's `[servers]`, and a recorded tool list): each
-//! role's view under the shown names, decided on the servers' own names; a name two servers
-//! would share withheld from every role and reported (exit 1); a bad file refused before
-//! anything starts (exit 2, line and column); a server that cannot start named.
+//! `capability gateway` over real servers (the reference servers `server-memory` and
+//! `server-everything`, spawned from the policy's `[servers]`, and a recorded tool list).
+//!
+//! `--check`: each role's view under the shown names, decided on the servers' own names; a name
+//! two servers would share withheld from every role and reported (exit 1); a bad file refused
+//! before anything starts (exit 2, line and column); a server that cannot start named.
+//!
+//! Serving, with the official TypeScript SDK client over stdio: the role's union listed under
+//! the shown names, each call routed to its server under its own name and on record with that
+//! server as provider, a hidden tool of one server and a made-up name refused on record and
+//! never forwarded.
 
 #![cfg(unix)]
 
@@ -14,8 +20,8 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use proxy_common::{BIN, scratch};
-use support::McpServer;
+use proxy_common::{BIN, calls, scratch};
+use support::{McpServer, TsTarget, ts_client_lines};
 
 fn toml_words(server: &McpServer) -> String {
     let words: Vec<String> = std::iter::once(server.program.display().to_string())
@@ -276,7 +282,108 @@ fn a_bad_file_or_a_server_that_cannot_start_stops_it_before_anything_runs() {
     assert_eq!(
         output.status.code(),
         Some(2),
-        "--check is required: serving is not in this build"
+        "neither --check nor a role and a trail"
     );
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--check"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--role <role> --audit <trail>"));
+}
+
+#[test]
+fn the_typescript_client_is_served_the_fleet_and_each_call_reaches_its_server_on_record() {
+    let Some(servers) = support::require_servers("gateway_serves_the_fleet") else {
+        return;
+    };
+    let dir = scratch("gateway-serve", "");
+    let memory_file = dir.join("memory.jsonl");
+    let memory = servers.memory(&memory_file);
+    let everything = servers.everything();
+    let served = policy(&memory, &everything, "rec_");
+    // A recorded list cannot be served: this fleet is the two live servers.
+    let served = &served[..served.find("[servers.recorded]").expect("recorded entry")];
+    std::fs::write(dir.join("policy.toml"), served).expect("policy");
+    let trail = dir.join("trail.jsonl");
+    let args: Vec<String> = vec![
+        "gateway".into(),
+        "--policy".into(),
+        dir.join("policy.toml").display().to_string(),
+        "--role".into(),
+        "viewer".into(),
+        "--audit".into(),
+        trail.display().to_string(),
+    ];
+    let ops = json!([
+        {"op": "list"},
+        {"op": "call", "name": "mem_read_graph", "arguments": {}},
+        {"op": "call", "name": "echo", "arguments": {"message": "through the gateway"}},
+        {"op": "call", "name": "mem_create_entities",
+         "arguments": {"entities": [{"name": "x", "entityType": "t", "observations": []}]}},
+        {"op": "call", "name": "create_entities", "arguments": {}},
+    ]);
+    let output = servers
+        .ts_client(
+            &ops,
+            TsTarget::Stdio {
+                program: Path::new(BIN),
+                args: &args,
+            },
+        )
+        .output()
+        .expect("runs the client");
+    let lines = ts_client_lines(&output).expect("the client ran");
+    let names: Vec<&str> = lines[1]["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"mem_read_graph") && names.contains(&"echo"),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"mem_create_entities"),
+        "a write, hidden from a viewer: {names:?}"
+    );
+    assert!(
+        !names.contains(&"read_graph"),
+        "only shown names: {names:?}"
+    );
+    assert!(lines[2].get("result").is_some(), "{}", lines[2]);
+    assert_eq!(
+        lines[3]["result"]["content"][0]["text"], "Echo: through the gateway",
+        "{}",
+        lines[3]
+    );
+    for refused in [&lines[4], &lines[5]] {
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("refused by capability-gateway"),
+            "{refused}"
+        );
+    }
+
+    let on_record: Vec<(String, String, String)> = calls(&trail)
+        .iter()
+        .map(|r| {
+            (
+                r["provider"].as_str().unwrap_or("-").to_owned(),
+                r["tool"].as_str().unwrap_or_default().to_owned(),
+                r["verdict"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String, String)> = [
+        ("memory", "read_graph", "allowed"),
+        ("everything", "echo", "allowed"),
+        ("memory", "create_entities", "denied"),
+        ("-", "create_entities", "denied"),
+    ]
+    .iter()
+    .map(|(a, b, c)| ((*a).to_owned(), (*b).to_owned(), (*c).to_owned()))
+    .collect();
+    assert_eq!(on_record, expected);
+    let graph = std::fs::read_to_string(&memory_file).unwrap_or_default();
+    assert!(
+        !graph.contains("\"x\""),
+        "the refused write never reached the server: {graph}"
+    );
 }

@@ -1,0 +1,112 @@
+//! The gateway's connections to its servers: each spawned (its output read strictly) or
+//! reached over HTTP, listed, and watched for list changes.
+
+use std::process::Stdio;
+
+use ::rmcp::model::Tool;
+use ::rmcp::service::{ClientServiceExt, NotificationContext, RunningService};
+use ::rmcp::transport::StreamableHttpClientTransport;
+use ::rmcp::{ClientHandler, Peer, RoleClient};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use capability::mcp::Server;
+
+use super::fleet::ServerSource;
+
+/// The handler facing one server: tells the gateway when its tools change. It asks nothing of
+/// the client (no sampling, elicitation or roots): a server's requests are refused.
+pub(super) struct Watch {
+    server: String,
+    changed: mpsc::UnboundedSender<String>,
+}
+
+impl ClientHandler for Watch {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.changed.send(self.server.clone());
+    }
+}
+
+/// One live server.
+pub(super) struct Connection {
+    pub(super) service: RunningService<RoleClient, Watch>,
+    /// The spawned process (killed when dropped).
+    pub(super) _child: Option<Child>,
+}
+
+impl Connection {
+    pub(super) fn peer(&self) -> Peer<RoleClient> {
+        self.service.peer().clone()
+    }
+}
+
+/// Starts (or reaches) `server` from `source` and connects to it.
+pub(super) async fn connect(
+    server: &str,
+    source: &ServerSource,
+    env: &[(String, String)],
+    changed: mpsc::UnboundedSender<String>,
+) -> Result<Connection, String> {
+    let watch = Watch {
+        server: server.to_owned(),
+        changed,
+    };
+    match source {
+        ServerSource::Command(words) => {
+            let (program, args) = words.split_first().ok_or("an empty command")?;
+            let mut child = Command::new(program)
+                .args(args)
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+            let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                return Err(format!("cannot start `{program}`: no standard streams"));
+            };
+            // A line that writes a key twice never reaches rmcp, which would keep the last.
+            let name = server.to_owned();
+            let (stdout, _checking) = crate::supervise::strict::strict_lines(stdout, move |why| {
+                super::note(format_args!(
+                    "server `{name}`: {}",
+                    crate::escape::escape(why)
+                ));
+            });
+            let service = watch
+                .serve_with_lifecycle((stdout, stdin), crate::proxy::lifecycle())
+                .await
+                .map_err(|e| format!("`{program}` did not connect: {e}"))?;
+            Ok(Connection {
+                service,
+                _child: Some(child),
+            })
+        }
+        ServerSource::Url(url) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let service = watch
+                .serve_with_lifecycle(
+                    StreamableHttpClientTransport::from_uri(url.as_str()),
+                    crate::proxy::lifecycle(),
+                )
+                .await
+                .map_err(|e| format!("{url} did not connect: {e}"))?;
+            Ok(Connection {
+                service,
+                _child: None,
+            })
+        }
+        ServerSource::File(path) => Err(format!(
+            "{} is a recorded tool list: a gateway serves live servers (`command` or `url`)",
+            path.display()
+        )),
+    }
+}
+
+/// Every tool of `peer`'s server.
+pub(super) async fn list(peer: &Peer<RoleClient>, server: &Server) -> Result<Vec<Tool>, String> {
+    capability::rmcp::list_tools(peer, server)
+        .await
+        .map_err(|e| format!("did not list its tools: {e}"))
+}
