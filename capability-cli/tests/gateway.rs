@@ -387,3 +387,177 @@ fn the_typescript_client_is_served_the_fleet_and_each_call_reaches_its_server_on
         "the refused write never reached the server: {graph}"
     );
 }
+
+/// The drift server (`crash` exits it) and server-everything, for `role` viewer.
+fn lifecycle_policy(
+    drift: &McpServer,
+    everything: &McpServer,
+    version: &str,
+    viewer_allow: &str,
+) -> String {
+    format!(
+        r#"version = "{version}"
+
+[roles.viewer]
+ceiling = "read-only"
+allow = [{viewer_allow}]
+
+[servers.drift]
+command = {drift_cmd}
+trust = "trusted"
+prefix = "drift_"
+
+[servers.everything]
+command = {everything_cmd}
+trust = "trusted"
+prefix = ""
+"#,
+        drift_cmd = toml_words(drift),
+        everything_cmd = toml_words(everything),
+    )
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_server_that_dies_comes_back_and_sighup_reloads_all_or_nothing() {
+    use std::time::{Duration, Instant};
+    let Some(servers) = support::require_servers("gateway_lifecycle") else {
+        return;
+    };
+    let dir = scratch("gateway-lifecycle", "");
+    let (drift, everything) = (servers.drift(), servers.everything());
+    let write = |version: &str, allow: &str| {
+        std::fs::write(
+            dir.join("policy.toml"),
+            lifecycle_policy(&drift, &everything, version, allow),
+        )
+        .expect("policy")
+    };
+    write("fleet/1", r#""drift/*", "everything/*""#);
+    let trail = dir.join("trail.jsonl");
+    let args: Vec<String> = [
+        "gateway",
+        "--policy",
+        &dir.join("policy.toml").display().to_string(),
+        "--role",
+        "viewer",
+        "--audit",
+        &trail.display().to_string(),
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
+    let gateway = proxy_common::Proxied::start(&args).await;
+    let pid = gateway.child.id().expect("running").to_string();
+    let names = gateway.names().await;
+    assert!(
+        names.contains(&"drift_stable".to_owned()) && names.contains(&"echo".to_owned()),
+        "{names:?}"
+    );
+
+    // The drift server dies during a call: that call fails saying so, the other server serves.
+    let crashed = gateway
+        .call("drift_crash", json!({}))
+        .await
+        .expect_err("the server died");
+    assert!(crashed.message.contains("did not answer"), "{crashed:?}");
+    gateway
+        .call("echo", json!({"message": "still here"}))
+        .await
+        .expect("the other server serves");
+    // It is started again.
+    let started = Instant::now();
+    loop {
+        match gateway.call("drift_stable", json!({})).await {
+            Ok(answer) => {
+                assert!(answer.contains("stable"), "{answer}");
+                break;
+            }
+            Err(error) if started.elapsed() < Duration::from_secs(15) => {
+                assert!(error.message.contains("did not answer"), "{error:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("not back within 15 s: {error:?}"),
+        }
+    }
+
+    let hup = || {
+        let status = Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    };
+    // A bad file: what runs keeps running.
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[roles.viewer]\nceiling = \"sometimes\"\n",
+    )
+    .expect("bad");
+    hup();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        gateway.names().await.contains(&"drift_stable".to_owned()),
+        "kept"
+    );
+    gateway
+        .call("drift_stable", json!({}))
+        .await
+        .expect("kept serving");
+
+    // A good file: the viewer loses the drift server's tools, at once, under the new version.
+    write("fleet/2", r#""everything/*""#);
+    hup();
+    let reloaded = Instant::now();
+    while gateway.names().await.contains(&"drift_stable".to_owned()) {
+        assert!(reloaded.elapsed() < Duration::from_secs(10), "not reloaded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let refused = gateway
+        .call("drift_stable", json!({}))
+        .await
+        .expect_err("no longer allowed");
+    assert!(
+        refused.message.contains("refused by capability-gateway"),
+        "{refused:?}"
+    );
+    gateway
+        .call("echo", json!({"message": "after"}))
+        .await
+        .expect("echo");
+    gateway.close().await;
+
+    let records = proxy_common::records(&trail);
+    let reloads: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["method"] == "gateway/reload")
+        .collect();
+    assert_eq!(reloads.len(), 2, "{reloads:#?}");
+    assert_eq!(reloads[0]["reasons"][0]["reason"], "reload_refused");
+    assert_eq!(
+        reloads[0]["policy_version"], "fleet/1",
+        "refused: the version in force"
+    );
+    assert!(
+        reloads[0]["reasons"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("sometimes")
+    );
+    assert_eq!(reloads[1]["reasons"][0]["reason"], "reloaded");
+    assert_eq!(reloads[1]["policy_version"], "fleet/2");
+    let last_echo = records
+        .iter()
+        .rev()
+        .find(|r| r["tool"] == "echo")
+        .expect("echo on record");
+    assert_eq!(
+        last_echo["policy_version"], "fleet/2",
+        "decided under the new policy"
+    );
+    let crash = records
+        .iter()
+        .find(|r| r["tool"] == "crash" && r["phase"] == "outcome")
+        .expect("crash outcome");
+    assert_eq!(crash["success"], false);
+    assert_eq!(crash["provider"], "drift");
+}

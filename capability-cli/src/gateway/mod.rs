@@ -6,11 +6,13 @@
 //! - `--role <role> --audit <trail>`: the fleet served to one MCP client over standard input
 //!   and output ([`serve`]).
 //!
-//! Not in this build: `--listen` (Streamable HTTP), restarting a server that died, reloading on
-//! `SIGHUP`, resources and prompts across servers.
+//! Not in this build: `--listen` (Streamable HTTP), resources and prompts across servers, a
+//! server's requests to the client.
 
 mod check;
 mod fleet;
+mod handler;
+mod members;
 mod serve;
 mod upstream;
 
@@ -19,7 +21,8 @@ use std::path::PathBuf;
 
 pub use check::check;
 pub use fleet::{FleetServer, ServerSource, read_fleet};
-pub use serve::{GATEWAY_NAME, serve};
+pub use handler::GATEWAY_NAME;
+pub use serve::serve;
 
 /// What `capability gateway` takes.
 #[derive(clap::Args, Debug)]
@@ -95,15 +98,14 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
         None => None,
     };
     let sink = crate::proxy::open_audit(target, "gateway", role, signer).map_err(GatewayError)?;
-    let mut dispatch = capability::audit::AuditedDispatch::new(sink.clone()).with_budget(
+    let dispatch = capability::audit::AuditedDispatch::new(sink.clone()).with_budget(
         capability::audit::Budget {
             max_calls: args.max_calls,
             max_denials: args.max_denials,
         },
     );
-    if let Some(version) = policy.version() {
-        dispatch = dispatch.with_policy_version(version);
-    }
+    // No version on the dispatch: each record carries the version of the policy in force
+    // (the role's decider's), which a reload changes.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,0 +1,199 @@
+//! The gateway as one MCP server to its client: the role's union of the fleet's tools under
+//! their shown names, each call routed to its server, decided on the tool's own manifest and
+//! recorded (intent before it is forwarded, outcome after) with its server as provider. A tool
+//! withheld by the fleet (drift, a duplicate or shared name) or by the role, and a name no server
+//! has, is refused on record and reaches no server.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use ::rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ErrorCode, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use ::rmcp::service::RequestContext;
+use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use capability::CapabilityManifest;
+use capability::audit::{AuditedDispatch, Caller, Outcome, Request, Subject};
+use capability::authz::{Action, DenyReason, ToolContext};
+use capability::mcp::{Fleet, WithheldReason};
+use capability::rmcp::REFUSED_CODE;
+
+/// The name the gateway gives itself.
+pub const GATEWAY_NAME: &str = "capability-gateway";
+
+/// What the client is served from, swapped whole on a change, a restart or a reload: the fleet,
+/// each server's tools as it listed them, the connections, and the role's decider under the
+/// policy in force.
+pub(super) struct Snapshot {
+    pub(super) fleet: Fleet,
+    pub(super) tools: HashMap<(String, String), Tool>,
+    pub(super) peers: HashMap<String, Peer<RoleClient>>,
+    pub(super) ctx: ToolContext,
+    pub(super) policy_version: Option<String>,
+}
+
+/// The handler the client talks to.
+#[derive(Clone)]
+pub(super) struct Gateway {
+    pub(super) role: String,
+    pub(super) dispatch: Arc<AuditedDispatch>,
+    pub(super) current: Arc<RwLock<Arc<Snapshot>>>,
+}
+
+impl Gateway {
+    pub(super) fn current(&self) -> Arc<Snapshot> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Serves `next` from now on.
+    pub(super) fn swap(&self, next: Snapshot) {
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+    }
+
+    /// Records a call refused before it could be decided or forwarded, and its error.
+    fn refuse(
+        &self,
+        snapshot: &Snapshot,
+        shown: &str,
+        manifest: &CapabilityManifest,
+        input: &Value,
+        reasons: &[DenyReason],
+    ) -> ErrorData {
+        let session = capability::authz::Authorize::session(&snapshot.ctx).to_owned();
+        let subject =
+            Subject::new(&self.role, &session).policy_version(snapshot.policy_version.as_deref());
+        let request = Request::mcp("tools/call", Action::CallTool(manifest), input);
+        self.dispatch
+            .refuse(&subject, Caller::new("mcp-client"), &request, reasons);
+        let texts: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+        refused(shown, &texts.join("; "))
+    }
+}
+
+/// A server's answer, for the record: the result, or what the server asked for instead.
+struct Answered(CallToolResponse);
+
+impl serde::Serialize for Answered {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            CallToolResponse::Complete(result) => result.serialize(serializer),
+            CallToolResponse::InputRequired(asked) => asked.serialize(serializer),
+            CallToolResponse::Task(task) => task.serialize(serializer),
+            _ => serializer.serialize_str("a response this build does not know"),
+        }
+    }
+}
+
+fn refused(shown: &str, why: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode(REFUSED_CODE),
+        format!("tool `{shown}` refused by {GATEWAY_NAME}: {why}"),
+        Some(json!({"tool": shown})),
+    )
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(GATEWAY_NAME, env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let snapshot = self.current();
+        let view = snapshot.fleet.for_caller(&snapshot.ctx);
+        let tools = view
+            .visible()
+            .filter_map(|tool| {
+                let key = (
+                    view.server_of(tool).to_owned(),
+                    tool.manifest().name().to_owned(),
+                );
+                let mut listed = snapshot.tools.get(&key)?.clone();
+                listed.name = tool.shown.clone().into();
+                Some(listed)
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let snapshot = self.current();
+        let shown = request.name.to_string();
+        let input = Value::Object(request.arguments.clone().unwrap_or_default());
+        let Some(route) = snapshot.fleet.route(&shown) else {
+            let stand_in = CapabilityManifest::builder(&shown)
+                .build()
+                .or_else(|_| CapabilityManifest::builder("unlisted_tool").build())
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            let reason = WithheldReason::NotListed.to_deny();
+            return Err(self.refuse(&snapshot, &shown, &stand_in, &input, &[reason]));
+        };
+        if !route.listed.is_visible() {
+            let reasons: Vec<DenyReason> = route
+                .listed
+                .reasons()
+                .iter()
+                .map(WithheldReason::to_deny)
+                .collect();
+            return Err(self.refuse(&snapshot, &shown, route.listed.manifest(), &input, &reasons));
+        }
+        let server = route.server.to_owned();
+        let Some(peer) = snapshot.peers.get(&server).cloned() else {
+            return Err(ErrorData::internal_error(
+                format!("no connection to `{server}`"),
+                None,
+            ));
+        };
+        let mut forwarded = request.clone();
+        forwarded.name = route.tool.to_owned().into();
+        let call = Request::mcp(
+            "tools/call",
+            Action::CallTool(route.listed.manifest()),
+            &input,
+        );
+        let outcome = self
+            .dispatch
+            .act_async(&snapshot.ctx, Caller::new("mcp-client"), &call, async {
+                peer.call_tool_once(forwarded)
+                    .await
+                    .map(Answered)
+                    .map_err(|e| match e {
+                        ::rmcp::ServiceError::McpError(error) => error.message.to_string(),
+                        other => format!("the MCP server `{server}` did not answer: {other}"),
+                    })
+            })
+            .await;
+        match outcome {
+            Outcome::Done(Answered(response)) => Ok(response),
+            Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
+            Outcome::Denied(denial) => Err(refused(&shown, &denial.to_string())),
+            Outcome::Degrade(reason) => Err(refused(&shown, &reason.to_string())),
+            Outcome::AuditFailed(error) => Err(refused(
+                &shown,
+                &format!("its audit record could not be written: {error}"),
+            )),
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The running fleet's servers: each started from its entry of the policy's `[servers]`, listed,
+//! and put together (with the role's decider) into what the client is served from.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ::rmcp::model::Tool;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use capability::Policy;
+use capability::authz::ServerEntry;
+use capability::mcp::{Fleet, Listing, Lockfile, Server};
+
+use super::fleet::{ServerSource, source_of};
+use super::handler::Snapshot;
+use super::upstream::{Connection, connect, list};
+
+/// The first wait before a server that died is started again; it doubles up to [`MAX_BACKOFF`].
+pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest wait between two starts of a server that keeps dying.
+pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// What an entry says about a server: a reload keeps a server whose spec did not change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Spec {
+    pub(super) name: String,
+    pub(super) source: ServerSource,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) trusted: bool,
+    pub(super) lock: Option<std::path::PathBuf>,
+    pub(super) prefix: String,
+}
+
+impl Spec {
+    /// The live servers of `policy`, in name order; an entry with only a recorded list is an
+    /// error (a gateway serves live servers).
+    pub(super) fn all(policy: &Policy, base: &Path) -> Result<Vec<Spec>, String> {
+        let mut specs = Vec::new();
+        for entry in policy.servers() {
+            let Some(source) = source_of(entry, base) else {
+                continue;
+            };
+            if let ServerSource::File(_) = source {
+                return Err(format!(
+                    "server `{}` has only a recorded tool list (`file`); a gateway serves live \
+                     servers: give its `command` or `url`",
+                    entry.name()
+                ));
+            }
+            specs.push(Spec::of(entry, source, base));
+        }
+        if specs.is_empty() {
+            return Err(
+                "the policy's [servers] name no live server (`command` or `url`)".to_owned(),
+            );
+        }
+        Ok(specs)
+    }
+
+    fn of(entry: &ServerEntry, source: ServerSource, base: &Path) -> Spec {
+        Spec {
+            name: entry.name().to_owned(),
+            source,
+            env: entry.env().to_vec(),
+            trusted: entry.trusted().unwrap_or(false),
+            lock: entry.lock().map(|l| base.join(l)),
+            prefix: entry.prefix(),
+        }
+    }
+
+    fn server(&self) -> Server {
+        if self.trusted {
+            Server::trusted(&self.name)
+        } else {
+            Server::untrusted(&self.name)
+        }
+    }
+
+    /// The server's lockfile, read now.
+    pub(super) fn read_lock(&self) -> Result<Option<Lockfile>, String> {
+        let Some(path) = &self.lock else {
+            return Ok(None);
+        };
+        let lock = Lockfile::load(path)
+            .map_err(|e| format!("server `{}`: {e}", self.name))?
+            .ok_or_else(|| {
+                format!(
+                    "server `{}`: {}: no such lockfile",
+                    self.name,
+                    path.display()
+                )
+            })?;
+        Ok(Some(lock))
+    }
+}
+
+/// One server of the running fleet.
+pub(super) struct Member {
+    pub(super) spec: Spec,
+    pub(super) server: Server,
+    pub(super) lock: Option<Lockfile>,
+    pub(super) connection: Connection,
+    pub(super) tools: Vec<Tool>,
+    /// While it is down: when to start it again, and the wait after that.
+    pub(super) retry: Option<(Instant, Duration)>,
+}
+
+impl Member {
+    /// Starts (or reaches) the server of `spec`, and lists it.
+    pub(super) async fn start(
+        spec: Spec,
+        changed: mpsc::UnboundedSender<String>,
+    ) -> Result<Member, String> {
+        let fail = |why: String| format!("server `{}`: {why}", spec.name);
+        let lock = spec.read_lock()?;
+        let server = spec.server();
+        let connection = connect(&spec.name, &spec.source, &spec.env, changed)
+            .await
+            .map_err(fail)?;
+        let tools = list(&connection.peer(), &server).await.map_err(fail)?;
+        Ok(Member {
+            spec,
+            server,
+            lock,
+            connection,
+            tools,
+            retry: None,
+        })
+    }
+
+    /// Whether the connection to the server has ended (it exited, or stopped answering).
+    pub(super) fn is_down(&self) -> bool {
+        self.connection.peer().is_transport_closed()
+    }
+}
+
+/// What [`snapshot`] reads of a server: its own, or a running one's with a lockfile read again.
+pub(super) struct View<'a> {
+    pub(super) spec: &'a Spec,
+    pub(super) server: &'a Server,
+    pub(super) lock: Option<&'a Lockfile>,
+    pub(super) tools: &'a [Tool],
+    pub(super) peer: ::rmcp::Peer<::rmcp::RoleClient>,
+}
+
+impl Member {
+    pub(super) fn view(&self) -> View<'_> {
+        View {
+            spec: &self.spec,
+            server: &self.server,
+            lock: self.lock.as_ref(),
+            tools: &self.tools,
+            peer: self.connection.peer(),
+        }
+    }
+}
+
+/// What the client is served from: `members` for `role` under `policy`.
+pub(super) fn snapshot<'a>(
+    members: impl IntoIterator<Item = View<'a>>,
+    policy: &Policy,
+    role: &str,
+) -> Result<Snapshot, String> {
+    let mut listings = Vec::new();
+    let mut tools = HashMap::new();
+    let mut peers = HashMap::new();
+    for member in members {
+        let values: Vec<Value> = member
+            .tools
+            .iter()
+            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+            .collect();
+        let listing = Listing::read(member.server, &values, member.lock)
+            .map_err(|e| format!("server `{}`: {e}", member.spec.name))?;
+        listings.push((listing, member.spec.prefix.clone()));
+        for tool in member.tools {
+            tools.insert(
+                (member.spec.name.clone(), tool.name.to_string()),
+                tool.clone(),
+            );
+        }
+        peers.insert(member.spec.name.clone(), member.peer);
+    }
+    let fleet = Fleet::new(listings).map_err(|e| e.to_string())?;
+    let ctx = policy
+        .context(role, format!("gateway:{role}"))
+        .ok_or_else(|| format!("role `{role}` is not in the policy"))?;
+    Ok(Snapshot {
+        fleet,
+        tools,
+        peers,
+        ctx,
+        policy_version: policy.version().map(str::to_owned),
+    })
+}
