@@ -76,7 +76,8 @@ impl JsonlSink {
     ///
     /// The file is locked for this sink while it is open (an advisory lock, `flock` on Unix): a
     /// second writer, in this process or another, is refused with an error naming the trail,
-    /// since two writers would each extend the chain from the same last record and break it.
+    /// since two writers would each extend the chain from the same last record and break it
+    /// (a device, such as `/dev/full`, is not locked: it holds no chain).
     /// A path whose last component is a symbolic link is refused, not followed.
     ///
     /// Its digests are keyed with a random key of this sink alone unless you give one with
@@ -106,7 +107,14 @@ impl JsonlSink {
             }
         })?;
         let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
-        match file.try_lock() {
+        // A regular file is locked; a device (`/dev/full`, a terminal) is shared by the whole
+        // machine and holds no chain to extend, so locking it would only make unrelated
+        // writers wait for each other.
+        match if meta.is_file() {
+            file.try_lock()
+        } else {
+            Ok(())
+        } {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(fail(

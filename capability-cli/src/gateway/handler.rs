@@ -186,7 +186,8 @@ impl ServerHandler for Gateway {
             })
             .await;
         match outcome {
-            Outcome::Done(Answered(response)) => Ok(response),
+            // `resultType` for a client of 2026-07-28 when the server (of 2025-11-25) left it out.
+            Outcome::Done(Answered(response)) => Ok(crate::proxy::Completed::completed(response)),
             Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
             Outcome::Denied(denial) => Err(refused(&shown, &denial.to_string())),
             Outcome::Degrade(reason) => Err(refused(&shown, &reason.to_string())),

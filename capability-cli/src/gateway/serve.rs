@@ -60,8 +60,12 @@ pub async fn serve(
         current: Arc::new(RwLock::new(Arc::new(first))),
     };
     super::note(format_args!(
-        "serving {} servers ({}) to a client of role `{role}` on standard input and output",
-        members.len(),
+        "serving {} ({}) to a client of role `{role}` on standard input and output",
+        if members.len() == 1 {
+            "1 server".to_owned()
+        } else {
+            format!("{} servers", members.len())
+        },
         names(&members)
     ));
     let (input, output) = crate::proxy::standard_streams();

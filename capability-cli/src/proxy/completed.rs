@@ -9,7 +9,7 @@ use ::rmcp::model::{
 /// A forwarded result, marked `resultType: "complete"` when the server (of 2025-11-25) did not
 /// say: a client of 2026-07-28 must find it in every result, and rmcp takes it out again for a
 /// client of the older revision.
-pub(super) trait Completed {
+pub(crate) trait Completed {
     fn completed(self) -> Self;
 }
 

@@ -31,6 +31,7 @@ mod http;
 mod protocol;
 
 pub(crate) use audit::{checkpoint_key, open as open_audit};
+pub(crate) use completed::Completed;
 pub(crate) use front::{standard_streams, start as filter_client};
 pub(crate) use protocol::lifecycle;
 mod run;

@@ -163,6 +163,27 @@ impl Servers {
         command
     }
 
+    /// The TypeScript SDK client timing `calls` calls of `echo` (and `tools/list`) of the
+    /// server it spawns with `command` over stdio: prints `{"calls", "p50_us", "p99_us",
+    /// "list_p50_us"}`.
+    pub fn ts_latency_stdio(&self, calls: usize, command: &[String]) -> Command {
+        let script = self
+            .node_modules()
+            .parent()
+            .expect("the install directory")
+            .join(TS_LATENCY);
+        let mut command_line = Command::new("node");
+        command_line
+            .arg(script)
+            .arg("--stdio")
+            .arg(calls.to_string())
+            .args(command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        command_line
+    }
+
     /// The TypeScript SDK's OAuth client (`ts-oauth-client.mjs`): connects to `url` and runs
     /// `ops` (its `client_id`, `client_secret`, `scope`, `issuer` and `ops`), written to `dir`.
     pub fn ts_oauth_client(&self, dir: &Path, url: &str, ops: &serde_json::Value) -> Command {
@@ -211,6 +232,36 @@ pub fn python_oauth_client(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     Ok(command)
+}
+
+/// The `bin` directory of the tests' Python environment: the Python SDK, `mcp-server-git` and
+/// `mcp-server-time` (installed on first use, as for [`python_oauth_client`]).
+pub fn python_bin() -> Result<PathBuf, String> {
+    let python = python_env()?;
+    python
+        .parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| "the environment has no bin directory".to_owned())
+}
+
+/// The Python SDK's stdio client (`tests/python/stdio_client.py`) spawning `command` and running
+/// `ops` (written to `dir`).
+pub fn python_stdio_client(
+    dir: &Path,
+    ops: &serde_json::Value,
+    command: &[String],
+) -> Result<Command, String> {
+    let python = python_env()?;
+    let ops_path = dir.join(format!("py-stdio-ops-{}.json", unique()));
+    fs::write(&ops_path, ops.to_string()).map_err(|e| e.to_string())?;
+    let mut line = Command::new(python);
+    line.arg(workspace().join("tests/python/stdio_client.py"))
+        .arg(ops_path)
+        .args(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    Ok(line)
 }
 
 fn workspace() -> PathBuf {
