@@ -19,6 +19,8 @@ use super::upstream::{Connection, connect, list};
 
 /// The first wait before a server that died is started again; it doubles up to [`MAX_BACKOFF`].
 pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// How long a server has to connect and list its tools when it is started.
+pub(super) const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest wait between two starts of a server that keeps dying.
 pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -116,10 +118,20 @@ impl Member {
         let fail = |why: String| format!("server `{}`: {why}", spec.name);
         let lock = spec.read_lock()?;
         let server = spec.server();
-        let connection = connect(&spec.name, &spec.source, &spec.env, changed)
+        let starting = async {
+            let connection = connect(&spec.name, &spec.source, &spec.env, changed).await?;
+            let tools = list(&connection.peer(), &server).await?;
+            Ok::<_, String>((connection, tools))
+        };
+        let (connection, tools) = tokio::time::timeout(START_TIMEOUT, starting)
             .await
+            .map_err(|_| {
+                fail(format!(
+                    "did not connect and list its tools within {} s",
+                    START_TIMEOUT.as_secs()
+                ))
+            })?
             .map_err(fail)?;
-        let tools = list(&connection.peer(), &server).await.map_err(fail)?;
         Ok(Member {
             spec,
             server,

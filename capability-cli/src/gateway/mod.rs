@@ -52,7 +52,8 @@ pub struct GatewayArgs {
     /// refused).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub max_denials: u32,
-    /// Seconds to wait for each server to answer.
+    /// Seconds to wait for each server to answer (with --check; serving, each server has 30 s
+    /// to connect and list its tools).
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     pub timeout: u64,
     /// JSON output.
