@@ -21,7 +21,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 use proxy_common::{BIN, calls, scratch};
-use support::{McpServer, TsTarget, ts_client_lines};
+use support::{McpServer, TsTarget, raw_post, ts_client_lines};
 
 fn toml_words(server: &McpServer) -> String {
     let words: Vec<String> = std::iter::once(server.program.display().to_string())
@@ -560,4 +560,129 @@ async fn a_server_that_dies_comes_back_and_sighup_reloads_all_or_nothing() {
         .expect("crash outcome");
     assert_eq!(crash["success"], false);
     assert_eq!(crash["provider"], "drift");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn over_http_each_token_is_served_its_roles_share_and_a_tokenless_request_gets_401() {
+    let Some(servers) = support::require_servers("gateway_http") else {
+        return;
+    };
+    let dir = scratch("gateway-http", "");
+    let memory = servers.memory(&dir.join("memory.jsonl"));
+    let everything = servers.everything();
+    let fleet = policy(&memory, &everything, "rec_");
+    let fleet = &fleet[..fleet.find("[servers.recorded]").expect("recorded entry")];
+    let (viewer, operator) = (
+        "viewer-token-of-the-gateway",
+        "operator-token-of-the-gateway",
+    );
+    let hash = |t: &str| capability_rules::sha256_hex(t.as_bytes());
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!(
+            "{fleet}\n[bearer_tokens]\n\"sha256:{}\" = \"viewer\"\n\"sha256:{}\" = \"operator\"\n",
+            hash(viewer),
+            hash(operator)
+        ),
+    )
+    .expect("policy");
+    let trail = dir.join("trail.jsonl");
+    let gateway = proxy_common::Listening::start_args(&[
+        "gateway".into(),
+        "--policy".into(),
+        dir.join("policy.toml").display().to_string(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--audit".into(),
+        trail.display().to_string(),
+    ])
+    .await;
+    let ops = json!([
+        {"op": "list"},
+        {"op": "call", "name": "mem_create_entities",
+         "arguments": {"entities": [{"name": "x", "entityType": "t", "observations": []}]}},
+    ]);
+    let run = |token: &'static str| {
+        let output = servers
+            .ts_client(
+                &ops,
+                TsTarget::Http {
+                    url: &gateway.url,
+                    token: Some(token),
+                },
+            )
+            .output()
+            .expect("runs the client");
+        ts_client_lines(&output).expect("the client ran")
+    };
+    let names = |lines: &[Value]| -> Vec<String> {
+        lines[1]["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let as_viewer = run(viewer);
+    assert!(
+        names(&as_viewer).contains(&"mem_read_graph".to_owned()),
+        "{:?}",
+        names(&as_viewer)
+    );
+    assert!(!names(&as_viewer).contains(&"mem_create_entities".to_owned()));
+    assert!(
+        as_viewer[2]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("refused by capability-gateway"),
+        "{}",
+        as_viewer[2]
+    );
+    let as_operator = run(operator);
+    assert!(names(&as_operator).contains(&"mem_create_entities".to_owned()));
+    assert!(
+        as_operator[2].get("result").is_some(),
+        "the operator's write runs: {}",
+        as_operator[2]
+    );
+    let tokenless = raw_post(
+        &gateway.url,
+        &[("Accept", "application/json, text/event-stream")],
+        &json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}
+        }),
+    );
+    assert_eq!(tokenless.status, 401, "{tokenless:?}");
+    assert_eq!(gateway.stop().await.code(), Some(0));
+
+    let creates: Vec<(String, String, String)> = calls(&trail)
+        .iter()
+        .filter(|r| r["tool"] == "create_entities")
+        .map(|r| {
+            (
+                r["role"].as_str().unwrap_or_default().to_owned(),
+                r["verdict"].as_str().unwrap_or_default().to_owned(),
+                r["principal"]["sub"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        creates,
+        [
+            (
+                "viewer".to_owned(),
+                "denied".to_owned(),
+                format!("token:{}", &hash(viewer)[..12])
+            ),
+            (
+                "operator".to_owned(),
+                "allowed".to_owned(),
+                format!("token:{}", &hash(operator)[..12])
+            ),
+        ]
+    );
 }

@@ -15,11 +15,14 @@ use ::rmcp::service::RequestContext;
 use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use capability::CapabilityManifest;
+use capability::audit::Principal;
 use capability::audit::{AuditedDispatch, Caller, Outcome, Request, Subject};
 use capability::authz::{Action, DenyReason, ToolContext};
 use capability::mcp::{Fleet, WithheldReason};
 use capability::rmcp::REFUSED_CODE;
+use capability::rmcp::RoleResolver;
+use capability::{CapabilityManifest, Policy};
+use capability_http::EdgeRoles;
 
 /// The name the gateway gives itself.
 pub const GATEWAY_NAME: &str = "capability-gateway";
@@ -31,14 +34,24 @@ pub(super) struct Snapshot {
     pub(super) fleet: Fleet,
     pub(super) tools: HashMap<(String, String), Tool>,
     pub(super) peers: HashMap<String, Peer<RoleClient>>,
-    pub(super) ctx: ToolContext,
+    pub(super) policy: Arc<Policy>,
     pub(super) policy_version: Option<String>,
+}
+
+/// Who asks: over stdio the one client of the gateway's role; over HTTP, whom the edge
+/// authenticated (its role from its token, narrowed to the token's scopes).
+struct Who {
+    role: String,
+    session: String,
+    principal: Option<Principal>,
+    ctx: Option<ToolContext>,
 }
 
 /// The handler the client talks to.
 #[derive(Clone)]
 pub(super) struct Gateway {
-    pub(super) role: String,
+    /// The client's role over stdio; `None` over HTTP, where each request's comes from its token.
+    pub(super) role: Option<String>,
     pub(super) dispatch: Arc<AuditedDispatch>,
     pub(super) current: Arc<RwLock<Arc<Snapshot>>>,
 }
@@ -59,21 +72,58 @@ impl Gateway {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
     }
 
+    fn who(&self, snapshot: &Snapshot, context: &RequestContext<RoleServer>) -> Who {
+        if let Some(role) = &self.role {
+            let session = format!("gateway:{role}");
+            return Who {
+                role: role.clone(),
+                ctx: snapshot.policy.context(role, session.clone()),
+                session,
+                principal: None,
+            };
+        }
+        let principal = EdgeRoles.principal(context);
+        let key = principal
+            .as_ref()
+            .map_or_else(|| "(none)".to_owned(), Principal::key);
+        let session = match EdgeRoles.session(context) {
+            Some(id) => format!("gateway:{key}/{id}"),
+            None => format!("gateway:{key}"),
+        };
+        let role = EdgeRoles.role(context);
+        let ctx = role
+            .as_deref()
+            .and_then(|role| snapshot.policy.context(role, session.clone()))
+            .map(|ctx| match EdgeRoles.scopes(context) {
+                Some(scopes) => ctx.within_scopes(&scopes),
+                None => ctx,
+            });
+        Who {
+            role: role.unwrap_or_else(|| "(none)".to_owned()),
+            session,
+            principal,
+            ctx,
+        }
+    }
+
     /// Records a call refused before it could be decided or forwarded, and its error.
     fn refuse(
         &self,
         snapshot: &Snapshot,
+        who: &Who,
         shown: &str,
         manifest: &CapabilityManifest,
         input: &Value,
         reasons: &[DenyReason],
     ) -> ErrorData {
-        let session = capability::authz::Authorize::session(&snapshot.ctx).to_owned();
-        let subject =
-            Subject::new(&self.role, &session).policy_version(snapshot.policy_version.as_deref());
+        let subject = Subject::new(&who.role, &who.session)
+            .policy_version(snapshot.policy_version.as_deref());
         let request = Request::mcp("tools/call", Action::CallTool(manifest), input);
-        self.dispatch
-            .refuse(&subject, Caller::new("mcp-client"), &request, reasons);
+        let mut caller = Caller::new("mcp-client");
+        if let Some(principal) = &who.principal {
+            caller = caller.principal(principal);
+        }
+        self.dispatch.refuse(&subject, caller, &request, reasons);
         let texts: Vec<String> = reasons.iter().map(ToString::to_string).collect();
         refused(shown, &texts.join("; "))
     }
@@ -115,10 +165,13 @@ impl ServerHandler for Gateway {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let snapshot = self.current();
-        let view = snapshot.fleet.for_caller(&snapshot.ctx);
+        let Some(ctx) = self.who(&snapshot, &context).ctx else {
+            return Ok(ListToolsResult::with_all_items(Vec::new()));
+        };
+        let view = snapshot.fleet.for_caller(&ctx);
         let tools = view
             .visible()
             .filter_map(|tool| {
@@ -137,9 +190,10 @@ impl ServerHandler for Gateway {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let snapshot = self.current();
+        let who = self.who(&snapshot, &context);
         let shown = request.name.to_string();
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let Some(route) = snapshot.fleet.route(&shown) else {
@@ -148,7 +202,7 @@ impl ServerHandler for Gateway {
                 .or_else(|_| CapabilityManifest::builder("unlisted_tool").build())
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
             let reason = WithheldReason::NotListed.to_deny();
-            return Err(self.refuse(&snapshot, &shown, &stand_in, &input, &[reason]));
+            return Err(self.refuse(&snapshot, &who, &shown, &stand_in, &input, &[reason]));
         };
         if !route.listed.is_visible() {
             let reasons: Vec<DenyReason> = route
@@ -157,8 +211,26 @@ impl ServerHandler for Gateway {
                 .iter()
                 .map(WithheldReason::to_deny)
                 .collect();
-            return Err(self.refuse(&snapshot, &shown, route.listed.manifest(), &input, &reasons));
+            return Err(self.refuse(
+                &snapshot,
+                &who,
+                &shown,
+                route.listed.manifest(),
+                &input,
+                &reasons,
+            ));
         }
+        let Some(ctx) = &who.ctx else {
+            let reasons = [DenyReason::NoRole];
+            return Err(self.refuse(
+                &snapshot,
+                &who,
+                &shown,
+                route.listed.manifest(),
+                &input,
+                &reasons,
+            ));
+        };
         let server = route.server.to_owned();
         let Some(peer) = snapshot.peers.get(&server).cloned() else {
             return Err(ErrorData::internal_error(
@@ -173,9 +245,13 @@ impl ServerHandler for Gateway {
             Action::CallTool(route.listed.manifest()),
             &input,
         );
+        let mut caller = Caller::new("mcp-client");
+        if let Some(principal) = &who.principal {
+            caller = caller.principal(principal);
+        }
         let outcome = self
             .dispatch
-            .act_async(&snapshot.ctx, Caller::new("mcp-client"), &call, async {
+            .act_async(ctx, caller, &call, async {
                 peer.call_tool_once(forwarded)
                     .await
                     .map(Answered)

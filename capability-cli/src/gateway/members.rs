@@ -169,11 +169,12 @@ impl Member {
     }
 }
 
-/// What the client is served from: `members` for `role` under `policy`.
+/// What the clients are served from: `members` under `policy` (whose roles must include the
+/// stdio client's `role`).
 pub(super) fn snapshot<'a>(
     members: impl IntoIterator<Item = View<'a>>,
     policy: &Policy,
-    role: &str,
+    role: Option<&str>,
 ) -> Result<Snapshot, String> {
     let mut listings = Vec::new();
     let mut tools = HashMap::new();
@@ -196,14 +197,16 @@ pub(super) fn snapshot<'a>(
         peers.insert(member.spec.name.clone(), member.peer);
     }
     let fleet = Fleet::new(listings).map_err(|e| e.to_string())?;
-    let ctx = policy
-        .context(role, format!("gateway:{role}"))
-        .ok_or_else(|| format!("role `{role}` is not in the policy"))?;
+    if let Some(role) = role
+        && !policy.roles().any(|r| r == role)
+    {
+        return Err(format!("role `{role}` is not in the policy"));
+    }
     Ok(Snapshot {
         fleet,
         tools,
         peers,
-        ctx,
+        policy: std::sync::Arc::new(policy.clone()),
         policy_version: policy.version().map(str::to_owned),
     })
 }

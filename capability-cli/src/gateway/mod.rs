@@ -4,14 +4,16 @@
 //!   under its server's prefix, and what each role would see is printed, with every hidden
 //!   tool's reasons and every name two servers' tools would share.
 //! - `--role <role> --audit <trail>`: the fleet served to one MCP client over standard input
-//!   and output ([`serve`]).
+//!   and output ([`serve`]); `--listen <address> --audit <trail>`: to any number of clients over
+//!   Streamable HTTP, behind the HTTP edge, roles from their tokens.
 //!
-//! Not in this build: `--listen` (Streamable HTTP), resources and prompts across servers, a
-//! server's requests to the client.
+//! Not in this build: resources and prompts across servers, a server's requests to the client,
+//! telling HTTP clients that the tools changed.
 
 mod check;
 mod fleet;
 mod handler;
+mod http;
 mod members;
 mod serve;
 mod upstream;
@@ -22,7 +24,7 @@ use std::path::PathBuf;
 pub use check::check;
 pub use fleet::{FleetServer, ServerSource, read_fleet};
 pub use handler::GATEWAY_NAME;
-pub use serve::serve;
+pub use serve::{Front, serve};
 
 /// What `capability gateway` takes.
 #[derive(clap::Args, Debug)]
@@ -35,9 +37,14 @@ pub struct GatewayArgs {
     /// (exit 1 when tools of two servers would share a shown name), serve nothing.
     #[arg(long)]
     pub check: bool,
-    /// The client's role (serving: required; with --check: only this role).
-    #[arg(long)]
+    /// The client's role over stdio (with --check: only this role). Refused with --listen.
+    #[arg(long, conflicts_with = "listen")]
     pub role: Option<String>,
+    /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8932; port 0 picks one, printed
+    /// on standard error) instead of standard input and output; each request's role comes from
+    /// its token (the policy's `[auth]` or `[bearer_tokens]`).
+    #[arg(long, value_name = "ADDRESS", conflicts_with = "check")]
+    pub listen: Option<std::net::SocketAddr>,
     /// The audit trail (serving: required): a JSON Lines file, or an existing SQLite or
     /// PostgreSQL store.
     #[arg(long, value_name = "PATH_OR_URL", conflicts_with = "check")]
@@ -78,27 +85,48 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
     if args.check {
         return check(args, out);
     }
-    let (Some(role), Some(target)) = (&args.role, &args.audit) else {
+    let Some(target) = &args.audit else {
         return Err(GatewayError(
-            "give `--check` to check the fleet, or `--role <role> --audit <trail>` to serve it \
-             to one client over standard input and output"
+            "give `--check` to check the fleet, or `--role <role> --audit <trail>` (or \
+             `--listen <address> --audit <trail>`) to serve it"
                 .to_owned(),
         ));
     };
     let policy = capability::Policy::from_toml_file(&args.policy)
         .map_err(|e| GatewayError(e.to_string()))?;
-    if !policy.roles().any(|r| r == role) {
-        let roles: Vec<&str> = policy.roles().collect();
-        return Err(GatewayError(format!(
-            "role `{role}` is not in the policy (it has: {})",
-            roles.join(", ")
-        )));
-    }
+    let front = match (&args.role, args.listen) {
+        (Some(role), None) => {
+            if !policy.roles().any(|r| r == role) {
+                let roles: Vec<&str> = policy.roles().collect();
+                return Err(GatewayError(format!(
+                    "role `{role}` is not in the policy (it has: {})",
+                    roles.join(", ")
+                )));
+            }
+            Front::Stdio(role.clone())
+        }
+        (None, Some(address)) => Front::Http(
+            std::net::TcpListener::bind(address)
+                .map_err(|e| GatewayError(format!("cannot listen on {address}: {e}")))?,
+        ),
+        _ => {
+            return Err(GatewayError(
+                "give the client's role with `--role` (stdio), or `--listen <address>` to serve \
+                 Streamable HTTP with roles from tokens"
+                    .to_owned(),
+            ));
+        }
+    };
+    let writer = match &front {
+        Front::Stdio(role) => role.clone(),
+        Front::Http(_) => "http".to_owned(),
+    };
     let signer = match &args.checkpoint_key {
         Some(path) => Some(crate::proxy::checkpoint_key(path).map_err(GatewayError)?),
         None => None,
     };
-    let sink = crate::proxy::open_audit(target, "gateway", role, signer).map_err(GatewayError)?;
+    let sink =
+        crate::proxy::open_audit(target, "gateway", &writer, signer).map_err(GatewayError)?;
     let dispatch = capability::audit::AuditedDispatch::new(sink.clone()).with_budget(
         capability::audit::Budget {
             max_calls: args.max_calls,
@@ -114,7 +142,7 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
     let served = runtime.block_on(serve(
         policy,
         &args.policy,
-        role,
+        front,
         std::sync::Arc::new(dispatch),
     ));
     let closed = sink.close();

@@ -35,14 +35,29 @@ use super::members::{FIRST_BACKOFF, MAX_BACKOFF, Member, Spec, View, snapshot};
 /// How often servers that are down are looked at.
 const TICK: Duration = Duration::from_millis(200);
 
-/// Starts every server, serves the client until it goes (or a signal), then stops the servers.
+/// Where the gateway's clients are.
+pub enum Front {
+    /// One client on standard input and output, of this role.
+    Stdio(String),
+    /// Streamable HTTP on this socket, behind the HTTP edge: each request's role from its
+    /// token (the policy's `[auth]` or `[bearer_tokens]`).
+    Http(std::net::TcpListener),
+}
+
+/// Starts every server, serves the clients until the stdio client goes (or a signal), then
+/// stops the servers.
 pub async fn serve(
     policy: Policy,
     policy_path: &Path,
-    role: &str,
+    front: Front,
     dispatch: Arc<AuditedDispatch>,
 ) -> Result<(), GatewayError> {
     let base = policy_path.parent().unwrap_or(Path::new(".")).to_owned();
+    let role = match &front {
+        Front::Stdio(role) => Some(role.clone()),
+        Front::Http(_) => None,
+    };
+    let role = role.as_deref();
     let (changed_tx, mut changed) = mpsc::unbounded_channel();
     let mut members = Vec::new();
     for spec in Spec::all(&policy, &base).map_err(GatewayError)? {
@@ -55,35 +70,53 @@ pub async fn serve(
     let first = snapshot(members.iter().map(Member::view), &policy, role).map_err(GatewayError)?;
     report_collisions(&first.fleet);
     let gateway = Gateway {
-        role: role.to_owned(),
+        role: role.map(str::to_owned),
         dispatch: dispatch.clone(),
         current: Arc::new(RwLock::new(Arc::new(first))),
     };
-    super::note(format_args!(
-        "serving {} ({}) to a client of role `{role}` on standard input and output",
-        if members.len() == 1 {
-            "1 server".to_owned()
-        } else {
-            format!("{} servers", members.len())
-        },
-        names(&members)
-    ));
-    let (input, output) = crate::proxy::standard_streams();
-    let filter = crate::proxy::filter_client(input, output);
-    let running = gateway
-        .clone()
-        .serve(filter.transport)
-        .await
-        .map_err(|e| GatewayError(format!("the client did not connect: {e}")))?;
-    let client = running.peer().clone();
-    let waiting = running.waiting();
-    tokio::pin!(waiting);
+    let servers = if members.len() == 1 {
+        "1 server".to_owned()
+    } else {
+        format!("{} servers", members.len())
+    };
+    let (client, waiting) = match front {
+        Front::Stdio(role) => {
+            super::note(format_args!(
+                "serving {servers} ({}) to a client of role `{role}` on standard input and output",
+                names(&members)
+            ));
+            let (input, output) = crate::proxy::standard_streams();
+            let filter = crate::proxy::filter_client(input, output);
+            let running = gateway
+                .clone()
+                .serve(filter.transport)
+                .await
+                .map_err(|e| GatewayError(format!("the client did not connect: {e}")))?;
+            let client = running.peer().clone();
+            let waiting: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+                Box::pin(async move {
+                    let _ = running.waiting().await;
+                });
+            (Some(client), waiting)
+        }
+        Front::Http(listener) => {
+            let served = super::http::start(&gateway, &policy, listener, dispatch.clone()).await?;
+            super::note(format_args!(
+                "serving {servers} ({}) over Streamable HTTP; listening on {served}",
+                names(&members)
+            ));
+            let waiting: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+                Box::pin(std::future::pending());
+            (None, waiting)
+        }
+    };
+    let mut waiting = waiting;
     let mut signals = Signals::new();
     let mut tick = tokio::time::interval(TICK);
     let mut policy = policy;
     loop {
         tokio::select! {
-            _ = &mut waiting => break,
+            () = &mut waiting => break,
             signal = signals.next() => {
                 let Some(stop) = signal else {
                     match reload(policy_path, &base, role, &mut members, &changed_tx).await {
@@ -93,7 +126,9 @@ pub async fn serve(
                             policy = next_policy;
                             record_reload(&dispatch, &policy, role, Ok(names(&members)));
                             super::note(format_args!("reloaded: serving {}", names(&members)));
-                            let _ = client.notify_tool_list_changed().await;
+                            if let Some(client) = &client {
+                                let _ = client.notify_tool_list_changed().await;
+                            }
                         }
                         Err(why) => {
                             super::note(format_args!("SIGHUP: not reloaded, what runs keeps running: {why}"));
@@ -116,11 +151,11 @@ pub async fn serve(
                         Err(why) => super::note(format_args!("server `{}`: {why}", member.spec.name)),
                     }
                 }
-                rebuild(&gateway, &members, &policy, role, &client).await;
+                rebuild(&gateway, &members, &policy, role, client.as_ref()).await;
             }
             _ = tick.tick() => {
                 if restart_down(&mut members, &changed_tx).await {
-                    rebuild(&gateway, &members, &policy, role, &client).await;
+                    rebuild(&gateway, &members, &policy, role, client.as_ref()).await;
                 }
             }
         }
@@ -151,13 +186,15 @@ async fn rebuild(
     gateway: &Gateway,
     members: &[Member],
     policy: &Policy,
-    role: &str,
-    client: &::rmcp::Peer<::rmcp::RoleServer>,
+    role: Option<&str>,
+    client: Option<&::rmcp::Peer<::rmcp::RoleServer>>,
 ) {
     match snapshot(members.iter().map(Member::view), policy, role) {
         Ok(next) => {
             gateway.swap(next);
-            let _ = client.notify_tool_list_changed().await;
+            if let Some(client) = client {
+                let _ = client.notify_tool_list_changed().await;
+            }
         }
         Err(why) => super::note(format_args!("the listing was kept: {why}")),
     }
@@ -208,12 +245,14 @@ async fn restart_down(members: &mut [Member], changed: &mpsc::UnboundedSender<St
 async fn reload(
     path: &Path,
     base: &Path,
-    role: &str,
+    role: Option<&str>,
     running: &mut Vec<Member>,
     changed: &mpsc::UnboundedSender<String>,
 ) -> Result<(Policy, Snapshot), String> {
     let policy = Policy::from_toml_file(path).map_err(|e| e.to_string())?;
-    if policy.context(role, "check").is_none() {
+    if let Some(role) = role
+        && policy.context(role, "check").is_none()
+    {
         return Err(format!("the new policy has no role `{role}`"));
     }
     enum Plan {
@@ -256,9 +295,10 @@ async fn reload(
 fn record_reload(
     dispatch: &AuditedDispatch,
     policy: &Policy,
-    role: &str,
+    role: Option<&str>,
     done: Result<String, String>,
 ) {
+    let role = role.unwrap_or("(gateway)");
     let session = format!("gateway:{role}");
     let subject = Subject::new(role, &session).policy_version(policy.version());
     let (input, reason) = match done {

@@ -26,7 +26,7 @@ pub(super) const PATH: &str = "/mcp";
 
 /// Whether the policy says who may call over HTTP: `[auth]` (an OAuth 2.1 authorization
 /// server) or `[bearer_tokens]`. A policy with neither is refused: nobody could call.
-pub(super) fn check_credentials(policy: &Policy) -> Result<(), String> {
+pub(crate) fn check_credentials(policy: &Policy) -> Result<(), String> {
     if policy.auth().is_some() || policy.bearer_tokens().len() > 0 {
         return Ok(());
     }
@@ -41,7 +41,8 @@ pub(super) fn check_credentials(policy: &Policy) -> Result<(), String> {
 /// The `Host` headers the service accepts: rmcp's loopback names by default (against DNS
 /// rebinding); for an address that is not loopback, that address too; for the unspecified
 /// address (`0.0.0.0`, `::`), any host, since the names clients use are not known here.
-fn config(address: SocketAddr) -> StreamableHttpServerConfig {
+/// rmcp's server settings for `address` (the allowed hosts; a warning off loopback).
+pub(crate) fn config(address: SocketAddr) -> StreamableHttpServerConfig {
     let config = StreamableHttpServerConfig::default();
     let ip = address.ip();
     if ip.is_loopback() {

@@ -33,6 +33,7 @@ mod protocol;
 pub(crate) use audit::{checkpoint_key, open as open_audit};
 pub(crate) use completed::Completed;
 pub(crate) use front::{standard_streams, start as filter_client};
+pub(crate) use http::{check_credentials, config as http_config};
 pub(crate) use protocol::lifecycle;
 mod run;
 pub mod secrets;
