@@ -134,7 +134,23 @@ impl Store for SqliteStore {
 
     fn migrate(&self) -> Result<u32, StoreError> {
         let mut conn = self.db.lock();
-        let version = match migrate::run(&mut conn) {
+        // A migration is one transaction: refused at once while another connection switches
+        // the file to WAL, it is tried again (nothing of it was applied).
+        let deadline = std::time::Instant::now() + self.db.busy_timeout;
+        let version = loop {
+            match migrate::run(&mut conn) {
+                Err(migrate::Failure::Sqlite(error))
+                    if matches!(
+                        error.sqlite_error_code(),
+                        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                    ) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => break other,
+            }
+        };
+        let version = match version {
             Ok(version) => version,
             Err(migrate::Failure::Newer(version)) => return Err(self.db.newer(version)),
             Err(migrate::Failure::Sqlite(error)) => return Err(self.db.error(error)),
@@ -254,9 +270,12 @@ fn connect(path: &Path, name: &str, busy_timeout: Duration) -> Result<Connection
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(fail)?;
     conn.busy_timeout(busy_timeout).map_err(fail)?;
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-        .map_err(fail)?;
+    // Switching a new file to WAL while other connections open it can be refused at once
+    // (SQLite does not call the busy handler for it): try again until the busy timeout.
+    let mode: String = retry_busy(busy_timeout, || {
+        conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+    })
+    .map_err(fail)?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::new(
             name,
@@ -266,6 +285,28 @@ fn connect(path: &Path, name: &str, busy_timeout: Duration) -> Result<Connection
     conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
         .map_err(fail)?;
     Ok(conn)
+}
+
+/// `attempt`, again every 10 ms while SQLite says the database is busy or locked without
+/// having waited, until `busy_timeout` has passed.
+pub(crate) fn retry_busy<T>(
+    busy_timeout: Duration,
+    mut attempt: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + busy_timeout;
+    loop {
+        match attempt() {
+            Err(error)
+                if matches!(
+                    error.sqlite_error_code(),
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            result => return result,
+        }
+    }
 }
 
 /// The first 16 bytes of an existing file (fewer when it is shorter).
