@@ -46,27 +46,9 @@ fn main() {
 
     let sqlite = SqliteStore::open(dir.join("state.db")).unwrap_or_else(|e| panic!("{e}"));
     sqlite.migrate().unwrap_or_else(|e| panic!("{e}"));
-    let (_server, pg_url) = match std::env::var(pg::URL_VAR) {
-        Ok(url) => (None, Some(url)),
-        Err(_) => match pg::Server::start(&[]) {
-            Ok(server) => {
-                let url = server.url().to_owned();
-                (Some(server), Some(url))
-            }
-            Err(why) => {
-                println!("loop_guard: PostgreSQL skipped: {why}");
-                (None, None)
-            }
-        },
-    };
-    let postgres = pg_url.map(|base| {
-        let mut client =
-            postgres::Client::connect(&base, postgres::NoTls).unwrap_or_else(|e| panic!("{e}"));
-        client
-            .batch_execute("DROP SCHEMA IF EXISTS bench_guard CASCADE; CREATE SCHEMA bench_guard")
-            .unwrap_or_else(|e| panic!("{e}"));
-        let store = PgStore::connect(&pg::with_schema(&base, "bench_guard"))
-            .unwrap_or_else(|e| panic!("{e}"));
+    let (_server, pg_url) = pg::bench_schema("loop_guard", "bench_guard");
+    let postgres = pg_url.map(|url| {
+        let store = PgStore::connect(&url).unwrap_or_else(|e| panic!("{e}"));
         store.migrate().unwrap_or_else(|e| panic!("{e}"));
         store
     });

@@ -23,23 +23,6 @@ use serde_json::{Value, json};
 use proxy_common::{BIN, calls, scratch};
 use support::{McpServer, TsTarget, raw_post, ts_client_lines};
 
-fn toml_words(server: &McpServer) -> String {
-    let words: Vec<String> = std::iter::once(server.program.display().to_string())
-        .chain(server.args.iter().cloned())
-        .map(|w| format!("{w:?}"))
-        .collect();
-    format!("[{}]", words.join(", "))
-}
-
-fn toml_env(server: &McpServer) -> String {
-    let pairs: Vec<String> = server
-        .env
-        .iter()
-        .map(|(k, v)| format!("{k} = {v:?}"))
-        .collect();
-    format!("{{ {} }}", pairs.join(", "))
-}
-
 fn gateway(dir: &Path, extra: &[&str]) -> Output {
     Command::new(BIN)
         .arg("gateway")
@@ -82,9 +65,9 @@ file = "recorded.json"
 trust = "trusted"
 prefix = "{recorded_prefix}"
 "#,
-        memory_cmd = toml_words(memory),
-        memory_env = toml_env(memory),
-        everything_cmd = toml_words(everything),
+        memory_cmd = memory.toml_command(),
+        memory_env = memory.toml_env(),
+        everything_cmd = everything.toml_command(),
     )
 }
 
@@ -412,8 +395,8 @@ command = {everything_cmd}
 trust = "trusted"
 prefix = ""
 "#,
-        drift_cmd = toml_words(drift),
-        everything_cmd = toml_words(everything),
+        drift_cmd = drift.toml_command(),
+        everything_cmd = everything.toml_command(),
     )
 }
 
@@ -685,4 +668,82 @@ async fn over_http_each_token_is_served_its_roles_share_and_a_tokenless_request_
             ),
         ]
     );
+}
+
+/// Counts the `notifications/tools/list_changed` the gateway sends its client.
+#[derive(Clone, Default)]
+struct Told(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl rmcp::ClientHandler for Told {
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_servers_list_change_is_listed_again_and_the_client_told() {
+    use std::time::{Duration, Instant};
+    let Some(servers) = support::require_servers("gateway_list_changed") else {
+        return;
+    };
+    let dir = scratch("gateway-list-changed", "");
+    std::fs::write(
+        dir.join("policy.toml"),
+        lifecycle_policy(
+            &servers.drift(),
+            &servers.everything(),
+            "fleet/1",
+            r#""drift/*""#,
+        ),
+    )
+    .expect("policy");
+    let args: Vec<String> = [
+        "gateway",
+        "--policy",
+        &dir.join("policy.toml").display().to_string(),
+        "--role",
+        "viewer",
+        "--audit",
+        &dir.join("trail.jsonl").display().to_string(),
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
+    let told = Told::default();
+    let (_child, client) = proxy_common::Proxied::spawn_for(
+        &args,
+        told.clone(),
+        rmcp::service::ClientLifecycleMode::Initialize,
+    )
+    .await;
+    let description = |tools: &[rmcp::model::Tool]| {
+        tools
+            .iter()
+            .find(|t| t.name == "drift_shifty")
+            .and_then(|t| t.description.as_deref().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let before = client.peer().list_all_tools().await.expect("lists");
+    assert_eq!(description(&before), "Answers shifty.");
+    let mut drift = rmcp::model::CallToolRequestParams::new("drift_drift");
+    drift.arguments = Some(serde_json::Map::new());
+    client.peer().call_tool(drift).await.expect("drift runs");
+    let started = Instant::now();
+    while told.0.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the client was not told"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = client.peer().list_all_tools().await.expect("lists");
+    assert!(
+        description(&after).contains("id_rsa"),
+        "listed again: {}",
+        description(&after)
+    );
+    let _ = client.cancel().await;
 }

@@ -17,19 +17,7 @@ use serde_json::{Value, json};
 
 use proxy_common::{BIN, calls, scratch};
 use support::auth::{python_bin, python_stdio_client};
-use support::{McpServer, TsTarget, ts_client_lines};
-
-fn toml_words(program: &str, args: &[String]) -> String {
-    let words: Vec<String> = std::iter::once(program.to_owned())
-        .chain(args.iter().cloned())
-        .map(|w| format!("{w:?}"))
-        .collect();
-    format!("[{}]", words.join(", "))
-}
-
-fn server_words(server: &McpServer) -> String {
-    toml_words(&server.program.display().to_string(), &server.args)
-}
+use support::{TsTarget, toml_words, ts_client_lines};
 
 fn run(command: &str, args: &[&str], dir: &Path) {
     let status = Command::new(command)
@@ -50,11 +38,6 @@ fn policy(dir: &Path, servers: &support::Servers, python: &Path) -> String {
     let filesystem = servers.filesystem(&dir.join("docs"));
     let git = python.join("mcp-server-git").display().to_string();
     let time = python.join("mcp-server-time").display().to_string();
-    let memory_env: Vec<String> = memory
-        .env
-        .iter()
-        .map(|(k, v)| format!("{k} = {v:?}"))
-        .collect();
     format!(
         r#"{roles}
 [servers.everything]
@@ -68,7 +51,7 @@ prefix = "fs_"
 
 [servers.memory]
 command = {memory}
-env = {{ {memory_env} }}
+env = {memory_env}
 trust = "trusted"
 prefix = "mem_"
 
@@ -81,10 +64,10 @@ prefix = ""
 command = {time}
 trust = "trusted"
 "#,
-        everything = server_words(&servers.everything()),
-        filesystem = server_words(&filesystem),
-        memory = server_words(&memory),
-        memory_env = memory_env.join(", "),
+        everything = servers.everything().toml_command(),
+        filesystem = filesystem.toml_command(),
+        memory = memory.toml_command(),
+        memory_env = memory.toml_env(),
         git = toml_words(
             &git,
             &[

@@ -818,7 +818,12 @@ async fn calls_on_the_callers_behalf_carry_a_token_exchanged_for_the_upstream() 
         "client_id": EXCHANGER.0, "client_secret": EXCHANGER.1, "scope": "mcp:read",
         "alg": "RS256", "exchange": true,
     }));
-    let auth = AuthServer::start(&servers, &dir, &json!({"port": 0, "clients": registered}));
+    let auth = AuthServer::start(
+        &servers,
+        &dir,
+        &json!({"port": 0, "clients": registered,
+                "exchange_log": dir.join("exchanges.log").display().to_string()}),
+    );
 
     // The upstream: a proxy that is itself a resource server of the same issuer, for its own
     // audience.
@@ -921,6 +926,13 @@ async fn calls_on_the_callers_behalf_carry_a_token_exchanged_for_the_upstream() 
             (VIEWER2.0, EXCHANGER.0),
         ],
         "the upstream knows each caller, and the proxy as the client acting for it"
+    );
+    // One exchange per caller's token, not per call: the issuer logged two for four calls.
+    let exchanges = std::fs::read_to_string(dir.join("exchanges.log")).expect("the issuer's log");
+    assert_eq!(
+        exchanges.lines().collect::<Vec<_>>(),
+        [VIEWER.0, VIEWER2.0],
+        "{exchanges}"
     );
     assert!(echoes.iter().all(|r| r["role"] == "viewer"), "{echoes:#?}");
     let front_echoes: Vec<Value> = calls(&trail)

@@ -13,6 +13,8 @@
 //                  "ttl": 300,                     access token lifetime in seconds (default 300)
 //                  "exchange": false}],            true: may exchange tokens (RFC 8693, below)
 //     "scopes": ["mcp:read", "mcp:write", "k8s:read"],   default: every client's scopes
+//     "exchange_log": "/path/log"      optional: each token exchange appends the subject's `sub`
+//                                      and a newline there
 //     "keys": "/path/jwks.json"        optional: load the private JWKS from there if the file
 //                                      exists, else generate and write it there
 //   }
@@ -44,7 +46,7 @@
 // This file is copied next to the installed node_modules by the tests (ES modules resolve packages
 // from the importing file's directory).
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 
 import { SignJWT, createLocalJWKSet, exportJWK, generateKeyPair, importJWK, jwtVerify } from 'jose';
@@ -197,6 +199,7 @@ async function tokenExchange(ctx) {
     .setJti(randomBytes(16).toString('base64url'))
     .sign(await importJWK(key, key.alg));
   process.stderr.write(`auth-server: ${client.clientId} exchanged a token of ${subject.sub} for ${audience}\n`);
+  if (typeof config.exchange_log === 'string') appendFileSync(config.exchange_log, `${subject.sub}\n`);
   ctx.body = { access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: exp - now };
 }
 

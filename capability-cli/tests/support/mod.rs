@@ -92,6 +92,21 @@ impl McpServer {
         command
     }
 
+    /// The command as a TOML array (`["node", "/…/dist/index.js"]`), for a policy's `[servers]`.
+    pub fn toml_command(&self) -> String {
+        toml_words(&self.program.display().to_string(), &self.args)
+    }
+
+    /// Its added variables as a TOML inline table, for a policy's `env`.
+    pub fn toml_env(&self) -> String {
+        let pairs: Vec<String> = self
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k} = {v:?}"))
+            .collect();
+        format!("{{ {} }}", pairs.join(", "))
+    }
+
     /// The command line, for messages: `node /…/dist/index.js /root`.
     pub fn command_line(&self) -> String {
         let mut line: Vec<String> = self.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -99,6 +114,15 @@ impl McpServer {
         line.extend(self.args.iter().cloned());
         line.join(" ")
     }
+}
+
+/// `program` and `args` as a TOML array of strings.
+pub fn toml_words(program: &str, args: &[String]) -> String {
+    let words: Vec<String> = std::iter::once(program.to_owned())
+        .chain(args.iter().cloned())
+        .map(|w| format!("{w:?}"))
+        .collect();
+    format!("[{}]", words.join(", "))
 }
 
 /// Where the TypeScript SDK client connects.

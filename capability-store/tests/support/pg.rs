@@ -277,3 +277,30 @@ pub fn own_server(test: &str) -> Option<Server> {
         }
     }
 }
+
+/// For a benchmark: a fresh schema `schema` on the server of [`URL_VAR`], or on a throwaway
+/// server started here (kept alive by the returned [`Server`]); `None` after printing why, when
+/// there is no PostgreSQL.
+pub fn bench_schema(bench: &str, schema: &str) -> (Option<Server>, Option<String>) {
+    let (server, base) = match std::env::var(URL_VAR) {
+        Ok(url) => (None, url),
+        Err(_) => match Server::start(&[]) {
+            Ok(server) => {
+                let url = server.url().to_owned();
+                (Some(server), url)
+            }
+            Err(why) => {
+                println!("{bench}: PostgreSQL skipped: {why}");
+                return (None, None);
+            }
+        },
+    };
+    let mut client = postgres::Client::connect(&base, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("connect to the benchmark's server: {e}"));
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+        ))
+        .unwrap_or_else(|e| panic!("create schema {schema}: {e}"));
+    (server, Some(with_schema(&base, schema)))
+}
