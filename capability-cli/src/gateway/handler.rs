@@ -24,6 +24,8 @@ use capability::rmcp::RoleResolver;
 use capability::{CapabilityManifest, Policy};
 use capability_http::EdgeRoles;
 
+use super::lane::Lane;
+
 /// The name the gateway gives itself.
 pub const GATEWAY_NAME: &str = "capability-gateway";
 
@@ -34,13 +36,15 @@ pub(super) struct Snapshot {
     pub(super) fleet: Fleet,
     pub(super) tools: HashMap<(String, String), Tool>,
     pub(super) peers: HashMap<String, Peer<RoleClient>>,
+    /// The forwarding lanes, by server (spawned servers only).
+    pub(super) lanes: HashMap<String, Arc<Lane>>,
     pub(super) policy: Arc<Policy>,
     pub(super) policy_version: Option<String>,
 }
 
 /// Who asks: over stdio the one client of the gateway's role; over HTTP, whom the edge
 /// authenticated (its role from its token, narrowed to the token's scopes).
-struct Who {
+pub(super) struct Who {
     role: String,
     session: String,
     principal: Option<Principal>,
@@ -72,15 +76,21 @@ impl Gateway {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
     }
 
+    /// The stdio client, of the gateway's role (`None` over HTTP).
+    pub(super) fn stdio_client(&self, snapshot: &Snapshot) -> Option<Who> {
+        let role = self.role.as_ref()?;
+        let session = format!("gateway:{role}");
+        Some(Who {
+            role: role.clone(),
+            ctx: snapshot.policy.context(role, session.clone()),
+            session,
+            principal: None,
+        })
+    }
+
     fn who(&self, snapshot: &Snapshot, context: &RequestContext<RoleServer>) -> Who {
-        if let Some(role) = &self.role {
-            let session = format!("gateway:{role}");
-            return Who {
-                role: role.clone(),
-                ctx: snapshot.policy.context(role, session.clone()),
-                session,
-                principal: None,
-            };
+        if let Some(who) = self.stdio_client(snapshot) {
+            return who;
         }
         let principal = EdgeRoles.principal(context);
         let key = principal
@@ -196,13 +206,56 @@ impl ServerHandler for Gateway {
         let who = self.who(&snapshot, &context);
         let shown = request.name.to_string();
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
-        let Some(route) = snapshot.fleet.route(&shown) else {
-            let stand_in = CapabilityManifest::builder(&shown)
+        let route = self.route(&snapshot, &who, &shown, &input)?;
+        let Some(peer) = snapshot.peers.get(route.server).cloned() else {
+            return Err(ErrorData::internal_error(
+                format!("no connection to `{}`", route.server),
+                None,
+            ));
+        };
+        let mut forwarded = request.clone();
+        forwarded.name = route.tool.to_owned().into();
+        let server = route.server;
+        let answered = self
+            .forward(&who, &shown, &route, &input, async {
+                peer.call_tool_once(forwarded)
+                    .await
+                    .map(Answered)
+                    .map_err(|e| match e {
+                        ::rmcp::ServiceError::McpError(error) => error.message.to_string(),
+                        other => format!("the MCP server `{server}` did not answer: {other}"),
+                    })
+            })
+            .await?;
+        // `resultType` for a client of 2026-07-28 when the server (of 2025-11-25) left it out.
+        Ok(crate::proxy::Completed::completed(answered.0))
+    }
+}
+
+/// Where a call goes: its server, the tool's own name there, and its manifest.
+pub(super) struct Route<'s> {
+    pub(super) server: &'s str,
+    pub(super) tool: &'s str,
+    pub(super) manifest: &'s CapabilityManifest,
+}
+
+impl Gateway {
+    /// Where the call of `shown` goes, or its refusal (recorded) when it is withheld, not
+    /// listed, or the caller has no role: such a call reaches no server.
+    pub(super) fn route<'s>(
+        &self,
+        snapshot: &'s Snapshot,
+        who: &Who,
+        shown: &str,
+        input: &Value,
+    ) -> Result<Route<'s>, ErrorData> {
+        let Some(route) = snapshot.fleet.route(shown) else {
+            let stand_in = CapabilityManifest::builder(shown)
                 .build()
                 .or_else(|_| CapabilityManifest::builder("unlisted_tool").build())
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
             let reason = WithheldReason::NotListed.to_deny();
-            return Err(self.refuse(&snapshot, &who, &shown, &stand_in, &input, &[reason]));
+            return Err(self.refuse(snapshot, who, shown, &stand_in, input, &[reason]));
         };
         if !route.listed.is_visible() {
             let reasons: Vec<DenyReason> = route
@@ -212,65 +265,58 @@ impl ServerHandler for Gateway {
                 .map(WithheldReason::to_deny)
                 .collect();
             return Err(self.refuse(
-                &snapshot,
-                &who,
-                &shown,
+                snapshot,
+                who,
+                shown,
                 route.listed.manifest(),
-                &input,
+                input,
                 &reasons,
             ));
         }
-        let Some(ctx) = &who.ctx else {
-            let reasons = [DenyReason::NoRole];
+        if who.ctx.is_none() {
             return Err(self.refuse(
-                &snapshot,
-                &who,
-                &shown,
+                snapshot,
+                who,
+                shown,
                 route.listed.manifest(),
-                &input,
-                &reasons,
+                input,
+                &[DenyReason::NoRole],
             ));
+        }
+        Ok(Route {
+            server: route.server,
+            tool: route.tool,
+            manifest: route.listed.manifest(),
+        })
+    }
+
+    /// Decides the call on its tool's manifest and records it (intent before `run`, outcome
+    /// after); runs `run` only when it is allowed. The error is what the client is answered.
+    pub(super) async fn forward<O: serde::Serialize>(
+        &self,
+        who: &Who,
+        shown: &str,
+        route: &Route<'_>,
+        input: &Value,
+        run: impl std::future::Future<Output = Result<O, String>>,
+    ) -> Result<O, ErrorData> {
+        let shown_refused = |why: &str| refused(shown, why);
+        let Some(ctx) = &who.ctx else {
+            return Err(shown_refused(&DenyReason::NoRole.to_string()));
         };
-        let server = route.server.to_owned();
-        let Some(peer) = snapshot.peers.get(&server).cloned() else {
-            return Err(ErrorData::internal_error(
-                format!("no connection to `{server}`"),
-                None,
-            ));
-        };
-        let mut forwarded = request.clone();
-        forwarded.name = route.tool.to_owned().into();
-        let call = Request::mcp(
-            "tools/call",
-            Action::CallTool(route.listed.manifest()),
-            &input,
-        );
+        let call = Request::mcp("tools/call", Action::CallTool(route.manifest), input);
         let mut caller = Caller::new("mcp-client");
         if let Some(principal) = &who.principal {
             caller = caller.principal(principal);
         }
-        let outcome = self
-            .dispatch
-            .act_async(ctx, caller, &call, async {
-                peer.call_tool_once(forwarded)
-                    .await
-                    .map(Answered)
-                    .map_err(|e| match e {
-                        ::rmcp::ServiceError::McpError(error) => error.message.to_string(),
-                        other => format!("the MCP server `{server}` did not answer: {other}"),
-                    })
-            })
-            .await;
-        match outcome {
-            // `resultType` for a client of 2026-07-28 when the server (of 2025-11-25) left it out.
-            Outcome::Done(Answered(response)) => Ok(crate::proxy::Completed::completed(response)),
+        match self.dispatch.act_async(ctx, caller, &call, run).await {
+            Outcome::Done(output) => Ok(output),
             Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
-            Outcome::Denied(denial) => Err(refused(&shown, &denial.to_string())),
-            Outcome::Degrade(reason) => Err(refused(&shown, &reason.to_string())),
-            Outcome::AuditFailed(error) => Err(refused(
-                &shown,
-                &format!("its audit record could not be written: {error}"),
-            )),
+            Outcome::Denied(denial) => Err(shown_refused(&denial.to_string())),
+            Outcome::Degrade(reason) => Err(shown_refused(&reason.to_string())),
+            Outcome::AuditFailed(error) => Err(shown_refused(&format!(
+                "its audit record could not be written: {error}"
+            ))),
         }
     }
 }

@@ -155,6 +155,7 @@ pub(super) struct View<'a> {
     pub(super) lock: Option<&'a Lockfile>,
     pub(super) tools: &'a [Tool],
     pub(super) peer: ::rmcp::Peer<::rmcp::RoleClient>,
+    pub(super) lane: Option<std::sync::Arc<super::lane::Lane>>,
 }
 
 impl Member {
@@ -165,6 +166,7 @@ impl Member {
             lock: self.lock.as_ref(),
             tools: &self.tools,
             peer: self.connection.peer(),
+            lane: self.connection.lane.clone(),
         }
     }
 }
@@ -179,6 +181,7 @@ pub(super) fn snapshot<'a>(
     let mut listings = Vec::new();
     let mut tools = HashMap::new();
     let mut peers = HashMap::new();
+    let mut lanes = HashMap::new();
     for member in members {
         let values: Vec<Value> = member
             .tools
@@ -195,6 +198,9 @@ pub(super) fn snapshot<'a>(
             );
         }
         peers.insert(member.spec.name.clone(), member.peer);
+        if let Some(lane) = member.lane {
+            lanes.insert(member.spec.name.clone(), lane);
+        }
     }
     let fleet = Fleet::new(listings).map_err(|e| e.to_string())?;
     if let Some(role) = role
@@ -206,6 +212,7 @@ pub(super) fn snapshot<'a>(
         fleet,
         tools,
         peers,
+        lanes,
         policy: std::sync::Arc::new(policy.clone()),
         policy_version: policy.version().map(str::to_owned),
     })

@@ -11,9 +11,11 @@
 //! telling HTTP clients that the tools changed.
 
 mod check;
+mod fast;
 mod fleet;
 mod handler;
 mod http;
+mod lane;
 mod members;
 mod serve;
 mod upstream;

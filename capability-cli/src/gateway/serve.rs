@@ -86,7 +86,9 @@ pub async fn serve(
                 names(&members)
             ));
             let (input, output) = crate::proxy::standard_streams();
-            let filter = crate::proxy::filter_client(input, output);
+            // `tools/call` takes the forwarding lane where it can; everything else is rmcp's.
+            let fast = super::fast::Fast::new(gateway.clone());
+            let filter = crate::proxy::filter_client_with(input, output, Some(fast));
             let running = gateway
                 .clone()
                 .serve(filter.transport)

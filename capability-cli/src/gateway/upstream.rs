@@ -2,6 +2,7 @@
 //! reached over HTTP, listed, and watched for list changes.
 
 use std::process::Stdio;
+use std::sync::Arc;
 
 use ::rmcp::model::Tool;
 use ::rmcp::service::{ClientServiceExt, NotificationContext, RunningService};
@@ -13,6 +14,7 @@ use tokio::sync::mpsc;
 use capability::mcp::Server;
 
 use super::fleet::ServerSource;
+use super::lane::Lane;
 
 /// The handler facing one server: tells the gateway when its tools change. It asks nothing of
 /// the client (no sampling, elicitation or roots): a server's requests are refused.
@@ -30,6 +32,8 @@ impl ClientHandler for Watch {
 /// One live server.
 pub(super) struct Connection {
     pub(super) service: RunningService<RoleClient, Watch>,
+    /// The forwarding lane next to rmcp's connection (a spawned server's pipes only).
+    pub(super) lane: Option<Arc<Lane>>,
     /// The spawned process (killed when dropped).
     pub(super) _child: Option<Child>,
 }
@@ -66,20 +70,30 @@ pub(super) async fn connect(
             let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
                 return Err(format!("cannot start `{program}`: no standard streams"));
             };
-            // A line that writes a key twice never reaches rmcp, which would keep the last.
+            // A line that writes a key twice never reaches rmcp, which would keep the last,
+            // nor the lane.
+            let lane = Lane::new(server, Box::new(stdin));
             let name = server.to_owned();
-            let (stdout, _checking) = crate::supervise::strict::strict_lines(stdout, move |why| {
-                super::note(format_args!(
-                    "server `{name}`: {}",
-                    crate::escape::escape(why)
-                ));
-            });
+            let (stdout, _checking) = crate::supervise::strict::strict_lines_tapped(
+                stdout,
+                move |why| {
+                    super::note(format_args!(
+                        "server `{name}`: {}",
+                        crate::escape::escape(why)
+                    ));
+                },
+                lane.tap(),
+            );
             let service = watch
-                .serve_with_lifecycle((stdout, stdin), crate::proxy::lifecycle())
+                .serve_with_lifecycle((stdout, lane.rmcp_input()), crate::proxy::lifecycle())
                 .await
                 .map_err(|e| format!("`{program}` did not connect: {e}"))?;
+            if let Some(info) = service.peer().peer_info() {
+                lane.agreed(info.protocol_version.to_string());
+            }
             Ok(Connection {
                 service,
+                lane: Some(lane),
                 _child: Some(child),
             })
         }
@@ -94,6 +108,7 @@ pub(super) async fn connect(
                 .map_err(|e| format!("{url} did not connect: {e}"))?;
             Ok(Connection {
                 service,
+                lane: None,
                 _child: None,
             })
         }

@@ -36,12 +36,36 @@ fn parse_error(error: &serde_json::Error) -> Vec<u8> {
     line
 }
 
+/// What may take a client's message before rmcp does, and answer it itself (the gateway's
+/// forwarding lane), and watches what rmcp writes.
+pub(crate) trait Hook: Send + Sync + 'static {
+    /// Whether the client's `line` (JSON, without its newline) is taken: it then does not reach
+    /// rmcp, and its answer (whole lines) goes to `answer`.
+    fn take(&self, line: &[u8], answer: &mpsc::UnboundedSender<Vec<u8>>) -> bool;
+    /// A line rmcp writes to the client.
+    fn wrote(&self, line: &[u8]);
+}
+
 /// Starts the filter between `input` (the client's messages) and `output` (to the client).
 pub(crate) fn start<R, W>(input: R, output: W) -> Filter
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    start_with(input, output, None)
+}
+
+/// [`start`], with `hook` offered every message of the client first.
+pub(crate) fn start_with<R, W>(
+    input: R,
+    output: W,
+    hook: Option<std::sync::Arc<dyn Hook>>,
+) -> Filter
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let watching = hook.clone();
     let (ours, transport) = tokio::io::duplex(PIPE_BYTES);
     let (from_rmcp, mut to_rmcp) = tokio::io::split(ours);
     let (out, mut lines) = mpsc::unbounded_channel::<Vec<u8>>();
@@ -67,6 +91,11 @@ where
                 let _ = errors.send(parse_error(&error));
                 continue;
             }
+            if let Some(hook) = &hook
+                && hook.take(text, &errors)
+            {
+                continue;
+            }
             if !line.ends_with(b"\n") {
                 line.push(b'\n');
             }
@@ -86,6 +115,9 @@ where
             match from_rmcp.read_until(b'\n', &mut line).await {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
+                    if let Some(hook) = &watching {
+                        hook.wrote(&line);
+                    }
                     if out.send(std::mem::take(&mut line)).is_err() {
                         break;
                     }

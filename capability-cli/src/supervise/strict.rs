@@ -84,6 +84,36 @@ pub fn strict_lines<R>(
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
+    strict_lines_tapped(input, note, NoTap)
+}
+
+/// Takes some of the checked lines of a server before rmcp reads them: the answers to requests
+/// that were not rmcp's (the gateway's forwarding path).
+pub trait Tap: Send + 'static {
+    /// Whether `line` (checked, or the error answer that replaces it) is taken: it then does
+    /// not reach rmcp.
+    fn take(&mut self, line: &[u8]) -> bool;
+    /// The server's output ended.
+    fn end(&mut self) {}
+}
+
+struct NoTap;
+
+impl Tap for NoTap {
+    fn take(&mut self, _line: &[u8]) -> bool {
+        false
+    }
+}
+
+/// [`strict_lines`], with `tap` offered each line that passes (or replaces one) first.
+pub fn strict_lines_tapped<R>(
+    input: R,
+    note: impl Fn(&str) + Send + 'static,
+    mut tap: impl Tap,
+) -> (DuplexStream, JoinHandle<()>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
     let (for_rmcp, mut pipe) = tokio::io::duplex(PIPE_BYTES);
     let task = tokio::spawn(async move {
         let mut input = BufReader::new(input);
@@ -96,10 +126,15 @@ where
             }
             let body = line.strip_suffix(b"\n").unwrap_or(&line);
             let written = match check_line(body.trim_ascii()) {
+                Checked::Pass if tap.take(body.trim_ascii()) => Ok(()),
                 Checked::Pass => pipe.write_all(&line).await,
                 Checked::Replace(answer) => {
                     note("an answer of the server writes a key twice: refused");
-                    pipe.write_all(&answer).await
+                    if tap.take(answer.trim_ascii()) {
+                        Ok(())
+                    } else {
+                        pipe.write_all(&answer).await
+                    }
                 }
                 Checked::Drop(why) => {
                     note(&why);
@@ -110,6 +145,7 @@ where
                 break;
             }
         }
+        tap.end();
         let _ = pipe.shutdown().await;
     });
     (for_rmcp, task)

@@ -1,0 +1,268 @@
+//! The forwarding path of `tools/call` over stdio, below rmcp's typed model.
+//!
+//! A client's `tools/call` is read once, as its envelope (id, method, and the params' name,
+//! arguments and `_meta`); it is routed, decided and recorded exactly as on rmcp's path (the
+//! same [`Gateway::route`] and [`Gateway::forward`]); the arguments recorded are the ones
+//! written to the server, through the server's [`Lane`]; the server's result goes back to the
+//! client as the server wrote it (read strictly first), under the client's id. Nothing else
+//! changes: every other message, and a call this path does not take, is rmcp's.
+//!
+//! The path takes a call only when nothing about it needs the typed model: the session agreed a
+//! revision that starts with `initialize` (2025-11-25 or earlier), the server's connection
+//! agreed the same one (so no field of the result needs adding or dropping), the params hold
+//! nothing but `name`, `arguments` and `_meta` (a task-augmented call is rmcp's), and the
+//! server is a spawned one (an HTTP server is reached through rmcp).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use ::rmcp::ErrorData;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::handler::Gateway;
+
+/// The latest revision whose sessions start with `initialize`: a later one is rmcp's.
+const LAST_WITH_INITIALIZE: &str = "2025-11-25";
+
+/// The hook on the stdio client's messages.
+pub(super) struct Fast {
+    gateway: Gateway,
+    /// The id of the client's `initialize` (as written), until the revision is agreed.
+    initialize: Mutex<Option<String>>,
+    /// The revision the session agreed, read off rmcp's answer to `initialize`.
+    version: OnceLock<String>,
+    /// The calls in flight, by the client's id: a cancellation stops one.
+    in_flight: Arc<Mutex<HashMap<String, oneshot::Sender<()>>>>,
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallParams<'a> {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Map<String, Value>>,
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Cancelled<'a> {
+    #[serde(borrow, rename = "requestId")]
+    request_id: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct Initialized<'a> {
+    #[serde(borrow)]
+    id: &'a RawValue,
+    result: InitializeResult,
+}
+
+#[derive(Deserialize)]
+struct InitializeResult {
+    #[serde(rename = "protocolVersion")]
+    protocol_version: String,
+}
+
+#[derive(Serialize)]
+struct ErrorLine<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    error: &'a ErrorData,
+}
+
+impl Fast {
+    pub(super) fn new(gateway: Gateway) -> Arc<Fast> {
+        Arc::new(Fast {
+            gateway,
+            initialize: Mutex::new(None),
+            version: OnceLock::new(),
+            in_flight: Arc::default(),
+        })
+    }
+
+    /// Whether the session agreed a revision this path serves.
+    fn serves(&self) -> bool {
+        self.version
+            .get()
+            .is_some_and(|v| v.as_str() <= LAST_WITH_INITIALIZE)
+    }
+
+    fn call(&self, id: &RawValue, params: &RawValue, out: &mpsc::UnboundedSender<Vec<u8>>) -> bool {
+        if !self.serves() {
+            return false;
+        }
+        let Ok(params) = serde_json::from_str::<CallParams<'_>>(params.get()) else {
+            return false;
+        };
+        let snapshot = self.gateway.current();
+        let Some(who) = self.gateway.stdio_client(&snapshot) else {
+            return false;
+        };
+        // A name no server has is refused here too; a routed one only over an agreeing lane.
+        if let Some(route) = snapshot.fleet.route(&params.name) {
+            let agreed = snapshot
+                .lanes
+                .get(route.server)
+                .is_some_and(|lane| lane.version() == self.version.get().map(String::as_str));
+            if !agreed {
+                return false;
+            }
+        }
+        let id = id.get().to_owned();
+        let shown = params.name;
+        let arguments = params.arguments;
+        let meta = params.meta.map(|m| m.get().to_owned());
+        let (stop, stopped) = oneshot::channel();
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), stop);
+        let gateway = self.gateway.clone();
+        let in_flight = self.in_flight.clone();
+        let out = out.clone();
+        tokio::spawn(async move {
+            let answering = async {
+                let input = Value::Object(arguments.clone().unwrap_or_default());
+                let route = gateway.route(&snapshot, &who, &shown, &input)?;
+                let lane = snapshot.lanes.get(route.server).ok_or_else(|| {
+                    ErrorData::internal_error(format!("no connection to `{}`", route.server), None)
+                })?;
+                let forwarded = forwarded(route.tool, arguments.as_ref(), meta.as_deref());
+                gateway
+                    .forward(&who, &shown, &route, &input, lane.call(&forwarded))
+                    .await
+            };
+            let cancelled = async {
+                if stopped.await.is_err() {
+                    // Replaced by a later call under the same id: this one is not cancelled.
+                    std::future::pending::<()>().await;
+                }
+            };
+            let answer = tokio::select! {
+                answer = answering => Some(answer),
+                // The client cancelled: no answer (the record says cancelled, the server is
+                // told).
+                () = cancelled => None,
+            };
+            in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            if let Some(answer) = answer {
+                let _ = out.send(answer_line(&id, answer));
+            }
+        });
+        true
+    }
+
+    fn cancel(&self, params: Option<&RawValue>) -> bool {
+        let Some(cancelled) =
+            params.and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
+        else {
+            return false;
+        };
+        let stop = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(cancelled.request_id.get());
+        match stop {
+            Some(stop) => {
+                let _ = stop.send(());
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl crate::proxy::FrontHook for Fast {
+    fn take(&self, line: &[u8], out: &mpsc::UnboundedSender<Vec<u8>>) -> bool {
+        let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(line) else {
+            return false;
+        };
+        match (envelope.method.as_deref(), envelope.id, envelope.params) {
+            (Some("tools/call"), Some(id), Some(params)) => self.call(id, params, out),
+            (Some("notifications/cancelled"), None, params) => self.cancel(params),
+            (Some("initialize"), Some(id), _) => {
+                *self
+                    .initialize
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(id.get().to_owned());
+                false
+            }
+            _ => false,
+        }
+    }
+
+    fn wrote(&self, line: &[u8]) {
+        if self.version.get().is_some() {
+            return;
+        }
+        let wanted = self
+            .initialize
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(wanted) = wanted else {
+            return;
+        };
+        if let Ok(answer) = serde_json::from_slice::<Initialized<'_>>(line)
+            && answer.id.get() == wanted
+        {
+            let _ = self.version.set(answer.result.protocol_version);
+        }
+    }
+}
+
+/// The params written to the server: the tool's own name, the arguments recorded, the
+/// client's `_meta` as it wrote it.
+fn forwarded(tool: &str, arguments: Option<&Map<String, Value>>, meta: Option<&str>) -> String {
+    let mut params = String::with_capacity(64);
+    params.push_str("{\"name\":");
+    params.push_str(&Value::from(tool).to_string());
+    if let Some(arguments) = arguments {
+        params.push_str(",\"arguments\":");
+        params.push_str(&serde_json::to_string(arguments).unwrap_or_else(|_| "{}".to_owned()));
+    }
+    if let Some(meta) = meta {
+        params.push_str(",\"_meta\":");
+        params.push_str(meta);
+    }
+    params.push('}');
+    params
+}
+
+/// The client's answer, one line under its own id.
+fn answer_line(id: &str, answer: Result<Box<RawValue>, ErrorData>) -> Vec<u8> {
+    let mut line = match answer {
+        Ok(result) => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get()),
+        Err(error) => {
+            let id: Value = serde_json::from_str(id).unwrap_or(Value::Null);
+            serde_json::to_string(&ErrorLine {
+                jsonrpc: "2.0",
+                id: &id,
+                error: &error,
+            })
+            .unwrap_or_default()
+        }
+    }
+    .into_bytes();
+    line.push(b'\n');
+    line
+}

@@ -1,0 +1,440 @@
+//! The gateway's forwarding lane (`tools/call` over stdio, below rmcp's typed model), attacked
+//! from both sides: a client that writes its own lines, and a server (a Python script here)
+//! that journals what it is sent and misbehaves on purpose.
+//!
+//! - The arguments the server receives are the ones on record, even when the client writes a
+//!   key twice; the server's result reaches the client as the server wrote it (a field rmcp's
+//!   model does not know is kept) under the client's own id.
+//! - An answer of the server that writes a key twice is refused (an error to the client, a
+//!   failure on record); an answer to an id the gateway is not waiting for is dropped and
+//!   said; a server that dies fails the call in flight with the reason, and the other server
+//!   keeps serving.
+//! - A call the client cancels gets no answer, is cancelled at the server under the lane's id,
+//!   and is on record as cancelled.
+//! - A call the lane does not take (a task-augmented one) still works, through rmcp.
+
+#![cfg(unix)]
+
+mod proxy_common;
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use proxy_common::{BIN, calls, scratch};
+
+/// A stdio MCP server of 2025-11-25 in plain Python: journals every line it reads to
+/// `$JOURNAL`, and misbehaves by tool name.
+const SERVER: &str = r#"
+import json, os, sys
+journal = open(os.environ["JOURNAL"], "a", buffering=1)
+def send(text):
+    sys.stdout.write(text + "\n"); sys.stdout.flush()
+def tool(name):
+    return {"name": name, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+for line in sys.stdin:
+    journal.write(line)
+    message = json.loads(line)
+    method, id = message.get("method"), message.get("id")
+    if method == "initialize":
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "journal", "version": "1"}}}))
+    elif method == "tools/list":
+        names = ["echo", "twice", "forge", "slow", "die"]
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": [tool(n) for n in names]}}))
+    elif method == "tools/call":
+        name, arguments = message["params"]["name"], message["params"].get("arguments")
+        if name == "echo":
+            send(json.dumps({"result": {"content": [{"type": "text", "text": json.dumps(arguments)}],
+                "x-unknown-to-rmcp": {"kept": True}}, "jsonrpc": "2.0", "id": id}))
+        elif name == "twice":
+            send('{"jsonrpc":"2.0","id":%s,"result":{"content":[],"isError":false,"isError":true}}' % json.dumps(id))
+        elif name == "forge":
+            send(json.dumps({"jsonrpc": "2.0", "id": "capability-gateway/999999", "result": {"content": []}}))
+            send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "real"}]}}))
+        elif name == "slow":
+            pass
+        elif name == "die":
+            sys.exit(3)
+    elif method == "ping":
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {}}))
+    elif id is not None and method is not None:
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}}))
+"#;
+
+fn policy(dir: &Path) -> String {
+    std::fs::write(dir.join("server.py"), SERVER).expect("server");
+    let script = dir.join("server.py").display().to_string();
+    let journal = dir.join("journal.jsonl").display().to_string();
+    format!(
+        r#"[roles.operator]
+ceiling = "unrestricted"
+allow = ["*"]
+
+[servers.journal]
+command = ["python3", {script:?}]
+env = {{ JOURNAL = {journal:?} }}
+trust = "trusted"
+prefix = "j_"
+
+[servers.other]
+command = ["python3", {script:?}]
+env = {{ JOURNAL = {other:?} }}
+trust = "trusted"
+prefix = "o_"
+"#,
+        other = dir.join("other.jsonl").display().to_string(),
+    )
+}
+
+/// The gateway, spoken to line by line.
+struct Client {
+    child: Child,
+    input: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    errors: mpsc::Receiver<String>,
+}
+
+impl Client {
+    fn start(dir: &Path) -> Client {
+        let mut child = Command::new(BIN)
+            .arg("gateway")
+            .arg("--policy")
+            .arg(dir.join("policy.toml"))
+            .arg("--role")
+            .arg("operator")
+            .arg("--audit")
+            .arg(dir.join("audit.jsonl"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gateway");
+        let input = child.stdin.take().expect("stdin");
+        let (tx, lines) = mpsc::channel();
+        let stdout = child.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let (etx, errors) = mpsc::channel();
+        let stderr = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                if etx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut client = Client {
+            child,
+            input,
+            lines,
+            errors,
+        };
+        client.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        let init = client.answer(&json!(0));
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+        client.line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        client
+    }
+
+    fn line(&mut self, line: &str) {
+        writeln!(self.input, "{line}").expect("write");
+        self.input.flush().expect("flush");
+    }
+
+    fn send(&mut self, message: &Value) {
+        self.line(&message.to_string());
+    }
+
+    /// The next line answering `id` (notifications in between are skipped), as written.
+    fn raw_answer(&mut self, id: &Value) -> Option<String> {
+        self.raw_answer_within(id, Duration::from_secs(20))
+    }
+
+    fn raw_answer_within(&mut self, id: &Value, wait: Duration) -> Option<String> {
+        let deadline = Instant::now() + wait;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let Ok(line) = self.lines.recv_timeout(left) else {
+                return None;
+            };
+            let value: Value = serde_json::from_str(&line).expect("the gateway writes JSON");
+            if value.get("method").is_none() && &value["id"] == id {
+                return Some(line);
+            }
+        }
+        None
+    }
+
+    fn answer(&mut self, id: &Value) -> Value {
+        let line = self
+            .raw_answer(id)
+            .unwrap_or_else(|| panic!("no answer to {id}"));
+        serde_json::from_str(&line).expect("JSON")
+    }
+
+    /// Whether the gateway said something containing `text` on standard error within `wait`.
+    fn said(&self, text: &str, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.errors.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    fn call(&mut self, id: u64, name: &str, arguments: &str) -> Value {
+        self.line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{arguments}}}}}"#
+        ));
+        self.answer(&json!(id))
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn journal(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn calls_of(journal: &[Value], tool: &str) -> Vec<Value> {
+    journal
+        .iter()
+        .filter(|m| m["method"] == "tools/call" && m["params"]["name"] == tool)
+        .cloned()
+        .collect()
+}
+
+fn outcome<'a>(records: &'a [Value], tool: &str) -> Vec<&'a Value> {
+    records
+        .iter()
+        .filter(|r| r["phase"] == "outcome" && r["tool"] == tool)
+        .collect()
+}
+
+fn wait_for(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn the_server_receives_the_arguments_on_record_and_its_result_reaches_the_client_as_written() {
+    let dir = scratch("gateway-fast-args", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+
+    // The client writes `n` twice: the gateway reads it once, records that, forwards that.
+    let raw = client.raw_answer_of(7, "j_echo", r#"{"n":1,"n":2,"s":"x"}"#);
+    let answer: Value = serde_json::from_str(&raw).expect("JSON");
+    assert_eq!(answer["id"], 7);
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        r#"{"n": 2, "s": "x"}"#
+    );
+    assert_eq!(
+        answer["result"]["x-unknown-to-rmcp"],
+        json!({"kept": true}),
+        "the result as the server wrote it: {raw}"
+    );
+    // A string id stays the client's, not the lane's.
+    let answer = client.call_with_id(r#""a-string""#, "j_echo", r#"{}"#);
+    assert_eq!(answer["id"], "a-string", "{answer}");
+
+    let sent = calls_of(&journal(&dir.join("journal.jsonl")), "echo");
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent[0]["params"]["arguments"], json!({"n": 2, "s": "x"}));
+    let lane_id = sent[0]["id"].as_str().unwrap_or_default();
+    assert!(
+        lane_id.starts_with("capability-gateway/"),
+        "forwarded under the lane's id: {}",
+        sent[0]
+    );
+    assert!(
+        calls_of(&journal(&dir.join("other.jsonl")), "echo").is_empty(),
+        "routed to its own server only"
+    );
+
+    let records = calls(&dir.join("audit.jsonl"));
+    let done = outcome(&records, "echo");
+    assert_eq!(done.len(), 2, "{records:?}");
+    assert_eq!(done[0]["provider"], "journal");
+    assert_eq!(done[0]["success"], true);
+    // The input on record is the one forwarded: same size as its canonical JSON.
+    assert_eq!(
+        done[0]["input_size"],
+        json!(r#"{"n":2,"s":"x"}"#.len()),
+        "{}",
+        done[0]
+    );
+}
+
+impl Client {
+    fn raw_answer_of(&mut self, id: u64, name: &str, arguments: &str) -> String {
+        self.line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{arguments}}}}}"#
+        ));
+        self.raw_answer(&json!(id))
+            .unwrap_or_else(|| panic!("no answer to {id}"))
+    }
+
+    fn call_with_id(&mut self, id: &str, name: &str, arguments: &str) -> Value {
+        self.line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{arguments}}}}}"#
+        ));
+        let id: Value = serde_json::from_str(id).expect("id");
+        self.answer(&id)
+    }
+}
+
+#[test]
+fn a_server_that_writes_a_key_twice_forges_an_answer_or_dies_is_refused_dropped_and_said() {
+    let dir = scratch("gateway-fast-server", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+
+    let twice = client.call(1, "j_twice", "{}");
+    assert!(twice.get("result").is_none(), "{twice}");
+    let message = twice["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("writes a key twice") && message.contains("isError"),
+        "{twice}"
+    );
+
+    let forged = client.call(2, "j_forge", "{}");
+    assert_eq!(
+        forged["result"]["content"][0]["text"], "real",
+        "the forged answer is not the call's: {forged}"
+    );
+    assert!(
+        client.said("answered request 999999", Duration::from_secs(5)),
+        "the forged answer is said"
+    );
+
+    let died = client.call(3, "j_die", "{}");
+    let message = died["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("journal") && message.contains("closed"),
+        "the reason: {died}"
+    );
+    // The other server keeps serving meanwhile.
+    let other = client.call(4, "o_echo", r#"{"still":"here"}"#);
+    assert_eq!(
+        other["result"]["content"][0]["text"],
+        r#"{"still": "here"}"#
+    );
+
+    let records = calls(&dir.join("audit.jsonl"));
+    let failed = outcome(&records, "twice");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["success"], false, "{}", failed[0]);
+    let died = outcome(&records, "die");
+    assert_eq!(died.len(), 1);
+    assert_eq!(died[0]["success"], false);
+}
+
+#[test]
+fn a_cancelled_call_gets_no_answer_is_cancelled_at_the_server_and_on_record() {
+    let dir = scratch("gateway-fast-cancel", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+
+    client.line(
+        r#"{"jsonrpc":"2.0","id":"slow-1","method":"tools/call","params":{"name":"j_slow","arguments":{}}}"#,
+    );
+    let path = dir.join("journal.jsonl");
+    assert!(
+        wait_for(|| !calls_of(&journal(&path), "slow").is_empty()),
+        "the call reached the server"
+    );
+    let lane_id = calls_of(&journal(&path), "slow")[0]["id"].clone();
+    client.line(
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow-1","reason":"enough"}}"#,
+    );
+    assert!(
+        wait_for(|| journal(&path).iter().any(|m| {
+            m["method"] == "notifications/cancelled" && m["params"]["requestId"] == lane_id
+        })),
+        "the server is told, under the id it was sent: {:?}",
+        journal(&path)
+    );
+    // The next call's answer comes; the cancelled one's never does.
+    let next = client.call(9, "j_echo", "{}");
+    assert!(next.get("result").is_some(), "{next}");
+    assert_eq!(
+        client.raw_answer_within(&json!("slow-1"), Duration::from_secs(1)),
+        None,
+        "a cancelled call is not answered"
+    );
+    let records = calls(&dir.join("audit.jsonl"));
+    let slow = outcome(&records, "slow");
+    assert_eq!(slow.len(), 1, "{records:?}");
+    assert_eq!(slow[0]["success"], false);
+    assert!(
+        slow[0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cancel"),
+        "{}",
+        slow[0]
+    );
+}
+
+#[test]
+fn a_call_the_lane_does_not_take_goes_through_rmcp_and_is_decided_the_same() {
+    let dir = scratch("gateway-fast-typed", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+
+    // An extra key in the params (not name, arguments, _meta): rmcp's typed path.
+    client.line(
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"j_echo","arguments":{"k":"v"},"x-extra":1}}"#,
+    );
+    let typed = client.answer(&json!(5));
+    assert_eq!(typed["result"]["content"][0]["text"], r#"{"k": "v"}"#);
+    assert!(
+        typed["result"].get("x-unknown-to-rmcp").is_none(),
+        "through rmcp's model, which keeps only what it knows: {typed}"
+    );
+    // A made-up name is refused the same on both paths, and reaches no server.
+    let fast = client.call(6, "j_nothing", "{}");
+    client.line(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"j_nothing","arguments":{},"x-extra":1}}"#,
+    );
+    let typed = client.answer(&json!(7));
+    assert_eq!(fast["error"]["code"], typed["error"]["code"]);
+    assert_eq!(fast["error"]["message"], typed["error"]["message"]);
+    assert!(calls_of(&journal(&dir.join("journal.jsonl")), "nothing").is_empty());
+}
