@@ -7,6 +7,12 @@
 //! audited into a JSON Lines file). Prints the medians over the rounds of each path's p50 and
 //! p99, and the ratios.
 //!
+//! Then the gateway's start: the time from spawning it to the answer to the first `tools/list`
+//! (initialize, initialized, list, over pipes), against the server spawned straight; and its
+//! memory (resident set, `VmRSS`): idle over fleets of 1 and of 4 servers (per idle server:
+//! the difference over 3, the servers' own processes not counted), and over HTTP (`--listen`)
+//! before and after 50 sessions are opened (per session: the difference over 50).
+//!
 //! `cargo bench -p capability-cli --bench gateway_overhead`
 //!
 //! Needs Node.js 20+ and npm (the pinned packages are installed by the tests' support module).
@@ -19,7 +25,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 const CALLS: usize = 1_000;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -113,6 +119,195 @@ fn main() {
         gateway[1] / direct[1],
         gateway[2] / direct[2],
     );
+    start_and_memory(&dir, &server, &words);
+}
+
+/// Spawns `command` with pipes; initializes (2025-11-25) and lists its tools. The time to the
+/// listing's answer, and the child (still running).
+fn start_and_list(command: &[String]) -> (std::time::Duration, std::process::Child) {
+    use std::io::{BufRead, BufReader, Write};
+    let started = std::time::Instant::now();
+    let mut child = Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", command[0]));
+    let mut input = child.stdin.take().unwrap_or_else(|| panic!("stdin"));
+    let mut output = BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("stdout")));
+    let mut answer = |id: u64| loop {
+        let mut line = String::new();
+        if output.read_line(&mut line).unwrap_or(0) == 0 {
+            panic!("{} ended before answering {id}", command[0]);
+        }
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if value["id"] == id {
+            return value;
+        }
+    };
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
+    writeln!(input, "{init}").unwrap_or_else(|e| panic!("{e}"));
+    answer(1);
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .and_then(|()| writeln!(input, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let listed = answer(2);
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{listed}"
+    );
+    let elapsed = started.elapsed();
+    // Kept open (and so running) until the caller is done with it.
+    std::mem::forget(input);
+    (elapsed, child)
+}
+
+/// The resident set of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(f64::NAN)
+}
+
+fn stop(mut child: std::process::Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Start time, memory per idle server and per HTTP session.
+fn start_and_memory(dir: &Path, server: &[String], words: &[String]) {
+    let fleet = |n: usize| {
+        let mut policy = String::from(
+            "[roles.operator]\nceiling = \"unrestricted\"\nallow = [\"*\"]\n\n[bearer_tokens]\n",
+        );
+        policy.push_str(&format!(
+            "\"sha256:{}\" = \"operator\"\n",
+            capability_rules::sha256_hex(b"bench-token")
+        ));
+        policy.push_str("\n[http]\nmax_sessions_per_principal = 1000\n");
+        for i in 0..n {
+            policy.push_str(&format!(
+                "\n[servers.e{i}]\ncommand = [{}]\ntrust = \"trusted\"\nprefix = \"e{i}_\"\n",
+                words.join(", ")
+            ));
+        }
+        let path = dir.join(format!("fleet-{n}.toml"));
+        std::fs::write(&path, policy).unwrap_or_else(|e| panic!("{e}"));
+        path
+    };
+    let gateway = |policy: &Path, audit: &str| -> Vec<String> {
+        [
+            env!("CARGO_BIN_EXE_capability"),
+            "gateway",
+            "--policy",
+            &policy.display().to_string(),
+            "--role",
+            "operator",
+            "--audit",
+            &dir.join(audit).display().to_string(),
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    };
+    let (one, four) = (fleet(1), fleet(4));
+    let mut direct = Vec::new();
+    let mut through = Vec::new();
+    let mut rss = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let (took, child) = start_and_list(server);
+        direct.push(took.as_secs_f64() * 1e3);
+        stop(child);
+        let (took, child) = start_and_list(&gateway(&one, &format!("start-{round}.jsonl")));
+        through.push(took.as_secs_f64() * 1e3);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        rss.0.push(rss_kib(child.id()));
+        stop(child);
+        let (_, child) = start_and_list(&gateway(&four, &format!("four-{round}.jsonl")));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        rss.1.push(rss_kib(child.id()));
+        stop(child);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (d, g) = (median(&mut direct), median(&mut through));
+    println!(
+        "gateway_overhead: start to the first tools/list answer: server straight {d:.0} ms, gateway over it {g:.0} ms ({:.0} ms more, {ROUNDS} rounds)",
+        g - d
+    );
+    let (r1, r4) = (median(&mut rss.0), median(&mut rss.1));
+    println!(
+        "gateway_overhead: gateway resident set idle: 1 server {:.1} MiB, 4 servers {:.1} MiB: {:.0} KiB per idle server",
+        r1 / 1024.0,
+        r4 / 1024.0,
+        (r4 - r1) / 3.0
+    );
+
+    // Sessions over HTTP.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capability"))
+        .args(["gateway", "--policy"])
+        .arg(&one)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--audit")
+        .arg(dir.join("sessions.jsonl"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    {
+        use std::io::BufRead;
+        let stderr = child.stderr.take().unwrap_or_else(|| panic!("stderr"));
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        while let Some(Ok(line)) = lines.next() {
+            if line.contains("listening on") {
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"}}});
+    let open = |n: usize| {
+        for _ in 0..n {
+            let answer = support::raw_post(&url, &[("Authorization", "Bearer bench-token")], &init);
+            assert_eq!(answer.status, 200, "{}", answer.body);
+        }
+    };
+    open(5);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = rss_kib(child.id());
+    open(50);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let after = rss_kib(child.id());
+    println!(
+        "gateway_overhead: over HTTP, 50 sessions opened: resident set {:.1} MiB -> {:.1} MiB: {:.0} KiB per session",
+        before / 1024.0,
+        after / 1024.0,
+        (after - before) / 50.0
+    );
+    stop(child);
 }
 
 /// A plain byte relay: spawns `command` and copies standard input to it and its output back.

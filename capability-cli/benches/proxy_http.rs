@@ -2,7 +2,8 @@
 //! `server-everything` (itself serving Streamable HTTP), called by rmcp's HTTP client straight
 //! to the server, and through the proxy with OAuth access tokens (JWT, checked against a real
 //! authorization server's keys: `oidc-provider`), with the bearer-token table, and with the
-//! server spawned over stdio behind the proxy. One client, then 8 clients at once; rounds
+//! server spawned over stdio behind the proxy; and `capability gateway --listen` over a fleet
+//! of that one server (over HTTP, and spawned over stdio). One client, then 8 clients at once; rounds
 //! interleaved. Prints p50 and p99 per call, calls per second, and the ratios to direct.
 //!
 //! `cargo bench -p capability-cli --bench proxy_http`
@@ -209,6 +210,37 @@ async fn run(servers: &support::Servers, dir: &Path) {
     let _jwt_stdio = start(jwt_stdio, "listening on").await;
     let (table, table_url) = proxy("table-stdio", table_policy, None);
     let _table = start(table, "listening on").await;
+    // `capability gateway --listen` over a fleet of that one server, reached over HTTP or
+    // spawned over stdio; the token table.
+    let gateway = |name: &str, server: String| {
+        let port = free_port();
+        let path = dir.join(format!("{name}.toml"));
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let policy = format!(
+            "{roles}[bearer_tokens]\n\"sha256:{hash}\" = \"operator\"\n[http]\nrate_per_second = 1000000\nrate_burst = 1000000\n\n[servers.everything]\n{server}\ntrust = \"trusted\"\nprefix = \"\"\n"
+        );
+        std::fs::write(&path, policy).unwrap_or_else(|e| panic!("{e}"));
+        let mut command = tokio::process::Command::new(bin);
+        command
+            .arg("gateway")
+            .arg("--policy")
+            .arg(&path)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--audit")
+            .arg(dir.join(format!("{name}.jsonl")))
+            .args(["--max-calls", "100000000"]);
+        (command, url)
+    };
+    let words: Vec<String> = std::iter::once(everything.program.display().to_string())
+        .chain(everything.args.iter().cloned())
+        .map(|w| format!("{w:?}"))
+        .collect();
+    let (gw_http, gw_http_url) = gateway("gateway-http", format!("url = {direct_url:?}"));
+    let _gw_http = start(gw_http, "listening on").await;
+    let (gw_stdio, gw_stdio_url) =
+        gateway("gateway-stdio", format!("command = [{}]", words.join(", ")));
+    let _gw_stdio = start(gw_stdio, "listening on").await;
     let jwt = auth
         .token("bench", "bench-secret", "mcp:admin", Some(&jwt_http_url))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -216,7 +248,7 @@ async fn run(servers: &support::Servers, dir: &Path) {
         .token("bench", "bench-secret", "mcp:admin", Some(&jwt_stdio_url))
         .unwrap_or_else(|e| panic!("{e}"));
 
-    let paths: [(&str, &str, Option<&str>); 4] = [
+    let paths: [(&str, &str, Option<&str>); 6] = [
         ("direct (server over HTTP)", &direct_url, None),
         ("proxy, JWT, server over HTTP", &jwt_http_url, Some(&jwt)),
         (
@@ -227,6 +259,16 @@ async fn run(servers: &support::Servers, dir: &Path) {
         (
             "proxy, token table, server over stdio",
             &table_url,
+            Some(TABLE_TOKEN),
+        ),
+        (
+            "gateway, token table, server over HTTP",
+            &gw_http_url,
+            Some(TABLE_TOKEN),
+        ),
+        (
+            "gateway, token table, server over stdio",
+            &gw_stdio_url,
             Some(TABLE_TOKEN),
         ),
     ];
