@@ -11,7 +11,8 @@
 //! (initialize, initialized, list, over pipes), against the server spawned straight; and its
 //! memory (resident set, `VmRSS`): idle over fleets of 1 and of 4 servers (per idle server:
 //! the difference over 3, the servers' own processes not counted), and over HTTP (`--listen`)
-//! before and after 50 sessions are opened (per session: the difference over 50).
+//! before and after 50 sessions are opened (per session: the difference over 50); and its own
+//! CPU time per call (`/proc/<pid>/stat`, over 3,000 calls written on its pipes).
 //!
 //! `cargo bench -p capability-cli --bench gateway_overhead`
 //!
@@ -125,6 +126,21 @@ fn main() {
 /// Spawns `command` with pipes; initializes (2025-11-25) and lists its tools. The time to the
 /// listing's answer, and the child (still running).
 fn start_and_list(command: &[String]) -> (std::time::Duration, std::process::Child) {
+    let (elapsed, child, input, output) = start_listed(command);
+    // Kept open (and so running) until the caller is done with it.
+    std::mem::forget((input, output));
+    (elapsed, child)
+}
+
+type Listed = (
+    std::time::Duration,
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+);
+
+/// [`start_and_list`], with the child's pipes.
+fn start_listed(command: &[String]) -> Listed {
     use std::io::{BufRead, BufReader, Write};
     let started = std::time::Instant::now();
     let mut child = Command::new(&command[0])
@@ -136,16 +152,7 @@ fn start_and_list(command: &[String]) -> (std::time::Duration, std::process::Chi
         .unwrap_or_else(|e| panic!("{}: {e}", command[0]));
     let mut input = child.stdin.take().unwrap_or_else(|| panic!("stdin"));
     let mut output = BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("stdout")));
-    let mut answer = |id: u64| loop {
-        let mut line = String::new();
-        if output.read_line(&mut line).unwrap_or(0) == 0 {
-            panic!("{} ended before answering {id}", command[0]);
-        }
-        let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-        if value["id"] == id {
-            return value;
-        }
-    };
+    let mut answer = |id: u64| read_answer(&mut output, id);
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
     writeln!(input, "{init}").unwrap_or_else(|e| panic!("{e}"));
     answer(1);
@@ -162,10 +169,58 @@ fn start_and_list(command: &[String]) -> (std::time::Duration, std::process::Chi
             .is_some_and(|t| !t.is_empty()),
         "{listed}"
     );
-    let elapsed = started.elapsed();
-    // Kept open (and so running) until the caller is done with it.
-    std::mem::forget(input);
-    (elapsed, child)
+    (started.elapsed(), child, input, output)
+}
+
+fn read_answer(output: &mut impl std::io::BufRead, id: u64) -> serde_json::Value {
+    loop {
+        let mut line = String::new();
+        if output.read_line(&mut line).unwrap_or(0) == 0 {
+            panic!("ended before answering {id}");
+        }
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if value["id"] == id {
+            return value;
+        }
+    }
+}
+
+/// The CPU time (user and system) process `pid` has used, in microseconds.
+fn cpu_us(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(") ")
+        .map(|(_, rest)| rest.split(' ').collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    // utime and stime, in clock ticks of 10 ms.
+    (ticks(11) + ticks(12)) * 10_000.0
+}
+
+/// The gateway's own CPU time per `echo` call (its servers' not counted), over `calls` calls
+/// written line by line on its pipes.
+fn cpu_per_call(gateway: &[String], calls: u64) -> f64 {
+    use std::io::Write;
+    let (_, child, mut input, mut output) = start_listed(gateway);
+    let before = cpu_us(child.id());
+    for id in 100..100 + calls {
+        writeln!(
+            input,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"e0_echo","arguments":{{"message":"bench"}}}}}}"#
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let answer = read_answer(&mut output, id);
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    let used = cpu_us(child.id()) - before;
+    drop(input);
+    stop(child);
+    used / calls as f64
 }
 
 /// The resident set of process `pid`, in KiB.
@@ -248,6 +303,13 @@ fn start_and_memory(dir: &Path, server: &[String], words: &[String]) {
     println!(
         "gateway_overhead: start to the first tools/list answer: server straight {d:.0} ms, gateway over it {g:.0} ms ({:.0} ms more, {ROUNDS} rounds)",
         g - d
+    );
+    let mut cpu: Vec<f64> = (0..ROUNDS)
+        .map(|round| cpu_per_call(&gateway(&one, &format!("cpu-{round}.jsonl")), 3_000))
+        .collect();
+    println!(
+        "gateway_overhead: the gateway's own CPU per echo call (user + system, 3,000 calls over pipes, median of {ROUNDS}): {:.0} us",
+        median(&mut cpu)
     );
     let (r1, r4) = (median(&mut rss.0), median(&mut rss.1));
     println!(

@@ -755,3 +755,74 @@ async fn a_servers_list_change_is_listed_again_and_the_client_told() {
     }
     let _ = client.cancel().await;
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn over_http_each_session_is_told_when_a_servers_tools_change() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use std::time::{Duration, Instant};
+    let Some(servers) = support::require_servers("gateway_http_list_changed") else {
+        return;
+    };
+    let dir = scratch("gateway-http-list-changed", "");
+    let token = "viewer-token-of-the-http-gateway";
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!(
+            "{}\n[bearer_tokens]\n\"sha256:{}\" = \"viewer\"\n",
+            lifecycle_policy(
+                &servers.drift(),
+                &servers.everything(),
+                "fleet/1",
+                r#""drift/*""#,
+            ),
+            capability_rules::sha256_hex(token.as_bytes())
+        ),
+    )
+    .expect("policy");
+    let gateway = proxy_common::Listening::start_args(&[
+        "gateway".into(),
+        "--policy".into(),
+        dir.join("policy.toml").display().to_string(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--audit".into(),
+        dir.join("trail.jsonl").display().to_string(),
+    ])
+    .await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let connect = |told: Told| {
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(gateway.url.as_str()).auth_header(token);
+        told.serve(StreamableHttpClientTransport::from_config(config))
+    };
+    // Two sessions; the first changes the drift server's tools, both are told.
+    let (first, second) = (Told::default(), Told::default());
+    let one = connect(first.clone()).await.expect("first session");
+    let two = connect(second.clone()).await.expect("second session");
+    let mut drift = rmcp::model::CallToolRequestParams::new("drift_drift");
+    drift.arguments = Some(serde_json::Map::new());
+    one.peer().call_tool(drift).await.expect("drift runs");
+    let started = Instant::now();
+    let count = |t: &Told| t.0.load(std::sync::atomic::Ordering::SeqCst);
+    while count(&first) == 0 || count(&second) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "not every session was told: first {}, second {}",
+            count(&first),
+            count(&second)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let listed = two.peer().list_all_tools().await.expect("lists");
+    let shifty = listed
+        .iter()
+        .find(|t| t.name == "drift_shifty")
+        .and_then(|t| t.description.as_deref())
+        .unwrap_or_default();
+    assert!(shifty.contains("id_rsa"), "listed again: {shifty}");
+    let _ = one.cancel().await;
+    let _ = two.cancel().await;
+    let _ = gateway.stop().await;
+}

@@ -26,6 +26,9 @@ use capability_http::EdgeRoles;
 
 use super::lane::Lane;
 
+/// How long an HTTP session has to take the news that the tools changed.
+const TELL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The name the gateway gives itself.
 pub const GATEWAY_NAME: &str = "capability-gateway";
 
@@ -58,6 +61,8 @@ pub(super) struct Gateway {
     pub(super) role: Option<String>,
     pub(super) dispatch: Arc<AuditedDispatch>,
     pub(super) current: Arc<RwLock<Arc<Snapshot>>>,
+    /// The HTTP sessions that have initialized, told when the tools change.
+    pub(super) sessions: Arc<std::sync::Mutex<Vec<Peer<RoleServer>>>>,
 }
 
 impl Gateway {
@@ -86,6 +91,32 @@ impl Gateway {
             session,
             principal: None,
         })
+    }
+
+    /// Tells every HTTP session that the tools changed, each on its own (a session that does not
+    /// take it within [`TELL_TIMEOUT`], or is gone, is forgotten); returns at once.
+    pub(super) async fn tell_sessions(&self) {
+        let peers: Vec<Peer<RoleServer>> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain(..)
+            .collect();
+        for peer in peers {
+            let sessions = self.sessions.clone();
+            tokio::spawn(async move {
+                if peer.is_transport_closed() {
+                    return;
+                }
+                let told = tokio::time::timeout(TELL_TIMEOUT, peer.notify_tool_list_changed());
+                if matches!(told.await, Ok(Ok(()))) {
+                    sessions
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(peer);
+                }
+            });
+        }
     }
 
     fn who(&self, snapshot: &Snapshot, context: &RequestContext<RoleServer>) -> Who {
@@ -170,6 +201,16 @@ impl ServerHandler for Gateway {
                 .build(),
         )
         .with_server_info(Implementation::new(GATEWAY_NAME, env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn on_initialized(&self, context: ::rmcp::service::NotificationContext<RoleServer>) {
+        // Over stdio the one client is told through its own connection.
+        if self.role.is_none() {
+            self.sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(context.peer);
+        }
     }
 
     async fn list_tools(
