@@ -141,7 +141,7 @@ type Listed = (
 
 /// [`start_and_list`], with the child's pipes.
 fn start_listed(command: &[String]) -> Listed {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::{BufReader, Write};
     let started = std::time::Instant::now();
     let mut child = Command::new(&command[0])
         .args(&command[1..])
