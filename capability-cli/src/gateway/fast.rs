@@ -142,7 +142,13 @@ impl Fast {
                 let lane = snapshot.lanes.get(route.server).ok_or_else(|| {
                     ErrorData::internal_error(format!("no connection to `{}`", route.server), None)
                 })?;
-                let forwarded = forwarded(route.tool, arguments.as_ref(), meta.as_deref());
+                let forwarded = forwarded(route.tool, arguments.as_ref(), meta.as_deref())
+                    .map_err(|e| {
+                        ErrorData::internal_error(
+                            format!("the arguments could not be written again: {e}"),
+                            None,
+                        )
+                    })?;
                 gateway
                     .forward(&who, &shown, &route, &input, lane.call(&forwarded))
                     .await
@@ -232,20 +238,24 @@ impl crate::proxy::FrontHook for Fast {
 
 /// The params written to the server: the tool's own name, the arguments recorded, the
 /// client's `_meta` as it wrote it.
-fn forwarded(tool: &str, arguments: Option<&Map<String, Value>>, meta: Option<&str>) -> String {
+fn forwarded(
+    tool: &str,
+    arguments: Option<&Map<String, Value>>,
+    meta: Option<&str>,
+) -> Result<String, serde_json::Error> {
     let mut params = String::with_capacity(64);
     params.push_str("{\"name\":");
-    params.push_str(&Value::from(tool).to_string());
+    params.push_str(&serde_json::to_string(tool)?);
     if let Some(arguments) = arguments {
         params.push_str(",\"arguments\":");
-        params.push_str(&serde_json::to_string(arguments).unwrap_or_else(|_| "{}".to_owned()));
+        params.push_str(&serde_json::to_string(arguments)?);
     }
     if let Some(meta) = meta {
         params.push_str(",\"_meta\":");
         params.push_str(meta);
     }
     params.push('}');
-    params
+    Ok(params)
 }
 
 /// The client's answer, one line under its own id.
@@ -259,7 +269,9 @@ fn answer_line(id: &str, answer: Result<Box<RawValue>, ErrorData>) -> Vec<u8> {
                 id: &id,
                 error: &error,
             })
-            .unwrap_or_default()
+            .unwrap_or_else(|_| {
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"the error could not be written"}}}}"#)
+            })
         }
     }
     .into_bytes();
