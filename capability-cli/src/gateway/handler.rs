@@ -206,10 +206,13 @@ impl ServerHandler for Gateway {
     async fn on_initialized(&self, context: ::rmcp::service::NotificationContext<RoleServer>) {
         // Over stdio the one client is told through its own connection.
         if self.role.is_none() {
-            self.sessions
+            let mut sessions = self
+                .sessions
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(context.peer);
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // The sessions that ended since are forgotten, so the list holds only live ones.
+            sessions.retain(|peer| !peer.is_transport_closed());
+            sessions.push(context.peer);
         }
     }
 
