@@ -757,8 +757,8 @@ async fn a_servers_list_change_is_listed_again_and_the_client_told() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn over_http_each_session_is_told_when_a_servers_tools_change() {
-    use rmcp::ServiceExt;
+async fn over_http_each_session_and_subscription_is_told_when_a_servers_tools_change() {
+    use rmcp::service::ClientServiceExt;
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     use std::time::{Duration, Instant};
@@ -792,15 +792,55 @@ async fn over_http_each_session_is_told_when_a_servers_tools_change() {
     ])
     .await;
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let connect = |told: Told| {
+    let connect = |told: Told, lifecycle: rmcp::service::ClientLifecycleMode| {
         let config =
             StreamableHttpClientTransportConfig::with_uri(gateway.url.as_str()).auth_header(token);
-        told.serve(StreamableHttpClientTransport::from_config(config))
+        told.serve_with_lifecycle(
+            StreamableHttpClientTransport::from_config(config),
+            lifecycle,
+        )
     };
-    // Two sessions; the first changes the drift server's tools, both are told.
+    // Two sessions (2025-11-25) and a stateless client (2026-07-28) on `subscriptions/listen`;
+    // the first changes the drift server's tools, all three are told.
     let (first, second) = (Told::default(), Told::default());
-    let one = connect(first.clone()).await.expect("first session");
-    let two = connect(second.clone()).await.expect("second session");
+    let one = connect(
+        first.clone(),
+        rmcp::service::ClientLifecycleMode::Initialize,
+    )
+    .await
+    .expect("first session");
+    let two = connect(
+        second.clone(),
+        rmcp::service::ClientLifecycleMode::Initialize,
+    )
+    .await
+    .expect("second session");
+    let modern = connect(
+        Told::default(),
+        rmcp::service::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .expect("a client of 2026-07-28");
+    assert_eq!(
+        modern
+            .peer()
+            .peer_info()
+            .map(|i| i.protocol_version.to_string())
+            .as_deref(),
+        Some("2026-07-28")
+    );
+    let mut subscription = modern
+        .peer()
+        .listen(
+            rmcp::model::SubscriptionFilter::builder()
+                .tools_list_changed()
+                .build(),
+        )
+        .await
+        .expect("the gateway accepts a subscription to tool list changes");
+    assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
     let mut drift = rmcp::model::CallToolRequestParams::new("drift_drift");
     drift.arguments = Some(serde_json::Map::new());
     one.peer().call_tool(drift).await.expect("drift runs");
@@ -815,6 +855,18 @@ async fn over_http_each_session_is_told_when_a_servers_tools_change() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let told = tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("the subscribed client was told")
+        .expect("the subscription is open");
+    assert!(
+        matches!(
+            told,
+            Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))
+        ),
+        "{told:?}"
+    );
+    drop(subscription);
     let listed = two.peer().list_all_tools().await.expect("lists");
     let shifty = listed
         .iter()
@@ -824,5 +876,6 @@ async fn over_http_each_session_is_told_when_a_servers_tools_change() {
     assert!(shifty.contains("id_rsa"), "listed again: {shifty}");
     let _ = one.cancel().await;
     let _ = two.cancel().await;
+    let _ = modern.cancel().await;
     let _ = gateway.stop().await;
 }

@@ -26,9 +26,6 @@ use capability_http::EdgeRoles;
 
 use super::lane::Lane;
 
-/// How long an HTTP session has to take the news that the tools changed.
-const TELL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// The name the gateway gives itself.
 pub const GATEWAY_NAME: &str = "capability-gateway";
 
@@ -61,8 +58,9 @@ pub(super) struct Gateway {
     pub(super) role: Option<String>,
     pub(super) dispatch: Arc<AuditedDispatch>,
     pub(super) current: Arc<RwLock<Arc<Snapshot>>>,
-    /// The HTTP sessions that have initialized, told when the tools change.
-    pub(super) sessions: Arc<std::sync::Mutex<Vec<Peer<RoleServer>>>>,
+    /// The clients of the HTTP front, told when the tools change (`None` over stdio, where the
+    /// one client is told through its own connection).
+    pub(super) clients: Option<crate::proxy::Clients>,
 }
 
 impl Gateway {
@@ -93,28 +91,12 @@ impl Gateway {
         })
     }
 
-    /// Tells every HTTP session that the tools changed, each on its own (a session that does not
-    /// take it within [`TELL_TIMEOUT`], or is gone, is forgotten); returns at once.
-    pub(super) async fn tell_sessions(&self) {
-        let peers: Vec<Peer<RoleServer>> = self
-            .sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .drain(..)
-            .collect();
-        for peer in peers {
-            let sessions = self.sessions.clone();
+    /// Tells the clients of the HTTP front that the tools changed, on a task of its own (the
+    /// event loop does not wait for a slow client).
+    pub(super) fn tell_clients(&self) {
+        if let Some(clients) = self.clients.clone() {
             tokio::spawn(async move {
-                if peer.is_transport_closed() {
-                    return;
-                }
-                let told = tokio::time::timeout(TELL_TIMEOUT, peer.notify_tool_list_changed());
-                if matches!(told.await, Ok(Ok(()))) {
-                    sessions
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push(peer);
-                }
+                clients.notify(crate::proxy::Changed::Tools).await;
             });
         }
     }
@@ -204,16 +186,25 @@ impl ServerHandler for Gateway {
     }
 
     async fn on_initialized(&self, context: ::rmcp::service::NotificationContext<RoleServer>) {
-        // Over stdio the one client is told through its own connection.
-        if self.role.is_none() {
-            let mut sessions = self
-                .sessions
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            // The sessions that ended since are forgotten, so the list holds only live ones.
-            sessions.retain(|peer| !peer.is_transport_closed());
-            sessions.push(context.peer);
+        if let Some(clients) = &self.clients {
+            clients.initialized(context.peer);
         }
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &::rmcp::model::SubscriptionFilter,
+    ) -> Option<::rmcp::model::SubscriptionFilter> {
+        self.clients
+            .as_ref()
+            .map(|_| crate::proxy::Clients::accepted())
+    }
+
+    async fn listen(&self, context: ::rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        if let Some(clients) = &self.clients {
+            clients.listen(context).await;
+        }
+        Ok(())
     }
 
     async fn list_tools(

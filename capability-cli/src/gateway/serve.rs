@@ -73,7 +73,7 @@ pub async fn serve(
         role: role.map(str::to_owned),
         dispatch: dispatch.clone(),
         current: Arc::new(RwLock::new(Arc::new(first))),
-        sessions: Arc::default(),
+        clients: role.is_none().then(crate::proxy::Clients::default),
     };
     let servers = if members.len() == 1 {
         "1 server".to_owned()
@@ -132,7 +132,7 @@ pub async fn serve(
                             if let Some(client) = &client {
                                 let _ = client.notify_tool_list_changed().await;
                             }
-                            gateway.tell_sessions().await;
+                            gateway.tell_clients();
                         }
                         Err(why) => {
                             super::note(format_args!("SIGHUP: not reloaded, what runs keeps running: {why}"));
@@ -199,7 +199,7 @@ async fn rebuild(
             if let Some(client) = client {
                 let _ = client.notify_tool_list_changed().await;
             }
-            gateway.tell_sessions().await;
+            gateway.tell_clients();
         }
         Err(why) => super::note(format_args!("the listing was kept: {why}")),
     }

@@ -45,6 +45,32 @@ impl Clients {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A session that has initialized (2025-11-25): told from now on. The sessions that ended
+    /// since are forgotten, so the list holds only live ones.
+    pub(crate) fn initialized(&self, peer: Peer<RoleServer>) {
+        let mut clients = self.lock();
+        clients.peers.retain(|peer| !peer.is_transport_closed());
+        clients.peers.push(peer);
+    }
+
+    /// What an HTTP front accepts of a `subscriptions/listen` (2026-07-28): tool list changes.
+    pub(crate) fn accepted() -> SubscriptionFilter {
+        SubscriptionFilter::builder().tools_list_changed().build()
+    }
+
+    /// Keeps an open `subscriptions/listen` among the clients told until it is cancelled.
+    pub(crate) async fn listen(&self, context: SubscriptionContext) {
+        let key = {
+            let mut list = self.lock();
+            list.next += 1;
+            let key = list.next;
+            list.listening.push((key, context.sink().clone()));
+            key
+        };
+        context.cancelled().await;
+        self.lock().listening.retain(|(k, _)| *k != key);
+    }
+
     /// Tells every client still connected that a list changed; forgets the others.
     pub(crate) async fn notify(&self, list: Changed) -> usize {
         let (peers, sinks) = {
@@ -420,7 +446,7 @@ impl ServerHandler for Forward {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         if let Some(clients) = &self.clients {
-            clients.lock().peers.push(context.peer);
+            clients.initialized(context.peer);
         }
     }
 
@@ -429,24 +455,13 @@ impl ServerHandler for Forward {
         _requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         // rmcp keeps of this only what the client asked for.
-        self.clients
-            .as_ref()
-            .map(|_| SubscriptionFilter::builder().tools_list_changed().build())
+        self.clients.as_ref().map(|_| Clients::accepted())
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let Some(clients) = &self.clients else {
-            return Ok(());
-        };
-        let key = {
-            let mut list = clients.lock();
-            list.next += 1;
-            let key = list.next;
-            list.listening.push((key, context.sink().clone()));
-            key
-        };
-        context.cancelled().await;
-        clients.lock().listening.retain(|(k, _)| *k != key);
+        if let Some(clients) = &self.clients {
+            clients.listen(context).await;
+        }
         Ok(())
     }
 }
