@@ -267,11 +267,13 @@ impl ServerHandler for Gateway {
     }
 }
 
-/// Where a call goes: its server, the tool's own name there, and its manifest.
+/// Where a call goes: its server, the tool's own name there, its manifest, and the caller's
+/// decider.
 pub(super) struct Route<'s> {
     pub(super) server: &'s str,
     pub(super) tool: &'s str,
     pub(super) manifest: &'s CapabilityManifest,
+    ctx: &'s ToolContext,
 }
 
 impl Gateway {
@@ -280,7 +282,7 @@ impl Gateway {
     pub(super) fn route<'s>(
         &self,
         snapshot: &'s Snapshot,
-        who: &Who,
+        who: &'s Who,
         shown: &str,
         input: &Value,
     ) -> Result<Route<'s>, ErrorData> {
@@ -292,37 +294,25 @@ impl Gateway {
             let reason = WithheldReason::NotListed.to_deny();
             return Err(self.refuse(snapshot, who, shown, &stand_in, input, &[reason]));
         };
-        if !route.listed.is_visible() {
-            let reasons: Vec<DenyReason> = route
+        let manifest = route.listed.manifest();
+        let reasons: Vec<DenyReason> = match &who.ctx {
+            _ if !route.listed.is_visible() => route
                 .listed
                 .reasons()
                 .iter()
                 .map(WithheldReason::to_deny)
-                .collect();
-            return Err(self.refuse(
-                snapshot,
-                who,
-                shown,
-                route.listed.manifest(),
-                input,
-                &reasons,
-            ));
-        }
-        if who.ctx.is_none() {
-            return Err(self.refuse(
-                snapshot,
-                who,
-                shown,
-                route.listed.manifest(),
-                input,
-                &[DenyReason::NoRole],
-            ));
-        }
-        Ok(Route {
-            server: route.server,
-            tool: route.tool,
-            manifest: route.listed.manifest(),
-        })
+                .collect(),
+            None => vec![DenyReason::NoRole],
+            Some(ctx) => {
+                return Ok(Route {
+                    server: route.server,
+                    tool: route.tool,
+                    manifest,
+                    ctx,
+                });
+            }
+        };
+        Err(self.refuse(snapshot, who, shown, manifest, input, &reasons))
     }
 
     /// Decides the call on its tool's manifest and records it (intent before `run`, outcome
@@ -336,15 +326,12 @@ impl Gateway {
         run: impl std::future::Future<Output = Result<O, String>>,
     ) -> Result<O, ErrorData> {
         let shown_refused = |why: &str| refused(shown, why);
-        let Some(ctx) = &who.ctx else {
-            return Err(shown_refused(&DenyReason::NoRole.to_string()));
-        };
         let call = Request::mcp("tools/call", Action::CallTool(route.manifest), input);
         let mut caller = Caller::new("mcp-client");
         if let Some(principal) = &who.principal {
             caller = caller.principal(principal);
         }
-        match self.dispatch.act_async(ctx, caller, &call, run).await {
+        match self.dispatch.act_async(route.ctx, caller, &call, run).await {
             Outcome::Done(output) => Ok(output),
             Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
             Outcome::Denied(denial) => Err(shown_refused(&denial.to_string())),
