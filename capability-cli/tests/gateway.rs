@@ -231,27 +231,24 @@ fn a_name_two_servers_would_share_is_withheld_and_reported() {
 #[test]
 fn a_bad_file_or_a_server_that_cannot_start_stops_it_before_anything_runs() {
     let dir = scratch("gateway-bad", "");
-    std::fs::write(
-        dir.join("policy.toml"),
-        "[roles.viewer]\nceiling = \"read-only\"\nallow = [\"*\"]\n\n[servers.git]\ncommand = [\"uvx\", \"mcp-server-git\"]\nurl = \"http://127.0.0.1:1/mcp\"\n",
-    )
-    .expect("policy");
-    let output = gateway(&dir, &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    // `--check` over `servers`: its standard error, once it has exited 2.
+    let refused = |servers: &str| {
+        let roles = "[roles.viewer]\nceiling = \"read-only\"\nallow = [\"*\"]\n\n";
+        std::fs::write(dir.join("policy.toml"), format!("{roles}{servers}")).expect("policy");
+        let output = gateway(&dir, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        stderr
+    };
+    let stderr = refused(
+        "[servers.git]\ncommand = [\"uvx\", \"mcp-server-git\"]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+    );
     assert!(
         stderr.contains("policy.toml:7:7") && stderr.contains("not both"),
         "{stderr}"
     );
 
-    std::fs::write(
-        dir.join("policy.toml"),
-        "[roles.viewer]\nceiling = \"read-only\"\nallow = [\"*\"]\n\n[servers.ghost]\ncommand = [\"/nonexistent/mcp-server\"]\n",
-    )
-    .expect("policy");
-    let output = gateway(&dir, &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused("[servers.ghost]\ncommand = [\"/nonexistent/mcp-server\"]\n");
     assert!(
         stderr.contains("server `ghost`") && stderr.contains("/nonexistent/mcp-server"),
         "{stderr}"
@@ -312,12 +309,8 @@ fn the_typescript_client_is_served_the_fleet_and_each_call_reaches_its_server_on
         .output()
         .expect("runs the client");
     let lines = ts_client_lines(&output).expect("the client ran");
-    let names: Vec<&str> = lines[1]["result"]["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let listed = proxy_common::listed(&lines[1]);
+    let names: Vec<&str> = listed.iter().map(String::as_str).collect();
     assert!(
         names.contains(&"mem_read_graph") && names.contains(&"echo"),
         "{names:?}"
@@ -598,14 +591,7 @@ async fn over_http_each_token_is_served_its_roles_share_and_a_tokenless_request_
             .expect("runs the client");
         ts_client_lines(&output).expect("the client ran")
     };
-    let names = |lines: &[Value]| -> Vec<String> {
-        lines[1]["result"]["tools"]
-            .as_array()
-            .expect("tools")
-            .iter()
-            .filter_map(|t| t["name"].as_str().map(str::to_owned))
-            .collect()
-    };
+    let names = |lines: &[Value]| proxy_common::listed(&lines[1]);
     let as_viewer = run(viewer);
     assert!(
         names(&as_viewer).contains(&"mem_read_graph".to_owned()),

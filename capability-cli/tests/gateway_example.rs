@@ -15,7 +15,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use proxy_common::{BIN, calls, scratch};
+use proxy_common::{BIN, calls, listed, scratch};
 use support::auth::{python_bin, python_stdio_client};
 use support::{TsTarget, toml_words, ts_client_lines};
 
@@ -188,12 +188,7 @@ fn each_agent_sees_its_matrix_and_the_readers_writes_never_reach_a_server() {
             {"op": "call", "name": "fs_write_file", "arguments": {"path": dir.join("docs/x.md").display().to_string(), "content": "x"}},
         ]),
     );
-    let nemotron: Vec<String> = lines[1]["result"]["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["name"].as_str().map(str::to_owned))
-        .collect();
+    let nemotron = listed(&lines[1]);
     for name in [
         "everything_echo",
         "time_get_current_time",
@@ -297,12 +292,7 @@ fn each_agent_sees_its_matrix_and_the_readers_writes_never_reach_a_server() {
             {"op": "call", "name": "git_add", "arguments": {"repo_path": repo.display().to_string(), "files": ["README"]}},
         ]),
     );
-    let elephant: Vec<String> = lines[1]["result"]["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["name"].as_str().map(str::to_owned))
-        .collect();
+    let elephant = listed(&lines[1]);
     for name in [
         "git_status",
         "time_get_current_time",
