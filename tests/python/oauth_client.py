@@ -52,6 +52,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.types import Implementation
 
+from ops import emit, leaf, perform
+
 
 class MemoryStorage:
     """The SDK's `TokenStorage`, in memory: nothing outlives the process."""
@@ -76,18 +78,6 @@ class MemoryStorage:
 def usage(message: str) -> None:
     sys.stderr.write(f"oauth_client: {message}\n")
     sys.exit(2)
-
-
-def emit(line: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
-def leaf(error: BaseException) -> BaseException:
-    """The first non-group exception of an (anyio task group's) exception group."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
 
 
 def connect_error(error: BaseException, status: int | None) -> dict[str, Any]:
@@ -165,21 +155,11 @@ async def run(url: str, spec: dict[str, Any]) -> int:
                     kind = op.get("op")
                     statuses.last = None
                     try:
-                        if kind == "list":
-                            listed = await client.list_tools()
-                            emit({"op": "list", "tools": [tool.name for tool in listed.tools]})
-                        elif kind == "call":
-                            result = await client.call_tool(op["name"], op.get("arguments") or {})
-                            emit(
-                                {
-                                    "op": "call",
-                                    "name": op["name"],
-                                    "result": result.model_dump(by_alias=True, mode="json", exclude_unset=True),
-                                }
-                            )
-                        else:
+                        done = await perform(client, op)
+                        if done is None:
                             unknown = {"code": None, "message": f"unknown op {kind}", "data": None, "status": None}
-                            emit({"op": kind, "error": unknown})
+                            done = {"op": kind, "error": unknown}
+                        emit(done)
                     except Exception as e:  # noqa: BLE001 - every failure of an operation is reported
                         line: dict[str, Any] = {"op": kind}
                         if "name" in op:

@@ -25,16 +25,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import Implementation
 
-
-def emit(line: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
-def leaf(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
+from ops import emit, leaf, perform
 
 
 async def run(ops: list[dict[str, Any]], command: str, args: list[str]) -> int:
@@ -50,20 +41,10 @@ async def run(ops: list[dict[str, Any]], command: str, args: list[str]) -> int:
             for op in ops:
                 kind = op.get("op")
                 try:
-                    if kind == "list":
-                        listed = await client.list_tools()
-                        emit({"op": "list", "tools": [tool.name for tool in listed.tools]})
-                    elif kind == "call":
-                        result = await client.call_tool(op["name"], op.get("arguments") or {})
-                        emit(
-                            {
-                                "op": "call",
-                                "name": op["name"],
-                                "result": result.model_dump(by_alias=True, mode="json", exclude_unset=True),
-                            }
-                        )
-                    else:
-                        emit({"op": kind, "error": {"code": None, "message": f"unknown op {kind}", "data": None}})
+                    done = await perform(client, op)
+                    if done is None:
+                        done = {"op": kind, "error": {"code": None, "message": f"unknown op {kind}", "data": None}}
+                    emit(done)
                 except Exception as e:  # noqa: BLE001 - every failure of an operation is reported
                     error = leaf(e)
                     if isinstance(error, MCPError):
