@@ -423,6 +423,17 @@ async fn a_server_that_dies_comes_back_and_sighup_reloads_all_or_nothing() {
     .map(|a| (*a).to_owned())
     .collect();
     let gateway = proxy_common::Proxied::start(&args).await;
+    // A client of 2026-07-28 (rmcp's typed path; the TypeScript and Python clients of the other
+    // tests speak 2025-11-25 and take the forwarding lane).
+    assert_eq!(
+        gateway
+            .client
+            .peer()
+            .peer_info()
+            .map(|i| i.protocol_version.to_string())
+            .as_deref(),
+        Some("2026-07-28")
+    );
     let pid = gateway.child.id().expect("running").to_string();
     let names = gateway.names().await;
     assert!(
