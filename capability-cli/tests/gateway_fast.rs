@@ -6,7 +6,7 @@
 //!   key twice; the server's result reaches the client as the server wrote it (a field rmcp's
 //!   model does not know is kept) under the client's own id.
 //! - An answer of the server that writes a key twice is refused (an error to the client, a
-//!   failure on record); an answer to an id the gateway is not waiting for is dropped and
+//!   failure on record), and so is one whose error is not an error object; an answer to an id the gateway is not waiting for is dropped and
 //!   said; a server that dies fails the call in flight with the reason, and the other server
 //!   keeps serving.
 //! - A call the client cancels gets no answer, is cancelled at the server under the lane's id,
@@ -46,7 +46,7 @@ for line in sys.stdin:
             "protocolVersion": message["params"]["protocolVersion"],
             "capabilities": {"tools": {}}, "serverInfo": {"name": "journal", "version": "1"}}}))
     elif method == "tools/list":
-        names = ["echo", "twice", "forge", "slow", "die"]
+        names = ["echo", "twice", "forge", "slow", "die", "badshape"]
         send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": [tool(n) for n in names]}}))
     elif method == "tools/call":
         name, arguments = message["params"]["name"], message["params"].get("arguments")
@@ -58,6 +58,8 @@ for line in sys.stdin:
         elif name == "forge":
             send(json.dumps({"jsonrpc": "2.0", "id": "capability-gateway/999999", "result": {"content": []}}))
             send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "real"}]}}))
+        elif name == "badshape":
+            send(json.dumps({"jsonrpc": "2.0", "id": id, "error": "not an object"}))
         elif name == "slow":
             pass
         elif name == "die":
@@ -342,6 +344,11 @@ fn a_server_that_writes_a_key_twice_forges_an_answer_or_dies_is_refused_dropped_
         client.said("answered request 999999", Duration::from_secs(5)),
         "the forged answer is said"
     );
+
+    // An error that is not an error object still ends the call, saying so.
+    let bad = client.call(5, "j_badshape", "{}");
+    let message = bad["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not a JSON-RPC error object"), "{bad}");
 
     let died = client.call(3, "j_die", "{}");
     let message = died["error"]["message"].as_str().unwrap_or_default();

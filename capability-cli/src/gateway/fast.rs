@@ -137,12 +137,13 @@ impl Fast {
         let out = out.clone();
         tokio::spawn(async move {
             let answering = async {
-                let input = Value::Object(arguments.clone().unwrap_or_default());
+                let given = arguments.is_some();
+                let input = Value::Object(arguments.unwrap_or_default());
                 let route = gateway.route(&snapshot, &who, &shown, &input)?;
                 let lane = snapshot.lanes.get(route.server).ok_or_else(|| {
                     ErrorData::internal_error(format!("no connection to `{}`", route.server), None)
                 })?;
-                let forwarded = forwarded(route.tool, arguments.as_ref(), meta.as_deref())
+                let forwarded = forwarded(route.tool, given.then_some(&input), meta.as_deref())
                     .map_err(|e| {
                         ErrorData::internal_error(
                             format!("the arguments could not be written again: {e}"),
@@ -240,7 +241,7 @@ impl crate::proxy::FrontHook for Fast {
 /// client's `_meta` as it wrote it.
 fn forwarded(
     tool: &str,
-    arguments: Option<&Map<String, Value>>,
+    arguments: Option<&Value>,
     meta: Option<&str>,
 ) -> Result<String, serde_json::Error> {
     let mut params = String::with_capacity(64);

@@ -36,27 +36,25 @@ pub(super) struct Lane {
 
 #[derive(Default)]
 struct Pending {
-    waiting: HashMap<u64, oneshot::Sender<Vec<u8>>>,
+    waiting: HashMap<u64, oneshot::Sender<Reply>>,
     /// The server's output ended: nothing more is answered.
     ended: bool,
 }
 
-/// What the lane reads of a line from the server.
+/// A server's answer to one of the lane's requests: its result as written, or why there is none.
+type Reply = Result<Box<RawValue>, String>;
+
+/// What the lane reads of a line from the server, once: whose answer it is, and the answer.
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow, default)]
     id: Option<&'a RawValue>,
     #[serde(default)]
     method: Option<serde::de::IgnoredAny>,
-}
-
-/// A server's answer to the lane: its result as it wrote it, or its error's message.
-#[derive(Deserialize)]
-struct Answer<'a> {
     #[serde(borrow, default)]
     result: Option<&'a RawValue>,
-    #[serde(default)]
-    error: Option<AnswerError>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -129,9 +127,9 @@ impl Lane {
         if self.write(line).await.is_err() {
             return Err(self.gone());
         }
-        let answer = rx.await.map_err(|_| self.gone())?;
+        let reply = rx.await.map_err(|_| self.gone())?;
         waiting.answered = true;
-        read_answer(&answer).map_err(|why| format!("the MCP server `{}` {why}", self.server))
+        reply
     }
 
     async fn write(&self, mut line: String) -> std::io::Result<()> {
@@ -181,16 +179,6 @@ impl Drop for Waiting<'_> {
                 let _ = input.flush().await;
             });
         }
-    }
-}
-
-fn read_answer(line: &[u8]) -> Result<Box<RawValue>, String> {
-    let answer: Answer<'_> =
-        serde_json::from_slice(line).map_err(|e| format!("answered with a bad message: {e}"))?;
-    match (answer.result, answer.error) {
-        (_, Some(error)) => Err(error.message),
-        (Some(result), None) => Ok(result.to_owned()),
-        (None, None) => Err("answered with neither a result nor an error".to_owned()),
     }
 }
 
@@ -246,7 +234,25 @@ impl Tap for LaneTap {
             .remove(&id);
         match waiting {
             Some(tx) => {
-                let _ = tx.send(line.to_vec());
+                let reply = match (envelope.result, envelope.error) {
+                    (_, Some(error)) => Err(serde_json::from_str::<AnswerError>(error.get())
+                        .map_or_else(
+                            |e| {
+                                format!(
+                                    "the MCP server `{}` answered with an error that is not a \
+                                     JSON-RPC error object ({e})",
+                                    self.server
+                                )
+                            },
+                            |error| error.message,
+                        )),
+                    (Some(result), None) => Ok(result.to_owned()),
+                    (None, None) => Err(format!(
+                        "the MCP server `{}` answered with neither a result nor an error",
+                        self.server
+                    )),
+                };
+                let _ = tx.send(reply);
             }
             None => super::note(format_args!(
                 "server `{}` answered request {id} of the gateway, which is not waiting for it: \

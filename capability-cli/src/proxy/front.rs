@@ -39,8 +39,9 @@ fn parse_error(error: &serde_json::Error) -> Vec<u8> {
 /// What may take a client's message before rmcp does, and answer it itself (the gateway's
 /// forwarding lane), and watches what rmcp writes.
 pub(crate) trait Hook: Send + Sync + 'static {
-    /// Whether the client's `line` (JSON, without its newline) is taken: it then does not reach
-    /// rmcp, and its answer (whole lines) goes to `answer`.
+    /// Whether the client's `line` (without its newline) is taken: it then does not reach rmcp,
+    /// and its answer (whole lines) goes to `answer`. A line taken must have been read whole as
+    /// JSON; any other is checked (and, if it is not JSON, answered) by the filter.
     fn take(&self, line: &[u8], answer: &mpsc::UnboundedSender<Vec<u8>>) -> bool;
     /// A line rmcp writes to the client.
     fn wrote(&self, line: &[u8]);
@@ -84,16 +85,17 @@ where
             if text.is_empty() {
                 continue;
             }
+            // A line the hook takes it has read whole: it is JSON.
+            if let Some(hook) = &hook
+                && hook.take(text, &errors)
+            {
+                continue;
+            }
             if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
                 crate::proxy::note(format_args!(
                     "a message from the client is not JSON; answered with a parse error"
                 ));
                 let _ = errors.send(parse_error(&error));
-                continue;
-            }
-            if let Some(hook) = &hook
-                && hook.take(text, &errors)
-            {
                 continue;
             }
             if !line.ends_with(b"\n") {
