@@ -4,6 +4,7 @@
 //! values. Proposal and approval files, audit trail lines and MCP tool lists are read through
 //! this first.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -27,13 +28,32 @@ pub const DUPLICATE_KEY: &str = "duplicate key `";
 /// ```
 pub fn no_duplicate_keys(text: &str) -> Result<(), serde_json::Error> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    Node { path: "$" }.deserialize(&mut deserializer)?;
+    Node { path: Path::Root }.deserialize(&mut deserializer)?;
     deserializer.end()
+}
+
+/// Where a value is, written out (`$.a[1].b`) only for the error: reading a clean text builds
+/// no path string.
+#[derive(Clone, Copy)]
+enum Path<'p> {
+    Root,
+    Key(&'p Path<'p>, &'p str),
+    Index(&'p Path<'p>, usize),
+}
+
+impl fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Path::Root => f.write_str("$"),
+            Path::Key(parent, key) => write!(f, "{parent}.{key}"),
+            Path::Index(parent, index) => write!(f, "{parent}[{index}]"),
+        }
+    }
 }
 
 /// One JSON value, at this path, read only to check its keys.
 struct Node<'p> {
-    path: &'p str,
+    path: Path<'p>,
 }
 
 impl<'de> DeserializeSeed<'de> for Node<'_> {
@@ -72,8 +92,8 @@ impl<'de> Visitor<'de> for Node<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut index = 0usize;
         loop {
-            let path = format!("{}[{index}]", self.path);
-            if seq.next_element_seed(Node { path: &path })?.is_none() {
+            let path = Path::Index(&self.path, index);
+            if seq.next_element_seed(Node { path })?.is_none() {
                 return Ok(());
             }
             index += 1;
@@ -81,17 +101,43 @@ impl<'de> Visitor<'de> for Node<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let path = format!("{}.{key}", self.path);
-            if !seen.insert(key) {
+        let mut seen: HashSet<Cow<'de, str>> = HashSet::new();
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            let path = Path::Key(&self.path, &key);
+            if seen.contains(&key) {
                 return Err(de::Error::custom(format_args!(
                     "{DUPLICATE_KEY}{path}`: a key may appear once in an object"
                 )));
             }
-            map.next_value_seed(Node { path: &path })?;
+            map.next_value_seed(Node { path })?;
+            seen.insert(key);
         }
         Ok(())
+    }
+}
+
+/// A key, borrowed from the text when it has no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(key)))
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(key.to_owned())))
+            }
+            fn visit_string<E>(self, key: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(key)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
     }
 }
 
@@ -109,6 +155,11 @@ mod tests {
         );
         let error = no_duplicate_keys(r#"{"x": 1, "x": 1}"#).expect_err("repeated");
         assert!(error.to_string().contains("`$.x`"), "{error}");
+        // An escaped key is the same key as its plain spelling.
+        let error = no_duplicate_keys(r#"{"a": {"k": 1, "\u006b": 2}}"#).expect_err("repeated");
+        assert!(error.to_string().contains("`$.a.k`"), "{error}");
+        let error = no_duplicate_keys(r#"[0, [1, {"q\"": 1, "q\"": 2}]]"#).expect_err("repeated");
+        assert!(error.to_string().contains(r#"`$[1][1].q"`"#), "{error}");
         assert!(no_duplicate_keys("{").is_err());
         assert!(no_duplicate_keys("{} {}").is_err());
     }
