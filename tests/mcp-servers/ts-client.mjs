@@ -99,6 +99,17 @@ for (const op of options.ops) {
     } else if (op.op === 'call') {
       const result = await client.callTool({ name: op.name, arguments: op.arguments ?? {} });
       print({ op: 'call', name: op.name, result });
+    } else if (op.op === 'resources') {
+      print({ op: 'resources', result: await client.listResources() });
+    } else if (op.op === 'templates') {
+      print({ op: 'templates', result: await client.listResourceTemplates() });
+    } else if (op.op === 'read') {
+      print({ op: 'read', uri: op.uri, result: await client.readResource({ uri: op.uri }) });
+    } else if (op.op === 'prompts') {
+      print({ op: 'prompts', result: await client.listPrompts() });
+    } else if (op.op === 'prompt') {
+      const result = await client.getPrompt({ name: op.name, arguments: op.arguments ?? {} });
+      print({ op: 'prompt', name: op.name, result });
     } else if (op.op === 'waitListChanged') {
       if (listChanged === 0) {
         await new Promise((resolve) => {

@@ -25,8 +25,9 @@ def leaf(error: BaseException) -> BaseException:
 
 
 async def perform(client: Client, op: dict[str, Any]) -> dict[str, Any] | None:
-    """Runs `op` (`list`, or `call` with `name` and `arguments`); its line, or None for an op
-    this client does not know. An error of the server is raised."""
+    """Runs `op` (`list`; `call` with `name` and `arguments`; `resources`; `read` with `uri`;
+    `prompts`; `prompt` with `name` and `arguments`); its line, or None for an op this client
+    does not know. An error of the server is raised."""
     kind = op.get("op")
     if kind == "list":
         listed = await client.list_tools()
@@ -38,4 +39,18 @@ async def perform(client: Client, op: dict[str, Any]) -> dict[str, Any] | None:
             "name": op["name"],
             "result": result.model_dump(by_alias=True, mode="json", exclude_unset=True),
         }
+    if kind == "resources":
+        listed = await client.list_resources()
+        return {"op": "resources", "resources": [[r.uri, r.name] for r in listed.resources]}
+    if kind == "prompts":
+        listed = await client.list_prompts()
+        return {"op": "prompts", "prompts": [p.name for p in listed.prompts]}
+    if kind == "read":
+        read = await client.read_resource(op["uri"])
+        return {"op": "read", "uri": op["uri"],
+                "result": read.model_dump(by_alias=True, mode="json", exclude_unset=True)}
+    if kind == "prompt":
+        got = await client.get_prompt(op["name"], op.get("arguments") or {})
+        return {"op": "prompt", "name": op["name"],
+                "result": got.model_dump(by_alias=True, mode="json", exclude_unset=True)}
     return None

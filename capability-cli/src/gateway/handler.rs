@@ -8,8 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use ::rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorCode, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use ::rmcp::service::RequestContext;
 use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
@@ -17,14 +19,16 @@ use serde_json::{Value, json};
 
 use capability::audit::Principal;
 use capability::audit::{AuditedDispatch, Caller, Outcome, Request, Subject};
-use capability::authz::{Action, DenyReason, ToolContext};
+use capability::authz::{Action, Authorize, DenyReason, ToolContext};
 use capability::mcp::{Fleet, WithheldReason};
 use capability::rmcp::REFUSED_CODE;
 use capability::rmcp::RoleResolver;
 use capability::{CapabilityManifest, Policy};
 use capability_http::EdgeRoles;
 
+use super::items::{Items, UriRoute};
 use super::lane::Lane;
+use crate::proxy::{Changed, Completed};
 
 /// The name the gateway gives itself.
 pub const GATEWAY_NAME: &str = "capability-gateway";
@@ -34,6 +38,8 @@ pub const GATEWAY_NAME: &str = "capability-gateway";
 /// policy in force.
 pub(super) struct Snapshot {
     pub(super) fleet: Fleet,
+    /// The fleet's resources and prompts.
+    pub(super) items: Items,
     pub(super) tools: HashMap<(String, String), Tool>,
     pub(super) peers: HashMap<String, Peer<RoleClient>>,
     /// The forwarding lanes, by server (spawned servers only).
@@ -91,12 +97,12 @@ impl Gateway {
         })
     }
 
-    /// Tells the clients of the HTTP front that the tools changed, on a task of its own (the
+    /// Tells the clients of the HTTP front that a list changed, on a task of its own (the
     /// event loop does not wait for a slow client).
-    pub(super) fn tell_clients(&self) {
+    pub(super) fn tell_clients(&self, kind: Changed) {
         if let Some(clients) = self.clients.clone() {
             tokio::spawn(async move {
-                clients.notify(crate::proxy::Changed::Tools).await;
+                clients.notify(kind).await;
             });
         }
     }
@@ -129,33 +135,85 @@ impl Gateway {
         }
     }
 
-    /// Records a call refused before it could be decided or forwarded, and its error.
+    /// Records a request refused before it could be decided or forwarded; the refusal's text.
     fn refuse(
         &self,
         snapshot: &Snapshot,
         who: &Who,
-        shown: &str,
-        manifest: &CapabilityManifest,
-        input: &Value,
+        request: &Request<'_>,
         reasons: &[DenyReason],
-    ) -> ErrorData {
+    ) -> String {
         let subject = Subject::new(&who.role, &who.session)
             .policy_version(snapshot.policy_version.as_deref());
-        let request = Request::mcp("tools/call", Action::CallTool(manifest), input);
-        let mut caller = Caller::new("mcp-client");
-        if let Some(principal) = &who.principal {
-            caller = caller.principal(principal);
-        }
-        self.dispatch.refuse(&subject, caller, &request, reasons);
+        self.dispatch
+            .refuse(&subject, who.caller(), request, reasons);
         let texts: Vec<String> = reasons.iter().map(ToString::to_string).collect();
-        refused(shown, &texts.join("; "))
+        texts.join("; ")
+    }
+
+    /// Decides `request` for `who` and records it (intent before `run`, outcome after); runs
+    /// `run` only when it is allowed. `refused` words a refusal for the client.
+    async fn act<O: serde::Serialize>(
+        &self,
+        snapshot: &Snapshot,
+        who: &Who,
+        request: &Request<'_>,
+        refused: impl Fn(&str) -> ErrorData,
+        run: impl std::future::Future<Output = Result<O, String>>,
+    ) -> Result<O, ErrorData> {
+        let Some(ctx) = &who.ctx else {
+            return Err(refused(&self.refuse(
+                snapshot,
+                who,
+                request,
+                &[DenyReason::NoRole],
+            )));
+        };
+        match self
+            .dispatch
+            .act_async(ctx, who.caller(), request, run)
+            .await
+        {
+            Outcome::Done(output) => Ok(output),
+            Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
+            Outcome::Denied(denial) => Err(refused(&denial.to_string())),
+            Outcome::Degrade(reason) => Err(refused(&reason.to_string())),
+            Outcome::AuditFailed(error) => Err(refused(&format!(
+                "its audit record could not be written: {error}"
+            ))),
+        }
+    }
+}
+
+impl Who {
+    fn caller(&self) -> Caller<'_> {
+        let caller = Caller::new("mcp-client");
+        match &self.principal {
+            Some(principal) => caller.principal(principal),
+            None => caller,
+        }
+    }
+}
+
+/// Whether `who` may see `action` (a caller without a role sees nothing).
+fn may(who: &Who, action: &Action<'_>) -> bool {
+    who.ctx
+        .as_ref()
+        .is_some_and(|ctx| ctx.decide_action(action).is_allowed())
+}
+
+/// What a server's failure to answer tells the client.
+fn unanswered(server: &str) -> impl Fn(::rmcp::ServiceError) -> String + '_ {
+    move |e| match e {
+        ::rmcp::ServiceError::McpError(error) => error.message.to_string(),
+        other => format!("the MCP server `{server}` did not answer: {other}"),
     }
 }
 
 /// A server's answer, for the record: the result, or what the server asked for instead.
-struct Answered(CallToolResponse);
+struct Answer<T>(T);
 
-impl serde::Serialize for Answered {
+impl serde::Serialize for Answer<CallToolResponse> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match &self.0 {
             CallToolResponse::Complete(result) => result.serialize(serializer),
@@ -166,11 +224,37 @@ impl serde::Serialize for Answered {
     }
 }
 
+impl serde::Serialize for Answer<ReadResourceResponse> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            ReadResourceResponse::Complete(result) => result.serialize(serializer),
+            ReadResourceResponse::InputRequired(asked) => asked.serialize(serializer),
+            _ => serializer.serialize_str("a response this build does not know"),
+        }
+    }
+}
+
+impl serde::Serialize for Answer<GetPromptResponse> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            GetPromptResponse::Complete(result) => result.serialize(serializer),
+            GetPromptResponse::InputRequired(asked) => asked.serialize(serializer),
+            _ => serializer.serialize_str("a response this build does not know"),
+        }
+    }
+}
+
 fn refused(shown: &str, why: &str) -> ErrorData {
+    refused_item("tool", shown, why)
+}
+
+/// The error of a refused `kind` (`tool`, `resource`, `prompt`) shown as `shown`.
+fn refused_item(kind: &str, shown: &str, why: &str) -> ErrorData {
+    let key = if kind == "resource" { "uri" } else { kind };
     ErrorData::new(
         ErrorCode(REFUSED_CODE),
-        format!("tool `{shown}` refused by {GATEWAY_NAME}: {why}"),
-        Some(json!({"tool": shown})),
+        format!("{kind} `{shown}` refused by {GATEWAY_NAME}: {why}"),
+        Some(json!({ key: shown })),
     )
 }
 
@@ -178,6 +262,10 @@ impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_prompts_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -229,7 +317,159 @@ impl ServerHandler for Gateway {
                 Some(listed)
             })
             .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        let mut page = ListToolsResult::with_all_items(tools);
+        page.cache_scope = Some(CacheScope::Private);
+        Ok(page)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, &context);
+        let resources = snapshot
+            .items
+            .resources(|server, uri| may(&who, &Action::Resource { server, uri }));
+        let mut page = ListResourcesResult::with_all_items(resources);
+        page.cache_scope = Some(CacheScope::Private);
+        Ok(page)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, &context);
+        let templates = snapshot
+            .items
+            .templates(|server, uri| may(&who, &Action::Resource { server, uri }));
+        let mut page = ListResourceTemplatesResult::with_all_items(templates);
+        page.cache_scope = Some(CacheScope::Private);
+        Ok(page)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, &context);
+        let uri = request.uri.clone();
+        let input = json!({"uri": uri});
+        let refused = |why: &str| refused_item("resource", &uri, why);
+        let withheld = |server: &str, why: String| {
+            let action = Action::Resource { server, uri: &uri };
+            let call = Request::mcp("resources/read", action, &input);
+            refused(&self.refuse(&snapshot, &who, &call, &[DenyReason::Withheld { why }]))
+        };
+        let server = match snapshot.items.route(&uri) {
+            UriRoute::Server(server) => server,
+            UriRoute::Shared(servers) => {
+                return Err(withheld(
+                    "",
+                    format!(
+                        "servers {} each serve it, so which one would answer is not certain",
+                        servers.join(" and ")
+                    ),
+                ));
+            }
+            UriRoute::Unknown => {
+                return Err(withheld(
+                    "",
+                    "no server lists it or has a template that matches it".to_owned(),
+                ));
+            }
+        };
+        let Some(peer) = snapshot.peers.get(server).cloned() else {
+            return Err(ErrorData::internal_error(
+                format!("no connection to `{server}`"),
+                None,
+            ));
+        };
+        let call = Request::mcp(
+            "resources/read",
+            Action::Resource { server, uri: &uri },
+            &input,
+        );
+        let run = async {
+            peer.read_resource_once(request)
+                .await
+                .map(Answer)
+                .map_err(unanswered(server))
+        };
+        let Answer(read) = self.act(&snapshot, &who, &call, refused, run).await?;
+        Ok(read.completed())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, &context);
+        let prompts = snapshot
+            .items
+            .prompts(|server, name| may(&who, &Action::Prompt { server, name }));
+        let mut page = ListPromptsResult::with_all_items(prompts);
+        page.cache_scope = Some(CacheScope::Private);
+        Ok(page)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, &context);
+        let shown = request.name.clone();
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let refused = |why: &str| refused_item("prompt", &shown, why);
+        let Some((server, name)) = snapshot.items.prompt(&shown) else {
+            let why = match snapshot.items.prompt_claimed_by(&shown) {
+                Some(by) => format!(
+                    "its shown name is claimed by {}, so which one it is is not certain",
+                    by.join(" and ")
+                ),
+                None => "no server lists a prompt of this name".to_owned(),
+            };
+            let input = json!({"name": shown, "arguments": arguments});
+            let action = Action::Prompt {
+                server: "",
+                name: &shown,
+            };
+            let call = Request::mcp("prompts/get", action, &input);
+            return Err(refused(&self.refuse(
+                &snapshot,
+                &who,
+                &call,
+                &[DenyReason::Withheld { why }],
+            )));
+        };
+        let Some(peer) = snapshot.peers.get(server).cloned() else {
+            return Err(ErrorData::internal_error(
+                format!("no connection to `{server}`"),
+                None,
+            ));
+        };
+        let input = json!({"name": name, "arguments": arguments});
+        let call = Request::mcp("prompts/get", Action::Prompt { server, name }, &input);
+        let mut forwarded = request.clone();
+        name.clone_into(&mut forwarded.name);
+        let run = async {
+            peer.get_prompt_once(forwarded)
+                .await
+                .map(Answer)
+                .map_err(unanswered(server))
+        };
+        let Answer(got) = self.act(&snapshot, &who, &call, refused, run).await?;
+        Ok(got.completed())
     }
 
     async fn call_tool(
@@ -255,15 +495,12 @@ impl ServerHandler for Gateway {
             .forward(&who, &shown, &route, &input, async {
                 peer.call_tool_once(forwarded)
                     .await
-                    .map(Answered)
-                    .map_err(|e| match e {
-                        ::rmcp::ServiceError::McpError(error) => error.message.to_string(),
-                        other => format!("the MCP server `{server}` did not answer: {other}"),
-                    })
+                    .map(Answer)
+                    .map_err(unanswered(server))
             })
             .await?;
         // `resultType` for a client of 2026-07-28 when the server (of 2025-11-25) left it out.
-        Ok(crate::proxy::Completed::completed(answered.0))
+        Ok(answered.0.completed())
     }
 }
 
@@ -292,7 +529,11 @@ impl Gateway {
                 .or_else(|_| CapabilityManifest::builder("unlisted_tool").build())
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
             let reason = WithheldReason::NotListed.to_deny();
-            return Err(self.refuse(snapshot, who, shown, &stand_in, input, &[reason]));
+            let call = Request::mcp("tools/call", Action::CallTool(&stand_in), input);
+            return Err(refused(
+                shown,
+                &self.refuse(snapshot, who, &call, &[reason]),
+            ));
         };
         let manifest = route.listed.manifest();
         let reasons: Vec<DenyReason> = match &who.ctx {
@@ -312,7 +553,8 @@ impl Gateway {
                 });
             }
         };
-        Err(self.refuse(snapshot, who, shown, manifest, input, &reasons))
+        let call = Request::mcp("tools/call", Action::CallTool(manifest), input);
+        Err(refused(shown, &self.refuse(snapshot, who, &call, &reasons)))
     }
 
     /// Decides the call on its tool's manifest and records it (intent before `run`, outcome
@@ -327,11 +569,11 @@ impl Gateway {
     ) -> Result<O, ErrorData> {
         let shown_refused = |why: &str| refused(shown, why);
         let call = Request::mcp("tools/call", Action::CallTool(route.manifest), input);
-        let mut caller = Caller::new("mcp-client");
-        if let Some(principal) = &who.principal {
-            caller = caller.principal(principal);
-        }
-        match self.dispatch.act_async(route.ctx, caller, &call, run).await {
+        match self
+            .dispatch
+            .act_async(route.ctx, who.caller(), &call, run)
+            .await
+        {
             Outcome::Done(output) => Ok(output),
             Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
             Outcome::Denied(denial) => Err(shown_refused(&denial.to_string())),

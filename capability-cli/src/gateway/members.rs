@@ -15,7 +15,8 @@ use capability::mcp::{Fleet, Listing, Lockfile, Server};
 
 use super::fleet::{ServerSource, source_of};
 use super::handler::Snapshot;
-use super::upstream::{Connection, connect, list};
+use super::items::{Items, Listed};
+use super::upstream::{Connection, connect, list, list_items};
 
 /// The first wait before a server that died is started again; it doubles up to [`MAX_BACKOFF`].
 pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -105,6 +106,8 @@ pub(super) struct Member {
     pub(super) lock: Option<Lockfile>,
     pub(super) connection: Connection,
     pub(super) tools: Vec<Tool>,
+    /// Its resources, templates and prompts.
+    pub(super) items: Listed,
     /// While it is down: when to start it again, and the wait after that.
     pub(super) retry: Option<(Instant, Duration)>,
 }
@@ -121,9 +124,10 @@ impl Member {
         let starting = async {
             let connection = connect(&spec.name, &spec.source, &spec.env, changed).await?;
             let tools = list(&connection.peer(), &server).await?;
-            Ok::<_, String>((connection, tools))
+            let items = list_items(&connection.peer(), &spec.name).await;
+            Ok::<_, String>((connection, tools, items))
         };
-        let (connection, tools) = tokio::time::timeout(START_TIMEOUT, starting)
+        let (connection, tools, items) = tokio::time::timeout(START_TIMEOUT, starting)
             .await
             .map_err(|_| {
                 fail(format!(
@@ -138,6 +142,7 @@ impl Member {
             lock,
             connection,
             tools,
+            items,
             retry: None,
         })
     }
@@ -154,6 +159,7 @@ pub(super) struct View<'a> {
     pub(super) server: &'a Server,
     pub(super) lock: Option<&'a Lockfile>,
     pub(super) tools: &'a [Tool],
+    pub(super) items: &'a Listed,
     pub(super) peer: ::rmcp::Peer<::rmcp::RoleClient>,
     pub(super) lane: Option<std::sync::Arc<super::lane::Lane>>,
 }
@@ -165,6 +171,7 @@ impl Member {
             server: &self.server,
             lock: self.lock.as_ref(),
             tools: &self.tools,
+            items: &self.items,
             peer: self.connection.peer(),
             lane: self.connection.lane.clone(),
         }
@@ -182,7 +189,13 @@ pub(super) fn snapshot<'a>(
     let mut tools = HashMap::new();
     let mut peers = HashMap::new();
     let mut lanes = HashMap::new();
+    let mut items = Vec::new();
     for member in members {
+        items.push((
+            member.spec.name.clone(),
+            member.spec.prefix.clone(),
+            member.items.clone(),
+        ));
         let values: Vec<Value> = member
             .tools
             .iter()
@@ -210,6 +223,7 @@ pub(super) fn snapshot<'a>(
     }
     Ok(Snapshot {
         fleet,
+        items: Items::new(items),
         tools,
         peers,
         lanes,

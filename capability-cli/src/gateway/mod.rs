@@ -7,14 +7,15 @@
 //!   and output ([`serve`]); `--listen <address> --audit <trail>`: to any number of clients over
 //!   Streamable HTTP, behind the HTTP edge, roles from their tokens.
 //!
-//! Not in this build: resources and prompts across servers, a server's requests to the client,
-//! telling HTTP clients that the tools changed.
+//! Resources and prompts are served across servers too ([`items`]). Not in this build: resource
+//! subscriptions and completion across servers, a server's requests to the client.
 
 mod check;
 mod fast;
 mod fleet;
 mod handler;
 mod http;
+mod items;
 mod lane;
 mod members;
 mod serve;

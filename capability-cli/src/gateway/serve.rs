@@ -27,6 +27,7 @@ use capability::audit::{AuditedDispatch, Caller, Reason, Subject};
 
 use super::GatewayError;
 use super::handler::Gateway;
+use crate::proxy::Changed;
 use capability::mcp::Lockfile;
 
 use super::handler::Snapshot;
@@ -68,7 +69,7 @@ pub async fn serve(
         );
     }
     let first = snapshot(members.iter().map(Member::view), &policy, role).map_err(GatewayError)?;
-    report_collisions(&first.fleet);
+    report_collisions(&first);
     let gateway = Gateway {
         role: role.map(str::to_owned),
         dispatch: dispatch.clone(),
@@ -124,15 +125,12 @@ pub async fn serve(
                 let Some(stop) = signal else {
                     match reload(policy_path, &base, role, &mut members, &changed_tx).await {
                         Ok((next_policy, next)) => {
-                            report_collisions(&next.fleet);
+                            report_collisions(&next);
                             gateway.swap(next);
                             policy = next_policy;
                             record_reload(&dispatch, &policy, role, Ok(names(&members)));
                             super::note(format_args!("reloaded: serving {}", names(&members)));
-                            if let Some(client) = &client {
-                                let _ = client.notify_tool_list_changed().await;
-                            }
-                            gateway.tell_clients();
+                            tell(&gateway, client.as_ref(), &Changed::ALL).await;
                         }
                         Err(why) => {
                             super::note(format_args!("SIGHUP: not reloaded, what runs keeps running: {why}"));
@@ -149,17 +147,35 @@ pub async fn serve(
                 while let Ok(more) = changed.try_recv() {
                     servers.push(more);
                 }
+                let mut kinds = Vec::new();
                 for member in members.iter_mut().filter(|m| servers.contains(&m.spec.name)) {
-                    match super::upstream::list(&member.connection.peer(), &member.server).await {
-                        Ok(tools) => member.tools = tools,
+                    let peer = member.connection.peer();
+                    match super::upstream::list(&peer, &member.server).await {
+                        Ok(tools) if tools != member.tools => {
+                            member.tools = tools;
+                            kinds.push(Changed::Tools);
+                        }
+                        Ok(_) => {}
                         Err(why) => super::note(format_args!("server `{}`: {why}", member.spec.name)),
                     }
+                    let items = super::upstream::list_items(&peer, &member.spec.name).await;
+                    if items.resources != member.items.resources
+                        || items.templates != member.items.templates
+                    {
+                        kinds.push(Changed::Resources);
+                    }
+                    if items.prompts != member.items.prompts {
+                        kinds.push(Changed::Prompts);
+                    }
+                    member.items = items;
                 }
-                rebuild(&gateway, &members, &policy, role, client.as_ref()).await;
+                kinds.sort_by_key(|k| *k as u8);
+                kinds.dedup();
+                rebuild(&gateway, &members, &policy, role, client.as_ref(), &kinds).await;
             }
             _ = tick.tick() => {
                 if restart_down(&mut members, &changed_tx).await {
-                    rebuild(&gateway, &members, &policy, role, client.as_ref()).await;
+                    rebuild(&gateway, &members, &policy, role, client.as_ref(), &Changed::ALL).await;
                 }
             }
         }
@@ -176,13 +192,40 @@ fn names(members: &[Member]) -> String {
         .join(", ")
 }
 
-fn report_collisions(fleet: &capability::mcp::Fleet) {
-    for collision in fleet.collisions() {
+fn report_collisions(snapshot: &Snapshot) {
+    use crate::escape::escape;
+    for collision in snapshot.fleet.collisions() {
         super::note(format_args!(
             "the shown name `{}` is shared by {}: withheld from every role",
-            crate::escape::escape(&collision.shown),
-            collision.tools.join(", ")
+            escape(&collision.shown),
+            escape(&collision.tools.join(", "))
         ));
+    }
+    for collision in snapshot.items.collisions() {
+        let shared = match collision.kind {
+            "prompt" => "the shown prompt name",
+            _ => "the resource",
+        };
+        super::note(format_args!(
+            "{shared} `{}` is claimed by {}: withheld from every role",
+            escape(&collision.shown),
+            escape(&collision.by.join(", "))
+        ));
+    }
+}
+
+/// Tells the clients that these lists changed: the stdio client on its connection, the HTTP
+/// front's clients on a task of their own.
+async fn tell(
+    gateway: &Gateway,
+    client: Option<&::rmcp::Peer<::rmcp::RoleServer>>,
+    kinds: &[Changed],
+) {
+    for kind in kinds {
+        if let Some(client) = client {
+            kind.tell_peer(client).await;
+        }
+        gateway.tell_clients(*kind);
     }
 }
 
@@ -192,14 +235,13 @@ async fn rebuild(
     policy: &Policy,
     role: Option<&str>,
     client: Option<&::rmcp::Peer<::rmcp::RoleServer>>,
+    kinds: &[Changed],
 ) {
     match snapshot(members.iter().map(Member::view), policy, role) {
         Ok(next) => {
+            report_collisions(&next);
             gateway.swap(next);
-            if let Some(client) = client {
-                let _ = client.notify_tool_list_changed().await;
-            }
-            gateway.tell_clients();
+            tell(gateway, client, kinds).await;
         }
         Err(why) => super::note(format_args!("the listing was kept: {why}")),
     }

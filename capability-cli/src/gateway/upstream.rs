@@ -14,10 +14,12 @@ use tokio::sync::mpsc;
 use capability::mcp::Server;
 
 use super::fleet::ServerSource;
+use super::items::Listed;
 use super::lane::Lane;
 
-/// The handler facing one server: tells the gateway when its tools change. It asks nothing of
-/// the client (no sampling, elicitation or roots): a server's requests are refused.
+/// The handler facing one server: tells the gateway when its tools, resources or prompts change.
+/// It asks nothing of the client (no sampling, elicitation or roots): a server's requests are
+/// refused.
 pub(super) struct Watch {
     server: String,
     changed: mpsc::UnboundedSender<String>,
@@ -25,6 +27,14 @@ pub(super) struct Watch {
 
 impl ClientHandler for Watch {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.changed.send(self.server.clone());
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.changed.send(self.server.clone());
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let _ = self.changed.send(self.server.clone());
     }
 }
@@ -117,6 +127,88 @@ pub(super) async fn connect(
             path.display()
         )),
     }
+}
+
+/// The most pages a server's list of resources, templates or prompts may take.
+const MAX_PAGES: usize = 100;
+
+/// Every page of one list: `page` asks for the page at a cursor and answers its items and the
+/// next cursor. A cursor seen twice (a loop) or more than [`MAX_PAGES`] pages is an error.
+async fn pages<T, F, Fut>(what: &str, mut page: F) -> Result<Vec<T>, String>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), ::rmcp::ServiceError>>,
+{
+    let mut items = Vec::new();
+    let mut cursor = None;
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..MAX_PAGES {
+        let (more, next) = page(cursor.take())
+            .await
+            .map_err(|e| format!("did not list its {what}: {e}"))?;
+        items.extend(more);
+        match next {
+            None => return Ok(items),
+            Some(next) if !seen.insert(next.clone()) => {
+                return Err(format!(
+                    "did not list its {what}: the cursor {next:?} came twice (a pagination loop)"
+                ));
+            }
+            Some(next) => cursor = Some(next),
+        }
+    }
+    Err(format!(
+        "did not list its {what}: still more pages after {MAX_PAGES}"
+    ))
+}
+
+/// The resources, resource templates and prompts of `peer`'s server, each kind listed only
+/// when the server says it has it. A kind that cannot be listed is served empty, and said.
+pub(super) async fn list_items(peer: &Peer<RoleClient>, server: &str) -> Listed {
+    use ::rmcp::model::PaginatedRequestParams;
+    let params = |cursor| Some(PaginatedRequestParams::default().with_cursor(cursor));
+    let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
+    let has_resources = capabilities.as_ref().is_some_and(|c| c.resources.is_some());
+    let has_prompts = capabilities.as_ref().is_some_and(|c| c.prompts.is_some());
+    fn kept<T>(server: &str, listed: Result<Vec<T>, String>) -> Vec<T> {
+        listed.unwrap_or_else(|why| {
+            super::note(format_args!(
+                "server `{server}` {}: none of them is served",
+                crate::escape::escape(&why)
+            ));
+            Vec::new()
+        })
+    }
+    let mut listed = Listed::default();
+    if has_resources {
+        listed.resources = kept(
+            server,
+            pages("resources", |cursor| async move {
+                let page = peer.list_resources(params(cursor)).await?;
+                Ok((page.resources, page.next_cursor))
+            })
+            .await,
+        );
+        listed.templates = kept(
+            server,
+            pages("resource templates", |cursor| async move {
+                let page = peer.list_resource_templates(params(cursor)).await?;
+                Ok((page.resource_templates, page.next_cursor))
+            })
+            .await,
+        );
+    }
+    if has_prompts {
+        listed.prompts = kept(
+            server,
+            pages("prompts", |cursor| async move {
+                let page = peer.list_prompts(params(cursor)).await?;
+                Ok((page.prompts, page.next_cursor))
+            })
+            .await,
+        );
+    }
+    listed
 }
 
 /// Every tool of `peer`'s server.

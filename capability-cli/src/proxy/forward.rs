@@ -104,6 +104,9 @@ pub(crate) enum Changed {
 }
 
 impl Changed {
+    /// Every list.
+    pub(crate) const ALL: [Changed; 3] = [Changed::Tools, Changed::Resources, Changed::Prompts];
+
     /// Tells one client; whether it could be told.
     pub(crate) async fn tell_peer(self, peer: &Peer<RoleServer>) -> bool {
         match self {
