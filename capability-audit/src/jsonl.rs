@@ -55,6 +55,9 @@ impl fmt::Debug for JsonlSink {
 #[derive(Debug)]
 struct FileState {
     file: File,
+    /// The open file's device and inode (they do not change while it is open), to tell whether
+    /// the trail's path still names it.
+    identity: Option<(u64, u64)>,
     /// Lines sealed but not yet written (under [`FlushPolicy::Every`]).
     buffer: Vec<u8>,
     pending: u32,
@@ -150,6 +153,7 @@ impl JsonlSink {
             policy,
             state: Mutex::new(FileState {
                 file,
+                identity: identity(&meta),
                 buffer: Vec::new(),
                 pending: 0,
                 head: ChainHead::new(file_writer.clone(), seq, prev),
@@ -306,12 +310,25 @@ impl JsonlSink {
             path: self.path.display().to_string(),
             message,
         };
-        let file_len = state.file.metadata().map(|m| m.len());
-        match state
-            .file
-            .write_all(&state.buffer)
-            .and_then(|()| state.file.flush())
-        {
+        // No look at the file's length before a write: only a write that fails needs it (to
+        // cut the file back), and then it is the length now less what this write added.
+        let mut written = 0;
+        let wrote = loop {
+            match state.file.write(&state.buffer[written..]) {
+                Ok(0) if written < state.buffer.len() => {
+                    break Err(std::io::Error::from(std::io::ErrorKind::WriteZero));
+                }
+                Ok(n) => {
+                    written += n;
+                    if written == state.buffer.len() {
+                        break state.file.flush();
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        match wrote {
             Ok(()) => {
                 state.buffer.clear();
                 state.pending = 0;
@@ -332,7 +349,10 @@ impl JsonlSink {
                     }
                 }
                 // Take back a partial write, so no half line stays behind.
-                let restored = file_len.and_then(|len| state.file.set_len(len));
+                let restored = state
+                    .file
+                    .metadata()
+                    .and_then(|m| state.file.set_len(m.len().saturating_sub(written as u64)));
                 if let Err(cut) = restored {
                     let why = format!(
                         "a write failed ({error}) and the file could not be cut back to its last \
@@ -358,7 +378,7 @@ impl JsonlSink {
     /// opened, made absolute then. Other errors of looking it up (a directory made unreadable)
     /// say nothing about the file, and pass.
     #[cfg(unix)]
-    fn still_named(&self, file: &File) -> Result<(), AuditError> {
+    fn still_named(&self, file: &File, identity: Option<(u64, u64)>) -> Result<(), AuditError> {
         use std::os::unix::fs::MetadataExt;
         let gone = |what: &str| AuditError::Io {
             path: self.path.display().to_string(),
@@ -367,8 +387,12 @@ impl JsonlSink {
                  lost (restart the writer to open the trail again)"
             ),
         };
-        match (file.metadata(), std::fs::symlink_metadata(&self.named)) {
-            (Ok(open), Ok(named)) if open.dev() != named.dev() || open.ino() != named.ino() => {
+        let open = match identity {
+            Some(identity) => Some(identity),
+            None => file.metadata().ok().as_ref().and_then(self::identity),
+        };
+        match (open, std::fs::symlink_metadata(&self.named)) {
+            (Some((dev, ino)), Ok(named)) if dev != named.dev() || ino != named.ino() => {
                 Err(gone("replaced by another file"))
             }
             (_, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(gone("removed")),
@@ -377,7 +401,7 @@ impl JsonlSink {
     }
 
     #[cfg(not(unix))]
-    fn still_named(&self, _file: &File) -> Result<(), AuditError> {
+    fn still_named(&self, _file: &File, _identity: Option<(u64, u64)>) -> Result<(), AuditError> {
         Ok(())
     }
 
@@ -390,6 +414,20 @@ impl JsonlSink {
             path: self.path.display().to_string(),
             message: why.clone(),
         })
+    }
+}
+
+/// A file's device and inode (`None` where there are none to read).
+fn identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
     }
 }
 
@@ -426,7 +464,7 @@ impl AuditSink for JsonlSink {
         if let Some(error) = self.refusing(&state) {
             return Err(error);
         }
-        self.still_named(&state.file)
+        self.still_named(&state.file, state.identity)
     }
 
     fn close(&self) -> Result<(), AuditError> {

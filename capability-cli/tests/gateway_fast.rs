@@ -105,7 +105,12 @@ struct Client {
 
 impl Client {
     fn start(dir: &Path) -> Client {
-        let mut child = Command::new(BIN)
+        Client::start_in(dir, Command::new(BIN))
+    }
+
+    /// Started by `command` (the gateway, or a shell that runs it).
+    fn start_in(dir: &Path, mut command: Command) -> Client {
+        let mut child = command
             .arg("gateway")
             .arg("--policy")
             .arg(dir.join("policy.toml"))
@@ -444,4 +449,51 @@ fn a_call_the_lane_does_not_take_goes_through_rmcp_and_is_decided_the_same() {
     assert_eq!(fast["error"]["code"], typed["error"]["code"]);
     assert_eq!(fast["error"]["message"], typed["error"]["message"]);
     assert!(calls_of(&journal(&dir.join("journal.jsonl")), "nothing").is_empty());
+}
+
+#[test]
+fn a_trail_the_file_size_limit_cuts_short_keeps_whole_lines_and_refuses_the_call() {
+    let dir = scratch("gateway-fast-fsize", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    // Files of this gateway (and of its servers) may not grow past 48 blocks (24 KiB in the
+    // 512-byte blocks of dash, 48 KiB in bash's): a record write that
+    // crosses it is cut short by the kernel (then EFBIG); the trail fills long before the
+    // server's journal does.
+    let mut shell = Command::new("sh");
+    shell.args([
+        "-c",
+        r#"trap '' XFSZ; ulimit -f 48 || exit 97; exec "$0" "$@""#,
+        BIN,
+    ]);
+    let mut client = Client::start_in(&dir, shell);
+    let mut ran = 0;
+    let mut refused = None;
+    for id in 1..200u64 {
+        let answer = client.call(id, "j_echo", r#"{"n":1}"#);
+        if answer.get("result").is_some() {
+            ran += 1;
+            continue;
+        }
+        refused = Some(answer);
+        break;
+    }
+    let refused = refused.expect("the trail filled up");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("its audit record could not be written"),
+        "{refused}"
+    );
+    drop(client);
+    let trail = std::fs::read(dir.join("audit.jsonl")).expect("the trail");
+    assert!(trail.len() <= 48 * 1024, "{} bytes", trail.len());
+    assert_eq!(trail.last(), Some(&b'\n'), "no half line at the end");
+    for line in trail.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        serde_json::from_slice::<Value>(line).expect("every line whole");
+    }
+    proxy_common::verifies(&dir.join("audit.jsonl"));
+    assert_eq!(
+        calls_of(&journal(&dir.join("journal.jsonl")), "echo").len(),
+        ran,
+        "the call whose intent could not be written never reached the server"
+    );
 }

@@ -150,9 +150,25 @@ impl Fast {
                             None,
                         )
                     })?;
+                // The result is the client's as soon as it is read (the call has happened; an
+                // outcome that cannot be written is kept and stops the next call until it is,
+                // it never withholds a result): the call can no longer be cancelled, the line
+                // is handed to the client's writer, which writes it while this task yields, and
+                // the outcome is written after.
+                let delivered = async {
+                    let result = lane.call(&forwarded).await?;
+                    in_flight
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&id);
+                    let _ = out.send(answer_line(&id, Ok(&result)));
+                    tokio::task::yield_now().await;
+                    Ok::<_, String>(result)
+                };
                 gateway
-                    .forward(&who, &shown, &route, &input, lane.call(&forwarded))
+                    .forward(&who, &shown, &route, &input, delivered)
                     .await
+                    .map(|_| ())
             };
             let cancelled = async {
                 if stopped.await.is_err() {
@@ -170,8 +186,8 @@ impl Fast {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
-            if let Some(answer) = answer {
-                let _ = out.send(answer_line(&id, answer));
+            if let Some(Err(error)) = answer {
+                let _ = out.send(answer_line(&id, Err(error)));
             }
         });
         true
@@ -260,7 +276,7 @@ fn forwarded(
 }
 
 /// The client's answer, one line under its own id.
-fn answer_line(id: &str, answer: Result<Box<RawValue>, ErrorData>) -> Vec<u8> {
+fn answer_line(id: &str, answer: Result<&RawValue, ErrorData>) -> Vec<u8> {
     let mut line = match answer {
         Ok(result) => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get()),
         Err(error) => {
