@@ -25,15 +25,17 @@ const VIEWER: (&str, &str) = ("viewer-client", "viewer-secret");
 const VIEWER2: (&str, &str) = ("viewer2-client", "viewer2-secret");
 const OPERATOR: (&str, &str) = ("operator-client", "operator-secret");
 const SHORT: (&str, &str) = ("short-client", "short-secret");
+const SCALER: (&str, &str) = ("scaler-client", "scaler-secret");
 
 /// The clients of the authorization server: two viewers (ES256, EdDSA), an operator (RS256,
-/// both scopes), and a viewer whose tokens live one second.
+/// both scopes), a viewer whose tokens live one second, and an operator who may also scale.
 fn clients() -> Value {
     json!([
         {"client_id": VIEWER.0, "client_secret": VIEWER.1, "scope": "mcp:read", "alg": "ES256"},
         {"client_id": VIEWER2.0, "client_secret": VIEWER2.1, "scope": "mcp:read", "alg": "EdDSA"},
         {"client_id": OPERATOR.0, "client_secret": OPERATOR.1, "scope": "mcp:read mcp:admin", "alg": "RS256"},
         {"client_id": SHORT.0, "client_secret": SHORT.1, "scope": "mcp:read", "alg": "ES256", "ttl": 1},
+        {"client_id": SCALER.0, "client_secret": SCALER.1, "scope": "mcp:admin k8s:scale", "alg": "ES256"},
     ])
 }
 
@@ -1031,4 +1033,156 @@ async fn calls_on_the_callers_behalf_carry_a_token_exchanged_for_the_upstream() 
         String::from_utf8_lossy(&refused.stderr).contains("needs `--listen`"),
         "{refused:?}"
     );
+}
+
+/// A stdio MCP server in plain Python: `scale` needs the scope `k8s:scale` (its `_meta` says
+/// so), `status` none; journals each line it reads to `$JOURNAL`.
+const SCALED: &str = r#"
+import json, os, sys
+journal = open(os.environ["JOURNAL"], "a", buffering=1)
+def send(message):
+    message["jsonrpc"] = "2.0"
+    sys.stdout.write(json.dumps(message) + "\n"); sys.stdout.flush()
+scale = {"name": "scale", "inputSchema": {"type": "object"},
+         "annotations": {"readOnlyHint": False, "destructiveHint": False},
+         "_meta": {"dev.capability/manifest": {"scopes": ["k8s:scale"]}}}
+status = {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+for line in sys.stdin:
+    journal.write(line)
+    message = json.loads(line)
+    method, id = message.get("method"), message.get("id")
+    if method == "initialize":
+        send({"id": id, "result": {"protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "scaled", "version": "1"}}})
+    elif method == "tools/list":
+        send({"id": id, "result": {"tools": [scale, status]}})
+    elif method == "tools/call":
+        send({"id": id, "result": {"content": [{"type": "text", "text": "did " + message["params"]["name"]}]}})
+    elif method == "ping":
+        send({"id": id, "result": {}})
+    elif id is not None and method is not None:
+        send({"id": id, "error": {"code": -32601, "message": "no"}})
+"#;
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_gateway_answers_403_insufficient_scope_for_a_fleet_tool_and_records_its_server() {
+    let Some(servers) = support::require_servers("gateway-oauth-scope") else {
+        return;
+    };
+    let dir = scratch("gateway-oauth-scope", "");
+    let auth = AuthServer::start(&servers, &dir, &json!({"port": 0, "clients": clients()}));
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    std::fs::write(dir.join("scaled.py"), SCALED).expect("server");
+    let journal = dir.join("journal.jsonl");
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!(
+            r#"
+[roles.operator]
+ceiling = "unrestricted"
+allow = ["scaled/*"]
+scopes = ["k8s:scale"]
+
+[auth]
+issuer = "{issuer}"
+audience = "{url}"
+
+[auth.scope_roles]
+"mcp:admin" = "operator"
+
+[servers.scaled]
+command = ["python3", {script:?}]
+env = {{ JOURNAL = {journal:?} }}
+prefix = "k8s_"
+"#,
+            issuer = auth.issuer,
+            script = dir.join("scaled.py").display().to_string(),
+            journal = journal.display().to_string(),
+        ),
+    )
+    .expect("policy");
+    let trail = dir.join("trail.jsonl");
+    let gateway = Listening::start_args(&[
+        "gateway".into(),
+        "--policy".into(),
+        dir.join("policy.toml").display().to_string(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--audit".into(),
+        trail.display().to_string(),
+    ])
+    .await;
+    assert_eq!(gateway.url, url);
+
+    // Without the tool's scope: refused at the edge, naming it, before any MCP message runs.
+    let admin = auth
+        .token(OPERATOR.0, OPERATOR.1, "mcp:admin", Some(&url))
+        .expect("a token");
+    let answer = post_as(&url, Some(&admin), &call("k8s_scale"));
+    assert_eq!(answer.status, 403, "{answer:?}");
+    let challenge = answer.header("www-authenticate").unwrap_or_default();
+    assert!(
+        challenge.contains(r#"error="insufficient_scope""#) && challenge.contains("k8s:scale"),
+        "{challenge}"
+    );
+
+    // With it (the role holds it, and so does the token), the official TypeScript client's call
+    // runs; a tool of no scope runs for both.
+    let scaler = auth
+        .token(SCALER.0, SCALER.1, "mcp:admin k8s:scale", Some(&url))
+        .expect("a token");
+    let ops = json!([
+        {"op": "call", "name": "k8s_scale", "arguments": {}},
+        {"op": "call", "name": "k8s_status", "arguments": {}},
+    ]);
+    let run = |token: &str| {
+        let output = servers
+            .ts_client(
+                &ops,
+                support::TsTarget::Http {
+                    url: &url,
+                    token: Some(token),
+                },
+            )
+            .output()
+            .expect("runs the client");
+        support::ts_client_lines(&output).expect("the client ran")
+    };
+    let as_scaler = run(&scaler);
+    assert_eq!(
+        as_scaler[1]["result"]["content"][0]["text"], "did scale",
+        "{as_scaler:?}"
+    );
+    let as_admin = run(&admin);
+    assert!(as_admin[1].get("error").is_some(), "{as_admin:?}");
+    assert_eq!(as_admin[2]["result"]["content"][0]["text"], "did status");
+    assert_eq!(gateway.stop().await.code(), Some(0));
+
+    let scaled: Vec<String> = std::fs::read_to_string(&journal)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "tools/call")
+        .map(|m| m["params"]["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        scaled,
+        ["scale", "status", "status"],
+        "only the call with the scope reached the server"
+    );
+    let refused: Vec<(String, String, String)> = calls(&trail)
+        .iter()
+        .filter(|r| r["tool"] == "scale" && r["verdict"] == "denied")
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (text("provider"), text("role"), r["reasons"].to_string())
+        })
+        .collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    for (provider, role, reasons) in &refused {
+        assert_eq!(provider, "scaled", "the tool's own server on record");
+        assert_eq!(role, "operator");
+        assert!(reasons.contains("k8s:scale"), "{reasons}");
+    }
 }

@@ -1,6 +1,7 @@
 //! `capability gateway --listen <address>`: the fleet over Streamable HTTP, behind the HTTP edge
 //! (`capability-http`): OAuth 2.1 access tokens of the policy's `[auth]` or its
-//! `[bearer_tokens]`, Origin, body, rate and session limits, refusals at the edge recorded. Each
+//! `[bearer_tokens]`, Origin, body, rate and session limits, a call whose token lacks a scope of
+//! its tool answered `403 insufficient_scope`, refusals at the edge recorded. Each
 //! request's role comes from its token and is narrowed to the token's scopes; its budget is its
 //! principal's and session's.
 
@@ -46,6 +47,7 @@ pub(super) async fn start(
     manager.session_config.keep_alive = Some(Duration::from_secs(limits.session_idle_secs()));
     let manager = Arc::new(manager);
     let handler = gateway.clone();
+    let listed = gateway.clone();
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::clone(&manager),
@@ -56,6 +58,15 @@ pub(super) async fn start(
         EdgeConfig::new(credentials, limits)
             .endpoint(PATH)
             .recording(dispatch, &Server::untrusted("gateway"), policy.version())
+            // A call of a tool whose scopes the token lacks is answered `403 insufficient_scope`
+            // here, with the tool's own manifest (its server, its name) on record.
+            .tool_manifests(move |shown| {
+                let snapshot = listed.current();
+                snapshot
+                    .fleet
+                    .route(shown)
+                    .map(|route| route.listed.manifest().clone())
+            })
             .sessions(manager),
     );
     tokio::spawn(async move {

@@ -104,9 +104,23 @@ impl EdgeConfig {
     /// ([`GovernedServer::listings`](capability_mcp::rmcp::GovernedServer::listings)), so that a
     /// `tools/call` whose token lacks one is answered `403 insufficient_scope` (needs
     /// [`recording`](Self::recording) first).
-    pub fn tools(mut self, listings: ToolListings) -> Self {
+    pub fn tools(self, listings: ToolListings) -> Self {
+        self.tool_manifests(move |name| listings.manifest(name))
+    }
+
+    /// Finds the manifest of the tool a `tools/call` names with `find` (the name as the client
+    /// sent it; for a gateway, its shown name), for its required scopes (a token lacking one is
+    /// answered `403 insufficient_scope`) and for the record of a refusal (its provider and own
+    /// name). Needs [`recording`](Self::recording) first.
+    pub fn tool_manifests(
+        mut self,
+        find: impl Fn(&str) -> Option<capability_core::manifest::CapabilityManifest>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
         if let Some(recording) = &mut self.recording {
-            recording.listings = Some(listings);
+            recording.listings = Some(Arc::new(find));
         }
         self
     }
@@ -393,7 +407,7 @@ where
 
         // The scopes a tool requires, among the token's.
         if let (Some(held), Some(tool)) = (&caller.scopes, peek.tool())
-            && let Some(manifest) = recording.and_then(|r| r.listings.as_ref()?.manifest(tool))
+            && let Some(manifest) = recording.and_then(|r| r.listings.as_ref()?(tool))
         {
             let required = manifest.required_scopes();
             let missing: Vec<String> = required

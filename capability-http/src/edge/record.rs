@@ -7,7 +7,6 @@ use std::sync::Arc;
 use capability_audit::{AuditedDispatch, Caller, Principal, Request, Subject};
 use capability_core::authz::{Action, DenyReason};
 use capability_core::manifest::CapabilityManifest;
-use capability_mcp::rmcp::ToolListings;
 use capability_mcp::{Handling, method};
 use serde::Deserialize;
 use serde_json::Value;
@@ -65,13 +64,16 @@ pub(crate) struct Recording {
     pub(crate) dispatch: Arc<AuditedDispatch>,
     pub(crate) server: String,
     pub(crate) policy_version: Option<String>,
-    pub(crate) listings: Option<ToolListings>,
+    pub(crate) listings: Option<Manifests>,
 }
+
+/// Where the edge finds the manifest of the tool a `tools/call` names.
+pub(crate) type Manifests = Arc<dyn Fn(&str) -> Option<CapabilityManifest> + Send + Sync>;
 
 impl Recording {
     /// The manifest of the tool `name` as its server lists it, or one made for the record.
     pub(crate) fn manifest(&self, name: &str) -> Option<CapabilityManifest> {
-        if let Some(listed) = self.listings.as_ref().and_then(|l| l.manifest(name)) {
+        if let Some(listed) = self.listings.as_ref().and_then(|find| find(name)) {
             return Some(listed);
         }
         CapabilityManifest::builder(name)
