@@ -876,3 +876,150 @@ async fn over_http_each_session_and_subscription_is_told_when_a_servers_tools_ch
     let _ = modern.cancel().await;
     let _ = gateway.stop().await;
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn over_http_sighup_reloads_the_tokens_and_limits_and_keeps_the_sessions() {
+    use std::time::{Duration, Instant};
+    let Some(servers) = support::require_servers("gateway_http_reload") else {
+        return;
+    };
+    let dir = scratch("gateway-http-reload", "");
+    let memory = servers.memory(&dir.join("memory.jsonl"));
+    let everything = servers.everything();
+    let fleet = policy(&memory, &everything, "rec_");
+    let fleet = fleet[..fleet.find("[servers.recorded]").expect("recorded entry")].to_owned();
+    let (leaked, kept, new) = ("a-token-that-leaked", "a-token-that-stays", "a-new-token");
+    let hash = |t: &str| capability_rules::sha256_hex(t.as_bytes());
+    let write = |tokens: &[(&str, &str)], http: &str| {
+        let table: String = tokens
+            .iter()
+            .map(|(token, role)| format!("\"sha256:{}\" = \"{role}\"\n", hash(token)))
+            .collect();
+        std::fs::write(
+            dir.join("policy.toml"),
+            format!("{fleet}\n[bearer_tokens]\n{table}\n[http]\n{http}\n"),
+        )
+        .expect("policy");
+    };
+    write(&[(leaked, "viewer"), (kept, "operator")], "");
+    let trail = dir.join("trail.jsonl");
+    let gateway = proxy_common::Listening::start_args(&[
+        "gateway".into(),
+        "--policy".into(),
+        dir.join("policy.toml").display().to_string(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--audit".into(),
+        trail.display().to_string(),
+    ])
+    .await;
+    let pid = gateway.child.id().expect("a pid").to_string();
+    let hup = || {
+        let status = Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    };
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}
+    });
+    let post = |token: &str, session: Option<&str>, body: &Value| {
+        let auth = format!("Bearer {token}");
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        if let Some(id) = session {
+            headers.push(("Mcp-Session-Id", id));
+        }
+        raw_post(&gateway.url, &headers, body)
+    };
+    assert_eq!(post(leaked, None, &initialize).status, 200);
+    let opened = post(kept, None, &initialize);
+    let session = opened
+        .header("mcp-session-id")
+        .expect("a session")
+        .to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post(kept, Some(&session), &initialized).status, 202);
+
+    // The leaked token taken out, a new one added, a body limit lowered: at the next SIGHUP.
+    write(
+        &[(kept, "operator"), (new, "viewer")],
+        "max_body_bytes = 2000",
+    );
+    hup();
+    let reloaded = Instant::now();
+    while post(leaked, None, &initialize).status != 401 {
+        assert!(
+            reloaded.elapsed() < Duration::from_secs(10),
+            "the leaked token still passes"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        post(new, None, &initialize).status,
+        200,
+        "the new token passes"
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let listed = post(kept, Some(&session), &list);
+    assert_eq!(
+        listed.status, 200,
+        "the session opened before is kept: {listed:?}"
+    );
+    assert!(
+        listed.body.contains("mem_create_entities"),
+        "{}",
+        listed.body
+    );
+    let big = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"message": "x".repeat(3000)}}});
+    assert_eq!(
+        post(kept, Some(&session), &big).status,
+        413,
+        "the new body limit holds"
+    );
+
+    // An [auth] whose issuer cannot be reached: refused, what runs keeps running.
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!(
+            "{fleet}\n[auth]\nissuer = \"http://127.0.0.1:9\"\naudience = \"{}\"\n",
+            gateway.url
+        ),
+    )
+    .expect("policy");
+    hup();
+    let refused_at = Instant::now();
+    loop {
+        let reloads = proxy_common::records(&trail)
+            .into_iter()
+            .filter(|r| r["method"] == "gateway/reload")
+            .count();
+        if reloads == 2 {
+            break;
+        }
+        assert!(
+            refused_at.elapsed() < Duration::from_secs(20),
+            "the second reload was not recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(post(new, None, &initialize).status, 200, "kept serving");
+    assert_eq!(gateway.stop().await.code(), Some(0));
+    let reasons: Vec<String> = proxy_common::records(&trail)
+        .iter()
+        .filter(|r| r["method"] == "gateway/reload")
+        .map(|r| {
+            r["reasons"][0]["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(reasons, ["reloaded", "reload_refused"]);
+}

@@ -24,17 +24,70 @@ use super::handler::Gateway;
 /// The MCP endpoint's path.
 const PATH: &str = "/mcp";
 
-/// Starts serving `gateway` on `listener`; the endpoint's URL.
+/// The HTTP front's service behind the edge.
+type Service = StreamableHttpService<Gateway, LocalSessionManager>;
+
+/// The running HTTP front: what a reload changes of it.
+pub(super) struct HttpFront {
+    edge: Edge<Service>,
+    gateway: Gateway,
+    dispatch: Arc<AuditedDispatch>,
+    manager: Arc<LocalSessionManager>,
+}
+
+impl HttpFront {
+    /// The edge's config under `policy` (its `[auth]` or `[bearer_tokens]`, its `[http]`), or
+    /// why it cannot be had (a bad `[auth]`, an issuer whose keys cannot be fetched): checked
+    /// before a reload changes anything.
+    pub(super) async fn config(&self, policy: &Policy) -> Result<EdgeConfig, String> {
+        edge_config(
+            policy,
+            &self.gateway,
+            self.dispatch.clone(),
+            self.manager.clone(),
+        )
+        .await
+    }
+
+    /// Serves under `config` from now on (sessions and rates kept).
+    pub(super) fn apply(&self, config: EdgeConfig) {
+        self.edge.reload(config);
+    }
+}
+
+/// The edge's config: the policy's credentials and limits, refusals recorded in the gateway's
+/// trail under the policy's version, a tool found by its shown name in the fleet's listing.
+async fn edge_config(
+    policy: &Policy,
+    gateway: &Gateway,
+    dispatch: Arc<AuditedDispatch>,
+    manager: Arc<LocalSessionManager>,
+) -> Result<EdgeConfig, String> {
+    crate::proxy::check_credentials(policy)?;
+    let credentials = Credentials::from_policy(policy).await?;
+    let listed = gateway.clone();
+    Ok(EdgeConfig::new(credentials, policy.http().clone())
+        .endpoint(PATH)
+        .recording(dispatch, &Server::untrusted("gateway"), policy.version())
+        // A call of a tool whose scopes the token lacks is answered `403 insufficient_scope`
+        // here, with the tool's own manifest (its server, its name) on record.
+        .tool_manifests(move |shown| {
+            let snapshot = listed.current();
+            snapshot
+                .fleet
+                .route(shown)
+                .map(|route| route.listed.manifest().clone())
+        })
+        .sessions(manager))
+}
+
+/// Starts serving `gateway` on `listener`: the endpoint's URL, and the front.
 pub(super) async fn start(
     gateway: &Gateway,
     policy: &Policy,
     listener: std::net::TcpListener,
     dispatch: Arc<AuditedDispatch>,
-) -> Result<String, GatewayError> {
-    crate::proxy::check_credentials(policy).map_err(GatewayError)?;
-    let credentials = Credentials::from_policy(policy)
-        .await
-        .map_err(GatewayError)?;
+) -> Result<(String, HttpFront), GatewayError> {
     let address = listener
         .local_addr()
         .map_err(|e| GatewayError(format!("cannot read the address listened on: {e}")))?;
@@ -42,33 +95,26 @@ pub(super) async fn start(
         .set_nonblocking(true)
         .and_then(|()| tokio::net::TcpListener::from_std(listener))
         .map_err(|e| GatewayError(format!("cannot listen on {address}: {e}")))?;
-    let limits = policy.http().clone();
     let mut manager = LocalSessionManager::default();
-    manager.session_config.keep_alive = Some(Duration::from_secs(limits.session_idle_secs()));
+    manager.session_config.keep_alive =
+        Some(Duration::from_secs(policy.http().session_idle_secs()));
     let manager = Arc::new(manager);
+    let config = edge_config(policy, gateway, dispatch.clone(), manager.clone())
+        .await
+        .map_err(GatewayError)?;
     let handler = gateway.clone();
-    let listed = gateway.clone();
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::clone(&manager),
         crate::proxy::http_config(address),
     );
-    let edge = Edge::new(
-        service,
-        EdgeConfig::new(credentials, limits)
-            .endpoint(PATH)
-            .recording(dispatch, &Server::untrusted("gateway"), policy.version())
-            // A call of a tool whose scopes the token lacks is answered `403 insufficient_scope`
-            // here, with the tool's own manifest (its server, its name) on record.
-            .tool_manifests(move |shown| {
-                let snapshot = listed.current();
-                snapshot
-                    .fleet
-                    .route(shown)
-                    .map(|route| route.listed.manifest().clone())
-            })
-            .sessions(manager),
-    );
+    let edge = Edge::new(service, config);
+    let front = HttpFront {
+        edge: edge.clone(),
+        gateway: gateway.clone(),
+        dispatch,
+        manager,
+    };
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
@@ -85,5 +131,5 @@ pub(super) async fn start(
             }
         }
     });
-    Ok(format!("http://{address}{PATH}"))
+    Ok((format!("http://{address}{PATH}"), front))
 }

@@ -6,8 +6,9 @@
 //!   failing; once it is back, it is listed again and the client told.
 //! - **A server's list change** (`notifications/tools/list_changed`): it is listed again, the
 //!   listing rebuilt and the client told.
-//! - **`SIGHUP`** reloads the policy file, the servers and their lockfiles: everything is read
-//!   and started first; a server whose entry did not change keeps running (its lockfile is read
+//! - **`SIGHUP`** reloads the policy file, the servers and their lockfiles, and over HTTP the
+//!   edge's `[auth]`, `[bearer_tokens]` and `[http]` (sessions and rates kept): everything is
+//!   read, fetched and started first; a server whose entry did not change keeps running (its lockfile is read
 //!   again); only when all of it holds is it swapped in, at once, and the client told. A bad
 //!   file, a server that does not start, a role the new file lacks: what runs keeps running, and
 //!   the gateway says why. Each reload, done or refused, is an audit record (`gateway/reload`)
@@ -81,6 +82,7 @@ pub async fn serve(
     } else {
         format!("{} servers", members.len())
     };
+    let mut http_front = None;
     let (client, waiting) = match front {
         Front::Stdio(role) => {
             super::note(format_args!(
@@ -104,7 +106,9 @@ pub async fn serve(
             (Some(client), waiting)
         }
         Front::Http(listener) => {
-            let served = super::http::start(&gateway, &policy, listener, dispatch.clone()).await?;
+            let (served, front) =
+                super::http::start(&gateway, &policy, listener, dispatch.clone()).await?;
+            http_front = Some(front);
             super::note(format_args!(
                 "serving {servers} ({}) over Streamable HTTP; listening on {served}",
                 names(&members)
@@ -123,10 +127,13 @@ pub async fn serve(
             () = &mut waiting => break,
             signal = signals.next() => {
                 let Some(stop) = signal else {
-                    match reload(policy_path, &base, role, &mut members, &changed_tx).await {
-                        Ok((next_policy, next)) => {
+                    match reload(policy_path, &base, role, &mut members, &changed_tx, http_front.as_ref()).await {
+                        Ok((next_policy, next, edge)) => {
                             report_collisions(&next);
                             gateway.swap(next);
+                            if let (Some(front), Some(edge)) = (&http_front, edge) {
+                                front.apply(edge);
+                            }
                             policy = next_policy;
                             record_reload(&dispatch, &policy, role, Ok(names(&members)));
                             super::note(format_args!("reloaded: serving {}", names(&members)));
@@ -295,7 +302,8 @@ async fn reload(
     role: Option<&str>,
     running: &mut Vec<Member>,
     changed: &mpsc::UnboundedSender<String>,
-) -> Result<(Policy, Snapshot), String> {
+    http: Option<&super::http::HttpFront>,
+) -> Result<(Policy, Snapshot, Option<capability_http::EdgeConfig>), String> {
     let policy = Policy::from_toml_file(path).map_err(|e| e.to_string())?;
     if let Some(role) = role
         && policy.context(role, "check").is_none()
@@ -323,6 +331,11 @@ async fn reload(
         }),
     });
     let next = snapshot(views, &policy, role)?;
+    // The HTTP edge's credentials and limits, read from the new file too.
+    let edge = match http {
+        Some(front) => Some(front.config(&policy).await?),
+        None => None,
+    };
     // Everything holds: take over the kept servers, stop the others.
     let mut old: Vec<Option<Member>> = std::mem::take(running).into_iter().map(Some).collect();
     for plan in plans {
@@ -336,7 +349,7 @@ async fn reload(
             }
         }
     }
-    Ok((policy, next))
+    Ok((policy, next, edge))
 }
 
 fn record_reload(

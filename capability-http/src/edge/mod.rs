@@ -171,7 +171,7 @@ struct Shared {
 /// Nothing reaches rmcp before the caller is known: no session is made for a stranger.
 pub struct Edge<S> {
     inner: S,
-    shared: Arc<Shared>,
+    shared: Arc<std::sync::RwLock<Arc<Shared>>>,
 }
 
 impl<S: Clone> Clone for Edge<S> {
@@ -193,41 +193,80 @@ impl<S> Edge<S> {
             Duration::from_secs(http.session_idle_secs()),
         );
         let rate = rate::RateLimits::new(http.rate_per_second(), http.rate_burst());
-        let (metadata, metadata_url) = match config.credentials.jwt() {
-            Some(jwt) => {
-                let settings = jwt.settings();
-                let mut scopes: Vec<String> = settings
-                    .scope_roles()
-                    .iter()
-                    .map(|(scope, _)| scope.clone())
-                    .collect();
-                scopes.sort();
-                let document = ProtectedResource {
-                    resource: settings.audience().to_owned(),
-                    authorization_servers: vec![settings.issuer().to_owned()],
-                    scopes_supported: scopes,
-                    bearer_methods_supported: vec!["header".to_owned()],
-                };
-                let text = serde_json::to_vec(&document).unwrap_or_default();
-                let (long, short) = metadata_path(settings.audience());
-                (
-                    Some((Bytes::from(text), long, short)),
-                    metadata_url(settings.audience()),
-                )
-            }
-            None => (None, None),
-        };
+        let (metadata, metadata_url) = metadata_of(&config);
         Edge {
             inner,
-            shared: Arc::new(Shared {
+            shared: Arc::new(std::sync::RwLock::new(Arc::new(Shared {
                 config,
                 sessions,
                 rate,
                 metadata,
                 metadata_url,
-            }),
+            }))),
         }
     }
+
+    /// Works from now on as `config` says (its credentials, limits, recording), for a reload:
+    /// a request already past authentication finishes under the config it started with. The
+    /// sessions issued and the callers' rates are kept (under the new caps and rates): a
+    /// session stays its principal's, and a reload does not give anyone a fresh budget.
+    pub fn reload(&self, config: EdgeConfig) {
+        let mut current = self
+            .shared
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let http = &config.http;
+        let sessions = current.sessions.with_limits(
+            http.max_sessions(),
+            http.max_sessions_per_principal(),
+            Duration::from_secs(http.session_idle_secs()),
+        );
+        let rate = current
+            .rate
+            .with_limits(http.rate_per_second(), http.rate_burst());
+        let (metadata, metadata_url) = metadata_of(&config);
+        *current = Arc::new(Shared {
+            config,
+            sessions,
+            rate,
+            metadata,
+            metadata_url,
+        });
+    }
+
+    fn current(&self) -> Arc<Shared> {
+        self.shared
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The protected resource metadata document (its bytes and paths) and its URL, in OAuth mode.
+#[allow(clippy::type_complexity)]
+fn metadata_of(config: &EdgeConfig) -> (Option<(Bytes, String, &'static str)>, Option<String>) {
+    let Some(jwt) = config.credentials.jwt() else {
+        return (None, None);
+    };
+    let settings = jwt.settings();
+    let mut scopes: Vec<String> = settings
+        .scope_roles()
+        .iter()
+        .map(|(scope, _)| scope.clone())
+        .collect();
+    scopes.sort();
+    let document = ProtectedResource {
+        resource: settings.audience().to_owned(),
+        authorization_servers: vec![settings.issuer().to_owned()],
+        scopes_supported: scopes,
+        bearer_methods_supported: vec!["header".to_owned()],
+    };
+    let text = serde_json::to_vec(&document).unwrap_or_default();
+    let (long, short) = metadata_path(settings.audience());
+    (
+        Some((Bytes::from(text), long, short)),
+        metadata_url(settings.audience()),
+    )
 }
 
 impl<S, B> tower_service::Service<Request<B>> for Edge<S>
@@ -271,7 +310,8 @@ where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let shared = &*self.shared;
+        let shared = self.current();
+        let shared = &*shared;
         let (mut parts, body) = request.into_parts();
         let path = parts.uri.path();
         if let Some((document, long, short)) = &shared.metadata
@@ -463,7 +503,7 @@ where
     }
 
     fn close(&self, id: String) {
-        if let Some(closer) = &self.shared.config.closer {
+        if let Some(closer) = &self.current().config.closer {
             tokio::spawn(closer(id));
         }
     }

@@ -17,7 +17,7 @@ struct Bucket {
 /// The rate limits of one edge.
 #[derive(Debug)]
 pub(crate) struct RateLimits {
-    buckets: Mutex<HashMap<String, Bucket>>,
+    buckets: std::sync::Arc<Mutex<HashMap<String, Bucket>>>,
     per_second: f64,
     burst: f64,
 }
@@ -25,7 +25,17 @@ pub(crate) struct RateLimits {
 impl RateLimits {
     pub(crate) fn new(per_second: u32, burst: u32) -> Self {
         RateLimits {
-            buckets: Mutex::default(),
+            buckets: std::sync::Arc::default(),
+            per_second: f64::from(per_second.max(1)),
+            burst: f64::from(burst.max(1)),
+        }
+    }
+
+    /// The same buckets under a new rate and burst (a bucket over the new burst is cut to it
+    /// at its next request).
+    pub(crate) fn with_limits(&self, per_second: u32, burst: u32) -> Self {
+        RateLimits {
+            buckets: std::sync::Arc::clone(&self.buckets),
             per_second: f64::from(per_second.max(1)),
             burst: f64::from(burst.max(1)),
         }

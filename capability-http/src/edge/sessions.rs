@@ -74,6 +74,22 @@ impl Sessions {
         }
     }
 
+    /// The same sessions under new caps and idle time (sessions over a lowered cap stay until
+    /// they end; new ones wait for room).
+    pub(crate) fn with_limits(
+        &self,
+        max_total: usize,
+        max_per_principal: usize,
+        idle: Duration,
+    ) -> Self {
+        Sessions {
+            table: Arc::clone(&self.table),
+            max_total,
+            max_per_principal,
+            idle,
+        }
+    }
+
     /// What `id` is for `principal`; a session of this principal is touched (its idle time
     /// starts again).
     pub(crate) fn check(&self, id: &str, principal: &str) -> Known {
