@@ -1023,3 +1023,77 @@ async fn over_http_sighup_reloads_the_tokens_and_limits_and_keeps_the_sessions()
         .collect();
     assert_eq!(reasons, ["reloaded", "reload_refused"]);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn with_watch_a_change_of_the_file_reloads_and_a_bad_change_is_refused_once() {
+    use std::time::{Duration, Instant};
+    let Some(servers) = support::require_servers("gateway_watch") else {
+        return;
+    };
+    let dir = scratch("gateway-watch", "");
+    let (drift, everything) = (servers.drift(), servers.everything());
+    let write = |text: String| std::fs::write(dir.join("policy.toml"), text).expect("policy");
+    write(lifecycle_policy(
+        &drift,
+        &everything,
+        "watch/1",
+        r#""drift/*", "everything/*""#,
+    ));
+    let trail = dir.join("trail.jsonl");
+    let args: Vec<String> = [
+        "gateway",
+        "--policy",
+        &dir.join("policy.toml").display().to_string(),
+        "--role",
+        "viewer",
+        "--audit",
+        &trail.display().to_string(),
+        "--watch",
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
+    let gateway = proxy_common::Proxied::start(&args).await;
+    assert!(gateway.names().await.contains(&"drift_stable".to_owned()));
+
+    // No signal: the file changes, and the viewer loses the drift server's tools.
+    write(lifecycle_policy(
+        &drift,
+        &everything,
+        "watch/2",
+        r#""everything/*""#,
+    ));
+    let changed = Instant::now();
+    while gateway.names().await.contains(&"drift_stable".to_owned()) {
+        assert!(changed.elapsed() < Duration::from_secs(10), "not reloaded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A bad change: refused, once (not at every look), and what runs keeps running.
+    write("[roles.viewer]\nceiling = \"sometimes\"\n".to_owned());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    gateway
+        .call("echo", json!({"message": "still"}))
+        .await
+        .expect("kept serving");
+    gateway.close().await;
+    let reloads: Vec<(String, String)> = proxy_common::records(&trail)
+        .iter()
+        .filter(|r| r["method"] == "gateway/reload")
+        .map(|r| {
+            (
+                r["reasons"][0]["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                r["policy_version"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reloads,
+        [
+            ("reloaded".to_owned(), "watch/2".to_owned()),
+            ("reload_refused".to_owned(), "watch/2".to_owned()),
+        ]
+    );
+}

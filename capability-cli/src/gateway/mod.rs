@@ -66,6 +66,10 @@ pub struct GatewayArgs {
     /// to connect and list its tools).
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     pub timeout: u64,
+    /// Reload when the policy file or a server's lockfile changes, as on `SIGHUP` (checked
+    /// first; a bad change keeps what runs, and says why).
+    #[arg(long, conflicts_with = "check")]
+    pub watch: bool,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -147,6 +151,7 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
         &args.policy,
         front,
         std::sync::Arc::new(dispatch),
+        args.watch,
     ));
     let closed = sink.close();
     served?;

@@ -13,6 +13,9 @@
 //!   file, a server that does not start, a role the new file lacks: what runs keeps running, and
 //!   the gateway says why. Each reload, done or refused, is an audit record (`gateway/reload`)
 //!   carrying the policy version.
+//! - **`--watch`**: a change of the policy file or of a lockfile (its length, modification time
+//!   or inode, looked at every 200 ms) reloads as `SIGHUP` does; a change that is refused is not
+//!   tried again until the files change again.
 //! - **`SIGTERM`, `SIGINT`**, or the client leaving: the servers are stopped.
 
 use std::path::Path;
@@ -53,6 +56,7 @@ pub async fn serve(
     policy_path: &Path,
     front: Front,
     dispatch: Arc<AuditedDispatch>,
+    watch: bool,
 ) -> Result<(), GatewayError> {
     let base = policy_path.parent().unwrap_or(Path::new(".")).to_owned();
     let role = match &front {
@@ -121,30 +125,26 @@ pub async fn serve(
     let mut waiting = waiting;
     let mut signals = Signals::new();
     let mut tick = tokio::time::interval(TICK);
-    let mut policy = policy;
+    let mut reloading = Reloading {
+        path: policy_path,
+        base: &base,
+        role,
+        changed: changed_tx.clone(),
+        http: http_front,
+        gateway: gateway.clone(),
+        dispatch,
+        client: client.clone(),
+        stamp: Stamp::of(policy_path, &members),
+        policy,
+        members,
+    };
     loop {
         tokio::select! {
             () = &mut waiting => break,
             signal = signals.next() => {
                 let Some(stop) = signal else {
-                    match reload(policy_path, &base, role, &mut members, &changed_tx, http_front.as_ref()).await {
-                        Ok((next_policy, next, edge)) => {
-                            report_collisions(&next);
-                            gateway.swap(next);
-                            if let (Some(front), Some(edge)) = (&http_front, edge) {
-                                front.apply(edge);
-                            }
-                            policy = next_policy;
-                            record_reload(&dispatch, &policy, role, Ok(names(&members)));
-                            super::note(format_args!("reloaded: serving {}", names(&members)));
-                            tell(&gateway, client.as_ref(), &Changed::ALL).await;
-                        }
-                        Err(why) => {
-                            super::note(format_args!("SIGHUP: not reloaded, what runs keeps running: {why}"));
-                            record_reload(&dispatch, &policy, role, Err(why));
-                        }
-                    }
-                continue;
+                    reload_now(&mut reloading, "SIGHUP").await;
+                    continue;
                 };
                 super::note(format_args!("{stop}: stopping the servers"));
                 break;
@@ -155,7 +155,7 @@ pub async fn serve(
                     servers.push(more);
                 }
                 let mut kinds = Vec::new();
-                for member in members.iter_mut().filter(|m| servers.contains(&m.spec.name)) {
+                for member in reloading.members.iter_mut().filter(|m| servers.contains(&m.spec.name)) {
                     let peer = member.connection.peer();
                     match super::upstream::list(&peer, &member.server).await {
                         Ok(tools) if tools != member.tools => {
@@ -178,17 +178,109 @@ pub async fn serve(
                 }
                 kinds.sort_by_key(|k| *k as u8);
                 kinds.dedup();
-                rebuild(&gateway, &members, &policy, role, client.as_ref(), &kinds).await;
+                rebuild(&gateway, &reloading.members, &reloading.policy, role, client.as_ref(), &kinds).await;
             }
             _ = tick.tick() => {
-                if restart_down(&mut members, &changed_tx).await {
-                    rebuild(&gateway, &members, &policy, role, client.as_ref(), &Changed::ALL).await;
+                if restart_down(&mut reloading.members, &changed_tx).await {
+                    rebuild(&gateway, &reloading.members, &reloading.policy, role, client.as_ref(), &Changed::ALL).await;
+                }
+                if watch && reloading.files_changed() {
+                    reload_now(&mut reloading, "a change of the file").await;
                 }
             }
         }
     }
-    drop(members);
+    drop(reloading);
     Ok(())
+}
+
+/// What a reload reads and changes.
+struct Reloading<'a> {
+    path: &'a Path,
+    base: &'a Path,
+    role: Option<&'a str>,
+    changed: mpsc::UnboundedSender<String>,
+    http: Option<super::http::HttpFront>,
+    gateway: Gateway,
+    dispatch: Arc<AuditedDispatch>,
+    client: Option<::rmcp::Peer<::rmcp::RoleServer>>,
+    /// The policy file and lockfiles as last read (or last tried).
+    stamp: Stamp,
+    policy: Policy,
+    members: Vec<Member>,
+}
+
+impl Reloading<'_> {
+    /// Whether the policy file or a lockfile changed since it was last read or tried.
+    fn files_changed(&self) -> bool {
+        Stamp::of(self.path, &self.members) != self.stamp
+    }
+}
+
+/// What tells a file's change: its length, modification time and inode, for the policy file and
+/// each server's lockfile (`None` for one that cannot be read).
+#[derive(Debug, PartialEq)]
+struct Stamp(Vec<Option<(u64, std::time::SystemTime, u64)>>);
+
+impl Stamp {
+    fn of(policy: &Path, members: &[Member]) -> Stamp {
+        let one = |path: &Path| {
+            let meta = std::fs::metadata(path).ok()?;
+            #[cfg(unix)]
+            let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+            #[cfg(not(unix))]
+            let inode = 0;
+            Some((meta.len(), meta.modified().ok()?, inode))
+        };
+        let locks = members.iter().filter_map(|m| m.spec.lock.as_deref());
+        Stamp(std::iter::once(policy).chain(locks).map(one).collect())
+    }
+}
+
+/// Reloads (on `SIGHUP`, or `why`): swapped in whole, or refused and said; on record either way.
+async fn reload_now(state: &mut Reloading<'_>, why: &str) {
+    let attempted = Stamp::of(state.path, &state.members);
+    let done = reload(
+        state.path,
+        state.base,
+        state.role,
+        &mut state.members,
+        &state.changed,
+        state.http.as_ref(),
+    )
+    .await;
+    match done {
+        Ok((next_policy, next, edge)) => {
+            report_collisions(&next);
+            state.gateway.swap(next);
+            if let (Some(front), Some(edge)) = (&state.http, edge) {
+                front.apply(edge);
+            }
+            state.policy = next_policy;
+            let names = names(&state.members);
+            record_reload(
+                &state.dispatch,
+                &state.policy,
+                state.role,
+                Ok(names.clone()),
+            );
+            super::note(format_args!("{why}: reloaded: serving {names}"));
+            tell(&state.gateway, state.client.as_ref(), &Changed::ALL).await;
+        }
+        Err(refused) => {
+            super::note(format_args!(
+                "{why}: not reloaded, what runs keeps running: {refused}"
+            ));
+            record_reload(&state.dispatch, &state.policy, state.role, Err(refused));
+        }
+    }
+    // Not tried again until a file changes again: the policy file as it was before it was read
+    // (a change while reloading is seen at the next look), the lockfiles of the servers now.
+    let mut now = Stamp::of(state.path, &state.members);
+    if let (Some(slot), Some(before)) = (now.0.first_mut(), attempted.0.into_iter().next()) {
+        *slot = before;
+    }
+    state.stamp = now;
 }
 
 fn names(members: &[Member]) -> String {
