@@ -34,14 +34,15 @@ allow = ["asker/*"]
 server_requests = ["asker/elicitation", "asker/roots"]
 "#;
 
-/// The server: `initialize` (2025-11-25), one tool `ask`; calling it sends the client
+/// The server: `initialize` (2025-11-25), one tool `ask` (its requests' ids numbers or strings:
+/// the gateway's forwarding lane numbers its own with strings); calling it sends the client
 /// `sampling/createMessage` (id "s1"), `elicitation/create` ("s2") and `roots/list` ("s3"),
 /// and every line that answers them goes to `answers`.
 fn asker(answers: &Path) -> support::McpServer {
     let script = format!(
         r#"reply() {{ printf '{{"jsonrpc":"2.0","id":%s,%s}}\n' "$1" "$2"; }}
 while IFS= read -r line; do
-  id=$(printf '%s\n' "$line" | sed -n 's/^[^{{]*{{[^{{]*"id":\([0-9][0-9]*\).*/\1/p')
+  id=$(printf '%s\n' "$line" | sed -n 's/^[^{{]*{{[^{{]*"id":\([0-9][0-9]*\|"[^"]*"\).*/\1/p')
   case "$line" in
     *'"id":"s'*) printf '%s\n' "$line" >> '{answers}' ;;
     *'"method":"initialize"'*) reply "$id" '"result":{{"protocolVersion":"2025-11-25","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"asker","version":"1.0.0"}}}}' ;;
@@ -112,24 +113,55 @@ impl ClientHandler for Answering {
 /// Runs the proxy for `role`, calls `ask`, and returns the server's answers by request id, and
 /// the trail.
 async fn ask_as(role: &str) -> (Vec<(String, Value)>, std::path::PathBuf) {
-    let dir = scratch(&format!("server-requests-{role}"), POLICY);
+    ask_through(role, false).await
+}
+
+/// As [`ask_as`], through `capability gateway` (the server the policy's `[servers.asker]`)
+/// when `gateway`.
+async fn ask_through(role: &str, gateway: bool) -> (Vec<(String, Value)>, std::path::PathBuf) {
+    let front = if gateway { "gateway" } else { "proxy" };
+    let dir = scratch(&format!("server-requests-{front}-{role}"), POLICY);
     let answers = dir.join("answers.log");
     let trail = dir.join("trail.jsonl");
-    let args = proxy_args(
-        &dir,
-        role,
-        "asker",
-        &trail,
-        &["--trust", "trusted"],
-        &asker(&answers),
-    );
+    let args = if gateway {
+        let fleet = format!(
+            "{POLICY}\n[servers.asker]\ncommand = {}\ntrust = \"trusted\"\nprefix = \"\"\n",
+            asker(&answers).toml_command()
+        );
+        std::fs::write(dir.join("fleet.toml"), fleet).expect("policy");
+        [
+            "gateway",
+            "--policy",
+            &dir.join("fleet.toml").display().to_string(),
+            "--role",
+            role,
+            "--audit",
+            &trail.display().to_string(),
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect()
+    } else {
+        proxy_args(
+            &dir,
+            role,
+            "asker",
+            &trail,
+            &["--trust", "trusted"],
+            &asker(&answers),
+        )
+    };
     let (mut child, client) =
         Proxied::spawn_for(&args, Answering, ClientLifecycleMode::Initialize).await;
-    let asked = client
-        .peer()
-        .call_tool(rmcp::model::CallToolRequestParams::new("ask"))
-        .await
-        .expect("the tool runs");
+    let asked = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        client
+            .peer()
+            .call_tool(rmcp::model::CallToolRequestParams::new("ask")),
+    )
+    .await
+    .expect("answered within 20 s")
+    .expect("the tool runs");
     assert_eq!(
         asked.content[0].as_text().map(|t| t.text.as_str()),
         Some("asked")
@@ -166,7 +198,7 @@ async fn server_requests_are_refused_unless_the_role_allows_them() {
     for (id, answer) in &answers {
         let message = answer["error"]["message"].as_str().unwrap_or_default();
         assert!(
-            message.contains("refused by capability proxy"),
+            message.contains("refused by capability-proxy"),
             "{id}: {answer}"
         );
     }
@@ -277,7 +309,7 @@ async fn over_http_every_server_request_is_refused_even_for_a_role_that_allows_i
     for line in read().lines() {
         let answer: Value = serde_json::from_str(line).expect("a JSON line");
         let message = answer["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("refused by capability proxy"), "{answer}");
+        assert!(message.contains("refused by capability-proxy"), "{answer}");
     }
     let _ = client.cancel().await;
     assert!(proxy.stop().await.success());
@@ -290,5 +322,66 @@ async fn over_http_every_server_request_is_refused_even_for_a_role_that_allows_i
         refused,
         ["denied", "denied", "denied"],
         "each refusal on record"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn through_the_gateway_a_servers_requests_reach_the_client_only_as_its_role_allows() {
+    let server_requests = |trail: &Path| -> Vec<(String, String)> {
+        let mut recorded: Vec<(String, String)> = calls(trail)
+            .iter()
+            .filter(|r| r["agent"] == "server:asker")
+            .map(|r| {
+                (
+                    r["method"].as_str().unwrap_or_default().to_owned(),
+                    r["verdict"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        recorded.sort();
+        recorded
+    };
+    // None allowed: each refused by the gateway, on record, and the client never asked.
+    let (answers, trail) = ask_through("quiet", true).await;
+    for (id, answer) in &answers {
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("refused by capability-gateway"),
+            "{id}: {answer}"
+        );
+    }
+    assert_eq!(
+        server_requests(&trail),
+        [
+            ("elicitation/create".to_owned(), "denied".to_owned()),
+            ("roots/list".to_owned(), "denied".to_owned()),
+            ("sampling/createMessage".to_owned(), "denied".to_owned()),
+        ]
+    );
+    // Elicitation and roots allowed: answered by the client; sampling still refused.
+    let (answers, trail) = ask_through("interactive", true).await;
+    let by_id = |id: &str| {
+        answers
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        by_id("s1")["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("refused by capability-gateway")),
+        "{}",
+        by_id("s1")
+    );
+    assert_eq!(by_id("s2")["result"]["content"]["pod"], "api-0");
+    assert_eq!(by_id("s3")["result"]["roots"][0]["uri"], "file:///srv/app");
+    assert_eq!(
+        server_requests(&trail),
+        [
+            ("elicitation/create".to_owned(), "allowed".to_owned()),
+            ("roots/list".to_owned(), "allowed".to_owned()),
+            ("sampling/createMessage".to_owned(), "denied".to_owned()),
+        ]
     );
 }

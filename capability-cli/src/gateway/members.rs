@@ -17,6 +17,7 @@ use super::fleet::{ServerSource, source_of};
 use super::handler::Snapshot;
 use super::items::{Items, Listed};
 use super::upstream::{Connection, connect, list, list_items};
+use crate::proxy::ServerRequests;
 
 /// The first wait before a server that died is started again; it doubles up to [`MAX_BACKOFF`].
 pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -99,12 +100,36 @@ impl Spec {
     }
 }
 
+/// What the servers' requests to the client are decided with: the client's role (over stdio),
+/// the trail, and the client once it connected (shared by every server).
+#[derive(Clone)]
+pub(super) struct Gate {
+    pub(super) role: Option<String>,
+    pub(super) dispatch: std::sync::Arc<capability::audit::AuditedDispatch>,
+    pub(super) front: std::sync::Arc<std::sync::OnceLock<::rmcp::Peer<::rmcp::RoleServer>>>,
+}
+
+impl Gate {
+    fn requests(&self, server: &str, policy: &Policy) -> std::sync::Arc<ServerRequests> {
+        std::sync::Arc::new(ServerRequests::of(
+            server,
+            super::GATEWAY_NAME,
+            policy,
+            self.role.as_deref(),
+            self.dispatch.clone(),
+            self.front.clone(),
+        ))
+    }
+}
+
 /// One server of the running fleet.
 pub(super) struct Member {
     pub(super) spec: Spec,
     pub(super) server: Server,
     pub(super) lock: Option<Lockfile>,
     pub(super) connection: Connection,
+    /// The gate of its requests to the client.
+    pub(super) requests: std::sync::Arc<ServerRequests>,
     pub(super) tools: Vec<Tool>,
     /// Its resources, templates and prompts.
     pub(super) items: Listed,
@@ -117,12 +142,22 @@ impl Member {
     pub(super) async fn start(
         spec: Spec,
         changed: mpsc::UnboundedSender<String>,
+        gate: &Gate,
+        policy: &Policy,
     ) -> Result<Member, String> {
         let fail = |why: String| format!("server `{}`: {why}", spec.name);
         let lock = spec.read_lock()?;
         let server = spec.server();
+        let requests = gate.requests(&spec.name, policy);
         let starting = async {
-            let connection = connect(&spec.name, &spec.source, &spec.env, changed).await?;
+            let connection = connect(
+                &spec.name,
+                &spec.source,
+                &spec.env,
+                changed,
+                requests.clone(),
+            )
+            .await?;
             let tools = list(&connection.peer(), &server).await?;
             let items = list_items(&connection.peer(), &spec.name).await;
             Ok::<_, String>((connection, tools, items))
@@ -141,6 +176,7 @@ impl Member {
             server,
             lock,
             connection,
+            requests,
             tools,
             items,
             retry: None,

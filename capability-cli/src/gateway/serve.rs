@@ -35,7 +35,7 @@ use crate::proxy::Changed;
 use capability::mcp::Lockfile;
 
 use super::handler::Snapshot;
-use super::members::{FIRST_BACKOFF, MAX_BACKOFF, Member, Spec, View, snapshot};
+use super::members::{FIRST_BACKOFF, Gate, MAX_BACKOFF, Member, Spec, View, snapshot};
 
 /// How often servers that are down are looked at.
 const TICK: Duration = Duration::from_millis(200);
@@ -65,10 +65,15 @@ pub async fn serve(
     };
     let role = role.as_deref();
     let (changed_tx, mut changed) = mpsc::unbounded_channel();
+    let gate = Gate {
+        role: role.map(str::to_owned),
+        dispatch: dispatch.clone(),
+        front: Arc::default(),
+    };
     let mut members = Vec::new();
     for spec in Spec::all(&policy, &base).map_err(GatewayError)? {
         members.push(
-            Member::start(spec, changed_tx.clone())
+            Member::start(spec, changed_tx.clone(), &gate, &policy)
                 .await
                 .map_err(GatewayError)?,
         );
@@ -103,6 +108,8 @@ pub async fn serve(
                 .await
                 .map_err(|e| GatewayError(format!("the client did not connect: {e}")))?;
             let client = running.peer().clone();
+            // The servers' requests go to this client from now on (where its role allows).
+            let _ = gate.front.set(client.clone());
             let waiting: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
                 Box::pin(async move {
                     let _ = running.waiting().await;
@@ -134,6 +141,7 @@ pub async fn serve(
         gateway: gateway.clone(),
         dispatch,
         client: client.clone(),
+        gate,
         stamp: Stamp::of(policy_path, &members),
         policy,
         members,
@@ -181,7 +189,7 @@ pub async fn serve(
                 rebuild(&gateway, &reloading.members, &reloading.policy, role, client.as_ref(), &kinds).await;
             }
             _ = tick.tick() => {
-                if restart_down(&mut reloading.members, &changed_tx).await {
+                if restart_down(&mut reloading.members, &changed_tx, &reloading.gate, &reloading.policy).await {
                     rebuild(&gateway, &reloading.members, &reloading.policy, role, client.as_ref(), &Changed::ALL).await;
                 }
                 if watch && reloading.files_changed() {
@@ -204,6 +212,7 @@ struct Reloading<'a> {
     gateway: Gateway,
     dispatch: Arc<AuditedDispatch>,
     client: Option<::rmcp::Peer<::rmcp::RoleServer>>,
+    gate: Gate,
     /// The policy file and lockfiles as last read (or last tried).
     stamp: Stamp,
     policy: Policy,
@@ -246,6 +255,7 @@ async fn reload_now(state: &mut Reloading<'_>, why: &str) {
         state.role,
         &mut state.members,
         &state.changed,
+        &state.gate,
         state.http.as_ref(),
     )
     .await;
@@ -347,7 +357,12 @@ async fn rebuild(
 }
 
 /// Starts again each server that is down and due; whether one came back.
-async fn restart_down(members: &mut [Member], changed: &mpsc::UnboundedSender<String>) -> bool {
+async fn restart_down(
+    members: &mut [Member],
+    changed: &mpsc::UnboundedSender<String>,
+    gate: &Gate,
+    policy: &Policy,
+) -> bool {
     let mut back = false;
     for member in members.iter_mut() {
         if !member.is_down() {
@@ -365,7 +380,7 @@ async fn restart_down(members: &mut [Member], changed: &mpsc::UnboundedSender<St
         if now < due {
             continue;
         }
-        match Member::start(member.spec.clone(), changed.clone()).await {
+        match Member::start(member.spec.clone(), changed.clone(), gate, policy).await {
             Ok(started) => {
                 super::note(format_args!("server `{}` is back", member.spec.name));
                 *member = started;
@@ -394,6 +409,7 @@ async fn reload(
     role: Option<&str>,
     running: &mut Vec<Member>,
     changed: &mpsc::UnboundedSender<String>,
+    gate: &Gate,
     http: Option<&super::http::HttpFront>,
 ) -> Result<(Policy, Snapshot, Option<capability_http::EdgeConfig>), String> {
     let policy = Policy::from_toml_file(path).map_err(|e| e.to_string())?;
@@ -411,7 +427,7 @@ async fn reload(
         match running.iter().position(|m| m.spec == spec && !m.is_down()) {
             Some(i) => plans.push(Plan::Keep(i, spec.read_lock()?)),
             None => plans.push(Plan::Start(Box::new(
-                Member::start(spec, changed.clone()).await?,
+                Member::start(spec, changed.clone(), gate, &policy).await?,
             ))),
         }
     }
@@ -436,6 +452,7 @@ async fn reload(
             Plan::Keep(i, lock) => {
                 if let Some(mut member) = old.get_mut(i).and_then(Option::take) {
                     member.lock = lock;
+                    member.requests.set_policy(&policy);
                     running.push(member);
                 }
             }

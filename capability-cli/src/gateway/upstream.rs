@@ -16,16 +16,46 @@ use capability::mcp::Server;
 use super::fleet::ServerSource;
 use super::items::Listed;
 use super::lane::Lane;
+use crate::proxy::ServerRequests;
 
-/// The handler facing one server: tells the gateway when its tools, resources or prompts change.
-/// It asks nothing of the client (no sampling, elicitation or roots): a server's requests are
-/// refused.
+/// The handler facing one server: tells the gateway when its tools, resources or prompts change,
+/// and passes the server's requests (sampling, elicitation, roots) to the client only where
+/// the client's role allows them (the policy's `server_requests`), each one on record.
 pub(super) struct Watch {
     server: String,
     changed: mpsc::UnboundedSender<String>,
+    requests: Arc<ServerRequests>,
 }
 
+#[allow(deprecated)]
 impl ClientHandler for Watch {
+    fn get_info(&self) -> ::rmcp::model::ClientConfig {
+        self.requests.client_config()
+    }
+
+    async fn create_message(
+        &self,
+        params: ::rmcp::model::CreateMessageRequestParams,
+        _context: ::rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<::rmcp::model::CreateMessageResult, ::rmcp::ErrorData> {
+        self.requests.sample(params).await
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ::rmcp::model::ElicitRequestParams,
+        _context: ::rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<::rmcp::model::ElicitResult, ::rmcp::ErrorData> {
+        self.requests.elicit(params).await
+    }
+
+    async fn list_roots(
+        &self,
+        _context: ::rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<::rmcp::model::ListRootsResult, ::rmcp::ErrorData> {
+        self.requests.roots().await
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let _ = self.changed.send(self.server.clone());
     }
@@ -60,10 +90,12 @@ pub(super) async fn connect(
     source: &ServerSource,
     env: &[(String, String)],
     changed: mpsc::UnboundedSender<String>,
+    requests: Arc<ServerRequests>,
 ) -> Result<Connection, String> {
     let watch = Watch {
         server: server.to_owned(),
         changed,
+        requests,
     };
     match source {
         ServerSource::Command(words) => {

@@ -36,6 +36,7 @@ pub(crate) use forward::{Changed, Clients};
 pub(crate) use front::{Hook as FrontHook, standard_streams, start_with as filter_client_with};
 pub(crate) use http::{check_credentials, config as http_config};
 pub(crate) use protocol::lifecycle;
+pub(crate) use upstream::ServerRequests;
 mod run;
 pub mod secrets;
 mod upstream;

@@ -8,7 +8,7 @@
 
 #![allow(deprecated)]
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use ::rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestMethod, CreateMessageRequestParams,
@@ -52,10 +52,7 @@ impl Upstream {
 
 impl ClientHandler for Upstream {
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            self.requests.capabilities(),
-            Implementation::new(PROXY_NAME, env!("CARGO_PKG_VERSION")),
-        )
+        self.requests.client_config()
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -83,13 +80,7 @@ impl ClientHandler for Upstream {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        let input = serde_json::to_value(&params).unwrap_or(Value::Null);
-        self.requests
-            .forward(ServerRequestKind::Sampling, &input, |peer| async move {
-                peer.create_message(params).await
-            })
-            .await
-            .map_err(|e| e.or(ErrorData::method_not_found::<CreateMessageRequestMethod>()))
+        self.requests.sample(params).await
     }
 
     async fn create_elicitation(
@@ -97,25 +88,14 @@ impl ClientHandler for Upstream {
         params: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let input = serde_json::to_value(&params).unwrap_or(Value::Null);
-        self.requests
-            .forward(ServerRequestKind::Elicitation, &input, |peer| async move {
-                peer.create_elicitation(params).await
-            })
-            .await
-            .map_err(|e| e.or(ErrorData::method_not_found::<ElicitationCreateRequestMethod>()))
+        self.requests.elicit(params).await
     }
 
     async fn list_roots(
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        self.requests
-            .forward(ServerRequestKind::Roots, &json!({}), |peer| async move {
-                peer.list_roots().await
-            })
-            .await
-            .map_err(|e| e.or(ErrorData::method_not_found::<ListRootsRequestMethod>()))
+        self.requests.roots().await
     }
 }
 
@@ -133,19 +113,27 @@ impl NotSent {
 /// policy's `server_requests`), recorded, and sent to the client only when allowed.
 pub(crate) struct ServerRequests {
     server: String,
+    /// Who refuses (`capability proxy`, `capability-gateway`), for the server's errors.
+    by: &'static str,
     dispatch: Arc<AuditedDispatch>,
+    /// The role's decider and the policy's version, swapped by a reload.
+    decided: RwLock<Decided>,
+    role: String,
+    session: String,
+    front: Arc<OnceLock<Peer<RoleServer>>>,
+}
+
+/// What decides a server's requests.
+struct Decided {
     /// The role's decider over stdio (one client); `None` over HTTP, where a server's request
     /// cannot be tied to one of the clients.
     decider: Option<ToolContext>,
-    role: String,
-    session: String,
     policy_version: Option<String>,
-    front: OnceLock<Peer<RoleServer>>,
 }
 
 /// Why a server's request over an HTTP front is refused.
-const NO_CLIENT: &str = "the proxy serves many clients over Streamable HTTP, and a server's \
-                         request cannot be tied to one of them";
+const NO_CLIENT: &str = "many clients are served over Streamable HTTP, and a server's request \
+                         cannot be tied to one of them";
 
 impl ServerRequests {
     /// The gate for the one client of role `role` (over stdio), or for the clients of an HTTP
@@ -156,18 +144,44 @@ impl ServerRequests {
         role: Option<&str>,
         dispatch: Arc<AuditedDispatch>,
     ) -> Self {
+        Self::of(server, PROXY_NAME, policy, role, dispatch, Arc::default())
+    }
+
+    /// The gate of `server` when `by` (a gateway) serves it, to the client that `front` will
+    /// hold once it connected (shared by every server of the gateway).
+    pub(crate) fn of(
+        server: &str,
+        by: &'static str,
+        policy: &Policy,
+        role: Option<&str>,
+        dispatch: Arc<AuditedDispatch>,
+        front: Arc<OnceLock<Peer<RoleServer>>>,
+    ) -> Self {
         let role_name = role.unwrap_or("(http)").to_owned();
         // Its own session: a server's requests do not spend the client's budget.
         let session = format!("mcp:{server}/{role_name}/server-requests");
         ServerRequests {
             server: server.to_owned(),
+            by,
             dispatch,
-            decider: role.and_then(|role| policy.context(role, session.clone())),
+            decided: RwLock::new(Decided {
+                decider: role.and_then(|role| policy.context(role, session.clone())),
+                policy_version: policy.version().map(str::to_owned),
+            }),
             role: role_name,
             session,
-            policy_version: policy.version().map(str::to_owned),
-            front: OnceLock::new(),
+            front,
         }
+    }
+
+    /// Decides under `policy` from now on (a reload). What the server was told the client can
+    /// do at connection stays: a request it was told of that the new policy refuses is refused.
+    pub(crate) fn set_policy(&self, policy: &Policy) {
+        let role = (self.role != "(http)").then_some(self.role.as_str());
+        *self.decided.write().unwrap_or_else(PoisonError::into_inner) = Decided {
+            decider: role.and_then(|role| policy.context(role, self.session.clone())),
+            policy_version: policy.version().map(str::to_owned),
+        };
     }
 
     /// The client, once it connected.
@@ -175,10 +189,54 @@ impl ServerRequests {
         let _ = self.front.set(peer);
     }
 
+    /// What to tell the server of the client: the server requests the role allows.
+    pub(crate) fn client_config(&self) -> ClientConfig {
+        ClientConfig::new(
+            self.capabilities(),
+            Implementation::new(self.by, env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    /// `sampling/createMessage`, decided, recorded, sent to the client when allowed.
+    pub(crate) async fn sample(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let input = serde_json::to_value(&params).unwrap_or(Value::Null);
+        self.forward(ServerRequestKind::Sampling, &input, |peer| async move {
+            peer.create_message(params).await
+        })
+        .await
+        .map_err(|e| e.or(ErrorData::method_not_found::<CreateMessageRequestMethod>()))
+    }
+
+    /// `elicitation/create`, decided, recorded, sent to the client when allowed.
+    pub(crate) async fn elicit(
+        &self,
+        params: ElicitRequestParams,
+    ) -> Result<ElicitResult, ErrorData> {
+        let input = serde_json::to_value(&params).unwrap_or(Value::Null);
+        self.forward(ServerRequestKind::Elicitation, &input, |peer| async move {
+            peer.create_elicitation(params).await
+        })
+        .await
+        .map_err(|e| e.or(ErrorData::method_not_found::<ElicitationCreateRequestMethod>()))
+    }
+
+    /// `roots/list`, decided, recorded, sent to the client when allowed.
+    pub(crate) async fn roots(&self) -> Result<ListRootsResult, ErrorData> {
+        self.forward(ServerRequestKind::Roots, &json!({}), |peer| async move {
+            peer.list_roots().await
+        })
+        .await
+        .map_err(|e| e.or(ErrorData::method_not_found::<ListRootsRequestMethod>()))
+    }
+
     /// What the proxy tells the server it can do: the server requests the role allows.
     fn capabilities(&self) -> ClientCapabilities {
+        let decided = self.decided.read().unwrap_or_else(PoisonError::into_inner);
         let allows = |kind| {
-            self.decider.as_ref().is_some_and(|d| {
+            decided.decider.as_ref().is_some_and(|d| {
                 d.decide_action(&Action::ServerRequest {
                     server: &self.server,
                     kind,
@@ -224,15 +282,19 @@ impl ServerRequests {
         let request = Request::mcp(kind.method(), action, input);
         let agent = format!("server:{}", self.server);
         let caller = Caller::new(&agent);
-        let Some(decider) = &self.decider else {
+        let (decider, policy_version) = {
+            let decided = self.decided.read().unwrap_or_else(PoisonError::into_inner);
+            (decided.decider.clone(), decided.policy_version.clone())
+        };
+        let Some(decider) = &decider else {
             let reason = DenyReason::Undecidable {
                 why: NO_CLIENT.to_owned(),
             };
-            let subject = Subject::new(&self.role, &self.session)
-                .policy_version(self.policy_version.as_deref());
+            let subject =
+                Subject::new(&self.role, &self.session).policy_version(policy_version.as_deref());
             self.dispatch
                 .refuse(&subject, caller, &request, std::slice::from_ref(&reason));
-            return Err(NotSent(Some(refused(kind, &reason.to_string()))));
+            return Err(NotSent(Some(refused(self.by, kind, &reason.to_string()))));
         };
         let run = async {
             let peer = self
@@ -252,9 +314,14 @@ impl ServerRequests {
                 format!("the client did not answer `{}`: {error}", kind.method()),
                 None,
             )))),
-            Outcome::Denied(denial) => Err(NotSent(Some(refused(kind, &denial.to_string())))),
-            Outcome::Degrade(reason) => Err(NotSent(Some(refused(kind, &reason.to_string())))),
+            Outcome::Denied(denial) => {
+                Err(NotSent(Some(refused(self.by, kind, &denial.to_string()))))
+            }
+            Outcome::Degrade(reason) => {
+                Err(NotSent(Some(refused(self.by, kind, &reason.to_string()))))
+            }
             Outcome::AuditFailed(error) => Err(NotSent(Some(refused(
+                self.by,
                 kind,
                 &format!("its audit record could not be written: {error}"),
             )))),
@@ -262,11 +329,11 @@ impl ServerRequests {
     }
 }
 
-/// The error the server gets for a request refused.
-fn refused(kind: ServerRequestKind, why: &str) -> ErrorData {
+/// The error the server gets for a request refused by `by`.
+fn refused(by: &str, kind: ServerRequestKind, why: &str) -> ErrorData {
     ErrorData::new(
         ::rmcp::model::ErrorCode(REFUSED_CODE),
-        format!("`{}` refused by capability proxy: {why}", kind.method()),
+        format!("`{}` refused by {by}: {why}", kind.method()),
         Some(json!({"method": kind.method()})),
     )
 }
