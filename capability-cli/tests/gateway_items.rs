@@ -460,3 +460,68 @@ async fn a_servers_resource_list_change_is_listed_again_and_the_client_told_of_t
     );
     let _ = client.cancel().await;
 }
+
+#[test]
+fn check_shows_each_roles_resources_and_prompts_and_what_two_servers_claim() {
+    let Some(servers) = support::require_servers("gateway_items_check") else {
+        return;
+    };
+    let dir = scratch("gateway-items-check", "");
+    let policy = fleet(&dir, &servers.everything());
+    let check = |extra: &[&str]| {
+        std::process::Command::new(BIN)
+            .args(["gateway", "--check", "--policy"])
+            .arg(&policy)
+            .args(extra)
+            .output()
+            .expect("runs")
+    };
+    let output = check(&["--json"]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a URI two servers serve: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let reader = report["roles"]
+        .as_array()
+        .and_then(|roles| roles.iter().find(|r| r["role"] == "reader"))
+        .cloned()
+        .expect("the reader");
+    assert_eq!(
+        reader["resources"],
+        json!([{"uri": "notes://public/1", "server": "notes", "own": "public-1"}])
+    );
+    assert_eq!(
+        strings(&reader["prompts"], "shown"),
+        ["ev_simple-prompt", "notes_greet"]
+    );
+    assert_eq!(
+        strings(&reader["templates"], "uri_template"),
+        [
+            "demo://resource/dynamic/text/{resourceId}",
+            "notes://public/{id}"
+        ]
+    );
+    assert_eq!(
+        report["item_collisions"],
+        json!([{"kind": "resource", "shown": "demo://resource/dynamic/text/1", "by": ["everything", "notes"]}])
+    );
+    let text = String::from_utf8_lossy(&check(&["--role", "reader"]).stdout).into_owned();
+    assert!(text.contains("  prompts: 2 of "), "{text}");
+    assert!(
+        text.lines().any(|l| l.contains("prompt")
+            && l.contains("notes_greet")
+            && l.contains("notes/greet")),
+        "{text}"
+    );
+    assert!(
+        text.contains("resource demo://resource/dynamic/text/1: everything, notes"),
+        "{text}"
+    );
+    assert!(
+        journal(&dir, "resources/read").is_empty(),
+        "a check reads nothing"
+    );
+}

@@ -8,8 +8,10 @@ use capability::mcp::{Fleet, FleetView};
 use serde_json::{Value, json};
 
 use super::fleet::{FleetServer, ServerSource, read_fleet};
+use super::items::Items;
 use super::{GatewayArgs, GatewayError};
 use crate::escape::escape;
+use capability::authz::{Action, Authorize};
 
 /// Reads the policy, starts and lists every server, and prints each role's view (text, or JSON
 /// with `--json`): exit 0, or 1 when tools of two servers would share a shown name.
@@ -35,15 +37,24 @@ pub fn check(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError
         &args.policy,
         Duration::from_secs(args.timeout),
     ))?;
-    let views: Vec<(String, FleetView)> = roles
+    let items = Items::new(
+        servers
+            .iter()
+            .map(|s| (s.name.clone(), s.prefix.clone(), s.items.clone())),
+    );
+    let views: Vec<(String, FleetView, ItemsView)> = roles
         .iter()
         .filter_map(|role| {
             let ctx = policy.context(role, "gateway-check")?;
-            Some((role.clone(), fleet.for_caller(&ctx)))
+            Some((
+                role.clone(),
+                fleet.for_caller(&ctx),
+                ItemsView::of(&items, &ctx),
+            ))
         })
         .collect();
     let written = if args.json {
-        let report = json_report(&fleet, &servers, &views, policy.version());
+        let report = json_report(&fleet, &items, &servers, &views, policy.version());
         // Escaped as every --json output is: the same JSON value, safe to print.
         let mut text = Vec::new();
         let mut serializer =
@@ -52,10 +63,46 @@ pub fn check(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError
             .map_err(|e| GatewayError(format!("cannot write the report: {e}")))?;
         out.write_all(&text).and_then(|()| writeln!(out))
     } else {
-        text_report(out, &fleet, &servers, &views)
+        text_report(out, &fleet, &items, &servers, &views)
     };
     written.map_err(|e| GatewayError(format!("cannot write the report: {e}")))?;
-    Ok(u8::from(!fleet.collisions().is_empty()))
+    Ok(u8::from(
+        !fleet.collisions().is_empty() || !items.collisions().is_empty(),
+    ))
+}
+
+/// What one role would see of the fleet's resources, templates and prompts: (shown name or
+/// URI, server, own name) each.
+struct ItemsView {
+    resources: Vec<(String, String, String)>,
+    templates: Vec<(String, String, String)>,
+    prompts: Vec<(String, String, String)>,
+}
+
+impl ItemsView {
+    fn of(items: &Items, ctx: &capability::authz::ToolContext) -> ItemsView {
+        let may = |action: Action<'_>| ctx.decide_action(&action).is_allowed();
+        let entry = |shown: &str, server: &str, own: &str| {
+            (shown.to_owned(), server.to_owned(), own.to_owned())
+        };
+        ItemsView {
+            resources: items
+                .resources(|server, uri| may(Action::Resource { server, uri }))
+                .iter()
+                .map(|s| entry(&s.item.uri, s.server, s.own))
+                .collect(),
+            templates: items
+                .templates(|server, uri| may(Action::Resource { server, uri }))
+                .iter()
+                .map(|s| entry(&s.item.uri_template, s.server, s.own))
+                .collect(),
+            prompts: items
+                .prompts(|server, name| may(Action::Prompt { server, name }))
+                .iter()
+                .map(|s| entry(&s.item.name, s.server, s.own))
+                .collect(),
+        }
+    }
 }
 
 fn source_text(source: &ServerSource) -> String {
@@ -69,8 +116,9 @@ fn source_text(source: &ServerSource) -> String {
 fn text_report(
     out: &mut dyn Write,
     fleet: &Fleet,
+    items: &Items,
     servers: &[FleetServer],
-    views: &[(String, FleetView)],
+    views: &[(String, FleetView, ItemsView)],
 ) -> std::io::Result<()> {
     writeln!(out, "fleet: {} servers", servers.len())?;
     for server in servers {
@@ -93,7 +141,7 @@ fn text_report(
             source_text(&server.source),
         )?;
     }
-    for (role, view) in views {
+    for (role, view, seen) in views {
         let shown = view.visible().count();
         writeln!(
             out,
@@ -125,6 +173,25 @@ fn text_report(
                 reasons.join("; ")
             )?;
         }
+        let (resources, templates, prompts) = items.counts();
+        for (kind, list, of) in [
+            ("resource", &seen.resources, resources),
+            ("template", &seen.templates, templates),
+            ("prompt", &seen.prompts, prompts),
+        ] {
+            if of == 0 {
+                continue;
+            }
+            writeln!(out, "  {kind}s: {} of {of}", list.len())?;
+            for (shown, server, own) in list {
+                writeln!(
+                    out,
+                    "  {kind:<8} {:<36} {server}/{}",
+                    escape(shown),
+                    escape(own)
+                )?;
+            }
+        }
     }
     if fleet.collisions().is_empty() {
         writeln!(out, "\nno shown name is shared by tools of two servers")?;
@@ -140,13 +207,32 @@ fn text_report(
             writeln!(out, "  {}: {}", escape(&collision.shown), tools.join(", "))?;
         }
     }
+    if !items.collisions().is_empty() {
+        writeln!(
+            out,
+            "\nprompt names or resources claimed by several servers, each withheld from every \
+             role ({}):",
+            items.collisions().len()
+        )?;
+        for collision in items.collisions() {
+            let by: Vec<String> = collision.by.iter().map(|b| escape(b)).collect();
+            writeln!(
+                out,
+                "  {} {}: {}",
+                collision.kind,
+                escape(&collision.shown),
+                by.join(", ")
+            )?;
+        }
+    }
     Ok(())
 }
 
 fn json_report(
     fleet: &Fleet,
+    items: &Items,
     servers: &[FleetServer],
-    views: &[(String, FleetView)],
+    views: &[(String, FleetView, ItemsView)],
     version: Option<&str>,
 ) -> Value {
     let servers: Vec<Value> = servers
@@ -164,7 +250,12 @@ fn json_report(
         .collect();
     let roles: Vec<Value> = views
         .iter()
-        .map(|(role, view)| {
+        .map(|(role, view, seen)| {
+            let item = |list: &[(String, String, String)], key: &str| -> Vec<Value> {
+                list.iter()
+                    .map(|(shown, server, own)| json!({key: shown, "server": server, "own": own}))
+                    .collect()
+            };
             let entry = |t: &capability::mcp::FleetTool| {
                 json!({"shown": t.shown, "server": view.server_of(t), "tool": t.manifest().name()})
             };
@@ -177,7 +268,9 @@ fn json_report(
                     e
                 })
                 .collect();
-            json!({"role": role, "visible": view.visible().map(entry).collect::<Vec<_>>(), "hidden": hidden})
+            json!({"role": role, "visible": view.visible().map(entry).collect::<Vec<_>>(), "hidden": hidden,
+                   "resources": item(&seen.resources, "uri"), "templates": item(&seen.templates, "uri_template"),
+                   "prompts": item(&seen.prompts, "shown")})
         })
         .collect();
     let collisions: Vec<Value> = fleet
@@ -185,5 +278,11 @@ fn json_report(
         .iter()
         .map(|c| json!({"shown": c.shown, "tools": c.tools}))
         .collect();
-    json!({"policy_version": version, "servers": servers, "roles": roles, "collisions": collisions})
+    let item_collisions: Vec<Value> = items
+        .collisions()
+        .iter()
+        .map(|c| json!({"kind": c.kind, "shown": c.shown, "by": c.by}))
+        .collect();
+    json!({"policy_version": version, "servers": servers, "roles": roles, "collisions": collisions,
+           "item_collisions": item_collisions})
 }

@@ -1,7 +1,6 @@
 //! The fleet of the policy's `[servers]`: each server started (or reached) and listed, with its
 //! trust, its lockfile and its prefix, put together into one [`Fleet`].
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,6 +10,7 @@ use capability::mcp::{Fleet, Listing, Lockfile, Server};
 use serde_json::Value;
 
 use super::GatewayError;
+use super::items::Listed;
 
 /// Where a server's tools came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +38,8 @@ pub struct FleetServer {
     pub prefix: String,
     /// How many tools it lists.
     pub tools: usize,
+    /// Its resources, templates and prompts.
+    pub(super) items: Listed,
 }
 
 /// Starts (or reaches) and lists, in name order, every server of `policy`'s `[servers]` that names a command,
@@ -58,7 +60,7 @@ pub async fn read_fleet(
         };
         let name = entry.name();
         let fail = |why: String| GatewayError(format!("server `{name}`: {why}"));
-        let tools = list(&source, entry, timeout).await.map_err(fail)?;
+        let (tools, items) = list(&source, entry, timeout).await.map_err(fail)?;
         let trusted = entry.trusted().unwrap_or(false);
         let server = if trusted {
             Server::trusted(name)
@@ -92,6 +94,7 @@ pub async fn read_fleet(
             lock: lock_path,
             prefix: entry.prefix(),
             tools: tools.len(),
+            items,
         });
         members.push((listing, entry.prefix()));
     }
@@ -116,55 +119,35 @@ pub(super) fn source_of(entry: &ServerEntry, base: &Path) -> Option<ServerSource
     entry.file().map(|file| ServerSource::File(base.join(file)))
 }
 
+/// The tools of the server at `source` as JSON values, and its other items (none for a
+/// recorded list): a live one started (or reached) and listed by the same code that serves it.
 async fn list(
     source: &ServerSource,
     entry: &ServerEntry,
     timeout: Duration,
-) -> Result<Vec<Value>, String> {
-    match source {
-        ServerSource::Command(words) => {
-            let (program, args) = words.split_first().ok_or("an empty command")?;
-            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-            crate::supervise::list_server_tools(program.as_ref(), &args, entry.env(), timeout)
-                .await
-                .map(|live| live.tools)
-                .map_err(|e| e.to_string())
-        }
-        ServerSource::Url(url) => list_http(url, entry.name(), timeout).await,
-        ServerSource::File(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            crate::tools_file::parse_tools(&text, &path.display().to_string())
-                .map(|(_, tools)| tools)
-        }
+) -> Result<(Vec<Value>, Listed), String> {
+    if let ServerSource::File(path) = source {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        return crate::tools_file::parse_tools(&text, &path.display().to_string())
+            .map(|(_, tools)| (tools, Listed::default()));
     }
-}
-
-/// Every tool of the Streamable HTTP server at `url` (no credentials).
-async fn list_http(url: &str, entry_name: &str, timeout: Duration) -> Result<Vec<Value>, String> {
-    use ::rmcp::service::ClientServiceExt;
-    use ::rmcp::transport::StreamableHttpClientTransport;
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let name = entry.name();
     let listing = async {
-        let service = ()
-            .serve_with_lifecycle(
-                StreamableHttpClientTransport::from_uri(url),
-                crate::proxy::lifecycle(),
-            )
-            .await
-            .map_err(|e| format!("{url} did not connect: {e}"))?;
-        let server = Server::untrusted(entry_name);
-        let tools = capability::rmcp::list_tools(service.peer(), &server)
-            .await
-            .map_err(|e| format!("{url} did not list its tools: {e}"));
-        let _ = service.cancel().await;
-        tools
+        // Nothing listens to list changes here; a server's requests are refused.
+        let (changed, _unheard) = tokio::sync::mpsc::unbounded_channel();
+        let connection = super::upstream::connect(name, source, entry.env(), changed, None).await?;
+        let peer = connection.peer();
+        let tools = super::upstream::list(&peer, &Server::untrusted(name)).await?;
+        let items = super::upstream::list_items(&peer, name).await;
+        let _ = connection.service.cancel().await;
+        let tools = tools
+            .into_iter()
+            .map(|tool| serde_json::to_value(tool).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<Value>, String>>()?;
+        Ok::<_, String>((tools, items))
     };
-    let tools = tokio::time::timeout(timeout, listing)
+    tokio::time::timeout(timeout, listing)
         .await
-        .map_err(|_| format!("{url} did not answer within {} s", timeout.as_secs()))??;
-    tools
-        .into_iter()
-        .map(|tool| serde_json::to_value(tool).map_err(|e| e.to_string()))
-        .collect()
+        .map_err(|_| format!("did not answer within {} s", timeout.as_secs()))?
 }

@@ -26,7 +26,7 @@ use capability::rmcp::RoleResolver;
 use capability::{CapabilityManifest, Policy};
 use capability_http::EdgeRoles;
 
-use super::items::{Items, UriRoute};
+use super::items::{Items, UriRoute, shown};
 use super::lane::Lane;
 use crate::proxy::{Changed, Completed};
 
@@ -329,9 +329,11 @@ impl ServerHandler for Gateway {
     ) -> Result<ListResourcesResult, ErrorData> {
         let snapshot = self.current();
         let who = self.who(&snapshot, &context);
-        let resources = snapshot
-            .items
-            .resources(|server, uri| may(&who, &Action::Resource { server, uri }));
+        let resources = shown(
+            snapshot
+                .items
+                .resources(|server, uri| may(&who, &Action::Resource { server, uri })),
+        );
         let mut page = ListResourcesResult::with_all_items(resources);
         page.cache_scope = Some(CacheScope::Private);
         Ok(page)
@@ -344,9 +346,11 @@ impl ServerHandler for Gateway {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let snapshot = self.current();
         let who = self.who(&snapshot, &context);
-        let templates = snapshot
-            .items
-            .templates(|server, uri| may(&who, &Action::Resource { server, uri }));
+        let templates = shown(
+            snapshot
+                .items
+                .templates(|server, uri| may(&who, &Action::Resource { server, uri })),
+        );
         let mut page = ListResourceTemplatesResult::with_all_items(templates);
         page.cache_scope = Some(CacheScope::Private);
         Ok(page)
@@ -413,9 +417,11 @@ impl ServerHandler for Gateway {
     ) -> Result<ListPromptsResult, ErrorData> {
         let snapshot = self.current();
         let who = self.who(&snapshot, &context);
-        let prompts = snapshot
-            .items
-            .prompts(|server, name| may(&who, &Action::Prompt { server, name }));
+        let prompts = shown(
+            snapshot
+                .items
+                .prompts(|server, name| may(&who, &Action::Prompt { server, name })),
+        );
         let mut page = ListPromptsResult::with_all_items(prompts);
         page.cache_scope = Some(CacheScope::Private);
         Ok(page)

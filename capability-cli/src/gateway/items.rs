@@ -43,6 +43,19 @@ impl Member {
     }
 }
 
+/// An item as shown, with its server and its own name there.
+#[derive(Clone, Debug)]
+pub(super) struct Shown<'a, T> {
+    pub(super) server: &'a str,
+    pub(super) own: &'a str,
+    pub(super) item: T,
+}
+
+/// The items of a list as shown.
+pub(super) fn shown<T>(list: Vec<Shown<'_, T>>) -> Vec<T> {
+    list.into_iter().map(|s| s.item).collect()
+}
+
 /// Where a resource read goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum UriRoute<'a> {
@@ -160,18 +173,22 @@ impl Items {
             .then_some(shown)
     }
 
-    /// Every prompt `may` lets through (`server`, the prompt's own name), under its shown name;
-    /// withheld names left out.
-    pub(super) fn prompts(&self, may: impl Fn(&str, &str) -> bool) -> Vec<Prompt> {
+    /// Every prompt `may` lets through (`server`, the prompt's own name), under its shown name,
+    /// with its server and own name; withheld names left out.
+    pub(super) fn prompts(&self, may: impl Fn(&str, &str) -> bool) -> Vec<Shown<'_, Prompt>> {
         let mut shown = Vec::new();
         for (i, member) in self.members.iter().enumerate() {
             for prompt in &member.listed.prompts {
                 if let Some(name) = self.shown_prompt(i, prompt)
                     && may(&member.server, &prompt.name)
                 {
-                    let mut prompt = prompt.clone();
-                    prompt.name = name;
-                    shown.push(prompt);
+                    let mut shown_prompt = prompt.clone();
+                    shown_prompt.name = name;
+                    shown.push(Shown {
+                        server: &member.server,
+                        own: &prompt.name,
+                        item: shown_prompt,
+                    });
                 }
             }
         }
@@ -195,8 +212,8 @@ impl Items {
     }
 
     /// Every resource `may` lets through (`server`, URI), its name under the server's prefix;
-    /// URIs several servers list left out.
-    pub(super) fn resources(&self, may: impl Fn(&str, &str) -> bool) -> Vec<Resource> {
+    /// URIs several servers serve left out.
+    pub(super) fn resources(&self, may: impl Fn(&str, &str) -> bool) -> Vec<Shown<'_, Resource>> {
         let mut shown = Vec::new();
         for (i, member) in self.members.iter().enumerate() {
             for resource in &member.listed.resources {
@@ -205,9 +222,13 @@ impl Items {
                     .get(&resource.uri)
                     .is_some_and(|servers| servers == &[i]);
                 if only_here && may(&member.server, &resource.uri) {
-                    let mut resource = resource.clone();
-                    resource.name = format!("{}{}", member.prefix, resource.name);
-                    shown.push(resource);
+                    let mut item = resource.clone();
+                    item.name = format!("{}{}", member.prefix, resource.name);
+                    shown.push(Shown {
+                        server: &member.server,
+                        own: &resource.name,
+                        item,
+                    });
                 }
             }
         }
@@ -216,18 +237,36 @@ impl Items {
 
     /// Every template `may` lets through (`server`, the URI template as written), its name under
     /// the server's prefix.
-    pub(super) fn templates(&self, may: impl Fn(&str, &str) -> bool) -> Vec<ResourceTemplate> {
+    pub(super) fn templates(
+        &self,
+        may: impl Fn(&str, &str) -> bool,
+    ) -> Vec<Shown<'_, ResourceTemplate>> {
         let mut shown = Vec::new();
         for member in &self.members {
             for template in &member.listed.templates {
                 if may(&member.server, &template.uri_template) {
-                    let mut template = template.clone();
-                    template.name = format!("{}{}", member.prefix, template.name);
-                    shown.push(template);
+                    let mut item = template.clone();
+                    item.name = format!("{}{}", member.prefix, template.name);
+                    shown.push(Shown {
+                        server: &member.server,
+                        own: &template.name,
+                        item,
+                    });
                 }
             }
         }
         shown
+    }
+
+    /// How many resources, templates and prompts the servers list, all told.
+    pub(super) fn counts(&self) -> (usize, usize, usize) {
+        self.members.iter().fold((0, 0, 0), |(r, t, p), m| {
+            (
+                r + m.listed.resources.len(),
+                t + m.listed.templates.len(),
+                p + m.listed.prompts.len(),
+            )
+        })
     }
 
     /// Where a read of `uri` goes (see the module docs).
@@ -370,12 +409,16 @@ mod tests {
             Some(&["a/x".to_owned(), "b/a_x".to_owned()][..])
         );
         assert_eq!(items.prompt("greet"), None, "only the shown name routes");
-        let only_a: Vec<String> = items
+        let only_a: Vec<(&str, &str, String)> = items
             .prompts(|server, name| server == "a" && name == "greet")
             .into_iter()
-            .map(|p| p.name)
+            .map(|p| (p.server, p.own, p.item.name))
             .collect();
-        assert_eq!(only_a, ["a_greet"], "decided on the server's own names");
+        assert_eq!(
+            only_a,
+            [("a", "greet", "a_greet".to_owned())],
+            "decided on the server's own names"
+        );
     }
 
     #[test]
@@ -401,8 +444,7 @@ mod tests {
         );
         assert_eq!(items.route("docs://a/b/c"), UriRoute::Server("b"));
         assert_eq!(items.route("other://1"), UriRoute::Unknown);
-        let uris: Vec<String> = items
-            .resources(|_, _| true)
+        let uris: Vec<String> = shown(items.resources(|_, _| true))
             .into_iter()
             .map(|r| r.uri)
             .collect();

@@ -155,7 +155,7 @@ impl Member {
                 &spec.source,
                 &spec.env,
                 changed,
-                requests.clone(),
+                Some(requests.clone()),
             )
             .await?;
             let tools = list(&connection.peer(), &server).await?;

@@ -2,7 +2,8 @@
 //!
 //! - `--check`: every server of the fleet is started (or reached) and listed, each tool shown
 //!   under its server's prefix, and what each role would see is printed, with every hidden
-//!   tool's reasons and every name two servers' tools would share.
+//!   tool's reasons and every name two servers' tools would share; and the resources,
+//!   templates and prompts it would see, with every prompt name or URI two servers claim.
 //! - `--role <role> --audit <trail>`: the fleet served to one MCP client over standard input
 //!   and output ([`serve`]); `--listen <address> --audit <trail>`: to any number of clients over
 //!   Streamable HTTP, behind the HTTP edge, roles from their tokens.
@@ -38,7 +39,8 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "FILE")]
     pub policy: PathBuf,
     /// Check the configuration: start and list every server, print what each role would see
-    /// (exit 1 when tools of two servers would share a shown name), serve nothing.
+    /// (exit 1 when tools or prompts of two servers would share a shown name, or two servers
+    /// serve one URI), serve nothing.
     #[arg(long)]
     pub check: bool,
     /// The client's role over stdio (with --check: only this role). Refused with --listen.

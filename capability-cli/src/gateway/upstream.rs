@@ -24,13 +24,17 @@ use crate::proxy::ServerRequests;
 pub(super) struct Watch {
     server: String,
     changed: mpsc::UnboundedSender<String>,
-    requests: Arc<ServerRequests>,
+    /// `None` for a connection that only lists (`--check`): every request refused.
+    requests: Option<Arc<ServerRequests>>,
 }
 
 #[allow(deprecated)]
 impl ClientHandler for Watch {
     fn get_info(&self) -> ::rmcp::model::ClientConfig {
-        self.requests.client_config()
+        self.requests
+            .as_ref()
+            .map(|r| r.client_config())
+            .unwrap_or_default()
     }
 
     async fn create_message(
@@ -38,7 +42,12 @@ impl ClientHandler for Watch {
         params: ::rmcp::model::CreateMessageRequestParams,
         _context: ::rmcp::service::RequestContext<RoleClient>,
     ) -> Result<::rmcp::model::CreateMessageResult, ::rmcp::ErrorData> {
-        self.requests.sample(params).await
+        match &self.requests {
+            Some(requests) => requests.sample(params).await,
+            None => Err(::rmcp::ErrorData::method_not_found::<
+                ::rmcp::model::CreateMessageRequestMethod,
+            >()),
+        }
     }
 
     async fn create_elicitation(
@@ -46,14 +55,24 @@ impl ClientHandler for Watch {
         params: ::rmcp::model::ElicitRequestParams,
         _context: ::rmcp::service::RequestContext<RoleClient>,
     ) -> Result<::rmcp::model::ElicitResult, ::rmcp::ErrorData> {
-        self.requests.elicit(params).await
+        match &self.requests {
+            Some(requests) => requests.elicit(params).await,
+            None => Err(::rmcp::ErrorData::method_not_found::<
+                ::rmcp::model::ElicitationCreateRequestMethod,
+            >()),
+        }
     }
 
     async fn list_roots(
         &self,
         _context: ::rmcp::service::RequestContext<RoleClient>,
     ) -> Result<::rmcp::model::ListRootsResult, ::rmcp::ErrorData> {
-        self.requests.roots().await
+        match &self.requests {
+            Some(requests) => requests.roots().await,
+            None => Err(::rmcp::ErrorData::method_not_found::<
+                ::rmcp::model::ListRootsRequestMethod,
+            >()),
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -90,7 +109,7 @@ pub(super) async fn connect(
     source: &ServerSource,
     env: &[(String, String)],
     changed: mpsc::UnboundedSender<String>,
-    requests: Arc<ServerRequests>,
+    requests: Option<Arc<ServerRequests>>,
 ) -> Result<Connection, String> {
     let watch = Watch {
         server: server.to_owned(),
