@@ -398,7 +398,7 @@ mod tests {
         let names: Vec<String> = items
             .prompts(|_, _| true)
             .into_iter()
-            .map(|p| p.name)
+            .map(|p| p.item.name)
             .collect();
         assert_eq!(names, ["a_greet", "plain"]);
         assert_eq!(items.prompt("a_greet"), Some(("a", "greet")));
