@@ -8,7 +8,7 @@
 //!   and output ([`serve`]); `--listen <address> --audit <trail>`: to any number of clients over
 //!   Streamable HTTP, behind the HTTP edge, roles from their tokens.
 //!
-//! Resources and prompts are served across servers too ([`items`]); a server's requests to the
+//! Resources and prompts are served across servers too (see `items.rs`); a server's requests to the
 //! client (sampling, elicitation, roots) reach the stdio client where its role allows them.
 //! Not in this build: resource subscriptions and completion across servers.
 
