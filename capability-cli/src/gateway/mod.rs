@@ -8,9 +8,9 @@
 //!   and output ([`serve`]); `--listen <address> --audit <trail>`: to any number of clients over
 //!   Streamable HTTP, behind the HTTP edge, roles from their tokens.
 //!
-//! Resources and prompts are served across servers too (see `items.rs`); a server's requests to the
-//! client (sampling, elicitation, roots) reach the stdio client where its role allows them.
-//! Not in this build: resource subscriptions and completion across servers.
+//! Resources and prompts are served across servers too (see `items.rs`); a server's requests
+//! to the client (sampling, elicitation, roots) reach the stdio client where its role allows
+//! them. Not in this build: resource subscriptions and completion across servers.
 
 mod check;
 mod fast;
