@@ -312,18 +312,12 @@ impl JsonlSink {
         };
         // No look at the file's length before a write: only a write that fails needs it (to
         // cut the file back), and then it is the length now less what this write added.
-        let mut written = 0;
+        let (mut written, total) = (0, state.buffer.len());
         let wrote = loop {
             match state.file.write(&state.buffer[written..]) {
-                Ok(0) if written < state.buffer.len() => {
-                    break Err(std::io::Error::from(std::io::ErrorKind::WriteZero));
-                }
-                Ok(n) => {
-                    written += n;
-                    if written == state.buffer.len() {
-                        break state.file.flush();
-                    }
-                }
+                Ok(0) => break Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                Ok(n) if written + n == total => break state.file.flush(),
+                Ok(n) => written += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => break Err(e),
             }

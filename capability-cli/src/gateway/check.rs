@@ -7,8 +7,9 @@ use capability::Policy;
 use capability::mcp::{Fleet, FleetView};
 use serde_json::{Value, json};
 
-use super::fleet::{FleetServer, ServerSource, read_fleet};
+use super::fleet::{FleetServer, read_fleet};
 use super::items::Items;
+use super::source::ServerSource;
 use super::{GatewayArgs, GatewayError};
 use crate::escape::escape;
 use capability::authz::{Action, Authorize};

@@ -11,17 +11,7 @@ use serde_json::Value;
 
 use super::GatewayError;
 use super::items::Listed;
-
-/// Where a server's tools came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ServerSource {
-    /// Its command, spawned.
-    Command(Vec<String>),
-    /// Its Streamable HTTP endpoint.
-    Url(String),
-    /// A recorded tool list.
-    File(PathBuf),
-}
+use super::source::{ServerSource, source_of};
 
 /// One server of the fleet, listed.
 #[derive(Debug)]
@@ -106,17 +96,6 @@ pub async fn read_fleet(
     }
     let fleet = Fleet::new(members).map_err(|e| GatewayError(e.to_string()))?;
     Ok((fleet, servers))
-}
-
-/// Where `entry`'s server is: its command, its URL, or its recorded list (relative to `base`).
-pub(super) fn source_of(entry: &ServerEntry, base: &Path) -> Option<ServerSource> {
-    if let Some(command) = entry.command() {
-        return Some(ServerSource::Command(command.to_vec()));
-    }
-    if let Some(url) = entry.url() {
-        return Some(ServerSource::Url(url.to_owned()));
-    }
-    entry.file().map(|file| ServerSource::File(base.join(file)))
 }
 
 /// The tools of the server at `source` as JSON values, and its other items (none for a

@@ -26,7 +26,7 @@ use capability::rmcp::RoleResolver;
 use capability::{CapabilityManifest, Policy};
 use capability_http::EdgeRoles;
 
-use super::items::{Items, UriRoute, shown};
+use super::items::Items;
 use super::lane::Lane;
 use crate::proxy::{Changed, Completed};
 
@@ -107,7 +107,7 @@ impl Gateway {
         }
     }
 
-    fn who(&self, snapshot: &Snapshot, context: &RequestContext<RoleServer>) -> Who {
+    pub(super) fn who(&self, snapshot: &Snapshot, context: &RequestContext<RoleServer>) -> Who {
         if let Some(who) = self.stdio_client(snapshot) {
             return who;
         }
@@ -136,7 +136,7 @@ impl Gateway {
     }
 
     /// Records a request refused before it could be decided or forwarded; the refusal's text.
-    fn refuse(
+    pub(super) fn refuse(
         &self,
         snapshot: &Snapshot,
         who: &Who,
@@ -153,7 +153,7 @@ impl Gateway {
 
     /// Decides `request` for `who` and records it (intent before `run`, outcome after); runs
     /// `run` only when it is allowed. `refused` words a refusal for the client.
-    async fn act<O: serde::Serialize>(
+    pub(super) async fn act<O: serde::Serialize>(
         &self,
         snapshot: &Snapshot,
         who: &Who,
@@ -196,14 +196,14 @@ impl Who {
 }
 
 /// Whether `who` may see `action` (a caller without a role sees nothing).
-fn may(who: &Who, action: &Action<'_>) -> bool {
+pub(super) fn may(who: &Who, action: &Action<'_>) -> bool {
     who.ctx
         .as_ref()
         .is_some_and(|ctx| ctx.decide_action(action).is_allowed())
 }
 
 /// What a server's failure to answer tells the client.
-fn unanswered(server: &str) -> impl Fn(::rmcp::ServiceError) -> String + '_ {
+pub(super) fn unanswered(server: &str) -> impl Fn(::rmcp::ServiceError) -> String + '_ {
     move |e| match e {
         ::rmcp::ServiceError::McpError(error) => error.message.to_string(),
         other => format!("the MCP server `{server}` did not answer: {other}"),
@@ -211,7 +211,7 @@ fn unanswered(server: &str) -> impl Fn(::rmcp::ServiceError) -> String + '_ {
 }
 
 /// A server's answer, for the record: the result, or what the server asked for instead.
-struct Answer<T>(T);
+pub(super) struct Answer<T>(pub(super) T);
 
 impl serde::Serialize for Answer<CallToolResponse> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -224,32 +224,12 @@ impl serde::Serialize for Answer<CallToolResponse> {
     }
 }
 
-impl serde::Serialize for Answer<ReadResourceResponse> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match &self.0 {
-            ReadResourceResponse::Complete(result) => result.serialize(serializer),
-            ReadResourceResponse::InputRequired(asked) => asked.serialize(serializer),
-            _ => serializer.serialize_str("a response this build does not know"),
-        }
-    }
-}
-
-impl serde::Serialize for Answer<GetPromptResponse> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match &self.0 {
-            GetPromptResponse::Complete(result) => result.serialize(serializer),
-            GetPromptResponse::InputRequired(asked) => asked.serialize(serializer),
-            _ => serializer.serialize_str("a response this build does not know"),
-        }
-    }
-}
-
 fn refused(shown: &str, why: &str) -> ErrorData {
     refused_item("tool", shown, why)
 }
 
 /// The error of a refused `kind` (`tool`, `resource`, `prompt`) shown as `shown`.
-fn refused_item(kind: &str, shown: &str, why: &str) -> ErrorData {
+pub(super) fn refused_item(kind: &str, shown: &str, why: &str) -> ErrorData {
     let key = if kind == "resource" { "uri" } else { kind };
     ErrorData::new(
         ErrorCode(REFUSED_CODE),
@@ -327,16 +307,7 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let snapshot = self.current();
-        let who = self.who(&snapshot, &context);
-        let resources = shown(
-            snapshot
-                .items
-                .resources(|server, uri| may(&who, &Action::Resource { server, uri })),
-        );
-        let mut page = ListResourcesResult::with_all_items(resources);
-        page.cache_scope = Some(CacheScope::Private);
-        Ok(page)
+        Ok(self.resources_listed(&context))
     }
 
     async fn list_resource_templates(
@@ -344,16 +315,7 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let snapshot = self.current();
-        let who = self.who(&snapshot, &context);
-        let templates = shown(
-            snapshot
-                .items
-                .templates(|server, uri| may(&who, &Action::Resource { server, uri })),
-        );
-        let mut page = ListResourceTemplatesResult::with_all_items(templates);
-        page.cache_scope = Some(CacheScope::Private);
-        Ok(page)
+        Ok(self.templates_listed(&context))
     }
 
     async fn read_resource(
@@ -361,53 +323,7 @@ impl ServerHandler for Gateway {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let snapshot = self.current();
-        let who = self.who(&snapshot, &context);
-        let uri = request.uri.clone();
-        let input = json!({"uri": uri});
-        let refused = |why: &str| refused_item("resource", &uri, why);
-        let withheld = |server: &str, why: String| {
-            let action = Action::Resource { server, uri: &uri };
-            let call = Request::mcp("resources/read", action, &input);
-            refused(&self.refuse(&snapshot, &who, &call, &[DenyReason::Withheld { why }]))
-        };
-        let server = match snapshot.items.route(&uri) {
-            UriRoute::Server(server) => server,
-            UriRoute::Shared(servers) => {
-                return Err(withheld(
-                    "",
-                    format!(
-                        "servers {} each serve it, so which one would answer is not certain",
-                        servers.join(" and ")
-                    ),
-                ));
-            }
-            UriRoute::Unknown => {
-                return Err(withheld(
-                    "",
-                    "no server lists it or has a template that matches it".to_owned(),
-                ));
-            }
-        };
-        let Some(peer) = snapshot.peers.get(server).cloned() else {
-            return Err(ErrorData::internal_error(
-                format!("no connection to `{server}`"),
-                None,
-            ));
-        };
-        let call = Request::mcp(
-            "resources/read",
-            Action::Resource { server, uri: &uri },
-            &input,
-        );
-        let run = async {
-            peer.read_resource_once(request)
-                .await
-                .map(Answer)
-                .map_err(unanswered(server))
-        };
-        let Answer(read) = self.act(&snapshot, &who, &call, refused, run).await?;
-        Ok(read.completed())
+        self.resource_read(request, &context).await
     }
 
     async fn list_prompts(
@@ -415,16 +331,7 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let snapshot = self.current();
-        let who = self.who(&snapshot, &context);
-        let prompts = shown(
-            snapshot
-                .items
-                .prompts(|server, name| may(&who, &Action::Prompt { server, name })),
-        );
-        let mut page = ListPromptsResult::with_all_items(prompts);
-        page.cache_scope = Some(CacheScope::Private);
-        Ok(page)
+        Ok(self.prompts_listed(&context))
     }
 
     async fn get_prompt(
@@ -432,50 +339,7 @@ impl ServerHandler for Gateway {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let snapshot = self.current();
-        let who = self.who(&snapshot, &context);
-        let shown = request.name.clone();
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let refused = |why: &str| refused_item("prompt", &shown, why);
-        let Some((server, name)) = snapshot.items.prompt(&shown) else {
-            let why = match snapshot.items.prompt_claimed_by(&shown) {
-                Some(by) => format!(
-                    "its shown name is claimed by {}, so which one it is is not certain",
-                    by.join(" and ")
-                ),
-                None => "no server lists a prompt of this name".to_owned(),
-            };
-            let input = json!({"name": shown, "arguments": arguments});
-            let action = Action::Prompt {
-                server: "",
-                name: &shown,
-            };
-            let call = Request::mcp("prompts/get", action, &input);
-            return Err(refused(&self.refuse(
-                &snapshot,
-                &who,
-                &call,
-                &[DenyReason::Withheld { why }],
-            )));
-        };
-        let Some(peer) = snapshot.peers.get(server).cloned() else {
-            return Err(ErrorData::internal_error(
-                format!("no connection to `{server}`"),
-                None,
-            ));
-        };
-        let input = json!({"name": name, "arguments": arguments});
-        let call = Request::mcp("prompts/get", Action::Prompt { server, name }, &input);
-        let mut forwarded = request.clone();
-        name.clone_into(&mut forwarded.name);
-        let run = async {
-            peer.get_prompt_once(forwarded)
-                .await
-                .map(Answer)
-                .map_err(unanswered(server))
-        };
-        let Answer(got) = self.act(&snapshot, &who, &call, refused, run).await?;
-        Ok(got.completed())
+        self.prompt_got(request, &context).await
     }
 
     async fn call_tool(

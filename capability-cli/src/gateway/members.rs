@@ -13,10 +13,11 @@ use capability::Policy;
 use capability::authz::ServerEntry;
 use capability::mcp::{Fleet, Listing, Lockfile, Server};
 
-use super::fleet::{ServerSource, source_of};
-use super::handler::Snapshot;
+use super::handler::{Gateway, Snapshot};
 use super::items::{Items, Listed};
+use super::source::{ServerSource, source_of};
 use super::upstream::{Connection, connect, list, list_items};
+use crate::proxy::Changed;
 use crate::proxy::ServerRequests;
 
 /// The first wait before a server that died is started again; it doubles up to [`MAX_BACKOFF`].
@@ -266,4 +267,111 @@ pub(super) fn snapshot<'a>(
         policy: std::sync::Arc::new(policy.clone()),
         policy_version: policy.version().map(str::to_owned),
     })
+}
+
+/// The names of `members`, for messages.
+pub(super) fn names(members: &[Member]) -> String {
+    members
+        .iter()
+        .map(|m| m.spec.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(super) fn report_collisions(snapshot: &Snapshot) {
+    use crate::escape::escape;
+    for collision in snapshot.fleet.collisions() {
+        super::note(format_args!(
+            "the shown name `{}` is shared by {}: withheld from every role",
+            escape(&collision.shown),
+            escape(&collision.tools.join(", "))
+        ));
+    }
+    for collision in snapshot.items.collisions() {
+        let shared = match collision.kind {
+            "prompt" => "the shown prompt name",
+            _ => "the resource",
+        };
+        super::note(format_args!(
+            "{shared} `{}` is claimed by {}: withheld from every role",
+            escape(&collision.shown),
+            escape(&collision.by.join(", "))
+        ));
+    }
+}
+
+/// Tells the clients that these lists changed: the stdio client on its connection, the HTTP
+/// front's clients on a task of their own.
+pub(super) async fn tell(
+    gateway: &Gateway,
+    client: Option<&::rmcp::Peer<::rmcp::RoleServer>>,
+    kinds: &[Changed],
+) {
+    for kind in kinds {
+        if let Some(client) = client {
+            kind.tell_peer(client).await;
+        }
+        gateway.tell_clients(*kind);
+    }
+}
+
+pub(super) async fn rebuild(
+    gateway: &Gateway,
+    members: &[Member],
+    policy: &Policy,
+    role: Option<&str>,
+    client: Option<&::rmcp::Peer<::rmcp::RoleServer>>,
+    kinds: &[Changed],
+) {
+    match snapshot(members.iter().map(Member::view), policy, role) {
+        Ok(next) => {
+            report_collisions(&next);
+            gateway.swap(next);
+            tell(gateway, client, kinds).await;
+        }
+        Err(why) => super::note(format_args!("the listing was kept: {why}")),
+    }
+}
+
+/// Starts again each server that is down and due; whether one came back.
+pub(super) async fn restart_down(
+    members: &mut [Member],
+    changed: &mpsc::UnboundedSender<String>,
+    gate: &Gate,
+    policy: &Policy,
+) -> bool {
+    let mut back = false;
+    for member in members.iter_mut() {
+        if !member.is_down() {
+            continue;
+        }
+        let now = Instant::now();
+        let (due, wait) = *member.retry.get_or_insert_with(|| {
+            super::note(format_args!(
+                "server `{}` is gone; starting it again in {} ms",
+                member.spec.name,
+                FIRST_BACKOFF.as_millis()
+            ));
+            (now + FIRST_BACKOFF, FIRST_BACKOFF)
+        });
+        if now < due {
+            continue;
+        }
+        match Member::start(member.spec.clone(), changed.clone(), gate, policy).await {
+            Ok(started) => {
+                super::note(format_args!("server `{}` is back", member.spec.name));
+                *member = started;
+                back = true;
+            }
+            Err(why) => {
+                let next = (wait * 2).min(MAX_BACKOFF);
+                super::note(format_args!(
+                    "{why}; trying again in {} ms",
+                    next.as_millis()
+                ));
+                member.retry = Some((Instant::now() + next, next));
+            }
+        }
+    }
+    back
 }

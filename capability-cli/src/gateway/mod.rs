@@ -20,16 +20,20 @@ mod http;
 mod items;
 mod lane;
 mod members;
+mod reload;
 mod serve;
+mod served;
+mod source;
 mod upstream;
 
 use std::io::Write;
 use std::path::PathBuf;
 
 pub use check::check;
-pub use fleet::{FleetServer, ServerSource, read_fleet};
+pub use fleet::{FleetServer, read_fleet};
 pub use handler::GATEWAY_NAME;
 pub use serve::{Front, serve};
+pub use source::ServerSource;
 
 /// What `capability gateway` takes.
 #[derive(clap::Args, Debug)]

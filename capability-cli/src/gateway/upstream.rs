@@ -13,9 +13,9 @@ use tokio::sync::mpsc;
 
 use capability::mcp::Server;
 
-use super::fleet::ServerSource;
 use super::items::Listed;
 use super::lane::Lane;
+use super::source::ServerSource;
 use crate::proxy::ServerRequests;
 
 /// The handler facing one server: tells the gateway when its tools, resources or prompts change,

@@ -76,6 +76,35 @@ fn quoted(text: &str) -> String {
         .collect()
 }
 
+/// The protected resource metadata document (its bytes and paths) and its URL, in OAuth mode.
+#[allow(clippy::type_complexity)]
+pub(crate) fn served_metadata(
+    credentials: &super::Credentials,
+) -> (Option<(bytes::Bytes, String, &'static str)>, Option<String>) {
+    let Some(jwt) = credentials.jwt() else {
+        return (None, None);
+    };
+    let settings = jwt.settings();
+    let mut scopes: Vec<String> = settings
+        .scope_roles()
+        .iter()
+        .map(|(scope, _)| scope.clone())
+        .collect();
+    scopes.sort();
+    let document = ProtectedResource {
+        resource: settings.audience().to_owned(),
+        authorization_servers: vec![settings.issuer().to_owned()],
+        scopes_supported: scopes,
+        bearer_methods_supported: vec!["header".to_owned()],
+    };
+    let text = serde_json::to_vec(&document).unwrap_or_default();
+    let (long, short) = metadata_path(settings.audience());
+    (
+        Some((bytes::Bytes::from(text), long, short)),
+        metadata_url(settings.audience()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

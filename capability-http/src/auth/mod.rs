@@ -23,8 +23,8 @@ pub use exchange::{
     ACCESS_TOKEN_TYPE, Exchanged, SubjectToken, TOKEN_EXCHANGE_GRANT, TokenExchange,
 };
 pub use jwt::JwtAuth;
-pub(crate) use metadata::challenge;
 pub use metadata::{ProtectedResource, metadata_path, metadata_url};
+pub(crate) use metadata::{challenge, served_metadata};
 
 /// A caller the edge authenticated: who, the role its credentials give, and the scopes they
 /// carry when they narrow the role's. Put in the request's extensions for the governed server

@@ -23,7 +23,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use rmcp::transport::streamable_http_server::SessionManager;
 
-use crate::auth::{AuthFailure, Credentials, ProtectedResource, metadata_path, metadata_url};
+use crate::auth::{AuthFailure, Credentials};
 use record::{Peek, Recording};
 use respond::json;
 use sessions::{Known, Sessions};
@@ -193,7 +193,7 @@ impl<S> Edge<S> {
             Duration::from_secs(http.session_idle_secs()),
         );
         let rate = rate::RateLimits::new(http.rate_per_second(), http.rate_burst());
-        let (metadata, metadata_url) = metadata_of(&config);
+        let (metadata, metadata_url) = crate::auth::served_metadata(&config.credentials);
         Edge {
             inner,
             shared: Arc::new(std::sync::RwLock::new(Arc::new(Shared {
@@ -224,7 +224,7 @@ impl<S> Edge<S> {
         let rate = current
             .rate
             .with_limits(http.rate_per_second(), http.rate_burst());
-        let (metadata, metadata_url) = metadata_of(&config);
+        let (metadata, metadata_url) = crate::auth::served_metadata(&config.credentials);
         *current = Arc::new(Shared {
             config,
             sessions,
@@ -240,33 +240,6 @@ impl<S> Edge<S> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
-}
-
-/// The protected resource metadata document (its bytes and paths) and its URL, in OAuth mode.
-#[allow(clippy::type_complexity)]
-fn metadata_of(config: &EdgeConfig) -> (Option<(Bytes, String, &'static str)>, Option<String>) {
-    let Some(jwt) = config.credentials.jwt() else {
-        return (None, None);
-    };
-    let settings = jwt.settings();
-    let mut scopes: Vec<String> = settings
-        .scope_roles()
-        .iter()
-        .map(|(scope, _)| scope.clone())
-        .collect();
-    scopes.sort();
-    let document = ProtectedResource {
-        resource: settings.audience().to_owned(),
-        authorization_servers: vec![settings.issuer().to_owned()],
-        scopes_supported: scopes,
-        bearer_methods_supported: vec!["header".to_owned()],
-    };
-    let text = serde_json::to_vec(&document).unwrap_or_default();
-    let (long, short) = metadata_path(settings.audience());
-    (
-        Some((Bytes::from(text), long, short)),
-        metadata_url(settings.audience()),
-    )
 }
 
 impl<S, B> tower_service::Service<Request<B>> for Edge<S>

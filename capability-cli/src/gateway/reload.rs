@@ -1,0 +1,208 @@
+//! Reloading the gateway: on `SIGHUP`, or with `--watch` when the policy file or a lockfile
+//! changes. The new policy and fleet (and over HTTP the edge's credentials and limits) are read,
+//! fetched and started first; only when all of it holds is it swapped in, at once. Each reload,
+//! done or refused, is an audit record (`gateway/reload`) carrying the policy version.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use capability::Policy;
+use capability::audit::{AuditedDispatch, Caller, Reason, Subject};
+use capability::mcp::Lockfile;
+
+use super::handler::{Gateway, Snapshot};
+use super::members::{Gate, Member, Spec, View, names, report_collisions, snapshot, tell};
+use crate::proxy::Changed;
+
+/// What a reload reads and changes.
+pub(super) struct Reloading<'a> {
+    pub(super) path: &'a Path,
+    pub(super) base: &'a Path,
+    pub(super) role: Option<&'a str>,
+    pub(super) changed: mpsc::UnboundedSender<String>,
+    pub(super) http: Option<super::http::HttpFront>,
+    pub(super) gateway: Gateway,
+    pub(super) dispatch: Arc<AuditedDispatch>,
+    pub(super) client: Option<::rmcp::Peer<::rmcp::RoleServer>>,
+    pub(super) gate: Gate,
+    /// The policy file and lockfiles as last read (or last tried).
+    pub(super) stamp: Stamp,
+    pub(super) policy: Policy,
+    pub(super) members: Vec<Member>,
+}
+
+impl Reloading<'_> {
+    /// Whether the policy file or a lockfile changed since it was last read or tried.
+    pub(super) fn files_changed(&self) -> bool {
+        Stamp::of(self.path, &self.members) != self.stamp
+    }
+}
+
+/// What tells a file's change: its length, modification time and inode, for the policy file and
+/// each server's lockfile (`None` for one that cannot be read).
+#[derive(Debug, PartialEq)]
+pub(super) struct Stamp(Vec<Option<(u64, std::time::SystemTime, u64)>>);
+
+impl Stamp {
+    pub(super) fn of(policy: &Path, members: &[Member]) -> Stamp {
+        let one = |path: &Path| {
+            let meta = std::fs::metadata(path).ok()?;
+            #[cfg(unix)]
+            let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+            #[cfg(not(unix))]
+            let inode = 0;
+            Some((meta.len(), meta.modified().ok()?, inode))
+        };
+        let locks = members.iter().filter_map(|m| m.spec.lock.as_deref());
+        Stamp(std::iter::once(policy).chain(locks).map(one).collect())
+    }
+}
+
+/// Reloads (on `SIGHUP`, or `why`): swapped in whole, or refused and said; on record either way.
+pub(super) async fn reload_now(state: &mut Reloading<'_>, why: &str) {
+    let attempted = Stamp::of(state.path, &state.members);
+    let done = reload(
+        state.path,
+        state.base,
+        state.role,
+        &mut state.members,
+        &state.changed,
+        &state.gate,
+        state.http.as_ref(),
+    )
+    .await;
+    match done {
+        Ok((next_policy, next, edge)) => {
+            report_collisions(&next);
+            state.gateway.swap(next);
+            if let (Some(front), Some(edge)) = (&state.http, edge) {
+                front.apply(edge);
+            }
+            state.policy = next_policy;
+            let names = names(&state.members);
+            record_reload(
+                &state.dispatch,
+                &state.policy,
+                state.role,
+                Ok(names.clone()),
+            );
+            super::note(format_args!("{why}: reloaded: serving {names}"));
+            tell(&state.gateway, state.client.as_ref(), &Changed::ALL).await;
+        }
+        Err(refused) => {
+            super::note(format_args!(
+                "{why}: not reloaded, what runs keeps running: {refused}"
+            ));
+            record_reload(&state.dispatch, &state.policy, state.role, Err(refused));
+        }
+    }
+    // Not tried again until a file changes again: the policy file as it was before it was read
+    // (a change while reloading is seen at the next look), the lockfiles of the servers now.
+    let mut now = Stamp::of(state.path, &state.members);
+    if let (Some(slot), Some(before)) = (now.0.first_mut(), attempted.0.into_iter().next()) {
+        *slot = before;
+    }
+    state.stamp = now;
+}
+
+/// Reloads: the new policy and fleet, all of it read, started and put together first (the
+/// servers whose entry did not change are kept, their lockfiles read again, the others
+/// started); only then is `running` replaced (the servers no longer named are stopped). On an
+/// error nothing running has changed.
+async fn reload(
+    path: &Path,
+    base: &Path,
+    role: Option<&str>,
+    running: &mut Vec<Member>,
+    changed: &mpsc::UnboundedSender<String>,
+    gate: &Gate,
+    http: Option<&super::http::HttpFront>,
+) -> Result<(Policy, Snapshot, Option<capability_http::EdgeConfig>), String> {
+    let policy = Policy::from_toml_file(path).map_err(|e| e.to_string())?;
+    if let Some(role) = role
+        && policy.context(role, "check").is_none()
+    {
+        return Err(format!("the new policy has no role `{role}`"));
+    }
+    enum Plan {
+        Keep(usize, Option<Lockfile>),
+        Start(Box<Member>),
+    }
+    let mut plans = Vec::new();
+    for spec in Spec::all(&policy, base)? {
+        match running.iter().position(|m| m.spec == spec && !m.is_down()) {
+            Some(i) => plans.push(Plan::Keep(i, spec.read_lock()?)),
+            None => plans.push(Plan::Start(Box::new(
+                Member::start(spec, changed.clone(), gate, &policy).await?,
+            ))),
+        }
+    }
+    let views = plans.iter().filter_map(|plan| match plan {
+        Plan::Start(member) => Some(member.view()),
+        Plan::Keep(i, lock) => running.get(*i).map(|member| View {
+            lock: lock.as_ref(),
+            ..member.view()
+        }),
+    });
+    let next = snapshot(views, &policy, role)?;
+    // The HTTP edge's credentials and limits, read from the new file too.
+    let edge = match http {
+        Some(front) => Some(front.config(&policy).await?),
+        None => None,
+    };
+    // Everything holds: take over the kept servers, stop the others.
+    let mut old: Vec<Option<Member>> = std::mem::take(running).into_iter().map(Some).collect();
+    for plan in plans {
+        match plan {
+            Plan::Start(member) => running.push(*member),
+            Plan::Keep(i, lock) => {
+                if let Some(mut member) = old.get_mut(i).and_then(Option::take) {
+                    member.lock = lock;
+                    member.requests.set_policy(&policy);
+                    running.push(member);
+                }
+            }
+        }
+    }
+    Ok((policy, next, edge))
+}
+
+fn record_reload(
+    dispatch: &AuditedDispatch,
+    policy: &Policy,
+    role: Option<&str>,
+    done: Result<String, String>,
+) {
+    let role = role.unwrap_or("(gateway)");
+    let session = format!("gateway:{role}");
+    let subject = Subject::new(role, &session).policy_version(policy.version());
+    let (input, reason) = match done {
+        Ok(servers) => (
+            json!({"servers": servers}),
+            Reason::note(
+                "reloaded",
+                format!("the policy, servers and lockfiles were reloaded: {servers}"),
+            ),
+        ),
+        Err(why) => (
+            json!({"refused": why}),
+            Reason::note(
+                "reload_refused",
+                format!("the reload was refused, what ran keeps running: {why}"),
+            ),
+        ),
+    };
+    if let Err(error) = dispatch.notice(
+        &subject,
+        Caller::new("gateway"),
+        "gateway/reload",
+        "policy",
+        &input,
+        reason,
+    ) {
+        super::note(format_args!("the reload could not be recorded: {error}"));
+    }
+}

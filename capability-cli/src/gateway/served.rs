@@ -1,0 +1,198 @@
+//! The fleet's resources and prompts served (see `items.rs` for how they are listed and
+//! routed): each list filtered for the caller, each read and get routed to its server, decided
+//! and recorded.
+
+use ::rmcp::model::{
+    CacheScope, GetPromptRequestParams, GetPromptResponse, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
+    ReadResourceResponse,
+};
+use ::rmcp::service::RequestContext;
+use ::rmcp::{ErrorData, RoleServer};
+use serde_json::{Value, json};
+
+use capability::audit::Request;
+use capability::authz::{Action, DenyReason};
+
+use super::handler::{Answer, Gateway, may, refused_item, unanswered};
+use super::items::{UriRoute, shown};
+use crate::proxy::Completed;
+
+impl Gateway {
+    /// `resources/list`: every resource of the fleet the caller may read.
+    pub(super) fn resources_listed(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> ListResourcesResult {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, context);
+        let resources = shown(
+            snapshot
+                .items
+                .resources(|server, uri| may(&who, &Action::Resource { server, uri })),
+        );
+        let mut page = ListResourcesResult::with_all_items(resources);
+        page.cache_scope = Some(CacheScope::Private);
+        page
+    }
+
+    /// `resources/templates/list`: every template whose URI template the caller's patterns match.
+    pub(super) fn templates_listed(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> ListResourceTemplatesResult {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, context);
+        let templates = shown(
+            snapshot
+                .items
+                .templates(|server, uri| may(&who, &Action::Resource { server, uri })),
+        );
+        let mut page = ListResourceTemplatesResult::with_all_items(templates);
+        page.cache_scope = Some(CacheScope::Private);
+        page
+    }
+
+    /// `resources/read`: routed to the one server that serves the URI, decided on
+    /// `server/URI`, recorded.
+    pub(super) async fn resource_read(
+        &self,
+        request: ReadResourceRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, context);
+        let uri = request.uri.clone();
+        let input = json!({"uri": uri});
+        let refused = |why: &str| refused_item("resource", &uri, why);
+        let withheld = |server: &str, why: String| {
+            let action = Action::Resource { server, uri: &uri };
+            let call = Request::mcp("resources/read", action, &input);
+            refused(&self.refuse(&snapshot, &who, &call, &[DenyReason::Withheld { why }]))
+        };
+        let server = match snapshot.items.route(&uri) {
+            UriRoute::Server(server) => server,
+            UriRoute::Shared(servers) => {
+                return Err(withheld(
+                    "",
+                    format!(
+                        "servers {} each serve it, so which one would answer is not certain",
+                        servers.join(" and ")
+                    ),
+                ));
+            }
+            UriRoute::Unknown => {
+                return Err(withheld(
+                    "",
+                    "no server lists it or has a template that matches it".to_owned(),
+                ));
+            }
+        };
+        let Some(peer) = snapshot.peers.get(server).cloned() else {
+            return Err(ErrorData::internal_error(
+                format!("no connection to `{server}`"),
+                None,
+            ));
+        };
+        let call = Request::mcp(
+            "resources/read",
+            Action::Resource { server, uri: &uri },
+            &input,
+        );
+        let run = async {
+            peer.read_resource_once(request)
+                .await
+                .map(Answer)
+                .map_err(unanswered(server))
+        };
+        let Answer(read) = self.act(&snapshot, &who, &call, refused, run).await?;
+        Ok(read.completed())
+    }
+
+    /// `prompts/list`: every prompt the caller may get, under its shown name.
+    pub(super) fn prompts_listed(&self, context: &RequestContext<RoleServer>) -> ListPromptsResult {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, context);
+        let prompts = shown(
+            snapshot
+                .items
+                .prompts(|server, name| may(&who, &Action::Prompt { server, name })),
+        );
+        let mut page = ListPromptsResult::with_all_items(prompts);
+        page.cache_scope = Some(CacheScope::Private);
+        page
+    }
+
+    /// `prompts/get`: routed by the shown name, got under the server's own, decided on
+    /// `server/prompt`, recorded.
+    pub(super) async fn prompt_got(
+        &self,
+        request: GetPromptRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, context);
+        let shown = request.name.clone();
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let refused = |why: &str| refused_item("prompt", &shown, why);
+        let Some((server, name)) = snapshot.items.prompt(&shown) else {
+            let why = match snapshot.items.prompt_claimed_by(&shown) {
+                Some(by) => format!(
+                    "its shown name is claimed by {}, so which one it is is not certain",
+                    by.join(" and ")
+                ),
+                None => "no server lists a prompt of this name".to_owned(),
+            };
+            let input = json!({"name": shown, "arguments": arguments});
+            let action = Action::Prompt {
+                server: "",
+                name: &shown,
+            };
+            let call = Request::mcp("prompts/get", action, &input);
+            return Err(refused(&self.refuse(
+                &snapshot,
+                &who,
+                &call,
+                &[DenyReason::Withheld { why }],
+            )));
+        };
+        let Some(peer) = snapshot.peers.get(server).cloned() else {
+            return Err(ErrorData::internal_error(
+                format!("no connection to `{server}`"),
+                None,
+            ));
+        };
+        let input = json!({"name": name, "arguments": arguments});
+        let call = Request::mcp("prompts/get", Action::Prompt { server, name }, &input);
+        let mut forwarded = request.clone();
+        name.clone_into(&mut forwarded.name);
+        let run = async {
+            peer.get_prompt_once(forwarded)
+                .await
+                .map(Answer)
+                .map_err(unanswered(server))
+        };
+        let Answer(got) = self.act(&snapshot, &who, &call, refused, run).await?;
+        Ok(got.completed())
+    }
+}
+
+impl serde::Serialize for Answer<ReadResourceResponse> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            ReadResourceResponse::Complete(result) => result.serialize(serializer),
+            ReadResourceResponse::InputRequired(asked) => asked.serialize(serializer),
+            _ => serializer.serialize_str("a response this build does not know"),
+        }
+    }
+}
+
+impl serde::Serialize for Answer<GetPromptResponse> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            GetPromptResponse::Complete(result) => result.serialize(serializer),
+            GetPromptResponse::InputRequired(asked) => asked.serialize(serializer),
+            _ => serializer.serialize_str("a response this build does not know"),
+        }
+    }
+}
