@@ -281,15 +281,7 @@ fn the_typescript_client_is_served_the_fleet_and_each_call_reaches_its_server_on
     let served = &served[..served.find("[servers.recorded]").expect("recorded entry")];
     std::fs::write(dir.join("policy.toml"), served).expect("policy");
     let trail = dir.join("trail.jsonl");
-    let args: Vec<String> = vec![
-        "gateway".into(),
-        "--policy".into(),
-        dir.join("policy.toml").display().to_string(),
-        "--role".into(),
-        "viewer".into(),
-        "--audit".into(),
-        trail.display().to_string(),
-    ];
+    let args = proxy_common::gateway_stdio(&dir.join("policy.toml"), "viewer", &trail, &[]);
     let ops = json!([
         {"op": "list"},
         {"op": "call", "name": "mem_read_graph", "arguments": {}},
@@ -410,18 +402,7 @@ async fn a_server_that_dies_comes_back_and_sighup_reloads_all_or_nothing() {
     };
     write("fleet/1", r#""drift/*", "everything/*""#);
     let trail = dir.join("trail.jsonl");
-    let args: Vec<String> = [
-        "gateway",
-        "--policy",
-        &dir.join("policy.toml").display().to_string(),
-        "--role",
-        "viewer",
-        "--audit",
-        &trail.display().to_string(),
-    ]
-    .iter()
-    .map(|a| (*a).to_owned())
-    .collect();
+    let args = proxy_common::gateway_stdio(&dir.join("policy.toml"), "viewer", &trail, &[]);
     let gateway = proxy_common::Proxied::start(&args).await;
     // A client of 2026-07-28 (rmcp's typed path; the TypeScript and Python clients of the other
     // tests speak 2025-11-25 and take the forwarding lane).
@@ -467,13 +448,7 @@ async fn a_server_that_dies_comes_back_and_sighup_reloads_all_or_nothing() {
         }
     }
 
-    let hup = || {
-        let status = Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .expect("kill");
-        assert!(status.success());
-    };
+    let hup = || proxy_common::hangup(&pid);
     // A bad file: what runs keeps running.
     std::fs::write(
         dir.join("policy.toml"),
@@ -574,15 +549,11 @@ async fn over_http_each_token_is_served_its_roles_share_and_a_tokenless_request_
     )
     .expect("policy");
     let trail = dir.join("trail.jsonl");
-    let gateway = proxy_common::Listening::start_args(&[
-        "gateway".into(),
-        "--policy".into(),
-        dir.join("policy.toml").display().to_string(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--audit".into(),
-        trail.display().to_string(),
-    ])
+    let gateway = proxy_common::Listening::start_args(&proxy_common::gateway_listen(
+        &dir.join("policy.toml"),
+        "127.0.0.1:0",
+        &trail,
+    ))
     .await;
     let ops = json!([
         {"op": "list"},
@@ -697,18 +668,12 @@ async fn a_servers_list_change_is_listed_again_and_the_client_told() {
         ),
     )
     .expect("policy");
-    let args: Vec<String> = [
-        "gateway",
-        "--policy",
-        &dir.join("policy.toml").display().to_string(),
-        "--role",
+    let args = proxy_common::gateway_stdio(
+        &dir.join("policy.toml"),
         "viewer",
-        "--audit",
-        &dir.join("trail.jsonl").display().to_string(),
-    ]
-    .iter()
-    .map(|a| (*a).to_owned())
-    .collect();
+        &dir.join("trail.jsonl"),
+        &[],
+    );
     let told = Told::default();
     let (_child, client) = proxy_common::Proxied::spawn_for(
         &args,
@@ -778,15 +743,11 @@ async fn over_http_each_session_and_subscription_is_told_when_a_servers_tools_ch
         ),
     )
     .expect("policy");
-    let gateway = proxy_common::Listening::start_args(&[
-        "gateway".into(),
-        "--policy".into(),
-        dir.join("policy.toml").display().to_string(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--audit".into(),
-        dir.join("trail.jsonl").display().to_string(),
-    ])
+    let gateway = proxy_common::Listening::start_args(&proxy_common::gateway_listen(
+        &dir.join("policy.toml"),
+        "127.0.0.1:0",
+        &dir.join("trail.jsonl"),
+    ))
     .await;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let connect = |told: Told, lifecycle: rmcp::service::ClientLifecycleMode| {
@@ -903,24 +864,14 @@ async fn over_http_sighup_reloads_the_tokens_and_limits_and_keeps_the_sessions()
     };
     write(&[(leaked, "viewer"), (kept, "operator")], "");
     let trail = dir.join("trail.jsonl");
-    let gateway = proxy_common::Listening::start_args(&[
-        "gateway".into(),
-        "--policy".into(),
-        dir.join("policy.toml").display().to_string(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--audit".into(),
-        trail.display().to_string(),
-    ])
+    let gateway = proxy_common::Listening::start_args(&proxy_common::gateway_listen(
+        &dir.join("policy.toml"),
+        "127.0.0.1:0",
+        &trail,
+    ))
     .await;
     let pid = gateway.child.id().expect("a pid").to_string();
-    let hup = || {
-        let status = Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .expect("kill");
-        assert!(status.success());
-    };
+    let hup = || proxy_common::hangup(&pid);
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}
@@ -1040,19 +991,8 @@ async fn with_watch_a_change_of_the_file_reloads_and_a_bad_change_is_refused_onc
         r#""drift/*", "everything/*""#,
     ));
     let trail = dir.join("trail.jsonl");
-    let args: Vec<String> = [
-        "gateway",
-        "--policy",
-        &dir.join("policy.toml").display().to_string(),
-        "--role",
-        "viewer",
-        "--audit",
-        &trail.display().to_string(),
-        "--watch",
-    ]
-    .iter()
-    .map(|a| (*a).to_owned())
-    .collect();
+    let args =
+        proxy_common::gateway_stdio(&dir.join("policy.toml"), "viewer", &trail, &["--watch"]);
     let gateway = proxy_common::Proxied::start(&args).await;
     assert!(gateway.names().await.contains(&"drift_stable".to_owned()));
 

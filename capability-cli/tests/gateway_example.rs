@@ -80,15 +80,8 @@ trust = "trusted"
 }
 
 fn gateway_args(dir: &Path, role: &str) -> Vec<String> {
-    vec![
-        "gateway".into(),
-        "--policy".into(),
-        dir.join("policy.toml").display().to_string(),
-        "--role".into(),
-        role.into(),
-        "--audit".into(),
-        dir.join(format!("{role}.jsonl")).display().to_string(),
-    ]
+    let trail = dir.join(format!("{role}.jsonl"));
+    proxy_common::gateway_stdio(&dir.join("policy.toml"), role, &trail, &[])
 }
 
 fn ts(servers: &support::Servers, dir: &Path, role: &str, ops: &Value) -> Vec<Value> {

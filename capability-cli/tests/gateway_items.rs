@@ -110,17 +110,8 @@ prefix = "notes_"
 }
 
 fn args(dir: &Path, role: &str) -> Vec<String> {
-    vec![
-        "gateway".into(),
-        "--policy".into(),
-        dir.join("policy.toml").display().to_string(),
-        "--role".into(),
-        role.into(),
-        "--audit".into(),
-        dir.join(format!("trail-{role}.jsonl"))
-            .display()
-            .to_string(),
-    ]
+    let trail = dir.join(format!("trail-{role}.jsonl"));
+    proxy_common::gateway_stdio(&dir.join("policy.toml"), role, &trail, &[])
 }
 
 /// What the notes server was sent, by method.

@@ -1103,15 +1103,11 @@ prefix = "k8s_"
     )
     .expect("policy");
     let trail = dir.join("trail.jsonl");
-    let gateway = Listening::start_args(&[
-        "gateway".into(),
-        "--policy".into(),
-        dir.join("policy.toml").display().to_string(),
-        "--listen".into(),
-        format!("127.0.0.1:{port}"),
-        "--audit".into(),
-        trail.display().to_string(),
-    ])
+    let gateway = Listening::start_args(&proxy_common::gateway_listen(
+        &dir.join("policy.toml"),
+        &format!("127.0.0.1:{port}"),
+        &trail,
+    ))
     .await;
     assert_eq!(gateway.url, url);
 

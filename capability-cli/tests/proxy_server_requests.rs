@@ -129,18 +129,7 @@ async fn ask_through(role: &str, gateway: bool) -> (Vec<(String, Value)>, std::p
             asker(&answers).toml_command()
         );
         std::fs::write(dir.join("fleet.toml"), fleet).expect("policy");
-        [
-            "gateway",
-            "--policy",
-            &dir.join("fleet.toml").display().to_string(),
-            "--role",
-            role,
-            "--audit",
-            &trail.display().to_string(),
-        ]
-        .iter()
-        .map(|a| (*a).to_owned())
-        .collect()
+        proxy_common::gateway_stdio(&dir.join("fleet.toml"), role, &trail, &[])
     } else {
         proxy_args(
             &dir,

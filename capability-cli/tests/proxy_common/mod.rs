@@ -358,3 +358,42 @@ pub async fn http_client(
         .await
         .expect("MCP handshake over HTTP")
 }
+
+/// `capability gateway --policy <policy> --role <role> --audit <trail>` (and `extra`), as the
+/// arguments after the program.
+pub fn gateway_stdio(policy: &Path, role: &str, trail: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "gateway".into(),
+        "--policy".into(),
+        policy.display().to_string(),
+        "--role".into(),
+        role.into(),
+        "--audit".into(),
+        trail.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    args
+}
+
+/// `capability gateway --policy <policy> --listen <address> --audit <trail>`, as the arguments
+/// after the program.
+pub fn gateway_listen(policy: &Path, address: &str, trail: &Path) -> Vec<String> {
+    vec![
+        "gateway".into(),
+        "--policy".into(),
+        policy.display().to_string(),
+        "--listen".into(),
+        address.into(),
+        "--audit".into(),
+        trail.display().to_string(),
+    ]
+}
+
+/// Sends `SIGHUP` to the process `pid`.
+pub fn hangup(pid: &str) {
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", pid])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -HUP {pid}");
+}
