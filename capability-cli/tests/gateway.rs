@@ -71,6 +71,12 @@ prefix = "{recorded_prefix}"
     )
 }
 
+/// [`policy`] without the recorded list, which cannot be served: the two live servers.
+fn live_policy(memory: &McpServer, everything: &McpServer) -> String {
+    let fleet = policy(memory, everything, "rec_");
+    fleet[..fleet.find("[servers.recorded]").expect("recorded entry")].to_owned()
+}
+
 fn recorded() -> Value {
     json!({"tools": [
         {"name": "echo", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
@@ -276,9 +282,7 @@ fn the_typescript_client_is_served_the_fleet_and_each_call_reaches_its_server_on
     let memory_file = dir.join("memory.jsonl");
     let memory = servers.memory(&memory_file);
     let everything = servers.everything();
-    let served = policy(&memory, &everything, "rec_");
-    // A recorded list cannot be served: this fleet is the two live servers.
-    let served = &served[..served.find("[servers.recorded]").expect("recorded entry")];
+    let served = live_policy(&memory, &everything);
     std::fs::write(dir.join("policy.toml"), served).expect("policy");
     let trail = dir.join("trail.jsonl");
     let args = proxy_common::gateway_stdio(&dir.join("policy.toml"), "viewer", &trail, &[]);
@@ -532,8 +536,7 @@ async fn over_http_each_token_is_served_its_roles_share_and_a_tokenless_request_
     let dir = scratch("gateway-http", "");
     let memory = servers.memory(&dir.join("memory.jsonl"));
     let everything = servers.everything();
-    let fleet = policy(&memory, &everything, "rec_");
-    let fleet = &fleet[..fleet.find("[servers.recorded]").expect("recorded entry")];
+    let fleet = live_policy(&memory, &everything);
     let (viewer, operator) = (
         "viewer-token-of-the-gateway",
         "operator-token-of-the-gateway",
@@ -847,8 +850,7 @@ async fn over_http_sighup_reloads_the_tokens_and_limits_and_keeps_the_sessions()
     let dir = scratch("gateway-http-reload", "");
     let memory = servers.memory(&dir.join("memory.jsonl"));
     let everything = servers.everything();
-    let fleet = policy(&memory, &everything, "rec_");
-    let fleet = fleet[..fleet.find("[servers.recorded]").expect("recorded entry")].to_owned();
+    let fleet = live_policy(&memory, &everything);
     let (leaked, kept, new) = ("a-token-that-leaked", "a-token-that-stays", "a-new-token");
     let hash = |t: &str| capability_rules::sha256_hex(t.as_bytes());
     let write = |tokens: &[(&str, &str)], http: &str| {
