@@ -374,3 +374,87 @@ async fn through_the_gateway_a_servers_requests_reach_the_client_only_as_its_rol
         ]
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_gateway_reload_that_keeps_the_server_decides_its_requests_under_the_new_policy() {
+    let dir = scratch("server-requests-gateway-reload", POLICY);
+    let answers = dir.join("answers.log");
+    let trail = dir.join("trail.jsonl");
+    let server = format!(
+        "\n[servers.asker]\ncommand = {}\ntrust = \"trusted\"\nprefix = \"\"\n",
+        asker(&answers).toml_command()
+    );
+    let write = |roles: &str| {
+        std::fs::write(dir.join("fleet.toml"), format!("{roles}{server}")).expect("policy")
+    };
+    // `quiet` allows no request, then (same server entry, so the server keeps running) roots.
+    write(POLICY);
+    let args = proxy_common::gateway_stdio(&dir.join("fleet.toml"), "quiet", &trail, &[]);
+    let (child, client) =
+        Proxied::spawn_for(&args, Answering, ClientLifecycleMode::Initialize).await;
+    let pid = child.id().expect("running").to_string();
+    let ask = || async {
+        tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            client
+                .peer()
+                .call_tool(rmcp::model::CallToolRequestParams::new("ask")),
+        )
+        .await
+        .expect("answered within 20 s")
+        .expect("the tool runs");
+    };
+    let roots_answers = || {
+        std::fs::read_to_string(&answers)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+            .filter(|v| v["id"] == "s3")
+            .collect::<Vec<_>>()
+    };
+    let wait_for = |n: usize| async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while roots_answers().len() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?}",
+                roots_answers()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    ask().await;
+    wait_for(1).await;
+    assert!(
+        roots_answers()[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("refused by capability-gateway")),
+        "{:?}",
+        roots_answers()
+    );
+    write(&POLICY.replace(
+        "[roles.quiet]\nceiling = \"unrestricted\"\nallow = [\"asker/*\"]\n",
+        "[roles.quiet]\nceiling = \"unrestricted\"\nallow = [\"asker/*\"]\nserver_requests = [\"asker/roots\"]\n",
+    ));
+    proxy_common::hangup(&pid);
+    let reloaded = std::time::Instant::now();
+    while !proxy_common::records(&trail)
+        .iter()
+        .any(|r| r["method"] == "gateway/reload")
+    {
+        assert!(
+            reloaded.elapsed() < std::time::Duration::from_secs(10),
+            "not reloaded"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    ask().await;
+    wait_for(2).await;
+    assert_eq!(
+        roots_answers()[1]["result"]["roots"][0]["uri"],
+        "file:///srv/app",
+        "decided under the new policy: {:?}",
+        roots_answers()
+    );
+    let _ = client.cancel().await;
+}

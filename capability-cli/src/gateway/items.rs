@@ -14,7 +14,7 @@
 //! - Subscriptions (`resources/subscribe`) and completion are not served across servers (not
 //!   advertised).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ::rmcp::model::{Prompt, Resource, ResourceTemplate};
 
@@ -115,11 +115,13 @@ impl Items {
         }
         // Who serves each listed URI: the servers that list it, and those with a template that
         // matches it.
+        let listed: Vec<BTreeSet<&str>> = members
+            .iter()
+            .map(|m| m.listed.resources.iter().map(|r| r.uri.as_str()).collect())
+            .collect();
         for (uri, servers) in &mut uris {
             for (i, member) in members.iter().enumerate() {
-                if member.listed.resources.iter().any(|r| &r.uri == uri)
-                    || member.serves_by_template(uri)
-                {
+                if listed[i].contains(uri.as_str()) || member.serves_by_template(uri) {
                     servers.push(i);
                 }
             }

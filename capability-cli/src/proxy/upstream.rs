@@ -118,6 +118,8 @@ pub(crate) struct ServerRequests {
     dispatch: Arc<AuditedDispatch>,
     /// The role's decider and the policy's version, swapped by a reload.
     decided: RwLock<Decided>,
+    /// The stdio client's role (`None` over HTTP).
+    stdio_role: Option<String>,
     role: String,
     session: String,
     front: Arc<OnceLock<Peer<RoleServer>>>,
@@ -168,6 +170,7 @@ impl ServerRequests {
                 decider: role.and_then(|role| policy.context(role, session.clone())),
                 policy_version: policy.version().map(str::to_owned),
             }),
+            stdio_role: role.map(str::to_owned),
             role: role_name,
             session,
             front,
@@ -177,9 +180,11 @@ impl ServerRequests {
     /// Decides under `policy` from now on (a reload). What the server was told the client can
     /// do at connection stays: a request it was told of that the new policy refuses is refused.
     pub(crate) fn set_policy(&self, policy: &Policy) {
-        let role = (self.role != "(http)").then_some(self.role.as_str());
         *self.decided.write().unwrap_or_else(PoisonError::into_inner) = Decided {
-            decider: role.and_then(|role| policy.context(role, self.session.clone())),
+            decider: self
+                .stdio_role
+                .as_deref()
+                .and_then(|role| policy.context(role, self.session.clone())),
             policy_version: policy.version().map(str::to_owned),
         };
     }
