@@ -65,6 +65,21 @@ done"#,
     }
 }
 
+/// Calls the server's `ask` through `client`, within 20 s.
+async fn ask(
+    client: &rmcp::service::RunningService<RoleClient, Answering>,
+) -> rmcp::model::CallToolResult {
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        client
+            .peer()
+            .call_tool(rmcp::model::CallToolRequestParams::new("ask")),
+    )
+    .await
+    .expect("answered within 20 s")
+    .expect("the tool runs")
+}
+
 /// A client of 2025-11-25 that answers every server request: a model, a human, its roots.
 struct Answering;
 
@@ -142,15 +157,7 @@ async fn ask_through(role: &str, gateway: bool) -> (Vec<(String, Value)>, std::p
     };
     let (mut child, client) =
         Proxied::spawn_for(&args, Answering, ClientLifecycleMode::Initialize).await;
-    let asked = tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        client
-            .peer()
-            .call_tool(rmcp::model::CallToolRequestParams::new("ask")),
-    )
-    .await
-    .expect("answered within 20 s")
-    .expect("the tool runs");
+    let asked = ask(&client).await;
     assert_eq!(
         asked.content[0].as_text().map(|t| t.text.as_str()),
         Some("asked")
@@ -393,17 +400,6 @@ async fn a_gateway_reload_that_keeps_the_server_decides_its_requests_under_the_n
     let (child, client) =
         Proxied::spawn_for(&args, Answering, ClientLifecycleMode::Initialize).await;
     let pid = child.id().expect("running").to_string();
-    let ask = || async {
-        tokio::time::timeout(
-            std::time::Duration::from_secs(20),
-            client
-                .peer()
-                .call_tool(rmcp::model::CallToolRequestParams::new("ask")),
-        )
-        .await
-        .expect("answered within 20 s")
-        .expect("the tool runs");
-    };
     let roots_answers = || {
         std::fs::read_to_string(&answers)
             .unwrap_or_default()
@@ -423,7 +419,7 @@ async fn a_gateway_reload_that_keeps_the_server_decides_its_requests_under_the_n
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     };
-    ask().await;
+    ask(&client).await;
     wait_for(1).await;
     assert!(
         roots_answers()[0]["error"]["message"]
@@ -448,7 +444,7 @@ async fn a_gateway_reload_that_keeps_the_server_decides_its_requests_under_the_n
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    ask().await;
+    ask(&client).await;
     wait_for(2).await;
     assert_eq!(
         roots_answers()[1]["result"]["roots"][0]["uri"],

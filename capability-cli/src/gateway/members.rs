@@ -325,7 +325,13 @@ pub(super) async fn rebuild(
 ) {
     match snapshot(members.iter().map(Member::view), policy, role) {
         Ok(next) => {
-            report_collisions(&next);
+            // Said again only when what is withheld changed (a list change says nothing new).
+            let before = gateway.current();
+            if before.fleet.collisions() != next.fleet.collisions()
+                || before.items.collisions() != next.items.collisions()
+            {
+                report_collisions(&next);
+            }
             gateway.swap(next);
             tell(gateway, client, kinds).await;
         }

@@ -89,4 +89,20 @@ mod tests {
             "one principal's use is not another's"
         );
     }
+
+    #[test]
+    fn new_limits_keep_what_each_principal_spent() {
+        let before = RateLimits::new(1, 3);
+        for _ in 0..3 {
+            assert!(before.take("alice").is_ok());
+        }
+        let after = before.with_limits(1, 5);
+        assert!(
+            after.take("alice").is_err(),
+            "a reload gives no one a fresh budget"
+        );
+        let lowered = before.with_limits(1, 1);
+        assert!(lowered.take("bob").is_ok());
+        assert!(lowered.take("bob").is_err(), "the new burst holds");
+    }
 }
