@@ -65,25 +65,25 @@ impl Gateway {
         let uri = request.uri.clone();
         let input = json!({"uri": uri});
         let refused = |why: &str| refused_item("resource", &uri, why);
-        let withheld = |server: &str, why: String| {
-            let action = Action::Resource { server, uri: &uri };
+        // Refused before it has a server: on record under none.
+        let withheld = |why: String| {
+            let action = Action::Resource {
+                server: "",
+                uri: &uri,
+            };
             let call = Request::mcp("resources/read", action, &input);
             refused(&self.refuse(&snapshot, &who, &call, &[DenyReason::Withheld { why }]))
         };
         let server = match snapshot.items.route(&uri) {
             UriRoute::Server(server) => server,
             UriRoute::Shared(servers) => {
-                return Err(withheld(
-                    "",
-                    format!(
-                        "servers {} each serve it, so which one would answer is not certain",
-                        servers.join(" and ")
-                    ),
-                ));
+                return Err(withheld(format!(
+                    "servers {} each serve it, so which one would answer is not certain",
+                    servers.join(" and ")
+                )));
             }
             UriRoute::Unknown => {
                 return Err(withheld(
-                    "",
                     "no server lists it or has a template that matches it".to_owned(),
                 ));
             }
