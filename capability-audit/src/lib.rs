@@ -50,7 +50,7 @@ pub use dispatch::{AuditedDispatch, Caller, MAX_INCIDENT_ID_CHARS, Redactor, Req
 pub use error::AuditError;
 pub use jsonl::{FlushPolicy, JsonlSink};
 pub use key::{DIGEST_KEY_LEN, DigestKey, KEYED_DIGEST_PREFIX, KeyError};
-pub use reason::Reason;
+pub use reason::{Consent, ConsentKind, Reason};
 pub use record::{AuditRecord, GENESIS, Phase, Principal, Verdict};
 pub use redact::redact_sensitive;
 pub(crate) use sink::SinkKey;

@@ -43,6 +43,42 @@ use crate::budget::DegradeReason;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reason(Value);
 
+/// How a call that needed a human's consent got it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConsentKind {
+    /// A human signed an approval of exactly this call (Ed25519, `capability approve`).
+    Signed,
+    /// A human signed a grant covering it, for a number of calls (`capability grant`).
+    Granted,
+    /// The client's human answered an MCP elicitation: weaker, since the client relays the
+    /// answer and nothing is signed.
+    Elicited,
+}
+
+impl ConsentKind {
+    /// `signed`, `granted`, `elicited`: the code of the reason it writes.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConsentKind::Signed => "signed",
+            ConsentKind::Granted => "granted",
+            ConsentKind::Elicited => "elicited",
+        }
+    }
+}
+
+/// A human's consent to one call, for the record: how, its id (an approval's, a grant's), and
+/// who gave it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consent {
+    /// How.
+    pub kind: ConsentKind,
+    /// The approval's or grant's id.
+    pub id: String,
+    /// Who consented (the approver, the grant's issuer).
+    pub by: String,
+}
+
 /// The code of a degrade, an audit failure and an invalid request.
 const DEGRADED: &str = "degraded";
 const AUDIT_FAILED: &str = "audit_failed";
@@ -76,6 +112,38 @@ impl Reason {
     /// A record could not be written (`message` says why), so the call did not run.
     pub fn audit_failed(message: impl Into<String>) -> Reason {
         Reason::coded(AUDIT_FAILED, message.into())
+    }
+
+    /// The call ran with a human's consent: `{"reason": "signed", "approval_id": .., "approver":
+    /// .., "message": ..}` (code `granted` or `elicited` for the other kinds).
+    ///
+    /// ```
+    /// use capability::audit::{Consent, ConsentKind, Reason};
+    ///
+    /// let consent = Consent { kind: ConsentKind::Signed, id: "a1".into(), by: "alice".into() };
+    /// let reason = Reason::consent(&consent);
+    /// assert_eq!(reason.code(), "signed");
+    /// assert_eq!(reason.as_json()["approval_id"], "a1");
+    /// assert_eq!(reason.as_json()["approver"], "alice");
+    /// ```
+    pub fn consent(consent: &Consent) -> Reason {
+        let message = match consent.kind {
+            ConsentKind::Signed => format!("approved by {} (approval {})", consent.by, consent.id),
+            ConsentKind::Granted => format!("within grant {} of {}", consent.id, consent.by),
+            ConsentKind::Elicited => format!(
+                "confirmed by the client's human through elicitation ({}; not signed)",
+                consent.by
+            ),
+        };
+        let mut object = Map::new();
+        object.insert(
+            "reason".to_owned(),
+            Value::String(consent.kind.as_str().to_owned()),
+        );
+        object.insert("approval_id".to_owned(), Value::String(consent.id.clone()));
+        object.insert("approver".to_owned(), Value::String(consent.by.clone()));
+        object.insert("message".to_owned(), Value::String(message));
+        Reason(Value::Object(object))
     }
 
     /// The request could not be recorded or decided as it came.

@@ -63,6 +63,12 @@ pub fn approve(request: &Request<'_>, out: &mut Out) -> Result<u8, Failure> {
     let secret = SecretKey::from_text(&read(request.key, "key file")?)
         .map_err(|e| Failure::input(format!("`{}`: {e}", request.key.display())))?;
     let now = capability::gate::Clock::now(&SystemClock);
+    if let Some(waited) = file.expires_at.filter(|at| *at <= now) {
+        return Err(Failure::input(format!(
+            "the proposal stopped waiting for an approval at {waited} (it is now {now}): retry \
+             the call for a fresh one; nothing signed"
+        )));
+    }
     let expires_at = now.saturating_add(request.expires_in);
     out::note(show(&file, request, expires_at));
     confirm(request.yes)?;
@@ -98,8 +104,12 @@ fn show(file: &ProposalFile, request: &Request<'_>, expires_at: u64) -> String {
     let meant = file.audience.as_deref().map_or(String::new(), |a| {
         format!(" (the proposal names `{}`)", escape(a))
     });
+    let id = file
+        .id
+        .as_deref()
+        .map_or(String::new(), |id| format!("  proposal:  {}\n", escape(id)));
     format!(
-        "approving:\n  tool:      {}\n  type:      {}\n  provider:  {}\n  audience:  {}{meant}\n  \
+        "approving:\n{id}  tool:      {}\n  type:      {}\n  provider:  {}\n  audience:  {}{meant}\n  \
          proposer:  {} (at {})\n  rationale: {}\n  approver:  {}\n  expires:   in {} s (at {expires_at})\n  \
          arguments:\n    {args}",
         escape(&file.tool),

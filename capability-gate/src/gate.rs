@@ -211,21 +211,17 @@ impl WriteGate {
         proposal: &Proposal<T>,
         approval: Option<&'a Approval>,
     ) -> Result<(T, &'a Approval), GateError> {
-        let now = self.clock.now();
-        let latest = {
-            let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
-            if now + CLOCK_TOLERANCE_SECS < *latest {
-                return Err(GateError::ClockWentBack {
-                    now,
-                    latest: *latest,
-                });
-            }
-            *latest = (*latest).max(now);
-            *latest
-        };
+        let (now, latest) = self.now()?;
         let manifest = T::manifest();
         let file = &proposal.file;
-        let approval = self.genuine::<T>(manifest, file, approval)?;
+        let args_digest = digest(&file.args);
+        let bound = CallTarget {
+            tool: manifest.name(),
+            tool_type: std::any::type_name::<T>(),
+            descriptor_hash: manifest.descriptor_hash(),
+            args_digest: &args_digest,
+        };
+        let approval = self.genuine(&bound, Some(file), approval)?;
         self.in_time(approval, now, latest)?;
         let args: T =
             crate::args::from_canonical(&file.args).map_err(|e| GateError::Malformed {
@@ -246,20 +242,97 @@ impl WriteGate {
                 }
             }
         }
-        // Last: an approval refused for any other reason is not used up.
+        self.consume(approval)?;
+        Ok((args, approval))
+    }
+
+    /// Approves one call that is not a typed tool of this program (an MCP server's tool behind
+    /// a gateway): the approval must be a known approver's, strictly signed, for this gate's
+    /// audience, exactly `target`'s tool name, type (a gateway writes `mcp:<server>/<tool>`, so
+    /// the server is bound too), descriptor hash and arguments' digest, in time; then it is
+    /// used up in the ledger. What the caller then runs must be the arguments whose canonical
+    /// JSON has `target.args_digest`.
+    ///
+    /// The gate's validators and preflights take a typed tool's manifest, so they cannot run
+    /// here: a gate that has any refuses every call rather than skip them.
+    ///
+    /// ```
+    /// use capability::gate::{Approval, CallTarget, GateError, MemoryLedger, ProposalFile,
+    ///     SecretKey, WriteGate, args_digest, PROPOSAL_VERSION};
+    /// use serde_json::json;
+    ///
+    /// let key = SecretKey::generate()?;
+    /// let gate = WriteGate::new("gw", MemoryLedger::new()).approver("alice", key.public_key());
+    /// let args = json!({"repo_path": "/srv/repo", "mode": "hard"});
+    /// let digest = args_digest(&args);
+    /// let proposal = ProposalFile {
+    ///     version: PROPOSAL_VERSION, tool: "git_reset".into(), tool_type: "mcp:git/git_reset".into(),
+    ///     audience: Some("gw".into()), provider: Some("git".into()), descriptor_hash: "d".repeat(64),
+    ///     args_digest: digest.clone(), args, proposer: "agent".into(), rationale: String::new(),
+    ///     created_at: 0, id: None, expires_at: None,
+    /// };
+    /// let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+    /// let approval = Approval::sign(&proposal, "alice", "gw", &key, now, now + 600)?;
+    /// let target = CallTarget { tool: "git_reset", tool_type: "mcp:git/git_reset",
+    ///     descriptor_hash: &proposal.descriptor_hash, args_digest: &digest };
+    /// assert_eq!(gate.approve_call(&target, &approval)?.approver, "alice");
+    /// assert!(matches!(gate.approve_call(&target, &approval), Err(GateError::Replay(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn approve_call(
+        &self,
+        target: &CallTarget<'_>,
+        approval: &Approval,
+    ) -> Result<ApprovedCall, GateError> {
+        if let Some(check) = self.validators.iter().chain(&self.preflights).next() {
+            return Err(GateError::CheckFailed {
+                kind: "validation",
+                check: check.name().to_owned(),
+                reason: "a check of typed arguments cannot run on an untyped call, so the gate \
+                         approves no such call"
+                    .to_owned(),
+            });
+        }
+        let (now, latest) = self.now()?;
+        let approval = self.genuine(target, None, Some(approval))?;
+        self.in_time(approval, now, latest)?;
+        self.consume(approval)?;
+        Ok(ApprovedCall {
+            approval_id: approval.id.clone(),
+            approver: approval.approver.clone(),
+        })
+    }
+
+    /// The clock now, and the latest time the gate has seen (refused when the clock stepped
+    /// back further than the tolerance).
+    fn now(&self) -> Result<(u64, u64), GateError> {
+        let now = self.clock.now();
+        let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        if now + CLOCK_TOLERANCE_SECS < *latest {
+            return Err(GateError::ClockWentBack {
+                now,
+                latest: *latest,
+            });
+        }
+        *latest = (*latest).max(now);
+        Ok((now, *latest))
+    }
+
+    /// Uses the approval up. Last: an approval refused for any other reason is not used up.
+    fn consume(&self, approval: &Approval) -> Result<(), GateError> {
         match self.ledger.consume(&approval.id, approval.expires_at) {
-            Ok(Consumed::First) => Ok((args, approval)),
+            Ok(Consumed::First) => Ok(()),
             Ok(Consumed::Again) => Err(GateError::Replay(approval.id.clone())),
             Err(error) => Err(GateError::LedgerUnavailable(error)),
         }
     }
 
     /// The approval, if it is a known approver's, strictly signed, and for exactly this gate,
-    /// tool and arguments.
-    fn genuine<'a, T>(
+    /// tool and arguments (and, when the proposal is given, what it says too).
+    fn genuine<'a>(
         &self,
-        manifest: &CapabilityManifest,
-        file: &ProposalFile,
+        bound: &CallTarget<'_>,
+        file: Option<&ProposalFile>,
         approval: Option<&'a Approval>,
     ) -> Result<&'a Approval, GateError> {
         let Some(approval) = approval else {
@@ -271,7 +344,8 @@ impl WriteGate {
         if !approval.verify(key) {
             return Err(GateError::BadSignature(approval.approver.clone()));
         }
-        for audience in [Some(&approval.audience), file.audience.as_ref()]
+        let file_audience = file.and_then(|f| f.audience.as_ref());
+        for audience in [Some(&approval.audience), file_audience]
             .into_iter()
             .flatten()
         {
@@ -282,26 +356,30 @@ impl WriteGate {
                 });
             }
         }
-        if approval.tool != manifest.name() {
+        if approval.tool != bound.tool {
             return Err(GateError::OtherTool {
                 approved: approval.tool.clone(),
-                proposed: manifest.name().to_owned(),
+                proposed: bound.tool.to_owned(),
             });
         }
-        let tool_type = std::any::type_name::<T>();
-        for approved in [&approval.tool_type, &file.tool_type] {
-            if approved != tool_type {
+        let file_type = file.map(|f| &f.tool_type);
+        for approved in [Some(&approval.tool_type), file_type].into_iter().flatten() {
+            if approved != bound.tool_type {
                 return Err(GateError::OtherType {
                     approved: approved.clone(),
-                    proposed: tool_type.to_owned(),
+                    proposed: bound.tool_type.to_owned(),
                 });
             }
         }
-        let args_digest = digest(&file.args);
-        if approval.args_digest != args_digest || file.args_digest != args_digest {
+        let file_digest = file.map(|f| &f.args_digest);
+        if [Some(&approval.args_digest), file_digest]
+            .into_iter()
+            .flatten()
+            .any(|digest| digest != bound.args_digest)
+        {
             return Err(GateError::ArgumentsChanged);
         }
-        if approval.descriptor_hash != manifest.descriptor_hash() {
+        if approval.descriptor_hash != bound.descriptor_hash {
             return Err(GateError::DescriptorChanged);
         }
         Ok(approval)
@@ -331,6 +409,29 @@ impl WriteGate {
         }
         Ok(())
     }
+}
+
+/// What an approval of a call that is not a typed tool must be bound to
+/// ([`WriteGate::approve_call`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallTarget<'a> {
+    /// The tool's name, as the approval names it.
+    pub tool: &'a str,
+    /// What the tool is, beyond its name: a gateway writes `mcp:<server>/<tool>`.
+    pub tool_type: &'a str,
+    /// The tool's descriptor hash now.
+    pub descriptor_hash: &'a str,
+    /// SHA-256 of the canonical JSON of the arguments that will run ([`args_digest`](crate::args_digest)).
+    pub args_digest: &'a str,
+}
+
+/// An approval [`WriteGate::approve_call`] accepted, and used up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovedCall {
+    /// The approval's id.
+    pub approval_id: String,
+    /// Who approved.
+    pub approver: String,
 }
 
 /// A refused proposal, given back with the reason.

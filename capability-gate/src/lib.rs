@@ -23,12 +23,12 @@ mod session;
 
 pub use clock::{CLOCK_TOLERANCE_SECS, Clock, SystemClock};
 pub use error::GateError;
-pub use gate::{Approved, Check, MAX_VALIDITY_SECS, Rejected, WriteGate};
+pub use gate::{Approved, ApprovedCall, CallTarget, Check, MAX_VALIDITY_SECS, Rejected, WriteGate};
 pub use grant::{
     Attenuation, AuthorityGrant, GrantContext, GrantError, MemoryRevocations, PolicyDecision,
     RevocationStore,
 };
 pub use key::{PublicKey, SecretKey};
 pub use ledger::{ApprovalLedger, Consumed, MemoryLedger, StoreError};
-pub use proposal::{Approval, PROPOSAL_VERSION, Proposal, ProposalFile};
+pub use proposal::{Approval, PROPOSAL_VERSION, Proposal, ProposalFile, args_digest};
 pub use session::{AdvisorSession, Execute, Run, SessionError};

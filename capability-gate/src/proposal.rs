@@ -58,6 +58,8 @@ impl<T: Capability> Proposal<T> {
                 proposer: proposer.into(),
                 rationale: rationale.into(),
                 created_at: SystemClock.now(),
+                id: None,
+                expires_at: None,
             },
             tool: PhantomData,
         })
@@ -124,6 +126,14 @@ pub struct ProposalFile {
     pub rationale: String,
     /// When, in seconds since the Unix epoch.
     pub created_at: u64,
+    /// The proposal's id, when whoever keeps it names it (a gateway does: the retried call
+    /// finds its approval by it). Not written when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Until when it waits for an approval, in seconds since the Unix epoch, if it says:
+    /// `capability approve` refuses to sign it afterwards. Not written when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
 }
 
 impl ProposalFile {
@@ -263,6 +273,19 @@ impl Approval {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
+}
+
+/// SHA-256 (hex) of a value's canonical JSON (RFC 8785): the `args_digest` an approval binds.
+///
+/// ```
+/// use serde_json::json;
+/// let a = capability::gate::args_digest(&json!({"b": 1, "a": [true, null]}));
+/// let b = capability::gate::args_digest(&json!({"a": [true, null], "b": 1}));
+/// assert_eq!(a, b, "key order does not count");
+/// assert_ne!(a, capability::gate::args_digest(&json!({"a": [true, null], "b": 2})));
+/// ```
+pub fn args_digest(value: &Value) -> String {
+    digest(value)
 }
 
 pub(crate) fn digest(value: &Value) -> String {

@@ -8,7 +8,7 @@
 //
 // Operations:
 //   {"op": "list"}                                   -> {"op":"list","result":{tools, ...}}
-//   {"op": "call", "name": "x", "arguments": {...}}  -> {"op":"call","result":{...}}
+//   {"op": "call", "name": "x", "arguments": {...}, "meta": {...}?}  -> {"op":"call","result":{...}}
 //                                                    or {"op":"call","error":{code,message,data}}
 //   {"op": "waitListChanged", "timeoutMs": 5000}     -> {"op":"waitListChanged","changed":true|false}
 // The first line is {"op":"connect","serverInfo":..,"protocolVersion":..}; a failure to connect
@@ -97,7 +97,9 @@ for (const op of options.ops) {
     if (op.op === 'list') {
       print({ op: 'list', result: await client.listTools() });
     } else if (op.op === 'call') {
-      const result = await client.callTool({ name: op.name, arguments: op.arguments ?? {} });
+      const params = { name: op.name, arguments: op.arguments ?? {} };
+      if (op.meta) params._meta = op.meta;
+      const result = await client.callTool(params);
       print({ op: 'call', name: op.name, result });
     } else if (op.op === 'resources') {
       print({ op: 'resources', result: await client.listResources() });

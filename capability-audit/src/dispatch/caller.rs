@@ -31,6 +31,9 @@ pub struct Caller<'a> {
     /// Who called, when an edge authenticated the caller (an OAuth token's subject, client and
     /// issuer; the bearer-token table's entry): written into every record of the call.
     pub principal: Option<&'a Principal>,
+    /// How a call held back for a human's consent was let through (an approval's id and its
+    /// approver): written into the reasons of every record of the call.
+    pub consent: Option<&'a Consent>,
 }
 
 impl<'a> Caller<'a> {
@@ -41,7 +44,14 @@ impl<'a> Caller<'a> {
             step: None,
             incident: None,
             principal: None,
+            consent: None,
         }
+    }
+
+    /// Let through by this consent (a signed approval, a grant, an elicited answer).
+    pub const fn consent(mut self, consent: &'a Consent) -> Self {
+        self.consent = Some(consent);
+        self
     }
 
     /// In the workflow step `step`.

@@ -63,7 +63,7 @@ impl AuditedDispatch {
                 .clone()
                 .or_else(|| subject.policy_version.map(str::to_owned)),
             verdict: Verdict::Allowed,
-            reasons: Vec::new(),
+            reasons: caller.consent.map(Reason::consent).into_iter().collect(),
             input,
             input_digest,
             input_size,

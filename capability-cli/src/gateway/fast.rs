@@ -122,6 +122,13 @@ impl Fast {
             if !agreed {
                 return false;
             }
+            // A call held for approval is rmcp's (`approvals.rs`): rare, and never fast.
+            if snapshot
+                .policy
+                .needs_approval(who.role(), Some(route.server), route.tool)
+            {
+                return false;
+            }
         }
         let id = id.get().to_owned();
         let shown = params.name;
@@ -166,7 +173,7 @@ impl Fast {
                     Ok::<_, String>(result)
                 };
                 gateway
-                    .forward(&who, &shown, &route, &input, delivered)
+                    .forward(&who, &shown, &route, &input, None, delivered)
                     .await
                     .map(|_| ())
             };

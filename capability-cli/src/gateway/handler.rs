@@ -18,7 +18,7 @@ use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use capability::audit::Principal;
-use capability::audit::{AuditedDispatch, Caller, Outcome, Request, Subject};
+use capability::audit::{AuditedDispatch, Caller, Consent, Outcome, Request, Subject};
 use capability::authz::{Action, Authorize, DenyReason, ToolContext};
 use capability::mcp::{Fleet, WithheldReason};
 use capability::rmcp::REFUSED_CODE;
@@ -46,6 +46,8 @@ pub(super) struct Snapshot {
     pub(super) lanes: HashMap<String, Arc<Lane>>,
     pub(super) policy: Arc<Policy>,
     pub(super) policy_version: Option<String>,
+    /// The approvals of the policy's `[approvals]` table (`approvals.rs`).
+    pub(super) approvals: Option<Arc<super::approvals::Approvals>>,
 }
 
 /// Who asks: over stdio the one client of the gateway's role; over HTTP, whom the edge
@@ -186,6 +188,19 @@ impl Gateway {
 }
 
 impl Who {
+    /// The role (`(none)` for a caller without one).
+    pub(super) fn role(&self) -> &str {
+        &self.role
+    }
+
+    /// Who proposes a held call: the principal the edge authenticated, or the stdio role.
+    pub(super) fn proposer(&self) -> String {
+        match &self.principal {
+            Some(principal) => principal.key(),
+            None => format!("role:{}", self.role),
+        }
+    }
+
     fn caller(&self) -> Caller<'_> {
         let caller = Caller::new("mcp-client");
         match &self.principal {
@@ -281,10 +296,11 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let snapshot = self.current();
-        let Some(ctx) = self.who(&snapshot, &context).ctx else {
+        let who = self.who(&snapshot, &context);
+        let Some(ctx) = &who.ctx else {
             return Ok(ListToolsResult::with_all_items(Vec::new()));
         };
-        let view = snapshot.fleet.for_caller(&ctx);
+        let view = snapshot.fleet.for_caller(ctx);
         let tools = view
             .visible()
             .filter_map(|tool| {
@@ -294,6 +310,7 @@ impl ServerHandler for Gateway {
                 );
                 let mut listed = snapshot.tools.get(&key)?.clone();
                 listed.name = tool.shown.clone().into();
+                self.say_held(&snapshot, &who, &key, &mut listed);
                 Some(listed)
             })
             .collect();
@@ -360,9 +377,18 @@ impl ServerHandler for Gateway {
         };
         let mut forwarded = request.clone();
         forwarded.name = route.tool.to_owned().into();
+        let (consent, input) = self.consented(
+            &snapshot,
+            &who,
+            &shown,
+            &route,
+            input,
+            &context,
+            &mut forwarded,
+        )?;
         let server = route.server;
         let answered = self
-            .forward(&who, &shown, &route, &input, async {
+            .forward(&who, &shown, &route, &input, consent.as_ref(), async {
                 peer.call_tool_once(forwarded)
                     .await
                     .map(Answer)
@@ -381,6 +407,13 @@ pub(super) struct Route<'s> {
     pub(super) tool: &'s str,
     pub(super) manifest: &'s CapabilityManifest,
     ctx: &'s ToolContext,
+}
+
+impl Route<'_> {
+    /// The caller's decider.
+    pub(super) fn ctx(&self) -> &ToolContext {
+        self.ctx
+    }
 }
 
 impl Gateway {
@@ -435,15 +468,16 @@ impl Gateway {
         shown: &str,
         route: &Route<'_>,
         input: &Value,
+        consent: Option<&Consent>,
         run: impl std::future::Future<Output = Result<O, String>>,
     ) -> Result<O, ErrorData> {
         let shown_refused = |why: &str| refused(shown, why);
         let call = Request::mcp("tools/call", Action::CallTool(route.manifest), input);
-        match self
-            .dispatch
-            .act_async(route.ctx, who.caller(), &call, run)
-            .await
-        {
+        let caller = match consent {
+            Some(consent) => who.caller().consent(consent),
+            None => who.caller(),
+        };
+        match self.dispatch.act_async(route.ctx, caller, &call, run).await {
             Outcome::Done(output) => Ok(output),
             Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
             Outcome::Denied(denial) => Err(shown_refused(&denial.to_string())),

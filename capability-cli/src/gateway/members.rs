@@ -108,6 +108,8 @@ pub(super) struct Gate {
     pub(super) role: Option<String>,
     pub(super) dispatch: std::sync::Arc<capability::audit::AuditedDispatch>,
     pub(super) front: std::sync::Arc<std::sync::OnceLock<::rmcp::Peer<::rmcp::RoleServer>>>,
+    /// The `--audit` target: the approval ledger when `[approvals]` names none.
+    pub(super) audit: std::sync::Arc<str>,
 }
 
 impl Gate {
@@ -266,6 +268,7 @@ pub(super) fn snapshot<'a>(
         lanes,
         policy: std::sync::Arc::new(policy.clone()),
         policy_version: policy.version().map(str::to_owned),
+        approvals: None,
     })
 }
 
@@ -324,7 +327,8 @@ pub(super) async fn rebuild(
     kinds: &[Changed],
 ) {
     match snapshot(members.iter().map(Member::view), policy, role) {
-        Ok(next) => {
+        Ok(mut next) => {
+            next.approvals = gateway.current().approvals.clone();
             // Said again only when what is withheld changed (a list change says nothing new).
             let before = gateway.current();
             if before.fleet.collisions() != next.fleet.collisions()

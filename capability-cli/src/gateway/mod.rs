@@ -12,10 +12,12 @@
 //! to the client (sampling, elicitation, roots) reach the stdio client where its role allows
 //! them. Not in this build: resource subscriptions and completion across servers.
 
+mod approvals;
 mod check;
 mod fast;
 mod fleet;
 mod handler;
+mod held;
 mod http;
 mod items;
 mod lane;
@@ -159,6 +161,7 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
         front,
         std::sync::Arc::new(dispatch),
         args.watch,
+        target,
     ));
     let closed = sink.close();
     served?;

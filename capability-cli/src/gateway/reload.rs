@@ -147,7 +147,8 @@ async fn reload(
             ..member.view()
         }),
     });
-    let next = snapshot(views, &policy, role)?;
+    let mut next = snapshot(views, &policy, role)?;
+    next.approvals = super::approvals::Approvals::open(&policy, base, Some(&gate.audit))?;
     // The HTTP edge's credentials and limits, read from the new file too.
     let edge = match http {
         Some(front) => Some(front.config(&policy).await?),

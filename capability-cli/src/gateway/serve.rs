@@ -29,6 +29,7 @@ use capability::Policy;
 use capability::audit::AuditedDispatch;
 
 use super::GatewayError;
+use super::approvals::Approvals;
 use super::handler::Gateway;
 use crate::proxy::Changed;
 
@@ -57,6 +58,7 @@ pub async fn serve(
     front: Front,
     dispatch: Arc<AuditedDispatch>,
     watch: bool,
+    audit: &str,
 ) -> Result<(), GatewayError> {
     let base = policy_path.parent().unwrap_or(Path::new(".")).to_owned();
     let role = match &front {
@@ -69,7 +71,10 @@ pub async fn serve(
         role: role.map(str::to_owned),
         dispatch: dispatch.clone(),
         front: Arc::default(),
+        audit: Arc::from(audit),
     };
+    // Before any server starts: a gateway that cannot keep approvals once serves nothing.
+    let approvals = Approvals::open(&policy, &base, Some(audit)).map_err(GatewayError)?;
     let mut members = Vec::new();
     for spec in Spec::all(&policy, &base).map_err(GatewayError)? {
         members.push(
@@ -78,7 +83,9 @@ pub async fn serve(
                 .map_err(GatewayError)?,
         );
     }
-    let first = snapshot(members.iter().map(Member::view), &policy, role).map_err(GatewayError)?;
+    let mut first =
+        snapshot(members.iter().map(Member::view), &policy, role).map_err(GatewayError)?;
+    first.approvals = approvals;
     report_collisions(&first);
     let gateway = Gateway {
         role: role.map(str::to_owned),

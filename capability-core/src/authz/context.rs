@@ -51,6 +51,7 @@ impl ToolContext {
             rules: Arc::new(RoleRules {
                 name: role.into(),
                 rules: Rules::new(ceiling).allow(Pattern::any()),
+                approve: Vec::new(),
             }),
             assertions: Arc::new(Assertions::default()),
             policy_version: None,

@@ -164,6 +164,20 @@ pub enum DenyReason {
         /// Which limit, and when to try again.
         why: String,
     },
+    /// The role may call the tool only with a human's approval of exactly this call (a
+    /// policy's `approve` patterns), and none came: the call was not forwarded, and a proposal
+    /// was made for an approver to sign.
+    ApprovalRequired {
+        /// The proposal's id (`capability approve` signs it; the retried call finds it).
+        proposal: String,
+    },
+    /// The call came with an approval, and the approval does not hold for it: an unknown
+    /// approver, a bad signature, another audience, tool or server, changed arguments, a
+    /// changed descriptor, expired, or used before.
+    ApprovalRefused {
+        /// Why.
+        why: String,
+    },
     /// One grant of an authority grant's chain denies the call, for the reason `because` (one
     /// of the reasons above, from the same decision a role gets).
     Grant {
@@ -228,6 +242,12 @@ impl DenyReason {
                 write!(f, "the caller is not authenticated: {why}")
             }
             DenyReason::Limited { why } => write!(f, "refused by the edge's limits: {why}"),
+            DenyReason::ApprovalRequired { proposal } => write!(
+                f,
+                "it needs a human's approval of exactly this call; proposal {proposal} awaits \
+                 one (`capability approve`)"
+            ),
+            DenyReason::ApprovalRefused { why } => write!(f, "its approval does not hold: {why}"),
             DenyReason::Grant { grant, because } => {
                 write!(f, "grant {grant}: ")?;
                 because.describe(f, Whose::Grant)

@@ -27,6 +27,7 @@
 //! # Ok::<(), capability::ManifestError>(())
 //! ```
 
+mod approvals;
 mod context;
 mod decision;
 mod edge;
@@ -37,6 +38,7 @@ mod policy;
 mod rules;
 mod servers;
 
+pub use approvals::{ApprovalSettings, DEFAULT_PROPOSAL_SECS};
 pub use context::{Denial, ToolContext};
 pub use decision::{Ceiling, Decision, DenyReason, Effect};
 pub use edge::{AuthSettings, DEFAULT_ALGORITHMS, HttpSettings, SUPPORTED_ALGORITHMS};

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::approvals::{ApprovalSettings, ApprovalsFile};
 use super::context::ToolContext;
 use super::edge::{AuthFile, AuthSettings, HttpFile, HttpSettings};
 use super::items::{Action, ItemPattern, ServerRequestKind};
@@ -80,6 +81,8 @@ pub struct Policy {
     auth: Option<AuthSettings>,
     /// The `[http]` table, or its defaults.
     http: HttpSettings,
+    /// The `[approvals]` table, if any.
+    approvals: Option<ApprovalSettings>,
 }
 
 impl Policy {
@@ -115,6 +118,8 @@ impl Policy {
                 ));
             rules.allow = patterns(role.allow)?;
             rules.deny = patterns(role.deny)?;
+            let approve_at = role.approve.first().map(|p| p.span().start);
+            let approve = patterns(role.approve)?;
             let items = |list: Vec<Spanned<String>>, requests: bool| {
                 list.into_iter()
                     .map(|p| {
@@ -143,9 +148,20 @@ impl Policy {
             rules.items.prompts = items(role.prompts, false)?;
             rules.items.deny_prompts = items(role.deny_prompts, false)?;
             rules.items.server_requests = items(role.server_requests, true)?;
+            if let (Some(start), None) = (approve_at, &file.approvals) {
+                return Err(at(
+                    start,
+                    format!(
+                        "role `{}` holds calls back for approval, but the policy has no \
+                         `[approvals]` table to say who approves them",
+                        name.get_ref()
+                    ),
+                ));
+            }
             roles.push(Arc::new(RoleRules {
                 name: name.into_inner(),
                 rules,
+                approve,
             }));
         }
         // Sorted by name already (a map), and kept so: lookups are binary searches.
@@ -211,6 +227,7 @@ impl Policy {
                 .is_ok()
         };
         let auth = file.auth.map(|a| a.check(is_role, &at)).transpose()?;
+        let approvals = file.approvals.map(|a| a.check(&at)).transpose()?;
         let http = match file.http {
             Some(http) => http.check(&at)?,
             None => HttpSettings::default(),
@@ -223,6 +240,7 @@ impl Policy {
             bearer_tokens,
             auth,
             http,
+            approvals,
         })
     }
 
@@ -417,6 +435,8 @@ struct PolicyFile {
     auth: Option<AuthFile>,
     /// The HTTP edge's limits (`edge.rs`).
     http: Option<HttpFile>,
+    /// Who approves held-back calls (`approvals.rs`).
+    approvals: Option<ApprovalsFile>,
 }
 
 #[derive(Deserialize)]
@@ -444,11 +464,29 @@ struct RoleFile {
     /// `server/kind` globs of the requests servers may send the role's client.
     #[serde(default)]
     server_requests: Vec<Spanned<String>>,
+    /// `provider/tool` globs of the tools a call of which needs a human's approval.
+    #[serde(default)]
+    approve: Vec<Spanned<String>>,
 }
 
 impl Policy {
     /// The `[servers]` table: the operator's names for MCP servers, in name order.
     pub fn servers(&self) -> &[ServerEntry] {
         &self.servers
+    }
+
+    /// The `[approvals]` table, if the policy has one (see [`ApprovalSettings`]).
+    pub fn approvals(&self) -> Option<&ApprovalSettings> {
+        self.approvals.as_ref()
+    }
+
+    /// Whether a call of `provider/name` by `role` needs a human's approval of exactly that
+    /// call: one of the role's `approve` patterns catches it (loosely, as a `deny` pattern
+    /// does: letter case, or a tool without a provider, does not escape it). The role must
+    /// still be allowed the tool; an approval never lifts a denial. An unknown role: `false`
+    /// (it is denied everything anyway).
+    pub fn needs_approval(&self, role: &str, provider: Option<&str>, name: &str) -> bool {
+        self.role(role)
+            .is_some_and(|role| role.approve.iter().any(|p| p.denies(provider, name)))
     }
 }

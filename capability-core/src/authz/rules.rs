@@ -223,6 +223,9 @@ impl Rules {
 pub(crate) struct RoleRules {
     pub(crate) name: String,
     pub(crate) rules: Rules,
+    /// The tools a call of which needs a human's approval (matched loosely, as `deny`
+    /// patterns are: a requirement is not escaped by letter case).
+    pub(crate) approve: Vec<Pattern>,
 }
 
 /// Whether every element of `needed` is in `granted` (both sorted), without allocating.

@@ -1,0 +1,193 @@
+//! The held path of a call (`approvals.rs`): whether a call is held for a human's approval,
+//! and the consent it carries or the refusal (a proposal) it gets.
+
+use ::rmcp::model::CallToolRequestParams;
+use ::rmcp::service::RequestContext;
+use ::rmcp::{ErrorData, RoleServer};
+use serde_json::{Map, Value, json};
+
+use capability::audit::{Consent, ConsentKind};
+use capability::authz::DenyReason;
+use capability::gate::{Approval, CallTarget};
+
+use super::approvals::{APPROVAL_META, Held, propose};
+use super::handler::{Gateway, Route, Snapshot, Who};
+
+/// What a held tool's description starts with in a listing.
+const HELD_NOTE: &str = "[Needs a human's approval of each call: a call without one \
+    is answered with a proposal to sign (`capability approve`), then retried.] ";
+
+impl Gateway {
+    /// Says in a held tool's listed description that each call needs an approval.
+    pub(super) fn say_held(
+        &self,
+        snapshot: &Snapshot,
+        who: &Who,
+        (server, tool): &(String, String),
+        listed: &mut ::rmcp::model::Tool,
+    ) {
+        if snapshot
+            .policy
+            .needs_approval(who.role(), Some(server), tool)
+        {
+            let said = listed.description.as_deref().unwrap_or_default();
+            listed.description = Some(format!("{HELD_NOTE}{said}").into());
+        }
+    }
+
+    /// A call's consent, when it is held (`None` when it is not), and the input to decide and
+    /// record: for a held call, the signed arguments, also written into `forwarded` (and the
+    /// gateway's own `_meta` keys taken out of it).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn consented(
+        &self,
+        snapshot: &Snapshot,
+        who: &Who,
+        shown: &str,
+        route: &Route<'_>,
+        input: Value,
+        context: &RequestContext<RoleServer>,
+        forwarded: &mut CallToolRequestParams,
+    ) -> Result<(Option<Consent>, Value), ErrorData> {
+        if !self.holds(snapshot, who, route) {
+            return Ok((None, input));
+        }
+        // rmcp hands the request's `_meta` over in the context.
+        let mut meta = context.meta.0.0.clone();
+        if let Some(more) = &forwarded.meta {
+            meta.extend(more.0.0.clone());
+        }
+        let (consent, args) = self.consent(snapshot, who, shown, route, &input, Some(&meta))?;
+        forwarded.arguments = args.as_object().cloned();
+        if let Some(sent) = &mut forwarded.meta {
+            super::approvals::strip_meta(&mut sent.0.0);
+        }
+        Ok((Some(consent), args))
+    }
+
+    /// Whether `who`'s call of `route` is held for a human's approval: a role's `approve`
+    /// pattern catches it, and the role is allowed the tool (an approval never lifts a
+    /// denial, which the one decision records as such).
+    pub(super) fn holds(&self, snapshot: &Snapshot, who: &Who, route: &Route<'_>) -> bool {
+        snapshot
+            .policy
+            .needs_approval(who.role(), Some(route.server), route.tool)
+            && route.ctx().decide(route.manifest).is_allowed()
+    }
+
+    /// The consent a held call carries, with the arguments to forward (the canonical JSON the
+    /// approver signed); or its refusal, recorded: a proposal when it carries no approval,
+    /// the reason when its approval does not hold.
+    pub(super) fn consent(
+        &self,
+        snapshot: &Snapshot,
+        who: &Who,
+        shown: &str,
+        route: &Route<'_>,
+        input: &Value,
+        meta: Option<&Map<String, Value>>,
+    ) -> Result<(Consent, Value), ErrorData> {
+        let refuse = |reason: DenyReason, data: Option<Value>| {
+            let call = capability::audit::Request::mcp(
+                "tools/call",
+                capability::authz::Action::CallTool(route.manifest),
+                input,
+            );
+            let why = self.refuse(snapshot, who, &call, &[reason]);
+            let mut error = super::handler::refused_item("tool", shown, &why);
+            if let (Some(Value::Object(data)), Some(Value::Object(more))) = (&mut error.data, data)
+            {
+                data.extend(more);
+            }
+            error
+        };
+        let Some(approvals) = snapshot.approvals.as_deref() else {
+            let why = "the policy holds it for approval, but the gateway has no approvals \
+                       configured";
+            return Err(refuse(
+                DenyReason::ApprovalRefused {
+                    why: why.to_owned(),
+                },
+                None,
+            ));
+        };
+        let canonical = capability::json::to_canonical_json(input);
+        let held = Held {
+            server: route.server,
+            tool: route.tool,
+            tool_type: format!("mcp:{}/{}", route.server, route.tool),
+            descriptor_hash: route.manifest.descriptor_hash(),
+            args_digest: capability::gate::args_digest(input),
+            canonical,
+            proposer: who.proposer(),
+        };
+        let id = held.id(&approvals.audience);
+        let carried = meta.and_then(|m| m.get(APPROVAL_META));
+        let (approval, from_file) = match carried {
+            Some(value) => match Approval::from_json(&value.to_string()) {
+                Ok(approval) => (approval, None),
+                Err(e) => {
+                    let why = format!("`_meta[\"{APPROVAL_META}\"]` is not an approval: {e}");
+                    return Err(refuse(DenyReason::ApprovalRefused { why }, None));
+                }
+            },
+            None => match approvals.approval_path(&id).filter(|p| p.exists()) {
+                Some(path) => match std::fs::read_to_string(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| Approval::from_json(&text).map_err(|e| e.to_string()))
+                {
+                    Ok(approval) => (approval, Some(path)),
+                    Err(e) => {
+                        let why = format!("`{}`: {e}", path.display());
+                        return Err(refuse(DenyReason::ApprovalRefused { why }, None));
+                    }
+                },
+                None => {
+                    let (file, path) = propose(approvals, &held, &id, meta)?;
+                    let data = json!({
+                        "proposal_id": id,
+                        "proposal": file,
+                        "proposal_file": path.map(|p| p.display().to_string()),
+                    });
+                    return Err(refuse(
+                        DenyReason::ApprovalRequired { proposal: id },
+                        Some(data),
+                    ));
+                }
+            },
+        };
+        let target = CallTarget {
+            tool: held.tool,
+            tool_type: &held.tool_type,
+            descriptor_hash: held.descriptor_hash,
+            args_digest: &held.args_digest,
+        };
+        match approvals.gate.approve_call(&target, &approval) {
+            Ok(approved) => {
+                // Used: the next identical call is a new proposal, not this one's replay.
+                if let Some(path) = from_file {
+                    let _ = std::fs::remove_file(path);
+                }
+                if let Some(path) = approvals.proposal_path(&id) {
+                    let _ = std::fs::remove_file(path);
+                }
+                let args = serde_json::from_str(&held.canonical)
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                Ok((
+                    Consent {
+                        kind: ConsentKind::Signed,
+                        id: approved.approval_id,
+                        by: approved.approver,
+                    },
+                    args,
+                ))
+            }
+            Err(error) => Err(refuse(
+                DenyReason::ApprovalRefused {
+                    why: error.to_string(),
+                },
+                Some(json!({ "proposal_id": id })),
+            )),
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! Approvals at the gateway, with the official TypeScript SDK client and `capability approve`:
+//! a held call is answered with a proposal and reaches no server; the signed call runs once
+//! with exactly the signed arguments (the server's journal shows them); every other use of the
+//! approval is refused and reaches no server: a replay in the same gateway and through another
+//! gateway process on the same store, changed arguments, another tool, an expired approval, one
+//! for another audience, and one signed with a key that is not the approver's.
+
+#![cfg(unix)]
+
+mod proxy_common;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use proxy_common::{BIN, scratch, ts_through_proxy, verifies};
+
+/// A stdio MCP server in plain Python that journals every line it reads to `$JOURNAL`: two
+/// destructive git tools and a read-only one.
+const SERVER: &str = r#"
+import json, os, sys
+journal = open(os.environ["JOURNAL"], "a", buffering=1)
+def send(value):
+    sys.stdout.write(json.dumps(value) + "\n"); sys.stdout.flush()
+def tool(name, read_only):
+    return {"name": name, "description": name + " of a repository",
+            "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": read_only, "destructiveHint": not read_only}}
+for line in sys.stdin:
+    journal.write(line)
+    message = json.loads(line)
+    method, id = message.get("method"), message.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": id, "result": {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "git", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+            tool("git_reset", False), tool("git_clean", False), tool("git_status", True)]}})
+    elif method == "tools/call":
+        params = message["params"]
+        send({"jsonrpc": "2.0", "id": id, "result": {"content": [
+            {"type": "text", "text": params["name"] + " " + json.dumps(params.get("arguments"), sort_keys=True)}]}})
+    elif method == "ping":
+        send({"jsonrpc": "2.0", "id": id, "result": {}})
+    elif id is not None and method is not None:
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
+"#;
+
+fn run(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run capability")
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The fleet (one git server), a key pair for alice, and the SQLite store that is both the
+/// trail and the approval ledger.
+fn setup(name: &str) -> PathBuf {
+    let dir = scratch(name, "");
+    std::fs::write(dir.join("git.py"), SERVER).expect("server");
+    ok(&run(&dir, &["keygen", "--out", "alice.key"]));
+    ok(&run(&dir, &["keygen", "--out", "mallory.key"]));
+    ok(&run(&dir, &["db", "migrate", "state.db"]));
+    let alice = std::fs::read_to_string(dir.join("alice.key.pub")).expect("alice's key");
+    let policy = format!(
+        r#"version = "approvals-1"
+
+[servers.git]
+command = ["python3", {script:?}]
+env = {{ JOURNAL = {journal:?} }}
+trust = "trusted"
+prefix = "git_"
+
+[roles.operator]
+ceiling = "unrestricted"
+allow = ["*"]
+approve = ["git/git_reset", "git/git_clean"]
+
+[approvals]
+audience = "gw-test"
+proposals = "proposals"
+approvers = {{ alice = {alice:?} }}
+"#,
+        script = dir.join("git.py").display().to_string(),
+        journal = dir.join("journal.jsonl").display().to_string(),
+        alice = alice.trim(),
+    );
+    std::fs::write(dir.join("policy.toml"), policy).expect("policy");
+    dir
+}
+
+fn gateway(dir: &Path) -> Vec<String> {
+    proxy_common::gateway_stdio(
+        &dir.join("policy.toml"),
+        "operator",
+        &dir.join("state.db"),
+        &[],
+    )
+}
+
+/// The calls of `tool` the server was sent: their arguments.
+fn sent(dir: &Path, tool: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("journal.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "tools/call" && m["params"]["name"] == tool)
+        .map(|m| m["params"]["arguments"].clone())
+        .collect()
+}
+
+fn error_of(line: &Value) -> String {
+    line["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an error: {line}"))
+        .to_owned()
+}
+
+/// Signs `proposal` as `approver` with `key` for `audience`; the approval's JSON.
+fn approve(dir: &Path, proposal: &Path, key: &str, audience: &str, expires_in: &str) -> Value {
+    let out = run(
+        dir,
+        &[
+            "approve",
+            "--key",
+            key,
+            "--approver",
+            "alice",
+            "--audience",
+            audience,
+            "--expires-in",
+            expires_in,
+            "--yes",
+            &proposal.display().to_string(),
+        ],
+    );
+    serde_json::from_str(&ok(&out)).expect("an approval")
+}
+
+#[test]
+fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refused() {
+    let Some(servers) = support::require_servers("gateway_approvals") else {
+        return;
+    };
+    let dir = setup("gateway-approvals");
+    let args = gateway(&dir);
+    let reset = json!({"repo_path": "/srv/repo", "mode": "hard"});
+
+    // 1. Listed, said to need an approval; a call without one is a proposal, and runs nothing.
+    let lines = ts_through_proxy(
+        &servers,
+        &json!([
+            {"op": "list"},
+            {"op": "call", "name": "git_git_reset", "arguments": reset,
+             "meta": {"capability/rationale": "the branch is corrupt"}},
+            {"op": "call", "name": "git_git_status", "arguments": {}},
+        ]),
+        &args,
+    );
+    assert_eq!(lines[0]["op"], "connect");
+    let listed = &lines[1]["result"]["tools"];
+    assert!(listed.is_array(), "{lines:?}");
+    let described = |name: &str| {
+        listed
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == name))
+            .and_then(|t| t["description"].as_str())
+            .unwrap_or_else(|| panic!("{name} listed: {listed}"))
+            .to_owned()
+    };
+    assert!(described("git_git_reset").starts_with("[Needs a human's approval"));
+    assert!(!described("git_git_status").contains("approval"));
+    let refusal = &lines[2]["error"];
+    assert!(
+        error_of(&lines[2]).contains("needs a human's approval"),
+        "{refusal}"
+    );
+    let data = &refusal["data"];
+    let id = data["proposal_id"]
+        .as_str()
+        .expect("a proposal id")
+        .to_owned();
+    let proposal = &data["proposal"];
+    assert_eq!(proposal["tool"], "git_reset");
+    assert_eq!(proposal["provider"], "git");
+    assert_eq!(proposal["tool_type"], "mcp:git/git_reset");
+    assert_eq!(proposal["audience"], "gw-test");
+    assert_eq!(proposal["proposer"], "role:operator");
+    assert_eq!(proposal["rationale"], "the branch is corrupt");
+    assert_eq!(proposal["args"], reset);
+    assert!(proposal["expires_at"].as_u64() > proposal["created_at"].as_u64());
+    let file = dir.join("proposals").join(format!("{id}.json"));
+    assert_eq!(data["proposal_file"], file.display().to_string());
+    assert!(lines[3]["result"].is_object(), "a read runs: {}", lines[3]);
+    assert!(
+        sent(&dir, "git_reset").is_empty(),
+        "a proposal runs nothing"
+    );
+
+    // 2. Approved with `capability approve`, into the proposals directory: the retried call
+    //    (its keys in another order) finds it, runs once, and a replay in the same process is
+    //    refused.
+    let approval = approve(&dir, &file, "alice.key", "gw-test", "600");
+    let approval_file = dir.join("proposals").join(format!("{id}.approval.json"));
+    std::fs::write(&approval_file, approval.to_string()).expect("approval file");
+    let reordered = json!({"mode": "hard", "repo_path": "/srv/repo"});
+    let lines = ts_through_proxy(
+        &servers,
+        &json!([
+            {"op": "call", "name": "git_git_reset", "arguments": reordered},
+            {"op": "call", "name": "git_git_reset", "arguments": reordered,
+             "meta": {"capability/approval": approval}},
+        ]),
+        &args,
+    );
+    let text = lines[1]["result"]["content"][0]["text"].as_str();
+    assert_eq!(
+        text,
+        Some(r#"git_reset {"mode": "hard", "repo_path": "/srv/repo"}"#),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(
+        sent(&dir, "git_reset"),
+        std::slice::from_ref(&reset),
+        "run once, as signed"
+    );
+    assert!(error_of(&lines[2]).contains("used"), "{}", lines[2]);
+    assert!(
+        !approval_file.exists() && !file.exists(),
+        "used: taken away"
+    );
+
+    // 3. Through another gateway process on the same store: a replay; changed arguments;
+    //    another tool; all refused, none reaches the server.
+    let changed = json!({"repo_path": "/srv/other", "mode": "hard"});
+    let lines = ts_through_proxy(
+        &servers,
+        &json!([
+            {"op": "call", "name": "git_git_reset", "arguments": reset,
+             "meta": {"capability/approval": approval}},
+            {"op": "call", "name": "git_git_reset", "arguments": changed,
+             "meta": {"capability/approval": approval}},
+            {"op": "call", "name": "git_git_clean", "arguments": reset,
+             "meta": {"capability/approval": approval}},
+        ]),
+        &args,
+    );
+    assert!(error_of(&lines[1]).contains("used"), "{}", lines[1]);
+    assert!(error_of(&lines[2]).contains("arguments"), "{}", lines[2]);
+    assert!(error_of(&lines[3]).contains("git_reset"), "{}", lines[3]);
+    assert_eq!(sent(&dir, "git_reset").len(), 1);
+    assert!(sent(&dir, "git_clean").is_empty());
+
+    // 4. A fresh proposal of the same call; approvals that do not hold for it: expired, for
+    //    another audience, signed with mallory's key in alice's name.
+    let lines = ts_through_proxy(
+        &servers,
+        &json!([{"op": "call", "name": "git_git_reset", "arguments": reset}]),
+        &args,
+    );
+    let id = lines[1]["error"]["data"]["proposal_id"]
+        .as_str()
+        .expect("a new proposal")
+        .to_owned();
+    let file = dir.join("proposals").join(format!("{id}.json"));
+    let expired = approve(&dir, &file, "alice.key", "gw-test", "1");
+    let mut foreign: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("proposal")).expect("json");
+    foreign["audience"] = json!("elsewhere");
+    let foreign_file = dir.join("foreign.json");
+    std::fs::write(&foreign_file, foreign.to_string()).expect("foreign proposal");
+    let foreign = approve(&dir, &foreign_file, "alice.key", "elsewhere", "600");
+    let forged = approve(&dir, &file, "mallory.key", "gw-test", "600");
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
+    let lines = ts_through_proxy(
+        &servers,
+        &json!([
+            {"op": "call", "name": "git_git_reset", "arguments": reset,
+             "meta": {"capability/approval": expired}},
+            {"op": "call", "name": "git_git_reset", "arguments": reset,
+             "meta": {"capability/approval": foreign}},
+            {"op": "call", "name": "git_git_reset", "arguments": reset,
+             "meta": {"capability/approval": forged}},
+            {"op": "call", "name": "git_git_reset", "arguments": reset,
+             "meta": {"capability/approval": {"id": "not an approval"}}},
+        ]),
+        &args,
+    );
+    assert!(error_of(&lines[1]).contains("expired"), "{}", lines[1]);
+    assert!(error_of(&lines[2]).contains("elsewhere"), "{}", lines[2]);
+    assert!(error_of(&lines[3]).contains("signature"), "{}", lines[3]);
+    assert!(
+        error_of(&lines[4]).contains("not an approval"),
+        "{}",
+        lines[4]
+    );
+    assert_eq!(sent(&dir, "git_reset").len(), 1, "nothing else ran");
+
+    // 5. The trail: the proposal and every refusal denied, the one run approved by alice.
+    verifies(&dir.join("state.db"));
+    let store = capability_store::open(&dir.join("state.db").display().to_string()).expect("store");
+    let trail: Vec<Value> = store
+        .read_trail()
+        .expect("the trail")
+        .records
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("a record"))
+        .collect();
+    let resets: Vec<&Value> = trail.iter().filter(|r| r["tool"] == "git_reset").collect();
+    let allowed: Vec<&&Value> = resets
+        .iter()
+        .filter(|r| r["verdict"] == "allowed")
+        .collect();
+    assert_eq!(allowed.len(), 2, "intent and outcome: {allowed:?}");
+    for record in &allowed {
+        assert_eq!(record["reasons"][0]["reason"], "signed");
+        assert_eq!(record["reasons"][0]["approver"], "alice");
+        assert_eq!(record["reasons"][0]["approval_id"], approval["id"]);
+        assert_eq!(record["provider"], "git");
+    }
+    let codes: Vec<&str> = resets
+        .iter()
+        .filter(|r| r["verdict"] == "denied")
+        .filter_map(|r| r["reasons"][0]["reason"].as_str())
+        .collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == "approval_required").count(),
+        2,
+        "{codes:?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|c| **c == "approval_refused").count(),
+        7,
+        "{codes:?}"
+    );
+    let clean: Vec<&Value> = trail.iter().filter(|r| r["tool"] == "git_clean").collect();
+    assert_eq!(clean.len(), 1, "{clean:?}");
+    assert_eq!(clean[0]["reasons"][0]["reason"], "approval_refused");
+}
+
+#[test]
+fn a_policy_that_holds_calls_back_without_approvers_or_a_shared_ledger_is_refused() {
+    let dir = scratch(
+        "gateway-approvals-config",
+        r#"[roles.operator]
+ceiling = "unrestricted"
+allow = ["*"]
+approve = ["git/git_reset"]
+"#,
+    );
+    let out = run(&dir, &["gateway", "--policy", "policy.toml", "--check"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        said.contains("policy.toml:4:") && said.contains("no `[approvals]` table"),
+        "{said}"
+    );
+
+    // A JSON Lines trail is no ledger: a gateway process cannot tell another what it used.
+    std::fs::write(
+        dir.join("policy.toml"),
+        r#"[servers.none]
+command = ["true"]
+
+[roles.operator]
+ceiling = "unrestricted"
+allow = ["*"]
+approve = ["git/git_reset"]
+
+[approvals]
+audience = "gw"
+"#,
+    )
+    .expect("policy");
+    let out = run(
+        &dir,
+        &[
+            "gateway",
+            "--policy",
+            "policy.toml",
+            "--role",
+            "operator",
+            "--audit",
+            "trail.jsonl",
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        said.contains("needs a ledger every gateway process shares"),
+        "{said}"
+    );
+}
