@@ -22,6 +22,7 @@
 
 mod approve;
 mod audit;
+mod grant;
 mod help;
 mod out;
 mod output;
@@ -101,6 +102,8 @@ enum Command {
         /// The proposal file.
         proposal: PathBuf,
     },
+    /// Sign a plan grant (a number of calls of some tools, for one principal), or revoke one.
+    Grant(grant::GrantArgs),
     /// Make an approver's key pair: FILE (secret) and FILE.pub (for the write gate).
     Keygen {
         /// The secret key file to write; the public key goes to FILE.pub.
@@ -407,6 +410,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             out,
         ),
         Command::Keygen { out: key_file } => approve::keygen(&key_file, out),
+        Command::Grant(args) => grant::run(args, out),
         Command::Audit(AuditCommand::Verify { target, key, json }) => {
             audit::verify(&target, key.as_deref(), json, out)
         }

@@ -94,6 +94,7 @@ approve = ["git/git_reset", "git/git_clean"]
 [approvals]
 audience = "gw-test"
 proposals = "proposals"
+grants = "grants"
 approvers = {{ alice = {alice:?} }}
 "#,
         script = dir.join("git.py").display().to_string(),
@@ -352,6 +353,103 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
     let clean: Vec<&Value> = trail.iter().filter(|r| r["tool"] == "git_clean").collect();
     assert_eq!(clean.len(), 1, "{clean:?}");
     assert_eq!(clean[0]["reasons"][0]["reason"], "approval_refused");
+}
+
+/// Signs a plan grant of `calls` calls of `tools` to the stdio role `operator`; its id.
+fn grant(dir: &Path, tools: &str, calls: &str, file: &str) -> String {
+    std::fs::create_dir_all(dir.join("grants")).expect("grants dir");
+    ok(&run(
+        dir,
+        &[
+            "grant",
+            "--key",
+            "alice.key",
+            "--issuer",
+            "alice",
+            "--audience",
+            "gw-test",
+            "--principal",
+            "role:operator",
+            "--tools",
+            tools,
+            "--ceiling",
+            "unrestricted",
+            "--calls",
+            calls,
+            "--out",
+            file,
+        ],
+    ));
+    let text = std::fs::read_to_string(dir.join(file)).expect("the grant");
+    let grant: Value = serde_json::from_str(&text).expect("a grant");
+    grant["id"].as_str().expect("an id").to_owned()
+}
+
+#[test]
+fn a_plan_grant_runs_its_calls_then_refuses_and_a_revocation_holds_in_another_process() {
+    let Some(servers) = support::require_servers("gateway_grants") else {
+        return;
+    };
+    let dir = setup("gateway-grants");
+    let args = gateway(&dir);
+    let reset_grant = grant(&dir, "git/git_reset", "2", "grants/reset.grant.json");
+    let clean_grant = grant(&dir, "git/git_clean", "5", "grants/clean.grant.json");
+    let call = |n: u32| json!({"op": "call", "name": "git_git_reset", "arguments": {"n": n}});
+    let lines = ts_through_proxy(
+        &servers,
+        &json!([call(1), call(2), call(3),
+            {"op": "call", "name": "git_git_clean", "arguments": {"n": 1}}]),
+        &args,
+    );
+    assert!(lines[1]["result"].is_object(), "{}", lines[1]);
+    assert!(lines[2]["result"].is_object(), "{}", lines[2]);
+    let third = error_of(&lines[3]);
+    assert!(third.contains("all 2 of its calls are used"), "{third}");
+    assert!(
+        lines[3]["error"]["data"]["proposal_id"].is_string(),
+        "and a proposal"
+    );
+    assert!(lines[4]["result"].is_object(), "{}", lines[4]);
+    assert_eq!(sent(&dir, "git_reset"), [json!({"n": 1}), json!({"n": 2})]);
+
+    // Revoked in the shared store: the next gateway process refuses it at once.
+    let out = run(
+        &dir,
+        &["grant", "revoke", "--store", "state.db", &clean_grant],
+    );
+    assert!(ok(&out).contains(&clean_grant));
+    let lines = ts_through_proxy(
+        &servers,
+        &json!([{"op": "call", "name": "git_git_clean", "arguments": {"n": 2}}, call(4)]),
+        &args,
+    );
+    assert!(error_of(&lines[1]).contains("revoked"), "{}", lines[1]);
+    assert!(
+        error_of(&lines[2]).contains("all 2 of its calls are used"),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(sent(&dir, "git_clean"), [json!({"n": 1})]);
+    assert_eq!(sent(&dir, "git_reset").len(), 2);
+
+    let store = capability_store::open(&dir.join("state.db").display().to_string()).expect("store");
+    let granted: Vec<Value> = store
+        .read_trail()
+        .expect("the trail")
+        .records
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("a record"))
+        .filter(|r| r["verdict"] == "allowed" && r["phase"] == "intent")
+        .collect();
+    let ids: Vec<&str> = granted
+        .iter()
+        .map(|r| {
+            assert_eq!(r["reasons"][0]["reason"], "granted", "{r}");
+            assert_eq!(r["reasons"][0]["approver"], "alice");
+            r["reasons"][0]["approval_id"].as_str().unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(ids, [&reset_grant, &reset_grant, &clean_grant]);
 }
 
 #[test]

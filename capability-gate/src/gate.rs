@@ -138,6 +138,16 @@ impl WriteGate {
         }
     }
 
+    /// The key of the approver `name`, if the gate trusts them.
+    pub(crate) fn approver_key(&self, name: &str) -> Option<&PublicKey> {
+        self.approvers.get(name)
+    }
+
+    /// The ledger of used approvals (and plan grants' uses).
+    pub(crate) fn ledger(&self) -> &dyn ApprovalLedger {
+        &*self.ledger
+    }
+
     /// The audience this gate accepts approvals for.
     pub fn audience(&self) -> &str {
         &self.audience
@@ -305,7 +315,7 @@ impl WriteGate {
 
     /// The clock now, and the latest time the gate has seen (refused when the clock stepped
     /// back further than the tolerance).
-    fn now(&self) -> Result<(u64, u64), GateError> {
+    pub(crate) fn now(&self) -> Result<(u64, u64), GateError> {
         let now = self.clock.now();
         let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
         if now + CLOCK_TOLERANCE_SECS < *latest {

@@ -18,6 +18,7 @@ mod gate;
 mod grant;
 mod key;
 mod ledger;
+mod plan;
 mod proposal;
 mod session;
 
@@ -30,5 +31,6 @@ pub use grant::{
 };
 pub use key::{PublicKey, SecretKey};
 pub use ledger::{ApprovalLedger, Consumed, MemoryLedger, StoreError};
+pub use plan::{GrantUse, GrantedCall, MAX_GRANT_CALLS, PlanGrant};
 pub use proposal::{Approval, PROPOSAL_VERSION, Proposal, ProposalFile, args_digest};
 pub use session::{AdvisorSession, Execute, Run, SessionError};

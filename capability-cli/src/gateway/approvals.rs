@@ -24,7 +24,10 @@ use ::rmcp::ErrorData;
 use serde_json::{Map, Value, json};
 
 use capability::Policy;
-use capability::gate::{Clock, PROPOSAL_VERSION, ProposalFile, PublicKey, SystemClock, WriteGate};
+use capability::gate::{
+    Clock, PROPOSAL_VERSION, PlanGrant, ProposalFile, PublicKey, RevocationStore, SystemClock,
+    WriteGate,
+};
 use capability_store::{TargetKind, redact_url, target_kind};
 
 /// The `_meta` key of an approval a retried call carries.
@@ -39,6 +42,8 @@ pub(crate) struct Approvals {
     pub(super) gate: WriteGate,
     pub(super) audience: String,
     dir: Option<PathBuf>,
+    grants: Option<PathBuf>,
+    pub(super) revocations: Arc<dyn RevocationStore>,
     proposal_secs: u64,
 }
 
@@ -99,6 +104,7 @@ impl Approvals {
             gate = gate.max_validity(max);
         }
         let dir = settings.proposals().map(relative);
+        let grants = settings.grants().map(relative);
         if let Some(dir) = &dir {
             std::fs::create_dir_all(dir).map_err(|e| {
                 format!(
@@ -111,6 +117,8 @@ impl Approvals {
             gate,
             audience: settings.audience().to_owned(),
             dir,
+            grants,
+            revocations: store.revocations(),
             proposal_secs: settings.proposal_secs(),
         })))
     }
@@ -123,8 +131,43 @@ impl Approvals {
                 .approver(approver.0, approver.1),
             audience: audience.to_owned(),
             dir: None,
+            grants: None,
+            revocations: Arc::new(capability::gate::MemoryRevocations::default()),
             proposal_secs: 60,
         }
+    }
+
+    /// The signed plan grants of the grants directory (`*.grant.json`), each read now, so a
+    /// grant added or removed counts at the next call. A file that cannot be read is said and
+    /// passed over: it grants nothing.
+    pub(super) fn plan_grants(&self) -> Vec<PlanGrant> {
+        let Some(dir) = &self.grants else {
+            return Vec::new();
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().ends_with(".grant.json"))
+            .collect();
+        paths.sort();
+        paths
+            .into_iter()
+            .filter_map(|path| {
+                let read = std::fs::read_to_string(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| PlanGrant::from_json(&text).map_err(|e| e.to_string()));
+                read.map_err(|why| {
+                    super::note(format_args!(
+                        "the grant file `{}` grants nothing: {why}",
+                        path.display()
+                    ));
+                })
+                .ok()
+            })
+            .collect()
     }
 
     pub(super) fn proposal_path(&self, id: &str) -> Option<PathBuf> {

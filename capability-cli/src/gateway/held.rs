@@ -8,9 +8,10 @@ use serde_json::{Map, Value, json};
 
 use capability::audit::{Consent, ConsentKind};
 use capability::authz::DenyReason;
-use capability::gate::{Approval, CallTarget};
+use capability::authz::Effect;
+use capability::gate::{Approval, CallTarget, GrantedCall};
 
-use super::approvals::{APPROVAL_META, Held, propose};
+use super::approvals::{APPROVAL_META, Approvals, Held, propose};
 use super::handler::{Gateway, Route, Snapshot, Who};
 
 /// What a held tool's description starts with in a listing.
@@ -87,13 +88,13 @@ impl Gateway {
         input: &Value,
         meta: Option<&Map<String, Value>>,
     ) -> Result<(Consent, Value), ErrorData> {
-        let refuse = |reason: DenyReason, data: Option<Value>| {
+        let refuse = |reasons: Vec<DenyReason>, data: Option<Value>| {
             let call = capability::audit::Request::mcp(
                 "tools/call",
                 capability::authz::Action::CallTool(route.manifest),
                 input,
             );
-            let why = self.refuse(snapshot, who, &call, &[reason]);
+            let why = self.refuse(snapshot, who, &call, &reasons);
             let mut error = super::handler::refused_item("tool", shown, &why);
             if let (Some(Value::Object(data)), Some(Value::Object(more))) = (&mut error.data, data)
             {
@@ -105,9 +106,9 @@ impl Gateway {
             let why = "the policy holds it for approval, but the gateway has no approvals \
                        configured";
             return Err(refuse(
-                DenyReason::ApprovalRefused {
+                vec![DenyReason::ApprovalRefused {
                     why: why.to_owned(),
-                },
+                }],
                 None,
             ));
         };
@@ -128,7 +129,7 @@ impl Gateway {
                 Ok(approval) => (approval, None),
                 Err(e) => {
                     let why = format!("`_meta[\"{APPROVAL_META}\"]` is not an approval: {e}");
-                    return Err(refuse(DenyReason::ApprovalRefused { why }, None));
+                    return Err(refuse(vec![DenyReason::ApprovalRefused { why }], None));
                 }
             },
             None => match approvals.approval_path(&id).filter(|p| p.exists()) {
@@ -139,20 +140,28 @@ impl Gateway {
                     Ok(approval) => (approval, Some(path)),
                     Err(e) => {
                         let why = format!("`{}`: {e}", path.display());
-                        return Err(refuse(DenyReason::ApprovalRefused { why }, None));
+                        return Err(refuse(vec![DenyReason::ApprovalRefused { why }], None));
                     }
                 },
                 None => {
+                    let mut reasons = Vec::new();
+                    match granted(snapshot, approvals, who, route) {
+                        Ok(Some(consent)) => {
+                            let args = serde_json::from_str(&held.canonical)
+                                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                            return Ok((consent, args));
+                        }
+                        Ok(None) => {}
+                        Err(why) => reasons.push(DenyReason::ApprovalRefused { why }),
+                    }
                     let (file, path) = propose(approvals, &held, &id, meta)?;
                     let data = json!({
                         "proposal_id": id,
                         "proposal": file,
                         "proposal_file": path.map(|p| p.display().to_string()),
                     });
-                    return Err(refuse(
-                        DenyReason::ApprovalRequired { proposal: id },
-                        Some(data),
-                    ));
+                    reasons.push(DenyReason::ApprovalRequired { proposal: id });
+                    return Err(refuse(reasons, Some(data)));
                 }
             },
         };
@@ -183,11 +192,48 @@ impl Gateway {
                 ))
             }
             Err(error) => Err(refuse(
-                DenyReason::ApprovalRefused {
+                vec![DenyReason::ApprovalRefused {
                     why: error.to_string(),
-                },
+                }],
                 Some(json!({ "proposal_id": id })),
             )),
         }
     }
+}
+
+/// The consent of a plan grant covering the call (each use counted in the shared ledger), if
+/// one does; or why the grants that cover it do not hold (used up, revoked, expired, not
+/// genuinely signed).
+fn granted(
+    snapshot: &Snapshot,
+    approvals: &Approvals,
+    who: &Who,
+    route: &Route<'_>,
+) -> Result<Option<Consent>, String> {
+    let effective = snapshot.policy.effective_manifest(route.manifest);
+    let principal = who.proposer();
+    let call = GrantedCall {
+        principal: &principal,
+        provider: route.server,
+        tool: route.tool,
+        effect: Effect::of(effective.read_only(), effective.destructive()),
+        scopes: effective.required_scopes(),
+    };
+    let mut refused = None;
+    for grant in approvals.plan_grants().iter().filter(|g| g.covers(&call)) {
+        match approvals
+            .gate
+            .use_grant(grant, &call, &*approvals.revocations)
+        {
+            Ok(used) => {
+                return Ok(Some(Consent {
+                    kind: ConsentKind::Granted,
+                    id: used.grant_id,
+                    by: used.issuer,
+                }));
+            }
+            Err(error) => refused = Some(format!("grant {}: {error}", grant.id)),
+        }
+    }
+    refused.map_or(Ok(None), Err)
 }

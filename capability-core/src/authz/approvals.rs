@@ -44,12 +44,19 @@ pub struct ApprovalSettings {
     audience: String,
     approvers: Vec<(String, String)>,
     proposals: Option<String>,
+    grants: Option<String>,
     ledger: Option<String>,
     proposal_secs: u64,
     max_validity_secs: Option<u64>,
 }
 
 impl ApprovalSettings {
+    /// The directory of signed plan grants (`capability grant --out <dir>/<name>.grant.json`),
+    /// as written (relative to the policy file).
+    pub fn grants(&self) -> Option<&str> {
+        self.grants.as_deref()
+    }
+
     /// The audience approvals must be signed for (`capability approve --audience`): this
     /// gateway's name; an approval for any other is refused.
     pub fn audience(&self) -> &str {
@@ -94,6 +101,7 @@ pub(super) struct ApprovalsFile {
     #[serde(default)]
     approvers: BTreeMap<Spanned<String>, Spanned<String>>,
     proposals: Option<Spanned<String>>,
+    grants: Option<Spanned<String>>,
     ledger: Option<Spanned<String>>,
     proposal_secs: Option<Spanned<u64>>,
     max_validity_secs: Option<Spanned<u64>>,
@@ -134,7 +142,11 @@ impl ApprovalsFile {
             }
             approvers.push((name.into_inner(), hex.to_ascii_lowercase()));
         }
-        for (field, value) in [("proposals", &self.proposals), ("ledger", &self.ledger)] {
+        for (field, value) in [
+            ("proposals", &self.proposals),
+            ("grants", &self.grants),
+            ("ledger", &self.ledger),
+        ] {
             if let Some(value) = value.as_ref().filter(|v| v.get_ref().trim().is_empty()) {
                 return Err(at(
                     value.span().start,
@@ -153,6 +165,7 @@ impl ApprovalsFile {
             audience: audience.clone(),
             approvers,
             proposals: self.proposals.map(Spanned::into_inner),
+            grants: self.grants.map(Spanned::into_inner),
             ledger: self.ledger.map(Spanned::into_inner),
             proposal_secs: positive(self.proposal_secs, "proposal_secs")?
                 .unwrap_or(DEFAULT_PROPOSAL_SECS),
