@@ -71,6 +71,11 @@ fn ok(out: &std::process::Output) -> String {
 /// The fleet (one git server), a key pair for alice, and the SQLite store that is both the
 /// trail and the approval ledger.
 fn setup(name: &str) -> PathBuf {
+    setup_holding(name, r#"approve = ["git/git_reset", "git/git_clean"]"#)
+}
+
+/// [`setup`], with the role's `approve` and `confirm` lines given.
+fn setup_holding(name: &str, holds: &str) -> PathBuf {
     let dir = scratch(name, "");
     std::fs::write(dir.join("git.py"), SERVER).expect("server");
     ok(&run(&dir, &["keygen", "--out", "alice.key"]));
@@ -89,7 +94,7 @@ prefix = "git_"
 [roles.operator]
 ceiling = "unrestricted"
 allow = ["*"]
-approve = ["git/git_reset", "git/git_clean"]
+{holds}
 
 [approvals]
 audience = "gw-test"
@@ -450,6 +455,115 @@ fn a_plan_grant_runs_its_calls_then_refuses_and_a_revocation_holds_in_another_pr
         })
         .collect();
     assert_eq!(ids, [&reset_grant, &reset_grant, &clean_grant]);
+}
+
+/// The TypeScript client through the gateway, its "human" answering elicitations `answer`.
+fn ts_answering(
+    servers: &support::Servers,
+    ops: &Value,
+    args: &[String],
+    answer: &str,
+) -> Vec<Value> {
+    let output = servers
+        .ts_client(
+            ops,
+            support::TsTarget::Stdio {
+                program: Path::new(BIN),
+                args,
+            },
+        )
+        .env("CAPABILITY_TS_ELICIT", answer)
+        .output()
+        .expect("run the TypeScript client");
+    support::ts_client_lines(&output).expect("the client ran")
+}
+
+#[test]
+fn a_confirmed_tool_is_asked_through_elicitation_and_a_signed_one_never_is() {
+    let Some(servers) = support::require_servers("gateway_confirm") else {
+        return;
+    };
+    let dir = setup_holding(
+        "gateway-confirm",
+        r#"approve = ["git/git_reset"]
+confirm = ["git/*"]"#,
+    );
+    let args = gateway(&dir);
+    let ops = json!([
+        {"op": "list"},
+        {"op": "call", "name": "git_git_clean", "arguments": {"n": 1}},
+        {"op": "call", "name": "git_git_reset", "arguments": {"n": 1}},
+    ]);
+    let lines = ts_answering(&servers, &ops, &args, "accept");
+    let asked: Vec<&Value> = lines.iter().filter(|l| l["op"] == "elicited").collect();
+    assert_eq!(
+        asked.len(),
+        1,
+        "only the confirmable tool is asked: {lines:?}"
+    );
+    let message = asked[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("git_clean") && message.contains("\"n\": 1"),
+        "{message}"
+    );
+    let calls: Vec<&Value> = lines.iter().filter(|l| l["op"] == "call").collect();
+    assert!(calls[0]["result"].is_object(), "{}", calls[0]);
+    assert!(
+        error_of(calls[1]).contains("needs a human's approval"),
+        "a signed tool takes no elicited answer: {}",
+        calls[1]
+    );
+    let listed = &lines[1]["result"]["tools"];
+    let description = |name: &str| {
+        listed
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["name"] == name))
+            .and_then(|t| t["description"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(description("git_git_clean").starts_with("[Each call is confirmed"));
+    assert!(description("git_git_reset").starts_with("[Needs a human's approval"));
+    assert_eq!(sent(&dir, "git_clean"), [json!({"n": 1})]);
+    assert!(sent(&dir, "git_reset").is_empty());
+
+    // Not allowed, declined: refused and never sent. A client that cannot ask: a proposal.
+    for answer in ["refuse", "decline"] {
+        let lines = ts_answering(&servers, &ops, &args, answer);
+        let calls: Vec<&Value> = lines.iter().filter(|l| l["op"] == "call").collect();
+        let said = error_of(calls[0]);
+        assert!(
+            said.contains("did not allow") || said.contains("decline"),
+            "{said}"
+        );
+    }
+    let lines = ts_through_proxy(&servers, &ops, &args);
+    assert!(
+        error_of(&lines[2]).contains("needs a human's approval"),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(sent(&dir, "git_clean").len(), 1);
+
+    let store = capability_store::open(&dir.join("state.db").display().to_string()).expect("store");
+    let records: Vec<Value> = store
+        .read_trail()
+        .expect("the trail")
+        .records
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("a record"))
+        .filter(|r| r["tool"] == "git_clean")
+        .collect();
+    let allowed: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["verdict"] == "allowed")
+        .collect();
+    assert_eq!(allowed.len(), 2, "intent and outcome");
+    assert_eq!(allowed[0]["reasons"][0]["reason"], "elicited");
+    assert_eq!(
+        records.iter().filter(|r| r["verdict"] == "denied").count(),
+        3
+    );
 }
 
 #[test]

@@ -19,7 +19,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ElicitRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 function usage(message) {
   process.stderr.write(`ts-client: ${message}\n`);
@@ -72,7 +72,21 @@ const transport = options.http
       stderr: 'inherit',
     });
 
-const client = new Client({ name: 'capability-ts-client', version: '0.0.0' });
+// CAPABILITY_TS_ELICIT=accept|refuse|decline: the client declares form elicitation and its
+// "human" answers every request so (accept: {allow: true}; refuse: accept with {allow: false});
+// each request is printed as {"op":"elicited","message":..,"schema":..}.
+const elicit = process.env.CAPABILITY_TS_ELICIT;
+const client = new Client(
+  { name: 'capability-ts-client', version: '0.0.0' },
+  elicit ? { capabilities: { elicitation: { form: {} } } } : undefined,
+);
+if (elicit) {
+  client.setRequestHandler(ElicitRequestSchema, async (request) => {
+    print({ op: 'elicited', message: request.params.message, schema: request.params.requestedSchema });
+    if (elicit === 'decline') return { action: 'decline' };
+    return { action: 'accept', content: { allow: elicit === 'accept' } };
+  });
+}
 let listChanged = 0;
 let wakeListChanged = null;
 client.setNotificationHandler(ToolListChangedNotificationSchema, () => {

@@ -125,7 +125,8 @@ impl Fast {
             // A call held for approval is rmcp's (`approvals.rs`): rare, and never fast.
             if snapshot
                 .policy
-                .needs_approval(who.role(), Some(route.server), route.tool)
+                .hold(who.role(), Some(route.server), route.tool)
+                .is_some()
             {
                 return false;
             }

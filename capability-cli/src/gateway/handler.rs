@@ -377,15 +377,17 @@ impl ServerHandler for Gateway {
         };
         let mut forwarded = request.clone();
         forwarded.name = route.tool.to_owned().into();
-        let (consent, input) = self.consented(
-            &snapshot,
-            &who,
-            &shown,
-            &route,
-            input,
-            &context,
-            &mut forwarded,
-        )?;
+        let (consent, input) = self
+            .consented(
+                &snapshot,
+                &who,
+                &shown,
+                &route,
+                input,
+                &context,
+                &mut forwarded,
+            )
+            .await?;
         let server = route.server;
         let answered = self
             .forward(&who, &shown, &route, &input, consent.as_ref(), async {

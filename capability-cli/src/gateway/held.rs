@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use capability::audit::{Consent, ConsentKind};
 use capability::authz::DenyReason;
-use capability::authz::Effect;
+use capability::authz::{Effect, Hold};
 use capability::gate::{Approval, CallTarget, GrantedCall};
 
 use super::approvals::{APPROVAL_META, Approvals, Held, propose};
@@ -17,6 +17,13 @@ use super::handler::{Gateway, Route, Snapshot, Who};
 /// What a held tool's description starts with in a listing.
 const HELD_NOTE: &str = "[Needs a human's approval of each call: a call without one \
     is answered with a proposal to sign (`capability approve`), then retried.] ";
+
+/// What a tool the client's human may confirm starts with in a listing.
+const CONFIRM_NOTE: &str = "[Each call is confirmed by the user first (the gateway asks \
+    through elicitation).] ";
+
+/// How long the gateway waits for the client's human to confirm a call.
+const CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl Gateway {
     /// Says in a held tool's listed description that each call needs an approval.
@@ -27,20 +34,20 @@ impl Gateway {
         (server, tool): &(String, String),
         listed: &mut ::rmcp::model::Tool,
     ) {
-        if snapshot
-            .policy
-            .needs_approval(who.role(), Some(server), tool)
-        {
-            let said = listed.description.as_deref().unwrap_or_default();
-            listed.description = Some(format!("{HELD_NOTE}{said}").into());
-        }
+        let note = match snapshot.policy.hold(who.role(), Some(server), tool) {
+            Some(Hold::Signature) => HELD_NOTE,
+            Some(Hold::Confirmation) => CONFIRM_NOTE,
+            None => return,
+        };
+        let said = listed.description.as_deref().unwrap_or_default();
+        listed.description = Some(format!("{note}{said}").into());
     }
 
     /// A call's consent, when it is held (`None` when it is not), and the input to decide and
     /// record: for a held call, the signed arguments, also written into `forwarded` (and the
     /// gateway's own `_meta` keys taken out of it).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn consented(
+    #[allow(clippy::too_many_arguments)] // the call, as the handler has it; called once
+    pub(super) async fn consented(
         &self,
         snapshot: &Snapshot,
         who: &Who,
@@ -50,8 +57,15 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
         forwarded: &mut CallToolRequestParams,
     ) -> Result<(Option<Consent>, Value), ErrorData> {
-        if !self.holds(snapshot, who, route) {
+        let Some(hold) = self.holds(snapshot, who, route) else {
             return Ok((None, input));
+        };
+        if hold == Hold::Confirmation
+            && let Some(consent) = self
+                .confirmed(snapshot, who, shown, route, &input, context)
+                .await?
+        {
+            return Ok((Some(consent), input));
         }
         // rmcp hands the request's `_meta` over in the context.
         let mut meta = context.meta.0.0.clone();
@@ -69,11 +83,85 @@ impl Gateway {
     /// Whether `who`'s call of `route` is held for a human's approval: a role's `approve`
     /// pattern catches it, and the role is allowed the tool (an approval never lifts a
     /// denial, which the one decision records as such).
-    pub(super) fn holds(&self, snapshot: &Snapshot, who: &Who, route: &Route<'_>) -> bool {
+    pub(super) fn holds(&self, snapshot: &Snapshot, who: &Who, route: &Route<'_>) -> Option<Hold> {
         snapshot
             .policy
-            .needs_approval(who.role(), Some(route.server), route.tool)
-            && route.ctx().decide(route.manifest).is_allowed()
+            .hold(who.role(), Some(route.server), route.tool)
+            .filter(|_| route.ctx().decide(route.manifest).is_allowed())
+    }
+
+    /// Asks the client's human to confirm a call (MCP elicitation): the consent when they
+    /// accept; `None` when the client cannot ask (no form elicitation), so a signed approval
+    /// is asked for instead; the refusal, recorded, when they decline, cancel or do not answer.
+    async fn confirmed(
+        &self,
+        snapshot: &Snapshot,
+        who: &Who,
+        shown: &str,
+        route: &Route<'_>,
+        input: &Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<Consent>, ErrorData> {
+        use ::rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+        if !context
+            .peer
+            .supported_elicitation_modes()
+            .contains(&::rmcp::service::ElicitationMode::Form)
+        {
+            return Ok(None);
+        }
+        let args = serde_json::to_string_pretty(input).unwrap_or_default();
+        let message = format!(
+            "{} asks to run `{}` on `{}` (shown as `{shown}`) with these arguments:\n{args}\n\
+             Allow this one call?",
+            who.proposer(),
+            route.tool,
+            route.server,
+        );
+        let schema = ElicitationSchema::builder()
+            .required_bool("allow")
+            .build()
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let asked = context
+            .peer
+            .create_elicitation_with_timeout(
+                ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message,
+                    requested_schema: schema,
+                },
+                Some(CONFIRM_TIMEOUT),
+            )
+            .await;
+        let why = match asked {
+            Ok(answer)
+                if answer.action == ElicitationAction::Accept
+                    && answer
+                        .content
+                        .as_ref()
+                        .and_then(|c| c.get("allow"))
+                        .and_then(Value::as_bool)
+                        == Some(true) =>
+            {
+                return Ok(Some(Consent {
+                    kind: ConsentKind::Elicited,
+                    id: format!("elicitation:{}", context.id),
+                    by: format!("the client of {}", who.proposer()),
+                }));
+            }
+            Ok(answer) if answer.action == ElicitationAction::Accept => {
+                "the client's human did not allow it".to_owned()
+            }
+            Ok(answer) => format!("the client's human answered {:?}", answer.action).to_lowercase(),
+            Err(error) => format!("the client's human could not be asked: {error}"),
+        };
+        let call = capability::audit::Request::mcp(
+            "tools/call",
+            capability::authz::Action::CallTool(route.manifest),
+            input,
+        );
+        let refused = self.refuse(snapshot, who, &call, &[DenyReason::ApprovalRefused { why }]);
+        Err(super::handler::refused_item("tool", shown, &refused))
     }
 
     /// The consent a held call carries, with the arguments to forward (the canonical JSON the

@@ -12,6 +12,17 @@ use crate::toml_file::TomlError;
 /// How long a proposal waits for an approval, by default: an hour.
 pub const DEFAULT_PROPOSAL_SECS: u64 = 60 * 60;
 
+/// How a held call waits for a human (see [`Policy::hold`](super::Policy::hold)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Hold {
+    /// A signed approval of exactly this call (`capability approve`), or a signed plan grant
+    /// covering it (`capability grant`).
+    Signature,
+    /// Any of those, or the client's human confirming it through MCP elicitation: weaker,
+    /// since the client relays the answer and nothing is signed; the record says `elicited`.
+    Confirmation,
+}
+
 /// The `[approvals]` table: what a gateway needs to hold back the calls a role's `approve`
 /// patterns name until a human signs them (`capability approve`), and to run each signed call
 /// once.

@@ -52,6 +52,7 @@ impl ToolContext {
                 name: role.into(),
                 rules: Rules::new(ceiling).allow(Pattern::any()),
                 approve: Vec::new(),
+                confirm: Vec::new(),
             }),
             assertions: Arc::new(Assertions::default()),
             policy_version: None,

@@ -31,6 +31,7 @@ mod approvals;
 mod context;
 mod decision;
 mod edge;
+mod file;
 mod index;
 mod items;
 mod pattern;
@@ -38,7 +39,7 @@ mod policy;
 mod rules;
 mod servers;
 
-pub use approvals::{ApprovalSettings, DEFAULT_PROPOSAL_SECS};
+pub use approvals::{ApprovalSettings, DEFAULT_PROPOSAL_SECS, Hold};
 pub use context::{Denial, ToolContext};
 pub use decision::{Ceiling, Decision, DenyReason, Effect};
 pub use edge::{AuthSettings, DEFAULT_ALGORITHMS, HttpSettings, SUPPORTED_ALGORITHMS};

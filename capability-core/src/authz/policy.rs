@@ -1,21 +1,20 @@
 //! The role permission matrix: roles with a ceiling, tool patterns and scopes, and operator
 //! assertions about specific tools, loaded from TOML.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use toml::Spanned;
 
-use super::approvals::{ApprovalSettings, ApprovalsFile};
+use super::approvals::{ApprovalSettings, Hold};
 use super::context::ToolContext;
-use super::edge::{AuthFile, AuthSettings, HttpFile, HttpSettings};
+use super::edge::{AuthSettings, HttpSettings};
+use super::file::PolicyFile;
 use super::items::{Action, ItemPattern, ServerRequestKind};
 use super::pattern::Pattern;
-use super::rules::{Assertions, Ceiling, Decision, DenyReason, RoleRules, Rules};
-use super::servers::{ServerEntry, ServerFile};
-use crate::manifest::{Assertion, CapabilityManifest};
+use super::rules::{Assertions, Decision, DenyReason, RoleRules, Rules};
+use super::servers::ServerEntry;
+use crate::manifest::CapabilityManifest;
 use crate::toml_file::{self, TomlError};
 
 /// A policy file that could not be loaded: where, and why.
@@ -120,6 +119,7 @@ impl Policy {
             rules.deny = patterns(role.deny)?;
             let approve_at = role.approve.first().map(|p| p.span().start);
             let approve = patterns(role.approve)?;
+            let confirm = patterns(role.confirm)?;
             let items = |list: Vec<Spanned<String>>, requests: bool| {
                 list.into_iter()
                     .map(|p| {
@@ -162,6 +162,7 @@ impl Policy {
                 name: name.into_inner(),
                 rules,
                 approve,
+                confirm,
             }));
         }
         // Sorted by name already (a map), and kept so: lookups are binary searches.
@@ -418,57 +419,6 @@ fn check_role_name(name: &str) -> Result<(), String> {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PolicyFile {
-    version: Option<String>,
-    #[serde(default)]
-    servers: BTreeMap<Spanned<String>, ServerFile>,
-    #[serde(default)]
-    roles: BTreeMap<Spanned<String>, RoleFile>,
-    #[serde(default)]
-    assertions: BTreeMap<Spanned<String>, Assertion>,
-    /// `"sha256:<hex>" = "<role>"`: the role a bearer token gives, by the token's hash.
-    #[serde(default)]
-    bearer_tokens: BTreeMap<Spanned<String>, Spanned<String>>,
-    /// The OAuth 2.1 resource server's settings (`edge.rs`).
-    auth: Option<AuthFile>,
-    /// The HTTP edge's limits (`edge.rs`).
-    http: Option<HttpFile>,
-    /// Who approves held-back calls (`approvals.rs`).
-    approvals: Option<ApprovalsFile>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RoleFile {
-    ceiling: Ceiling,
-    #[serde(default)]
-    closed_world_only: bool,
-    #[serde(default)]
-    allow: Vec<Spanned<String>>,
-    #[serde(default)]
-    deny: Vec<Spanned<String>>,
-    #[serde(default)]
-    scopes: Vec<Spanned<String>>,
-    /// `server/URI` globs of the resources the role may read (see `items.rs`).
-    #[serde(default)]
-    resources: Vec<Spanned<String>>,
-    #[serde(default)]
-    deny_resources: Vec<Spanned<String>>,
-    /// `server/name` globs of the prompts the role may get.
-    #[serde(default)]
-    prompts: Vec<Spanned<String>>,
-    #[serde(default)]
-    deny_prompts: Vec<Spanned<String>>,
-    /// `server/kind` globs of the requests servers may send the role's client.
-    #[serde(default)]
-    server_requests: Vec<Spanned<String>>,
-    /// `provider/tool` globs of the tools a call of which needs a human's approval.
-    #[serde(default)]
-    approve: Vec<Spanned<String>>,
-}
-
 impl Policy {
     /// The `[servers]` table: the operator's names for MCP servers, in name order.
     pub fn servers(&self) -> &[ServerEntry] {
@@ -480,13 +430,48 @@ impl Policy {
         self.approvals.as_ref()
     }
 
-    /// Whether a call of `provider/name` by `role` needs a human's approval of exactly that
-    /// call: one of the role's `approve` patterns catches it (loosely, as a `deny` pattern
-    /// does: letter case, or a tool without a provider, does not escape it). The role must
-    /// still be allowed the tool; an approval never lifts a denial. An unknown role: `false`
-    /// (it is denied everything anyway).
+    /// Whether a call of `provider/name` by `role` needs a human's signed approval of exactly
+    /// that call: [`hold`](Self::hold) is [`Hold::Signature`].
     pub fn needs_approval(&self, role: &str, provider: Option<&str>, name: &str) -> bool {
-        self.role(role)
-            .is_some_and(|role| role.approve.iter().any(|p| p.denies(provider, name)))
+        self.hold(role, provider, name) == Some(Hold::Signature)
+    }
+
+    /// Whether, and how, a call of `provider/name` by `role` is held for a human's consent:
+    /// [`Hold::Signature`] when one of the role's `approve` patterns catches it,
+    /// [`Hold::Confirmation`] when only a `confirm` pattern does (a tool that wants a
+    /// signature never takes a confirmation). Patterns catch loosely, as `deny` patterns do:
+    /// letter case, or a tool without a provider, does not escape them. The role must still
+    /// be allowed the tool; consent never lifts a denial. An unknown role: `None` (it is
+    /// denied everything anyway).
+    ///
+    /// ```
+    /// use capability::Policy;
+    /// use capability::authz::Hold;
+    ///
+    /// let policy = Policy::from_toml_str(r#"
+    ///     [roles.operator]
+    ///     ceiling = "unrestricted"
+    ///     allow = ["*"]
+    ///     approve = ["git/git_reset"]
+    ///     confirm = ["git/*"]
+    ///
+    ///     [approvals]
+    ///     audience = "gw"
+    /// "#)?;
+    /// assert_eq!(policy.hold("operator", Some("git"), "git_reset"), Some(Hold::Signature));
+    /// assert_eq!(policy.hold("operator", Some("git"), "git_commit"), Some(Hold::Confirmation));
+    /// assert_eq!(policy.hold("operator", Some("fs"), "read_file"), None);
+    /// # Ok::<(), capability::authz::PolicyError>(())
+    /// ```
+    pub fn hold(&self, role: &str, provider: Option<&str>, name: &str) -> Option<Hold> {
+        let role = self.role(role)?;
+        let caught = |patterns: &[Pattern]| patterns.iter().any(|p| p.denies(provider, name));
+        if caught(&role.approve) {
+            Some(Hold::Signature)
+        } else if caught(&role.confirm) {
+            Some(Hold::Confirmation)
+        } else {
+            None
+        }
     }
 }

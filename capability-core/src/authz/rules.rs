@@ -226,6 +226,9 @@ pub(crate) struct RoleRules {
     /// The tools a call of which needs a human's approval (matched loosely, as `deny`
     /// patterns are: a requirement is not escaped by letter case).
     pub(crate) approve: Vec<Pattern>,
+    /// The tools a call of which the client's human may confirm through MCP elicitation (a
+    /// weaker consent: nothing is signed), unless an `approve` pattern wants a signature.
+    pub(crate) confirm: Vec<Pattern>,
 }
 
 /// Whether every element of `needed` is in `granted` (both sorted), without allocating.
