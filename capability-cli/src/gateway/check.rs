@@ -4,6 +4,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use capability::Policy;
+use capability::authz::Hold;
 use capability::mcp::{Fleet, FleetView};
 use serde_json::{Value, json};
 
@@ -55,7 +56,7 @@ pub fn check(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError
         })
         .collect();
     let written = if args.json {
-        let report = json_report(&fleet, &items, &servers, &views, policy.version());
+        let report = json_report(&fleet, &items, &servers, &views, &policy);
         // Escaped as every --json output is: the same JSON value, safe to print.
         let mut text = Vec::new();
         let mut serializer =
@@ -64,7 +65,7 @@ pub fn check(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError
             .map_err(|e| GatewayError(format!("cannot write the report: {e}")))?;
         out.write_all(&text).and_then(|()| writeln!(out))
     } else {
-        text_report(out, &fleet, &items, &servers, &views)
+        text_report(out, &fleet, &items, &servers, &views, &policy)
     };
     written.map_err(|e| GatewayError(format!("cannot write the report: {e}")))?;
     Ok(u8::from(
@@ -120,6 +121,7 @@ fn text_report(
     items: &Items,
     servers: &[FleetServer],
     views: &[(String, FleetView, ItemsView)],
+    policy: &Policy,
 ) -> std::io::Result<()> {
     writeln!(out, "fleet: {} servers", servers.len())?;
     for server in servers {
@@ -150,9 +152,14 @@ fn text_report(
             view.tools().len()
         )?;
         for tool in view.visible() {
+            let held = match policy.hold(role, Some(view.server_of(tool)), tool.manifest().name()) {
+                Some(Hold::Signature) => "  (each call needs a signed approval)",
+                Some(Hold::Confirmation) => "  (each call confirmed by the user)",
+                None => "",
+            };
             writeln!(
                 out,
-                "  shown   {:<36} {}/{}",
+                "  shown   {:<36} {}/{}{held}",
                 escape(&tool.shown),
                 view.server_of(tool),
                 escape(tool.manifest().name())
@@ -234,8 +241,9 @@ fn json_report(
     items: &Items,
     servers: &[FleetServer],
     views: &[(String, FleetView, ItemsView)],
-    version: Option<&str>,
+    policy: &Policy,
 ) -> Value {
+    let version = policy.version();
     let servers: Vec<Value> = servers
         .iter()
         .map(|s| {
@@ -258,7 +266,13 @@ fn json_report(
                     .collect()
             };
             let entry = |t: &capability::mcp::FleetTool| {
-                json!({"shown": t.shown, "server": view.server_of(t), "tool": t.manifest().name()})
+                let hold = policy.hold(role, Some(view.server_of(t)), t.manifest().name());
+                let hold = hold.map(|h| match h {
+                    Hold::Signature => "signature",
+                    Hold::Confirmation => "confirmation",
+                });
+                json!({"shown": t.shown, "server": view.server_of(t), "tool": t.manifest().name(),
+                       "hold": hold})
             };
             let hidden: Vec<Value> = view
                 .hidden()
