@@ -22,20 +22,23 @@
 
 mod approve;
 mod audit;
+mod failure;
 mod grant;
 mod help;
 mod out;
 mod output;
+mod proposals;
 mod replay;
 mod source;
 
 use std::ffi::OsString;
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::failure::Failure;
 use crate::out::Out;
 use crate::source::Source;
 
@@ -102,6 +105,8 @@ enum Command {
         /// The proposal file.
         proposal: PathBuf,
     },
+    /// The proposals a gateway keeps in its store, waiting for approvers.
+    Proposals(proposals::ProposalsArgs),
     /// Sign a plan grant (a number of calls of some tools, for one principal), or revoke one.
     Grant(grant::GrantArgs),
     /// Make an approver's key pair: FILE (secret) and FILE.pub (for the write gate).
@@ -287,38 +292,6 @@ enum TrustArg {
     Untrusted,
 }
 
-/// A failure that ends the command, with its exit code.
-#[derive(Debug)]
-pub struct Failure {
-    code: u8,
-    message: String,
-    /// Standard output is a pipe whose reader has gone (`capability inspect | head -1`): it has
-    /// all the output it wanted, so the program ends quietly, with exit code 0.
-    closed_pipe: bool,
-}
-
-impl Failure {
-    /// Bad input or usage: exit 2.
-    pub fn input(message: impl Into<String>) -> Failure {
-        Failure {
-            code: 2,
-            message: message.into(),
-            closed_pipe: false,
-        }
-    }
-}
-
-/// A write to standard output failed: the only I/O errors that reach `?` in the commands
-/// (reading and writing files map their errors to a message naming the file).
-impl From<io::Error> for Failure {
-    fn from(error: io::Error) -> Failure {
-        Failure {
-            closed_pipe: error.kind() == io::ErrorKind::BrokenPipe,
-            ..Failure::input(format!("cannot write to standard output: {error}"))
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let mut out = Out::stdout();
     let result = parse_and_run(&mut out);
@@ -411,6 +384,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         ),
         Command::Keygen { out: key_file } => approve::keygen(&key_file, out),
         Command::Grant(args) => grant::run(args, out),
+        Command::Proposals(args) => proposals::run(&args, out),
         Command::Audit(AuditCommand::Verify { target, key, json }) => {
             audit::verify(&target, key.as_deref(), json, out)
         }

@@ -217,6 +217,17 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
         sent(&dir, "git_reset").is_empty(),
         "a proposal runs nothing"
     );
+    // Kept in the store too, where approvers on other machines find it.
+    let listed = ok(&run(&dir, &["proposals", "state.db"]));
+    assert!(
+        listed.starts_with(&format!(
+            "{id}  git/git_reset  for gw-test  by role:operator"
+        )),
+        "{listed}"
+    );
+    let kept = ok(&run(&dir, &["proposals", "state.db", "--id", &id]));
+    let kept: Value = serde_json::from_str(&kept).expect("json");
+    assert_eq!(&kept, proposal);
 
     // 2. Approved with `capability approve`, into the proposals directory: the retried call
     //    (its keys in another order) finds it, runs once, and a replay in the same process is
@@ -251,6 +262,7 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
         !approval_file.exists() && !file.exists(),
         "used: taken away"
     );
+    assert!(ok(&run(&dir, &["proposals", "state.db"])).starts_with("no proposal waits"));
 
     // 3. Through another gateway process on the same store: a replay; changed arguments;
     //    another tool; all refused, none reaches the server.
@@ -284,7 +296,10 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
         .as_str()
         .expect("a new proposal")
         .to_owned();
-    let file = dir.join("proposals").join(format!("{id}.json"));
+    // Signed from the store's copy this time.
+    let file = dir.join("from-store.json");
+    let kept = ok(&run(&dir, &["proposals", "state.db", "--id", &id]));
+    std::fs::write(&file, kept).expect("the store's proposal");
     let expired = approve(&dir, &file, "alice.key", "gw-test", "1");
     let mut foreign: Value =
         serde_json::from_str(&std::fs::read_to_string(&file).expect("proposal")).expect("json");

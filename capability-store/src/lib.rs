@@ -31,7 +31,7 @@
 //! `mcp_audit_log` (one row per record; each writer's chain is (`writer_id`, `seq`), unique),
 //! `mcp_audit_checkpoint` (signed checkpoints), `capability_approval_ledger`,
 //! `capability_revocation`, `capability_loop_lease` and `capability_loop_cache` (the agent
-//! loop's guards), the view `mcp_daily_stats` (per UTC day, role, provider, tool:
+//! loop's guards), `capability_proposal` (a gateway's proposals waiting for approvers), the view `mcp_daily_stats` (per UTC day, role, provider, tool:
 //! calls, allowed, denied, errors, degraded, nearest-rank p50 and p95 latency), and
 //! `capability_schema_version`. How a record maps to its row, and the percentile rule: [`row`].
 //!
@@ -59,6 +59,8 @@ use serde::Serialize;
 mod guards;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod proposals;
 pub mod row;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
@@ -68,7 +70,7 @@ mod target;
 pub use target::{TargetKind, target_kind};
 
 /// The schema version this build writes and reads. A database at a newer version is refused.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// A database holding the shared state: a SQLite file or a PostgreSQL database.
 pub trait Store: Send + Sync {
@@ -100,6 +102,39 @@ pub trait Store: Send + Sync {
 
     /// `mcp_daily_stats`, sorted by day, role, provider and tool.
     fn daily_stats(&self) -> Result<Vec<DailyStats>, StoreError>;
+
+    /// Keeps a gateway's proposal for approvers (`capability_proposal`). One already kept
+    /// under the same id is replaced only once it stopped waiting (the same call proposed
+    /// again keeps its first proposal).
+    fn keep_proposal(&self, proposal: &KeptProposal) -> Result<(), StoreError>;
+
+    /// The proposals still waiting at `now` (Unix seconds), oldest first.
+    fn proposals(&self, now: u64) -> Result<Vec<KeptProposal>, StoreError>;
+
+    /// Forgets a proposal (its approval was used); `false` when none had this id.
+    fn drop_proposal(&self, id: &str) -> Result<bool, StoreError>;
+}
+
+/// A proposal kept in the store for approvers: its id, what it is for, and the proposal file's
+/// JSON (`body`), which `capability approve` reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KeptProposal {
+    /// The proposal's id.
+    pub id: String,
+    /// The gateway it is for.
+    pub audience: String,
+    /// The server of the tool.
+    pub server: String,
+    /// The tool's own name.
+    pub tool: String,
+    /// Who proposed it.
+    pub proposer: String,
+    /// When, in Unix seconds.
+    pub created_at: u64,
+    /// Until when it waits, in Unix seconds.
+    pub expires_at: u64,
+    /// The proposal file's JSON.
+    pub body: String,
 }
 
 /// Opens the store `target` names: a path is SQLite, `postgres://...` is PostgreSQL. It is not

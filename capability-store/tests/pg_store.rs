@@ -334,3 +334,14 @@ fn eight_threads_share_one_chain_through_group_commit() {
     assert_eq!(trail.records.len(), 2000);
     assert!(verify_chains(&trail.records, &[], None).is_intact());
 }
+
+#[path = "support/proposals.rs"]
+mod proposals;
+
+#[test]
+fn postgres_kept_proposals_wait_once_and_go_when_used() {
+    let Some(store) = store("kept_proposals") else {
+        return;
+    };
+    proposals::kept_proposals_wait_once_and_go_when_used(&store);
+}

@@ -393,3 +393,12 @@ fn a_recomputed_chain_is_detected_with_the_key() {
         "{problems:?}"
     );
 }
+
+#[path = "support/proposals.rs"]
+mod proposals;
+
+#[test]
+fn sqlite_kept_proposals_wait_once_and_go_when_used() {
+    let (_path, store) = migrated("proposals");
+    proposals::kept_proposals_wait_once_and_go_when_used(&store);
+}

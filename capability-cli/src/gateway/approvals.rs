@@ -44,6 +44,8 @@ pub(crate) struct Approvals {
     dir: Option<PathBuf>,
     grants: Option<PathBuf>,
     pub(super) revocations: Arc<dyn RevocationStore>,
+    /// The store of the ledger, which keeps the proposals too (`capability proposals`).
+    store: Option<Box<dyn capability_store::Store>>,
     proposal_secs: u64,
 }
 
@@ -119,6 +121,7 @@ impl Approvals {
             dir,
             grants,
             revocations: store.revocations(),
+            store: Some(store),
             proposal_secs: settings.proposal_secs(),
         })))
     }
@@ -133,6 +136,7 @@ impl Approvals {
             dir: None,
             grants: None,
             revocations: Arc::new(capability::gate::MemoryRevocations::default()),
+            store: None,
             proposal_secs: 60,
         }
     }
@@ -168,6 +172,20 @@ impl Approvals {
                 .ok()
             })
             .collect()
+    }
+
+    /// Forgets a used proposal: its file and its row.
+    pub(super) fn used(&self, id: &str) {
+        if let Some(path) = self.proposal_path(id) {
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some(store) = &self.store
+            && let Err(e) = store.drop_proposal(id)
+        {
+            super::note(format_args!(
+                "the used proposal {id} stays in the store: {e}"
+            ));
+        }
     }
 
     pub(super) fn proposal_path(&self, id: &str) -> Option<PathBuf> {
@@ -254,8 +272,23 @@ pub(super) fn propose(
         id: Some(id.to_owned()),
         expires_at: Some(now.saturating_add(approvals.proposal_secs)),
     };
+    let text = serde_json::to_string_pretty(&file).unwrap_or_default() + "\n";
+    if let Some(store) = &approvals.store {
+        let kept = capability_store::KeptProposal {
+            id: id.to_owned(),
+            audience: approvals.audience.clone(),
+            server: held.server.to_owned(),
+            tool: held.tool.to_owned(),
+            proposer: held.proposer.clone(),
+            created_at: now,
+            expires_at: file.expires_at.unwrap_or(now),
+            body: text.clone(),
+        };
+        store.keep_proposal(&kept).map_err(|e| {
+            ErrorData::internal_error(format!("the proposal could not be kept: {e}"), None)
+        })?;
+    }
     if let Some(path) = &path {
-        let text = serde_json::to_string_pretty(&file).unwrap_or_default() + "\n";
         // Written whole under another name, then renamed: an approver never reads half a file.
         let partial = path.with_extension("json.partial");
         std::fs::write(&partial, text)

@@ -18,6 +18,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         4,
         include_str!("../../migrations/postgres/0004_loop_guards.sql"),
     ),
+    (
+        5,
+        include_str!("../../migrations/postgres/0005_proposals.sql"),
+    ),
 ];
 
 /// The advisory lock key of migrations (`capability` in ASCII, as a number).

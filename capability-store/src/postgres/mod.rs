@@ -21,7 +21,7 @@ use capability_agent::guard::{LeaseStore, ResultCache};
 use capability_audit::{AuditError, AuditRecord, AuditSink};
 use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
 
-use crate::{DailyStats, SinkOptions, Store, Trail};
+use crate::{DailyStats, KeptProposal, SinkOptions, Store, Trail};
 
 mod clock;
 mod guards;
@@ -151,6 +151,57 @@ impl Store for PgStore {
         self.pool.ensure_schema()?;
         self.pool
             .with("cannot read mcp_daily_stats", rows::daily_stats)
+    }
+
+    fn keep_proposal(&self, p: &KeptProposal) -> Result<(), StoreError> {
+        use crate::proposals::{KEEP, secs};
+        self.pool.ensure_schema()?;
+        let (created, expires) = (secs(p.created_at), secs(p.expires_at));
+        self.pool.with("cannot keep the proposal", |c| {
+            c.execute(
+                KEEP,
+                &[
+                    &p.id,
+                    &p.audience,
+                    &p.server,
+                    &p.tool,
+                    &p.proposer,
+                    &created,
+                    &expires,
+                    &p.body,
+                ],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn proposals(&self, now: u64) -> Result<Vec<KeptProposal>, StoreError> {
+        use crate::proposals::{WAITING, secs, unsecs};
+        self.pool.ensure_schema()?;
+        let now = secs(now);
+        let rows = self
+            .pool
+            .with("cannot read the proposals", |c| c.query(WAITING, &[&now]))?;
+        Ok(rows
+            .iter()
+            .map(|row| KeptProposal {
+                id: row.get(0),
+                audience: row.get(1),
+                server: row.get(2),
+                tool: row.get(3),
+                proposer: row.get(4),
+                created_at: unsecs(row.get(5)),
+                expires_at: unsecs(row.get(6)),
+                body: row.get(7),
+            })
+            .collect())
+    }
+
+    fn drop_proposal(&self, id: &str) -> Result<bool, StoreError> {
+        self.pool.ensure_schema()?;
+        self.pool.with("cannot drop the proposal", |c| {
+            c.execute(crate::proposals::DROP, &[&id]).map(|n| n > 0)
+        })
     }
 }
 

@@ -20,6 +20,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         4,
         include_str!("../../migrations/sqlite/0004_loop_guards.sql"),
     ),
+    (
+        5,
+        include_str!("../../migrations/sqlite/0005_proposals.sql"),
+    ),
 ];
 
 /// Why a migration did not happen.

@@ -19,7 +19,7 @@ use capability_audit::{AuditError, AuditSink};
 use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use crate::{DailyStats, SCHEMA_VERSION, SinkOptions, Store, Trail};
+use crate::{DailyStats, KeptProposal, SCHEMA_VERSION, SinkOptions, Store, Trail};
 
 mod guards;
 mod ledger;
@@ -185,6 +185,53 @@ impl Store for SqliteStore {
 
     fn daily_stats(&self) -> Result<Vec<DailyStats>, StoreError> {
         self.db.with(records::daily_stats)
+    }
+
+    fn keep_proposal(&self, p: &KeptProposal) -> Result<(), StoreError> {
+        use crate::proposals::{KEEP, secs};
+        self.db.with(|conn| {
+            conn.execute(
+                KEEP,
+                rusqlite::params![
+                    p.id,
+                    p.audience,
+                    p.server,
+                    p.tool,
+                    p.proposer,
+                    secs(p.created_at),
+                    secs(p.expires_at),
+                    p.body
+                ],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn proposals(&self, now: u64) -> Result<Vec<KeptProposal>, StoreError> {
+        use crate::proposals::{WAITING, secs, unsecs};
+        self.db.with(|conn| {
+            let mut statement = conn.prepare_cached(WAITING)?;
+            let rows = statement.query_map(rusqlite::params![secs(now)], |row| {
+                Ok(KeptProposal {
+                    id: row.get(0)?,
+                    audience: row.get(1)?,
+                    server: row.get(2)?,
+                    tool: row.get(3)?,
+                    proposer: row.get(4)?,
+                    created_at: unsecs(row.get(5)?),
+                    expires_at: unsecs(row.get(6)?),
+                    body: row.get(7)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
+    fn drop_proposal(&self, id: &str) -> Result<bool, StoreError> {
+        self.db.with(|conn| {
+            conn.execute(crate::proposals::DROP, rusqlite::params![id])
+                .map(|n| n > 0)
+        })
     }
 }
 
