@@ -291,7 +291,9 @@ pub(super) fn propose(
     if let Some(path) = &path {
         // Written whole under another name, then renamed: an approver never reads half a file.
         let partial = path.with_extension("json.partial");
-        std::fs::write(&partial, text)
+        // Never through a symbolic link someone left at the partial name.
+        crate::files::write(&partial, text.as_bytes(), true)
+            .map_err(|e| std::io::Error::other(e.to_string()))
             .and_then(|()| std::fs::rename(&partial, path))
             .map_err(|e| {
                 ErrorData::internal_error(

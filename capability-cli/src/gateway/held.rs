@@ -155,13 +155,33 @@ impl Gateway {
             Ok(answer) => format!("the client's human answered {:?}", answer.action).to_lowercase(),
             Err(error) => format!("the client's human could not be asked: {error}"),
         };
+        let reasons = [DenyReason::ApprovalRefused { why }];
+        Err(self.refuse_held(snapshot, who, shown, route, input, &reasons, None))
+    }
+
+    /// Records a held call's refusal; the client's error, with `data` added to its data.
+    #[allow(clippy::too_many_arguments)] // the call as the held path has it
+    fn refuse_held(
+        &self,
+        snapshot: &Snapshot,
+        who: &Who,
+        shown: &str,
+        route: &Route<'_>,
+        input: &Value,
+        reasons: &[DenyReason],
+        data: Option<Value>,
+    ) -> ErrorData {
         let call = capability::audit::Request::mcp(
             "tools/call",
             capability::authz::Action::CallTool(route.manifest),
             input,
         );
-        let refused = self.refuse(snapshot, who, &call, &[DenyReason::ApprovalRefused { why }]);
-        Err(super::handler::refused_item("tool", shown, &refused))
+        let why = self.refuse(snapshot, who, &call, reasons);
+        let mut error = super::handler::refused_item("tool", shown, &why);
+        if let (Some(Value::Object(data)), Some(Value::Object(more))) = (&mut error.data, data) {
+            data.extend(more);
+        }
+        error
     }
 
     /// The consent a held call carries, with the arguments to forward (the canonical JSON the
@@ -177,18 +197,7 @@ impl Gateway {
         meta: Option<&Map<String, Value>>,
     ) -> Result<(Consent, Value), ErrorData> {
         let refuse = |reasons: Vec<DenyReason>, data: Option<Value>| {
-            let call = capability::audit::Request::mcp(
-                "tools/call",
-                capability::authz::Action::CallTool(route.manifest),
-                input,
-            );
-            let why = self.refuse(snapshot, who, &call, &reasons);
-            let mut error = super::handler::refused_item("tool", shown, &why);
-            if let (Some(Value::Object(data)), Some(Value::Object(more))) = (&mut error.data, data)
-            {
-                data.extend(more);
-            }
-            error
+            self.refuse_held(snapshot, who, shown, route, input, &reasons, data)
         };
         let Some(approvals) = snapshot.approvals.as_deref() else {
             let why = "the policy holds it for approval, but the gateway has no approvals \
