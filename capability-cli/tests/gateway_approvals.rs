@@ -333,7 +333,31 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
     );
     assert_eq!(sent(&dir, "git_reset").len(), 1, "nothing else ran");
 
-    // 5. The trail: the proposal and every refusal denied, the one run approved by alice.
+    // A valid approval in the directory under any name, named by its id in `_meta`: runs. An
+    // id no approval file has: refused.
+    let by_id = approve(&dir, &file, "alice.key", "gw-test", "600");
+    let named = dir.join("proposals").join("signed-by-alice.approval.json");
+    std::fs::write(&named, by_id.to_string()).expect("approval file");
+    let lines = ts_through_proxy(
+        &servers,
+        &json!([
+            {"op": "call", "name": "git_git_reset", "arguments": reset,
+             "meta": {"capability/approval": "0000"}},
+            {"op": "call", "name": "git_git_reset", "arguments": reset,
+             "meta": {"capability/approval": by_id["id"]}},
+        ]),
+        &args,
+    );
+    assert!(
+        error_of(&lines[1]).contains("no approval `0000`"),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[2]["result"].is_object(), "{}", lines[2]);
+    assert_eq!(sent(&dir, "git_reset").len(), 2);
+    assert!(!named.exists(), "used: taken away");
+
+    // 5. The trail: the proposals and every refusal denied, the two runs approved by alice.
     verifies(&dir.join("state.db"));
     let store = capability_store::open(&dir.join("state.db").display().to_string()).expect("store");
     let trail: Vec<Value> = store
@@ -348,11 +372,11 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
         .iter()
         .filter(|r| r["verdict"] == "allowed")
         .collect();
-    assert_eq!(allowed.len(), 2, "intent and outcome: {allowed:?}");
-    for record in &allowed {
+    assert_eq!(allowed.len(), 4, "intent and outcome, twice: {allowed:?}");
+    for (record, used) in allowed.iter().zip([&approval, &approval, &by_id, &by_id]) {
         assert_eq!(record["reasons"][0]["reason"], "signed");
         assert_eq!(record["reasons"][0]["approver"], "alice");
-        assert_eq!(record["reasons"][0]["approval_id"], approval["id"]);
+        assert_eq!(record["reasons"][0]["approval_id"], used["id"]);
         assert_eq!(record["provider"], "git");
     }
     let codes: Vec<&str> = resets
@@ -367,7 +391,7 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
     );
     assert_eq!(
         codes.iter().filter(|c| **c == "approval_refused").count(),
-        7,
+        8,
         "{codes:?}"
     );
     let clean: Vec<&Value> = trail.iter().filter(|r| r["tool"] == "git_clean").collect();

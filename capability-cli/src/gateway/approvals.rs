@@ -10,7 +10,8 @@
 //! a retry finds its approval by it.
 //!
 //! The retried call carries the approval in `_meta["capability/approval"]` (the approval
-//! file's JSON), or the gateway finds `<id>.approval.json` in the directory. The gate checks
+//! file's JSON, or the approval's id: an approval file of the directory), or the gateway finds
+//! `<id>.approval.json` in the directory. The gate checks
 //! signature, approver, audience, tool, server (the signed tool type is `mcp:<server>/<tool>`),
 //! descriptor hash, the arguments' digest and expiry, then uses the approval up in the shared
 //! ledger: once across every gateway process on the same store. What is forwarded is the
@@ -172,6 +173,24 @@ impl Approvals {
                 .ok()
             })
             .collect()
+    }
+
+    /// The approval whose id is `approval_id`, among the proposals directory's approval files
+    /// (`*.approval.json`), and its file: for a retry that names its approval by id.
+    pub(super) fn approval_by_id(
+        &self,
+        approval_id: &str,
+    ) -> Option<(capability::gate::Approval, PathBuf)> {
+        let entries = std::fs::read_dir(self.dir.as_ref()?).ok()?;
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().ends_with(".approval.json"))
+            .find_map(|path| {
+                let text = std::fs::read_to_string(&path).ok()?;
+                let approval = capability::gate::Approval::from_json(&text).ok()?;
+                (approval.id == approval_id).then_some((approval, path))
+            })
     }
 
     /// Forgets a used proposal: its file and its row.

@@ -222,6 +222,16 @@ impl Gateway {
         let id = held.id(&approvals.audience);
         let carried = meta.and_then(|m| m.get(APPROVAL_META));
         let (approval, from_file) = match carried {
+            // By id: an approval file of the proposals directory.
+            Some(Value::String(approval_id)) => match approvals.approval_by_id(approval_id) {
+                Some(found) => (found.0, Some(found.1)),
+                None => {
+                    let why = format!(
+                        "no approval `{approval_id}` is in the gateway's proposals directory"
+                    );
+                    return Err(refuse(vec![DenyReason::ApprovalRefused { why }], None));
+                }
+            },
             Some(value) => match Approval::from_json(&value.to_string()) {
                 Ok(approval) => (approval, None),
                 Err(e) => {
