@@ -3,7 +3,9 @@
 //! with exactly the signed arguments (the server's journal shows them); every other use of the
 //! approval is refused and reaches no server: a replay in the same gateway and through another
 //! gateway process on the same store, changed arguments, another tool, an expired approval, one
-//! for another audience, and one signed with a key that is not the approver's.
+//! for another audience, and one signed with a key that is not the approver's. Plan grants run
+//! their calls and no more, and a revocation holds in the next process; a confirmable tool is
+//! asked through elicitation (over stdio and HTTP), a signed one never.
 
 #![cfg(unix)]
 
@@ -657,4 +659,62 @@ audience = "gw"
         said.contains("needs a ledger every gateway process shares"),
         "{said}"
     );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn over_http_the_proposer_is_the_token_and_a_confirmation_is_asked_of_that_client() {
+    let Some(servers) = support::require_servers("gateway_approvals_http") else {
+        return;
+    };
+    let dir = setup_holding(
+        "gateway-approvals-http",
+        r#"approve = ["git/git_reset"]
+confirm = ["git/git_clean"]"#,
+    );
+    let token = "operator-token-of-the-approvals-gateway";
+    let hash = capability_rules::sha256_hex(token.as_bytes());
+    let mut policy = std::fs::read_to_string(dir.join("policy.toml")).expect("policy");
+    policy.push_str(&format!(
+        "\n[bearer_tokens]\n\"sha256:{hash}\" = \"operator\"\n"
+    ));
+    std::fs::write(dir.join("policy.toml"), policy).expect("policy");
+    let gateway = proxy_common::Listening::start_args(&proxy_common::gateway_listen(
+        &dir.join("policy.toml"),
+        "127.0.0.1:0",
+        &dir.join("state.db"),
+    ))
+    .await;
+    let run = |ops: &Value, answer: Option<&str>| {
+        let mut command = servers.ts_client(
+            ops,
+            support::TsTarget::Http {
+                url: &gateway.url,
+                token: Some(token),
+            },
+        );
+        if let Some(answer) = answer {
+            command.env("CAPABILITY_TS_ELICIT", answer);
+        }
+        support::ts_client_lines(&command.output().expect("the client")).expect("it ran")
+    };
+    let reset = json!({"op": "call", "name": "git_git_reset", "arguments": {"n": 1}});
+    let lines = run(&json!([reset]), None);
+    let data = &lines[1]["error"]["data"];
+    let proposer = data["proposal"]["proposer"].as_str().unwrap_or_default();
+    assert_eq!(proposer, format!("token:{}", &hash[..12]), "{}", lines[1]);
+    let file = PathBuf::from(data["proposal_file"].as_str().expect("a file"));
+    let approval = approve(&dir, &file, "alice.key", "gw-test", "600");
+    let retry = json!({"op": "call", "name": "git_git_reset", "arguments": {"n": 1},
+                       "meta": {"capability/approval": approval}});
+    let clean = json!({"op": "call", "name": "git_git_clean", "arguments": {"n": 1}});
+    let lines = run(&json!([retry, clean]), Some("accept"));
+    let calls: Vec<&Value> = lines.iter().filter(|l| l["op"] == "call").collect();
+    assert!(calls[0]["result"].is_object(), "{}", calls[0]);
+    assert!(
+        calls[1]["result"].is_object(),
+        "confirmed over HTTP: {lines:?}"
+    );
+    assert_eq!(lines.iter().filter(|l| l["op"] == "elicited").count(), 1);
+    assert_eq!(sent(&dir, "git_reset"), [json!({"n": 1})]);
+    assert_eq!(sent(&dir, "git_clean"), [json!({"n": 1})]);
 }
