@@ -10,6 +10,10 @@
 //! capability audit stats state.db                        # mcp_daily_stats
 //! capability audit replay state.db --session s-1          # one session's calls, in order
 //! capability proxy --policy p.toml --role viewer --server fs --audit trail.jsonl -- node fs.js
+//! capability proposals state.db                         # calls a gateway holds for approval
+//! capability approve --key alice.key --approver alice --audience gw proposals/<id>.json
+//! capability grant --key alice.key --issuer alice --audience gw --principal role:ops \
+//!     --tools 'git/git_*' --calls 5                      # a plan: 5 calls, no per-call approval
 //! ```
 //!
 //! The server's name (which selects policy patterns, assertions and pins) is the operator's:
