@@ -5,10 +5,13 @@
 //! gateway process on the same store, changed arguments, another tool, an expired approval, one
 //! for another audience, and one signed with a key that is not the approver's. Plan grants run
 //! their calls and no more, and a revocation holds in the next process; a confirmable tool is
-//! asked through elicitation (over stdio and HTTP), a signed one never.
+//! asked through elicitation (over stdio and HTTP), a signed one never. On PostgreSQL, four
+//! gateway processes race to use one approval, and exactly one call runs.
 
 #![cfg(unix)]
 
+#[path = "../../capability-store/tests/support/pg.rs"]
+mod pg;
 mod proxy_common;
 mod support;
 
@@ -717,4 +720,64 @@ confirm = ["git/git_clean"]"#,
     assert_eq!(lines.iter().filter(|l| l["op"] == "elicited").count(), 1);
     assert_eq!(sent(&dir, "git_reset"), [json!({"n": 1})]);
     assert_eq!(sent(&dir, "git_clean"), [json!({"n": 1})]);
+}
+
+#[test]
+fn on_postgresql_four_gateway_processes_race_one_approval_and_exactly_one_call_runs() {
+    let Some(servers) = support::require_servers("gateway_approvals_pg") else {
+        return;
+    };
+    let Some(url) = pg::schema_url("gateway_approvals_race") else {
+        return;
+    };
+    let dir = setup_holding("gateway-approvals-pg", r#"approve = ["git/git_reset"]"#);
+    ok(&run(&dir, &["db", "migrate", &url]));
+    let args =
+        proxy_common::gateway_stdio(&dir.join("policy.toml"), "operator", Path::new(&url), &[]);
+    let call = json!({"op": "call", "name": "git_git_reset", "arguments": {"n": 1}});
+    let lines = ts_through_proxy(&servers, &json!([call]), &args);
+    let id = lines[1]["error"]["data"]["proposal_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a proposal: {}", lines[1]))
+        .to_owned();
+    // Kept in PostgreSQL, and signed from there.
+    let kept = ok(&run(&dir, &["proposals", &url, "--id", &id]));
+    let file = dir.join("kept.json");
+    std::fs::write(&file, kept).expect("the kept proposal");
+    let approval = approve(&dir, &file, "alice.key", "gw-test", "600");
+    let retry = json!([{"op": "call", "name": "git_git_reset", "arguments": {"n": 1},
+                        "meta": {"capability/approval": approval}}]);
+    let racers: Vec<std::process::Child> = (0..4)
+        .map(|_| {
+            servers
+                .ts_client(
+                    &retry,
+                    support::TsTarget::Stdio {
+                        program: Path::new(BIN),
+                        args: &args,
+                    },
+                )
+                .spawn()
+                .expect("a client")
+        })
+        .collect();
+    let answers: Vec<Value> = racers
+        .into_iter()
+        .map(|child| {
+            let output = child.wait_with_output().expect("the client ends");
+            support::ts_client_lines(&output).expect("it ran")[1].clone()
+        })
+        .collect();
+    let ran = answers.iter().filter(|a| a["result"].is_object()).count();
+    let replays = answers
+        .iter()
+        .filter(|a| {
+            a["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("used already"))
+        })
+        .count();
+    assert_eq!((ran, replays), (1, 3), "{answers:?}");
+    assert_eq!(sent(&dir, "git_reset"), [json!({"n": 1})], "exactly once");
+    assert!(ok(&run(&dir, &["proposals", &url])).starts_with("no proposal waits"));
 }

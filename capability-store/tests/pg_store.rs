@@ -345,3 +345,29 @@ fn postgres_kept_proposals_wait_once_and_go_when_used() {
     };
     proposals::kept_proposals_wait_once_and_go_when_used(&store);
 }
+
+/// The blocking client runs a runtime of its own: used from a thread of an async runtime (a
+/// gateway's, an rmcp server's) it must not try to start it there (which panics), nor close a
+/// connection there when the store is dropped.
+#[test]
+fn postgres_store_used_and_dropped_on_an_async_runtime_thread() {
+    let Some(store) = store("on_a_runtime") else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async move {
+        assert_eq!(
+            store.ledger().consume("on-a-runtime", u64::MAX / 2),
+            Ok(Consumed::First)
+        );
+        assert_eq!(store.migrate(), Ok(SCHEMA_VERSION));
+        assert!(store.proposals(0).expect("proposals").is_empty());
+        let sink = store
+            .audit_sink(SinkOptions::writer("on-a-runtime"))
+            .expect("sink");
+        sink.close().expect("close");
+        drop(store);
+    });
+}

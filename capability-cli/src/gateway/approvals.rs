@@ -46,7 +46,7 @@ pub(crate) struct Approvals {
     grants: Option<PathBuf>,
     pub(super) revocations: Arc<dyn RevocationStore>,
     /// The store of the ledger, which keeps the proposals too (`capability proposals`).
-    store: Option<Box<dyn capability_store::Store>>,
+    store: Option<Arc<dyn capability_store::Store>>,
     proposal_secs: u64,
 }
 
@@ -92,11 +92,7 @@ impl Approvals {
                 "`[approvals] ledger` {shown} is a JSON Lines file, not a database"
             ));
         }
-        let store = capability_store::open(&ledger_target)
-            .map_err(|e| format!("cannot open the approval ledger {shown}: {e}"))?;
-        store
-            .migrate()
-            .map_err(|e| format!("cannot prepare the approval ledger {shown}: {e}"))?;
+        let store = shared_store(&ledger_target, &shown)?;
         let mut gate = WriteGate::new(settings.audience(), store.ledger());
         for (name, key) in settings.approvers() {
             let key = PublicKey::from_text(key)
@@ -216,6 +212,31 @@ impl Approvals {
             .as_ref()
             .map(|dir| dir.join(format!("{id}.approval.json")))
     }
+}
+
+/// The store at `target`, opened (and migrated) once per process and kept for its life: a
+/// reload that names the same ledger shares its connections instead of opening and migrating
+/// again.
+fn shared_store(target: &str, shown: &str) -> Result<Arc<dyn capability_store::Store>, String> {
+    static STORES: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<String, Arc<dyn capability_store::Store>>>,
+    > = std::sync::OnceLock::new();
+    let mut stores = STORES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(store) = stores.get(target) {
+        return Ok(Arc::clone(store));
+    }
+    let store: Arc<dyn capability_store::Store> = Arc::from(
+        capability_store::open(target)
+            .map_err(|e| format!("cannot open the approval ledger {shown}: {e}"))?,
+    );
+    store
+        .migrate()
+        .map_err(|e| format!("cannot prepare the approval ledger {shown}: {e}"))?;
+    stores.insert(target.to_owned(), Arc::clone(&store));
+    Ok(store)
 }
 
 /// The held call, as a proposal would bind it.

@@ -94,7 +94,7 @@ impl PgStore {
 
     /// The audit sink of one writer, as its own type (see [`Store::audit_sink`]).
     pub fn pg_sink(&self, options: SinkOptions) -> Result<PgSink, AuditError> {
-        PgSink::open(self.pool.clone(), options)
+        pool::off_runtime(|| PgSink::open(self.pool.clone(), options))
     }
 }
 
@@ -104,7 +104,7 @@ impl Store for PgStore {
     }
 
     fn migrate(&self) -> Result<u32, StoreError> {
-        migrate::migrate(&self.pool)
+        pool::off_runtime(|| migrate::migrate(&self.pool))
     }
 
     fn ledger(&self) -> Arc<dyn ApprovalLedger> {

@@ -64,7 +64,8 @@ impl Pool {
         Ok(pool)
     }
 
-    /// A new connection.
+    /// A new connection. A caller on a runtime's thread must not drop it there (see
+    /// [`Pool::with`]): the migrations and the committer's thread are not on one.
     pub(crate) fn connect(&self) -> Result<Client, StoreError> {
         self.config
             .connect(NoTls)
@@ -73,7 +74,19 @@ impl Pool {
 
     /// Runs `f` on a pooled connection. A pooled connection found closed (the server was
     /// restarted) is replaced once: `f` must be safe to run again after a failure.
-    pub(crate) fn with<T>(
+    ///
+    /// Called from a thread of an async runtime (a gateway's, an rmcp server's), it runs on a
+    /// thread of its own that the caller waits for: the blocking client drives a runtime of its
+    /// own, which cannot start on a runtime's thread.
+    pub(crate) fn with<T: Send>(
+        &self,
+        what: &str,
+        f: impl FnMut(&mut Client) -> Result<T, postgres::Error> + Send,
+    ) -> Result<T, StoreError> {
+        off_runtime(|| self.with_here(what, f))
+    }
+
+    fn with_here<T>(
         &self,
         what: &str,
         mut f: impl FnMut(&mut Client) -> Result<T, postgres::Error>,
@@ -190,4 +203,28 @@ pub(crate) fn chain(e: &postgres::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// Idle connections are closed where closing may block (see [`off_runtime`]).
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let idle = std::mem::take(
+            self.idle
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        off_runtime(move || drop(idle));
+    }
+}
+
+/// Runs `f` here, or, on a thread of an async runtime, on a scoped thread that this one waits
+/// for (a panic in `f` goes on here).
+pub(crate) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|scope| match scope.spawn(f).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }
