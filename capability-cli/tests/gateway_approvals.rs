@@ -707,6 +707,12 @@ confirm = ["git/git_clean"]"#,
     assert_eq!(proposer, format!("token:{}", &hash[..12]), "{}", lines[1]);
     let file = PathBuf::from(data["proposal_file"].as_str().expect("a file"));
     let approval = approve(&dir, &file, "alice.key", "gw-test", "600");
+    // In the directory and in `_meta` both: used through `_meta`, the file goes too.
+    let approval_file = file.with_file_name(format!(
+        "{}.approval.json",
+        data["proposal_id"].as_str().unwrap_or_default()
+    ));
+    std::fs::write(&approval_file, approval.to_string()).expect("approval file");
     let retry = json!({"op": "call", "name": "git_git_reset", "arguments": {"n": 1},
                        "meta": {"capability/approval": approval}});
     let clean = json!({"op": "call", "name": "git_git_clean", "arguments": {"n": 1}});
@@ -720,6 +726,22 @@ confirm = ["git/git_clean"]"#,
     assert_eq!(lines.iter().filter(|l| l["op"] == "elicited").count(), 1);
     assert_eq!(sent(&dir, "git_reset"), [json!({"n": 1})]);
     assert_eq!(sent(&dir, "git_clean"), [json!({"n": 1})]);
+    assert!(
+        !approval_file.exists(),
+        "a used approval's file is taken away"
+    );
+    // So the same call again is a new proposal, not a replay.
+    let lines = run(&json!([reset]), None);
+    assert!(
+        error_of(&lines[1]).contains("needs a human's approval"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1]["error"]["data"]["proposal"].is_object(),
+        "{}",
+        lines[1]
+    );
 }
 
 #[test]

@@ -189,9 +189,19 @@ impl Approvals {
             })
     }
 
-    /// Forgets a used proposal: its file and its row.
-    pub(super) fn used(&self, id: &str) {
+    /// Forgets a used proposal: its file, its row, and its approval's file when that holds the
+    /// approval just used (however the retry brought it), so the next identical call is a new
+    /// proposal and not this approval's replay.
+    pub(super) fn used(&self, id: &str, approval_id: &str) {
         if let Some(path) = self.proposal_path(id) {
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some(path) = self.approval_path(id)
+            && std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| capability::gate::Approval::from_json(&text).ok())
+                .is_some_and(|kept| kept.id == approval_id)
+        {
             let _ = std::fs::remove_file(path);
         }
         if let Some(store) = &self.store

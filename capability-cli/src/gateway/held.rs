@@ -284,7 +284,7 @@ impl Gateway {
                 if let Some(path) = from_file {
                     let _ = std::fs::remove_file(path);
                 }
-                approvals.used(&id);
+                approvals.used(&id, &approved.approval_id);
                 let args = serde_json::from_str(&held.canonical)
                     .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
                 Ok((
