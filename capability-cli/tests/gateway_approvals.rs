@@ -803,3 +803,39 @@ fn on_postgresql_four_gateway_processes_race_one_approval_and_exactly_one_call_r
     assert_eq!(sent(&dir, "git_reset"), [json!({"n": 1})], "exactly once");
     assert!(ok(&run(&dir, &["proposals", &url])).starts_with("no proposal waits"));
 }
+
+#[test]
+fn capability_approve_refuses_a_proposal_that_stopped_waiting() {
+    let dir = scratch("gateway-approvals-stale", "");
+    ok(&run(&dir, &["keygen", "--out", "alice.key"]));
+    let args = json!({});
+    let proposal = json!({
+        "version": 2, "tool": "git_reset", "tool_type": "mcp:git/git_reset", "audience": "gw",
+        "provider": "git", "descriptor_hash": "d".repeat(64),
+        "args_digest": capability_rules::sha256_hex(b"{}"), "args": args,
+        "proposer": "role:operator", "rationale": "", "created_at": 1, "id": "stale",
+        "expires_at": 2,
+    });
+    std::fs::write(dir.join("stale.json"), proposal.to_string()).expect("proposal");
+    let out = run(
+        &dir,
+        &[
+            "approve",
+            "--key",
+            "alice.key",
+            "--approver",
+            "alice",
+            "--audience",
+            "gw",
+            "--yes",
+            "stale.json",
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("stopped waiting") && said.contains("nothing signed"),
+        "{said}"
+    );
+    assert!(out.stdout.is_empty(), "no approval written");
+}
