@@ -362,6 +362,10 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
     assert_eq!(sent(&dir, "git_reset").len(), 2);
     assert!(!named.exists(), "used: taken away");
 
+    // The server never sees the gateway's own `_meta` keys (an approval, a rationale).
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).expect("journal");
+    assert!(!journal.contains("capability/"), "{journal}");
+
     // 5. The trail: the proposals and every refusal denied, the two runs approved by alice.
     verifies(&dir.join("state.db"));
     let store = capability_store::open(&dir.join("state.db").display().to_string()).expect("store");

@@ -398,22 +398,32 @@ impl WriteGate {
     /// Whether the approval is valid now: not issued in the future, not valid for longer than
     /// the gate allows, and not expired, neither now nor at the latest time seen.
     fn in_time(&self, approval: &Approval, now: u64, latest: u64) -> Result<(), GateError> {
-        if approval.issued_at > now.saturating_add(CLOCK_TOLERANCE_SECS) {
-            return Err(GateError::IssuedInFuture {
-                issued_at: approval.issued_at,
-                now,
-            });
+        self.valid_between(approval.issued_at, approval.expires_at, now, latest)
+    }
+
+    /// Whether something signed at `issued_at` and valid until `expires_at` (an approval, a
+    /// plan grant) holds now: not issued in the future, not valid longer than the gate
+    /// allows, and not expired, neither now nor at the latest time seen.
+    pub(crate) fn valid_between(
+        &self,
+        issued_at: u64,
+        expires_at: u64,
+        now: u64,
+        latest: u64,
+    ) -> Result<(), GateError> {
+        if issued_at > now.saturating_add(CLOCK_TOLERANCE_SECS) {
+            return Err(GateError::IssuedInFuture { issued_at, now });
         }
-        let validity = approval.expires_at.saturating_sub(approval.issued_at);
+        let validity = expires_at.saturating_sub(issued_at);
         if validity > self.max_validity {
             return Err(GateError::TooLong {
                 validity,
                 max: self.max_validity,
             });
         }
-        if now.max(latest) >= approval.expires_at {
+        if now.max(latest) >= expires_at {
             return Err(GateError::Expired {
-                expired_at: approval.expires_at,
+                expired_at: expires_at,
                 now,
             });
         }

@@ -10,7 +10,6 @@
 use capability_core::authz::{Ceiling, Effect, Pattern};
 use serde::{Deserialize, Serialize};
 
-use crate::clock::CLOCK_TOLERANCE_SECS;
 use crate::error::GateError;
 use crate::gate::WriteGate;
 use crate::grant::RevocationStore;
@@ -198,7 +197,8 @@ impl PlanGrant {
 
 impl WriteGate {
     /// Uses a plan grant for one call: it must be a known approver's, strictly signed, for
-    /// this gate's audience, cover the call ([`PlanGrant::covers`]), be in time and not
+    /// this gate's audience, cover the call ([`PlanGrant::covers`]), be in time (not valid
+    /// longer than the gate's maximum, as an approval) and not
     /// revoked (asked of `revocations` now); then one of its `calls` uses is consumed in the
     /// ledger. The last use consumed, the next call is refused.
     pub fn use_grant(
@@ -228,18 +228,7 @@ impl WriteGate {
             return Err(refused(why));
         }
         let (now, latest) = self.now()?;
-        if grant.issued_at > now.saturating_add(CLOCK_TOLERANCE_SECS) {
-            return Err(GateError::IssuedInFuture {
-                issued_at: grant.issued_at,
-                now,
-            });
-        }
-        if now.max(latest) >= grant.expires_at {
-            return Err(GateError::Expired {
-                expired_at: grant.expires_at,
-                now,
-            });
-        }
+        self.valid_between(grant.issued_at, grant.expires_at, now, latest)?;
         match revocations.revoked_among(&[grant.id.as_str()]) {
             Ok(revoked) if revoked.is_empty() => {}
             Ok(_) => return Err(refused("it is revoked".to_owned())),
@@ -345,6 +334,24 @@ mod tests {
         assert!(matches!(
             gate.use_grant(&edited, &call, &revocations),
             Err(GateError::BadSignature(_))
+        ));
+        let now = SystemClock.now();
+        let standing = PlanGrant::sign(
+            "gw",
+            "role:operator",
+            "git/git_*",
+            Ceiling::NonDestructive,
+            vec!["git:write".to_owned()],
+            5,
+            "alice",
+            &alice,
+            now,
+            now + 400 * 24 * 3600,
+        )
+        .expect("a grant");
+        assert!(matches!(
+            gate.use_grant(&standing, &call, &revocations),
+            Err(GateError::TooLong { .. })
         ));
         let revoked = signed(&alice, 5);
         revocations.revoke(&revoked.id).expect("revoke");

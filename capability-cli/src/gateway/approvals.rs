@@ -26,8 +26,8 @@ use serde_json::{Map, Value, json};
 
 use capability::Policy;
 use capability::gate::{
-    Clock, PROPOSAL_VERSION, PlanGrant, ProposalFile, PublicKey, RevocationStore, SystemClock,
-    WriteGate,
+    Approval, Clock, PROPOSAL_VERSION, PlanGrant, ProposalFile, PublicKey, RevocationStore,
+    SystemClock, WriteGate,
 };
 use capability_store::{TargetKind, redact_url, target_kind};
 
@@ -142,19 +142,7 @@ impl Approvals {
     /// grant added or removed counts at the next call. A file that cannot be read is said and
     /// passed over: it grants nothing.
     pub(super) fn plan_grants(&self) -> Vec<PlanGrant> {
-        let Some(dir) = &self.grants else {
-            return Vec::new();
-        };
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return Vec::new();
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.to_string_lossy().ends_with(".grant.json"))
-            .collect();
-        paths.sort();
-        paths
+        files_ending(self.grants.as_deref(), ".grant.json")
             .into_iter()
             .filter_map(|path| {
                 let read = std::fs::read_to_string(&path)
@@ -173,18 +161,11 @@ impl Approvals {
 
     /// The approval whose id is `approval_id`, among the proposals directory's approval files
     /// (`*.approval.json`), and its file: for a retry that names its approval by id.
-    pub(super) fn approval_by_id(
-        &self,
-        approval_id: &str,
-    ) -> Option<(capability::gate::Approval, PathBuf)> {
-        let entries = std::fs::read_dir(self.dir.as_ref()?).ok()?;
-        entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.to_string_lossy().ends_with(".approval.json"))
+    pub(super) fn approval_by_id(&self, approval_id: &str) -> Option<(Approval, PathBuf)> {
+        files_ending(self.dir.as_deref(), ".approval.json")
+            .into_iter()
             .find_map(|path| {
-                let text = std::fs::read_to_string(&path).ok()?;
-                let approval = capability::gate::Approval::from_json(&text).ok()?;
+                let approval = read_approval(&path).ok()?;
                 (approval.id == approval_id).then_some((approval, path))
             })
     }
@@ -197,10 +178,7 @@ impl Approvals {
             let _ = std::fs::remove_file(path);
         }
         if let Some(path) = self.approval_path(id)
-            && std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|text| capability::gate::Approval::from_json(&text).ok())
-                .is_some_and(|kept| kept.id == approval_id)
+            && read_approval(&path).is_ok_and(|kept| kept.id == approval_id)
         {
             let _ = std::fs::remove_file(path);
         }
@@ -222,6 +200,27 @@ impl Approvals {
             .as_ref()
             .map(|dir| dir.join(format!("{id}.approval.json")))
     }
+}
+
+/// An approval file, or why it cannot be read.
+pub(super) fn read_approval(path: &Path) -> Result<Approval, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    Approval::from_json(&text).map_err(|e| e.to_string())
+}
+
+/// The files of `dir` whose names end with `suffix`, in name order (none without a directory,
+/// or when it cannot be read).
+fn files_ending(dir: Option<&Path>, suffix: &str) -> Vec<PathBuf> {
+    let Some(entries) = dir.and_then(|dir| std::fs::read_dir(dir).ok()) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    paths.sort();
+    paths
 }
 
 /// The store at `target`, opened (and migrated) once per process and kept for its life: a
@@ -361,8 +360,8 @@ pub(super) fn propose(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capability::gate::CallTarget;
     use capability::gate::SecretKey;
-    use capability::gate::{Approval, CallTarget};
 
     fn held(args: &Value) -> Held<'static> {
         let canonical = capability::json::to_canonical_json(args);

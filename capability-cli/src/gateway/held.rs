@@ -11,7 +11,7 @@ use capability::authz::DenyReason;
 use capability::authz::{Effect, Hold};
 use capability::gate::{Approval, CallTarget, GrantedCall};
 
-use super::approvals::{APPROVAL_META, Approvals, Held, propose};
+use super::approvals::{APPROVAL_META, Approvals, Held, propose, read_approval};
 use super::handler::{Gateway, Route, Snapshot, Who};
 
 /// What a held tool's description starts with in a listing.
@@ -60,6 +60,13 @@ impl Gateway {
         let Some(hold) = self.holds(snapshot, who, route) else {
             return Ok((None, input));
         };
+        // rmcp hands the request's `_meta` over in the context; the server gets none of the
+        // gateway's own keys (an approval, a rationale).
+        let mut meta = context.meta.0.0.clone();
+        if let Some(sent) = &mut forwarded.meta {
+            meta.extend(sent.0.0.clone());
+            super::approvals::strip_meta(&mut sent.0.0);
+        }
         if hold == Hold::Confirmation
             && let Some(consent) = self
                 .confirmed(snapshot, who, shown, route, &input, context)
@@ -67,16 +74,8 @@ impl Gateway {
         {
             return Ok((Some(consent), input));
         }
-        // rmcp hands the request's `_meta` over in the context.
-        let mut meta = context.meta.0.0.clone();
-        if let Some(more) = &forwarded.meta {
-            meta.extend(more.0.0.clone());
-        }
         let (consent, args) = self.consent(snapshot, who, shown, route, &input, Some(&meta))?;
         forwarded.arguments = args.as_object().cloned();
-        if let Some(sent) = &mut forwarded.meta {
-            super::approvals::strip_meta(&mut sent.0.0);
-        }
         Ok((Some(consent), args))
     }
 
@@ -240,10 +239,7 @@ impl Gateway {
                 }
             },
             None => match approvals.approval_path(&id).filter(|p| p.exists()) {
-                Some(path) => match std::fs::read_to_string(&path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|text| Approval::from_json(&text).map_err(|e| e.to_string()))
-                {
+                Some(path) => match read_approval(&path) {
                     Ok(approval) => (approval, Some(path)),
                     Err(e) => {
                         let why = format!("`{}`: {e}", path.display());
