@@ -31,9 +31,18 @@
 //! `mcp_audit_log` (one row per record; each writer's chain is (`writer_id`, `seq`), unique),
 //! `mcp_audit_checkpoint` (signed checkpoints), `capability_approval_ledger`,
 //! `capability_revocation`, `capability_loop_lease` and `capability_loop_cache` (the agent
-//! loop's guards), `capability_proposal` (a gateway's proposals waiting for approvers), the view `mcp_daily_stats` (per UTC day, role, provider, tool:
-//! calls, allowed, denied, errors, degraded, nearest-rank p50 and p95 latency), and
+//! loop's guards), `capability_proposal` (a gateway's proposals waiting for approvers),
+//! `mcp_tool_versions` (each server's tool descriptors as gateways saw them and operators
+//! pinned them), the view `mcp_daily_stats` (per UTC day, role, provider, tool: calls,
+//! allowed, denied, errors, degraded, nearest-rank p50 and p95 latency), and
 //! `capability_schema_version`. How a record maps to its row, and the percentile rule: [`row`].
+//!
+//! `mcp_daily_stats` does not scan the log: triggers on `mcp_audit_log` keep its sums
+//! (`mcp_daily_counts`, and `mcp_daily_latency`, a count per latency rounded down to three
+//! significant digits, [`row::latency_bucket`]) in the writer's own transaction, so any SQL
+//! reader sees exactly the committed records, and reading it costs the number of its keys
+//! and latency buckets, not of records. Its percentiles are therefore at most 1% below the
+//! exact ones.
 //!
 //! # Audit sinks
 //!
@@ -66,11 +75,13 @@ pub mod row;
 pub mod sqlite;
 mod stats;
 mod target;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod versions;
 
 pub use target::{TargetKind, target_kind};
 
 /// The schema version this build writes and reads. A database at a newer version is refused.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// A database holding the shared state: a SQLite file or a PostgreSQL database.
 pub trait Store: Send + Sync {
@@ -113,6 +124,54 @@ pub trait Store: Send + Sync {
 
     /// Forgets a proposal (its approval was used); `false` when none had this id.
     fn drop_proposal(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// Records in `mcp_tool_versions` that a gateway saw these tools at `at` (Unix seconds): a
+    /// new (server, tool, descriptor hash) is first and last seen then; a known one is last
+    /// seen then (never earlier than it was). One transaction.
+    fn saw_tools(&self, tools: &[ToolHash], at: u64) -> Result<(), StoreError>;
+
+    /// Records that `by` pinned these tools at `at` (Unix seconds); they are seen then too.
+    /// One transaction.
+    fn pinned_tools(&self, tools: &[ToolHash], by: &str, at: u64) -> Result<(), StoreError>;
+
+    /// `mcp_tool_versions`, of one server and one tool when given, by server, tool and first
+    /// seen.
+    fn tool_versions(
+        &self,
+        server: Option<&str>,
+        tool: Option<&str>,
+    ) -> Result<Vec<ToolVersion>, StoreError>;
+}
+
+/// One tool descriptor of a server: what [`Store::saw_tools`] and [`Store::pinned_tools`]
+/// record.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ToolHash {
+    /// The server, as the policy names it.
+    pub server: String,
+    /// The tool's own name on that server.
+    pub tool: String,
+    /// The SHA-256 of its MCP descriptor, as `capability.lock` pins it.
+    pub descriptor_hash: String,
+}
+
+/// One row of `mcp_tool_versions`: a descriptor of a tool, when it was seen, who pinned it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ToolVersion {
+    /// The server.
+    pub server: String,
+    /// The tool's own name.
+    pub tool: String,
+    /// The SHA-256 of its MCP descriptor.
+    pub descriptor_hash: String,
+    /// When a gateway (or a pin) first saw it, in Unix seconds.
+    pub first_seen: u64,
+    /// When last, in Unix seconds.
+    pub last_seen: u64,
+    /// Who pinned it last, if anyone did.
+    pub pinned_by: Option<String>,
+    /// When, in Unix seconds.
+    pub pinned_at: Option<u64>,
 }
 
 /// A proposal kept in the store for approvers: its id, what it is for, and the proposal file's

@@ -25,7 +25,9 @@
 //!
 //! **Percentiles** of `mcp_daily_stats` are nearest-rank over the latencies of the calls that
 //! ran (`latency_us` not null): the p-th percentile of n latencies sorted ascending is the one
-//! at 1-based rank `ceil(p * n / 100)`, computed in integers as [`nearest_rank`].
+//! at 1-based rank `ceil(p * n / 100)`, computed in integers as [`nearest_rank`], each latency
+//! first rounded down to three significant digits ([`latency_bucket`]): the databases keep a
+//! count per rounded latency, not every record's.
 
 use capability_audit::{AuditRecord, Phase, Reason, Verdict};
 use serde_json::Value;
@@ -163,6 +165,19 @@ pub const fn nearest_rank(percent: u64, n: u64) -> u64 {
     if rank == 0 { 1 } else { rank }
 }
 
+/// A latency as `mcp_daily_stats` keeps it: rounded down to three significant digits (under
+/// 1,000 exact: 999 stays 999, 1234 is 1230, 98765 is 98700), so at most 1% below it. The
+/// databases compute the same in SQL (`capability_latency_bucket` in PostgreSQL).
+pub const fn latency_bucket(latency_us: u64) -> u64 {
+    let mut step = 1;
+    let mut rest = latency_us;
+    while rest >= 1000 {
+        rest /= 10;
+        step *= 10;
+    }
+    rest * step
+}
+
 /// A writer id unique to this process: `hostname-pid-random` (8 random hex digits), for
 /// [`SinkOptions::writer`](crate::SinkOptions). Two processes, or two sinks of one process,
 /// get different ids.
@@ -205,6 +220,17 @@ pub fn check_record(record: &AuditRecord) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latencies_keep_three_significant_digits() {
+        assert_eq!(latency_bucket(0), 0);
+        assert_eq!(latency_bucket(999), 999);
+        assert_eq!(latency_bucket(1000), 1000);
+        assert_eq!(latency_bucket(1239), 1230);
+        assert_eq!(latency_bucket(98_765), 98_700);
+        assert_eq!(latency_bucket(i64::MAX as u64), 9_220_000_000_000_000_000);
+        assert_eq!(latency_bucket(u64::MAX), 18_400_000_000_000_000_000);
+    }
 
     #[test]
     fn nearest_rank_is_the_ceiling() {

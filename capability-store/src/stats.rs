@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use capability_audit::{AuditRecord, Phase, Verdict};
 
 use crate::DailyStats;
-use crate::row::nearest_rank;
+use crate::row::{latency_bucket, nearest_rank};
 
 /// Day, role, provider, tool.
 type Key = (String, String, String, String);
@@ -15,7 +15,8 @@ impl DailyStats {
     /// `mcp_daily_stats` computed from records (a JSON Lines trail, or a test's own GROUP BY),
     /// by the same rules as the databases: the UTC day of `time`; a call counted once (by its
     /// intent when it ran, by its one record when it did not); errors are calls that ran and
-    /// failed; latencies are those of calls that ran (their outcomes), nearest-rank percentiles.
+    /// failed; latencies are those of calls that ran (their outcomes), nearest-rank percentiles
+    /// over latencies rounded down to three significant digits ([`latency_bucket`]).
     pub fn from_records(records: &[AuditRecord]) -> Vec<DailyStats> {
         let mut rows: BTreeMap<Key, (DailyStats, Vec<u64>)> = BTreeMap::new();
         for record in records {
@@ -59,7 +60,7 @@ impl DailyStats {
                 row.errors += 1;
             }
             if let Some(latency) = record.latency_us {
-                latencies.push(latency);
+                latencies.push(latency_bucket(latency));
             }
         }
         rows.into_values()

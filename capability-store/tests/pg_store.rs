@@ -371,3 +371,95 @@ fn postgres_store_used_and_dropped_on_an_async_runtime_thread() {
         drop(store);
     });
 }
+
+#[path = "support/versions.rs"]
+mod versions;
+
+#[test]
+fn postgres_tool_versions_keep_first_last_and_pins() {
+    let Some(store) = store("tool_versions") else {
+        return;
+    };
+    versions::tool_versions_keep_first_last_and_pins(&store);
+}
+
+/// Also from a session whose search path is not the schema's: the triggers fold into the
+/// schema's own sums.
+#[test]
+fn postgres_daily_stats_follow_every_insert_delete_and_update() {
+    let Some(url) = pg::schema_url("stats_follow") else {
+        return;
+    };
+    let store = PgStore::connect(&url).expect("connect");
+    store.migrate().expect("migrate");
+    let schema = format!("t_stats_follow_{}", std::process::id());
+    let base = pg::shared_url().expect("the shared server");
+    let client =
+        std::sync::Mutex::new(postgres::Client::connect(&base, postgres::NoTls).expect("connect"));
+    versions::stats_follow_every_insert_delete_and_update(&store, &|sql| {
+        let qualified = sql.replace("mcp_audit_log", &format!("{schema}.mcp_audit_log"));
+        client
+            .lock()
+            .expect("client")
+            .batch_execute(&qualified)
+            .expect(sql);
+    });
+}
+
+/// A database at schema 5 with records in its log: migration 6 sums them.
+#[test]
+fn postgres_migration_6_sums_the_records_already_there() {
+    let Some(source_url) = pg::schema_url("schema_6_source") else {
+        return;
+    };
+    let Some(url) = pg::schema_url("at_schema_5") else {
+        return;
+    };
+    let writer = PgStore::connect(&source_url).expect("connect");
+    writer.migrate().expect("migrate");
+    let sink = writer.audit_sink(SinkOptions::writer("w")).expect("sink");
+    for record in versions::varied_records(200) {
+        sink.append(record).expect("append");
+    }
+    sink.close().expect("close");
+
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    client
+        .batch_execute(
+            "CREATE TABLE capability_schema_version (
+                 version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+        )
+        .expect("version table");
+    let migrations = [
+        include_str!("../migrations/postgres/0001_init.sql"),
+        include_str!("../migrations/postgres/0002_calls.sql"),
+        include_str!("../migrations/postgres/0003_principal.sql"),
+        include_str!("../migrations/postgres/0004_loop_guards.sql"),
+        include_str!("../migrations/postgres/0005_proposals.sql"),
+    ];
+    for (i, sql) in migrations.iter().enumerate() {
+        client.batch_execute(sql).expect("migration");
+        let version = i32::try_from(i + 1).expect("version");
+        client
+            .execute(
+                "INSERT INTO capability_schema_version (version) VALUES ($1)",
+                &[&version],
+            )
+            .expect("version");
+    }
+    let source_schema = format!("t_schema_6_source_{}", std::process::id());
+    client
+        .batch_execute(&format!(
+            "INSERT INTO mcp_audit_log SELECT * FROM {source_schema}.mcp_audit_log"
+        ))
+        .expect("copy");
+    drop(client);
+
+    let store = PgStore::connect(&url).expect("connect");
+    assert_eq!(store.migrate().expect("migrate"), SCHEMA_VERSION);
+    let records = store.read_trail().expect("trail").records;
+    assert_eq!(records.len(), 200);
+    let stats = store.daily_stats().expect("stats");
+    assert_eq!(stats, capability_store::DailyStats::from_records(&records));
+    assert_eq!(stats, writer.daily_stats().expect("stats"));
+}

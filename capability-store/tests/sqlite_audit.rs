@@ -121,7 +121,11 @@ fn group_by(records: &[AuditRecord]) -> Vec<DailyStats> {
         .map(|((day, role, provider, tool), rs)| {
             let count =
                 |f: &dyn Fn(&AuditRecord) -> bool| rs.iter().filter(|r| f(r)).count() as u64;
-            let mut latencies: Vec<u64> = rs.iter().filter_map(|r| r.latency_us).collect();
+            let mut latencies: Vec<u64> = rs
+                .iter()
+                .filter_map(|r| r.latency_us)
+                .map(three_digits)
+                .collect();
             latencies.sort_unstable();
             // A call once: its intent when it ran, its one record when it did not.
             let call = |r: &AuditRecord| r.phase != Some(Phase::Outcome);
@@ -265,4 +269,15 @@ fn child_process() {
         });
     }
     sink.close().expect("close");
+}
+
+/// A latency as the databases keep it for percentiles: its decimal digits after the third
+/// replaced by zeros (so 98765 is 98700, 999 is 999).
+fn three_digits(latency: u64) -> u64 {
+    let digits = latency.to_string();
+    let kept: String = digits
+        .char_indices()
+        .map(|(i, c)| if i < 3 { c } else { '0' })
+        .collect();
+    kept.parse().expect("digits")
 }

@@ -402,3 +402,82 @@ fn sqlite_kept_proposals_wait_once_and_go_when_used() {
     let (_path, store) = migrated("proposals");
     proposals::kept_proposals_wait_once_and_go_when_used(&store);
 }
+
+#[path = "support/versions.rs"]
+mod versions;
+
+#[test]
+fn sqlite_tool_versions_keep_first_last_and_pins() {
+    let (_path, store) = migrated("tool_versions");
+    versions::tool_versions_keep_first_last_and_pins(&store);
+}
+
+#[test]
+fn sqlite_daily_stats_follow_every_insert_delete_and_update() {
+    let (path, store) = migrated("stats_follow");
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    versions::stats_follow_every_insert_delete_and_update(&store, &|sql| {
+        conn.execute_batch(sql).expect(sql);
+    });
+}
+
+/// A database at schema 5 with records in its log: migration 6 sums them, so its
+/// `mcp_daily_stats` is what the records give, and records written after add to them.
+#[test]
+fn sqlite_migration_6_sums_the_records_already_there() {
+    let path = scratch("at_schema_5.db");
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let migrations = [
+        include_str!("../migrations/sqlite/0001_init.sql"),
+        include_str!("../migrations/sqlite/0002_calls.sql"),
+        include_str!("../migrations/sqlite/0003_principal.sql"),
+        include_str!("../migrations/sqlite/0004_loop_guards.sql"),
+        include_str!("../migrations/sqlite/0005_proposals.sql"),
+    ];
+    conn.execute_batch(
+        "CREATE TABLE capability_schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)",
+    )
+    .expect("version table");
+    for (i, sql) in migrations.iter().enumerate() {
+        conn.execute_batch(sql).expect("migration");
+        conn.execute(
+            "INSERT INTO capability_schema_version VALUES (?1, '2026-01-01T00:00:00Z')",
+            [i + 1],
+        )
+        .expect("version");
+    }
+    // The records, written by a store at this build's schema, copied into the old log.
+    let (source, writer) = migrated("schema_6_source.db");
+    let sink = writer.audit_sink(SinkOptions::writer("w")).expect("sink");
+    for record in versions::varied_records(200) {
+        sink.append(record).expect("append");
+    }
+    sink.close().expect("close");
+    conn.execute("ATTACH ?1 AS source", [source.display().to_string()])
+        .expect("attach");
+    conn.execute_batch(
+        "INSERT INTO main.mcp_audit_log SELECT * FROM source.mcp_audit_log; DETACH source",
+    )
+    .expect("copy");
+    drop(conn);
+
+    let store = SqliteStore::open(&path).expect("open");
+    assert_eq!(store.migrate().expect("migrate"), SCHEMA_VERSION);
+    let records = store.read_trail().expect("trail").records;
+    assert_eq!(records.len(), 200);
+    let stats = store.daily_stats().expect("stats");
+    assert_eq!(stats, capability_store::DailyStats::from_records(&records));
+    assert_eq!(stats, writer.daily_stats().expect("stats"));
+    let more = store
+        .audit_sink(SinkOptions::writer("later"))
+        .expect("sink");
+    for record in versions::varied_records(50) {
+        more.append(record).expect("append");
+    }
+    more.close().expect("close");
+    let records = store.read_trail().expect("trail").records;
+    assert_eq!(
+        store.daily_stats().expect("stats"),
+        capability_store::DailyStats::from_records(&records)
+    );
+}

@@ -22,6 +22,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         5,
         include_str!("../../migrations/postgres/0005_proposals.sql"),
     ),
+    (
+        6,
+        include_str!("../../migrations/postgres/0006_stats_and_versions.sql"),
+    ),
 ];
 
 /// The advisory lock key of migrations (`capability` in ASCII, as a number).

@@ -21,7 +21,7 @@ use capability_agent::guard::{LeaseStore, ResultCache};
 use capability_audit::{AuditError, AuditRecord, AuditSink};
 use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
 
-use crate::{DailyStats, KeptProposal, SinkOptions, Store, Trail};
+use crate::{DailyStats, KeptProposal, SinkOptions, Store, ToolHash, ToolVersion, Trail};
 
 mod clock;
 mod guards;
@@ -201,6 +201,62 @@ impl Store for PgStore {
         self.pool.ensure_schema()?;
         self.pool.with("cannot drop the proposal", |c| {
             c.execute(crate::proposals::DROP, &[&id]).map(|n| n > 0)
+        })
+    }
+
+    fn saw_tools(&self, tools: &[ToolHash], at: u64) -> Result<(), StoreError> {
+        self.record_tools(tools, None, at)
+    }
+
+    fn pinned_tools(&self, tools: &[ToolHash], by: &str, at: u64) -> Result<(), StoreError> {
+        self.record_tools(tools, Some(by), at)
+    }
+
+    fn tool_versions(
+        &self,
+        server: Option<&str>,
+        tool: Option<&str>,
+    ) -> Result<Vec<ToolVersion>, StoreError> {
+        use crate::proposals::unsecs;
+        self.pool.ensure_schema()?;
+        let rows = self.pool.with("cannot read mcp_tool_versions", |c| {
+            c.query(crate::versions::PG_READ, &[&server, &tool])
+        })?;
+        Ok(rows
+            .iter()
+            .map(|row| ToolVersion {
+                server: row.get(0),
+                tool: row.get(1),
+                descriptor_hash: row.get(2),
+                first_seen: unsecs(row.get(3)),
+                last_seen: unsecs(row.get(4)),
+                pinned_by: row.get(5),
+                pinned_at: row.get::<_, Option<i64>>(6).map(unsecs),
+            })
+            .collect())
+    }
+}
+
+impl PgStore {
+    /// [`Store::saw_tools`] (`by` is `None`) and [`Store::pinned_tools`].
+    fn record_tools(
+        &self,
+        tools: &[ToolHash],
+        by: Option<&str>,
+        at: u64,
+    ) -> Result<(), StoreError> {
+        self.pool.ensure_schema()?;
+        let at = crate::proposals::secs(at);
+        self.pool.with("cannot write mcp_tool_versions", |c| {
+            let mut tx = c.transaction()?;
+            let statement = tx.prepare(crate::versions::PG_SEEN)?;
+            for t in tools {
+                tx.execute(
+                    &statement,
+                    &[&t.server, &t.tool, &t.descriptor_hash, &at, &by],
+                )?;
+            }
+            tx.commit()
         })
     }
 }

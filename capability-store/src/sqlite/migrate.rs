@@ -24,6 +24,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         5,
         include_str!("../../migrations/sqlite/0005_proposals.sql"),
     ),
+    (
+        6,
+        include_str!("../../migrations/sqlite/0006_stats_and_versions.sql"),
+    ),
 ];
 
 /// Why a migration did not happen.

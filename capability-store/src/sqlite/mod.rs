@@ -19,7 +19,9 @@ use capability_audit::{AuditError, AuditSink};
 use capability_gate::{ApprovalLedger, RevocationStore, StoreError};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use crate::{DailyStats, KeptProposal, SCHEMA_VERSION, SinkOptions, Store, Trail};
+use crate::{
+    DailyStats, KeptProposal, SCHEMA_VERSION, SinkOptions, Store, ToolHash, ToolVersion, Trail,
+};
 
 mod guards;
 mod ledger;
@@ -231,6 +233,65 @@ impl Store for SqliteStore {
         self.db.with(|conn| {
             conn.execute(crate::proposals::DROP, rusqlite::params![id])
                 .map(|n| n > 0)
+        })
+    }
+
+    fn saw_tools(&self, tools: &[ToolHash], at: u64) -> Result<(), StoreError> {
+        self.record_tools(tools, None, at)
+    }
+
+    fn pinned_tools(&self, tools: &[ToolHash], by: &str, at: u64) -> Result<(), StoreError> {
+        self.record_tools(tools, Some(by), at)
+    }
+
+    fn tool_versions(
+        &self,
+        server: Option<&str>,
+        tool: Option<&str>,
+    ) -> Result<Vec<ToolVersion>, StoreError> {
+        use crate::proposals::unsecs;
+        self.db.with(|conn| {
+            let mut statement = conn.prepare_cached(crate::versions::SQLITE_READ)?;
+            let rows = statement.query_map(rusqlite::params![server, tool], |row| {
+                Ok(ToolVersion {
+                    server: row.get(0)?,
+                    tool: row.get(1)?,
+                    descriptor_hash: row.get(2)?,
+                    first_seen: unsecs(row.get(3)?),
+                    last_seen: unsecs(row.get(4)?),
+                    pinned_by: row.get(5)?,
+                    pinned_at: row.get::<_, Option<i64>>(6)?.map(unsecs),
+                })
+            })?;
+            rows.collect()
+        })
+    }
+}
+
+impl SqliteStore {
+    /// [`Store::saw_tools`] (`by` is `None`) and [`Store::pinned_tools`].
+    fn record_tools(
+        &self,
+        tools: &[ToolHash],
+        by: Option<&str>,
+        at: u64,
+    ) -> Result<(), StoreError> {
+        let at = crate::proposals::secs(at);
+        self.db.with(|conn| {
+            let tx = conn.transaction()?;
+            {
+                let mut statement = tx.prepare_cached(crate::versions::SQLITE_SEEN)?;
+                for t in tools {
+                    statement.execute(rusqlite::params![
+                        t.server,
+                        t.tool,
+                        t.descriptor_hash,
+                        at,
+                        by
+                    ])?;
+                }
+            }
+            tx.commit()
         })
     }
 }
