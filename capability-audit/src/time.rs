@@ -27,6 +27,11 @@ pub fn utc_now() -> String {
     format_utc(since.as_secs(), since.subsec_millis())
 }
 
+/// A Unix time in seconds, UTC, as records write times (`YYYY-MM-DDTHH:MM:SS.000Z`).
+pub fn utc_at(secs: u64) -> String {
+    format_utc(secs, 0)
+}
+
 fn format_utc(secs: u64, millis: u32) -> String {
     let nanos = i128::from(secs) * 1_000_000_000 + i128::from(millis.min(999)) * 1_000_000;
     OffsetDateTime::from_unix_timestamp_nanos(nanos)

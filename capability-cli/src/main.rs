@@ -29,6 +29,7 @@ mod audit;
 mod failure;
 mod grant;
 mod help;
+mod history;
 mod out;
 mod output;
 mod proposals;
@@ -73,7 +74,17 @@ enum Command {
         common: Common,
     },
     /// Approve the server's current tools: write or update the lockfile.
-    Pin(Common),
+    Pin {
+        /// Also record the pins in this store's `mcp_tool_versions` (a SQLite file or
+        /// `postgres://...`), with who pinned them and when.
+        #[arg(long, value_name = "PATH_OR_URL")]
+        store: Option<String>,
+        /// Who pins, as the store records it (default: the login name).
+        #[arg(long, requires = "store")]
+        by: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Compare the server's tools with the lockfile; exit 1 on any drift.
     Verify(Common),
     /// Review and sign a proposal file: a human's approval for one write gate.
@@ -109,6 +120,9 @@ enum Command {
         /// The proposal file.
         proposal: PathBuf,
     },
+    /// The versions of tools a gateway saw or an operator pinned, from a store.
+    #[command(subcommand)]
+    Tools(history::ToolsCommand),
     /// The proposals a gateway keeps in its store, waiting for approvers.
     Proposals(proposals::ProposalsArgs),
     /// Sign a plan grant (a number of calls of some tools, for one principal), or revoke one.
@@ -354,10 +368,20 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             let loaded = Source::from_args(&common)?.load(&common, Some(&policy))?;
             output::check(&loaded, &policy, &role, &common, out)
         }
-        Command::Pin(common) => {
+        Command::Pin { store, by, common } => {
+            // The store is opened, and who pins known, before the lockfile is written.
+            let store = store.as_deref().map(history::open_for_pins).transpose()?;
+            let by = store
+                .as_ref()
+                .map(|_| history::pinner(by.as_deref()))
+                .transpose()?;
             let policy = load_policy(&common)?;
             let loaded = Source::from_args(&common)?.load(&common, policy.as_ref())?;
-            output::pin(&loaded, &common, out)
+            let code = output::pin(&loaded, &common, out)?;
+            if let (Some(store), Some(by)) = (store, by) {
+                history::record_pins(store.as_ref(), &loaded.server, &loaded.tools, &by)?;
+            }
+            Ok(code)
         }
         Command::Verify(common) => {
             let policy = load_policy(&common)?;
@@ -388,6 +412,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         ),
         Command::Keygen { out: key_file } => approve::keygen(&key_file, out),
         Command::Grant(args) => grant::run(args, out),
+        Command::Tools(command) => history::run(&command, out),
         Command::Proposals(args) => proposals::run(&args, out),
         Command::Audit(AuditCommand::Verify { target, key, json }) => {
             audit::verify(&target, key.as_deref(), json, out)

@@ -167,6 +167,17 @@ impl Fleet {
         self.members.iter().map(|m| m.listing.server())
     }
 
+    /// Every tool of every server as it listed it (drifted and withheld ones too), with its
+    /// server, in the fleet's order.
+    pub fn manifests(&self) -> impl Iterator<Item = (&str, &CapabilityManifest)> {
+        self.members.iter().flat_map(|m| {
+            let server = m.listing.server();
+            m.listing
+                .manifests()
+                .map(move |manifest| (server, manifest))
+        })
+    }
+
     /// Where the shown name `shown` goes; `None` when no server's tool is shown under it.
     pub fn route(&self, shown: &str) -> Option<Route<'_>> {
         let &(m, t) = self.by_shown.get(shown)?;

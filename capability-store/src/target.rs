@@ -20,6 +20,9 @@ pub fn target_kind(target: &str) -> TargetKind {
         return TargetKind::Postgres;
     }
     let path = std::path::Path::new(target);
+    if is_open_sqlite(path) {
+        return TargetKind::Sqlite;
+    }
     let mut header = [0u8; 16];
     let sqlite = std::fs::File::open(path)
         .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut header))
@@ -45,4 +48,35 @@ pub fn target_kind(target: &str) -> TargetKind {
     } else {
         TargetKind::Sqlite
     }
+}
+
+/// The SQLite files this process has connections to (canonical paths). Reading such a file's
+/// header to tell its kind would open and close it, and closing any descriptor of a file drops
+/// every POSIX lock the process holds on it, SQLite's included: another process could then
+/// take this one's WAL for unused and delete it. So a file this process opened is known
+/// without being opened again.
+static OPEN_SQLITE: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Remembers that this process opened `path` as SQLite.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn opened_sqlite(path: &std::path::Path) {
+    let Ok(path) = std::fs::canonicalize(path) else {
+        return;
+    };
+    let mut open = OPEN_SQLITE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !open.contains(&path) {
+        open.push(path);
+    }
+}
+
+fn is_open_sqlite(path: &std::path::Path) -> bool {
+    let Ok(path) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    OPEN_SQLITE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .contains(&path)
 }

@@ -481,3 +481,74 @@ fn sqlite_migration_6_sums_the_records_already_there() {
         capability_store::DailyStats::from_records(&records)
     );
 }
+
+const CHILD: &str = "CAPABILITY_SQLITE_STORE_CHILD";
+
+/// Run by `a_second_open_keeps_the_processs_locks_so_no_record_is_lost` in another process:
+/// counts the log's rows on standard output and closes its connection (the last one, if it
+/// thinks so, checkpoints the WAL and deletes it).
+#[test]
+#[ignore = "run by a test above as a child process"]
+fn child_counts_and_closes() {
+    let Some(path) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let conn = rusqlite::Connection::open(path).expect("open");
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM mcp_audit_log", [], |row| row.get(0))
+        .expect("count");
+    println!("ROWS {n}");
+    drop(conn);
+}
+
+/// What another process counts in the log.
+fn counted_elsewhere(path: &std::path::Path) -> i64 {
+    let output = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .args([
+            "--exact",
+            "child_counts_and_closes",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD, path)
+        .output()
+        .expect("child");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("ROWS ").and_then(|n| n.parse().ok()))
+        .expect("a count")
+}
+
+/// A process that opens its store a second time (a gateway's trail, its approval ledger and
+/// its tool versions are one file), and asks a file's kind, keeps its locks on the file:
+/// another process that reads and closes in between does not delete the WAL under its
+/// writer, so the records appended afterwards are seen by the next process (and would survive
+/// the writer being killed).
+#[test]
+fn a_second_open_keeps_the_processs_locks_so_no_record_is_lost() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let (path, store) = migrated("second_open.db");
+    let sink = store.audit_sink(SinkOptions::writer("w")).expect("sink");
+    for i in 0..10 {
+        sink.append(record(i)).expect("append");
+    }
+    let again = SqliteStore::open(&path).expect("open again");
+    again.tool_versions(None, None).expect("read");
+    assert_eq!(
+        capability_store::target_kind(&path.display().to_string()),
+        capability_store::TargetKind::Sqlite
+    );
+    assert_eq!(counted_elsewhere(&path), 10);
+    for i in 10..20 {
+        sink.append(record(i)).expect("append");
+    }
+    assert_eq!(
+        counted_elsewhere(&path),
+        20,
+        "the records appended after another process closed are not in the database"
+    );
+    sink.close().expect("close");
+}

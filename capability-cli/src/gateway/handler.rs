@@ -69,6 +69,8 @@ pub(super) struct Gateway {
     /// The clients of the HTTP front, told when the tools change (`None` over stdio, where the
     /// one client is told through its own connection).
     pub(super) clients: Option<crate::proxy::Clients>,
+    /// Where the tool versions it sees are recorded (`versions.rs`).
+    pub(super) versions: Option<Arc<dyn capability_store::Store>>,
 }
 
 impl Gateway {
@@ -81,6 +83,7 @@ impl Gateway {
 
     /// Serves `next` from now on.
     pub(super) fn swap(&self, next: Snapshot) {
+        self.saw_tools(&next);
         *self
             .current
             .write()

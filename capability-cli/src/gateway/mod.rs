@@ -27,6 +27,7 @@ mod serve;
 mod served;
 mod source;
 mod upstream;
+mod versions;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -92,7 +92,9 @@ pub async fn serve(
         dispatch: dispatch.clone(),
         current: Arc::new(RwLock::new(Arc::new(first))),
         clients: role.is_none().then(crate::proxy::Clients::default),
+        versions: super::versions::store_of(audit),
     };
+    gateway.saw_tools(&gateway.current());
     let servers = if members.len() == 1 {
         "1 server".to_owned()
     } else {

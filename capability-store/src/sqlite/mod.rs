@@ -364,15 +364,10 @@ fn connect(path: &Path, name: &str, busy_timeout: Duration) -> Result<Connection
             "this is a directory, not a SQLite database file",
         ));
     }
-    if let Some(bytes) = header(path)
-        && !bytes.is_empty()
-        && bytes != b"SQLite format 3\0"
-    {
-        return Err(StoreError::new(
-            name,
-            "the file is not a SQLite database (its header is not `SQLite format 3`)",
-        ));
-    }
+    // The header is SQLite's to read. Opening the file here (to read it) and closing it would
+    // drop every POSIX lock this process holds on it (`close` releases a process's locks
+    // on the file, whichever descriptor took them): another process closing its connection
+    // would then take this one's WAL for unused, checkpoint it and delete it under its writers.
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -383,7 +378,14 @@ fn connect(path: &Path, name: &str, busy_timeout: Duration) -> Result<Connection
     let mode: String = retry_busy(busy_timeout, || {
         conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
     })
-    .map_err(fail)?;
+    .map_err(|e| match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => StoreError::new(
+            name,
+            "the file is not a SQLite database (its header is not `SQLite format 3`)",
+        ),
+        _ => fail(e),
+    })?;
+    crate::target::opened_sqlite(path);
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::new(
             name,
@@ -415,18 +417,6 @@ pub(crate) fn retry_busy<T>(
             result => return result,
         }
     }
-}
-
-/// The first 16 bytes of an existing file (fewer when it is shorter).
-fn header(path: &Path) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::with_capacity(16);
-    std::fs::File::open(path)
-        .ok()?
-        .take(16)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    Some(bytes)
 }
 
 /// What a SQLite error means for the user.
