@@ -843,3 +843,193 @@ fn capability_approve_refuses_a_proposal_that_stopped_waiting() {
     );
     assert!(out.stdout.is_empty(), "no approval written");
 }
+
+/// Each panel of `dashboards/capability-mcp.json`: its title, its SQL with Grafana's macros
+/// expanded (`$__timeFilter(c)`, `$__timeFrom()`, `$__timeTo()`, as Grafana's PostgreSQL data
+/// source expands them), and the columns the panel reads (a table's `organize` columns; a
+/// time series' `time`, `metric`, `value`).
+fn dashboard_panels(from: &str, to: &str) -> Vec<(String, String, Vec<String>)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards/capability-mcp.json");
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the dashboard"))
+            .expect("the dashboard is JSON");
+    dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .map(|panel| {
+            let title = panel["title"].as_str().expect("a title").to_owned();
+            let target = &panel["targets"][0];
+            assert_eq!(target["rawQuery"], true, "{title}");
+            assert_eq!(panel["datasource"]["uid"], "capability-postgres", "{title}");
+            let sql = expand_time_filter(target["rawSql"].as_str().expect("SQL"), from, to)
+                .replace("$__timeFrom()", &format!("'{from}'"))
+                .replace("$__timeTo()", &format!("'{to}'"));
+            assert!(
+                !sql.contains('$'),
+                "{title}: a macro or variable is left: {sql}"
+            );
+            let columns = match target["format"].as_str() {
+                Some("time_series") => vec!["time".into(), "metric".into(), "value".into()],
+                Some("table") => {
+                    let organize = panel["transformations"]
+                        .as_array()
+                        .and_then(|t| t.iter().find(|t| t["id"] == "organize"))
+                        .unwrap_or_else(|| panic!("{title}: a table panel names its columns"));
+                    let mut named: Vec<(u64, String)> = organize["options"]["indexByName"]
+                        .as_object()
+                        .expect("indexByName")
+                        .iter()
+                        .map(|(name, i)| (i.as_u64().expect("an index"), name.clone()))
+                        .collect();
+                    named.sort();
+                    named.into_iter().map(|(_, name)| name).collect()
+                }
+                other => panic!("{title}: format {other:?}"),
+            };
+            (title, sql, columns)
+        })
+        .collect()
+}
+
+/// `$__timeFilter(column)` as Grafana expands it: `column BETWEEN 'from' AND 'to'`.
+fn expand_time_filter(sql: &str, from: &str, to: &str) -> String {
+    let mut out = String::new();
+    let mut rest = sql;
+    while let Some(at) = rest.find("$__timeFilter(") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "$__timeFilter(".len()..];
+        let close = after.find(')').expect("a closing parenthesis");
+        out.push_str(&format!("{} BETWEEN '{from}' AND '{to}'", &after[..close]));
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The Grafana dashboard over a real trail: a gateway on PostgreSQL serves allowed calls, a
+/// refused one, a held call proposed then approved and run, and a proposal left waiting. Every
+/// panel's SQL runs on that schema and returns exactly the columns the panel reads, and the
+/// panels that have something to show show it.
+#[test]
+fn the_grafana_dashboards_panels_run_on_a_trail_of_real_calls() {
+    let Some(servers) = support::require_servers("dashboard_pg") else {
+        return;
+    };
+    let Some(url) = pg::schema_url("dashboard_panels") else {
+        return;
+    };
+    let dir = setup_holding(
+        "dashboard-pg",
+        r#"approve = ["git/git_reset", "git/git_clean"]"#,
+    );
+    ok(&run(&dir, &["db", "migrate", &url]));
+    let args =
+        proxy_common::gateway_stdio(&dir.join("policy.toml"), "operator", Path::new(&url), &[]);
+    let lines = ts_through_proxy(
+        &servers,
+        &json!([
+            {"op": "call", "name": "git_git_status", "arguments": {}},
+            {"op": "call", "name": "git_git_status", "arguments": {"short": true}},
+            {"op": "call", "name": "git_no_such_tool", "arguments": {}},
+            {"op": "call", "name": "git_git_clean", "arguments": {"force": true}},
+            {"op": "call", "name": "git_git_reset", "arguments": {"n": 1}},
+        ]),
+        &args,
+    );
+    assert!(lines[3]["error"].is_object(), "refused: {}", lines[3]);
+    let id = lines[5]["error"]["data"]["proposal_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a proposal: {}", lines[5]))
+        .to_owned();
+    let kept = ok(&run(&dir, &["proposals", &url, "--id", &id]));
+    std::fs::write(dir.join("kept.json"), kept).expect("the kept proposal");
+    let approval = approve(&dir, &dir.join("kept.json"), "alice.key", "gw-test", "600");
+    let ran = ts_through_proxy(
+        &servers,
+        &json!([{"op": "call", "name": "git_git_reset", "arguments": {"n": 1},
+                 "meta": {"capability/approval": approval}}]),
+        &args,
+    );
+    assert!(ran[1]["result"].is_object(), "{}", ran[1]);
+
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    let day = 86_400;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let iso = capability::audit::time::utc_at;
+    let (from, to) = (iso(now - 7 * day), iso(now + day));
+    let panels = dashboard_panels(&from, &to);
+    assert_eq!(panels.len(), 8);
+    for (title, sql, columns) in &panels {
+        let statement = client
+            .prepare(sql)
+            .unwrap_or_else(|e| panic!("{title}: {e}\n{sql}"));
+        let returned: Vec<String> = statement
+            .columns()
+            .iter()
+            .map(|c| c.name().to_owned())
+            .collect();
+        assert_eq!(&returned, columns, "{title}");
+        if columns[0] == "time" {
+            assert_eq!(
+                statement.columns()[0].type_(),
+                &postgres::types::Type::TIMESTAMPTZ,
+                "{title}"
+            );
+        }
+        let rows = client
+            .query(&statement, &[])
+            .unwrap_or_else(|e| panic!("{title}: {e}"));
+        let shows = |column: &str| -> Vec<String> {
+            let i = columns.iter().position(|c| c == column).expect("a column");
+            rows.iter()
+                .map(|row| {
+                    row.try_get::<_, Option<String>>(i)
+                        .ok()
+                        .flatten()
+                        .unwrap_or_default()
+                })
+                .collect()
+        };
+        match title.as_str() {
+            t if t.starts_with("Calls per day") => {
+                let metrics = shows("metric");
+                assert!(
+                    metrics.iter().any(|m| m.contains("git/git_status")),
+                    "{title}: {metrics:?}"
+                );
+            }
+            t if t.starts_with("Denials per day") => assert!(!rows.is_empty(), "{title}"),
+            t if t.starts_with("Latency") => assert!(!rows.is_empty(), "{title}"),
+            "Latest refusals" => {
+                let tools = shows("tool");
+                assert!(
+                    tools
+                        .iter()
+                        .any(|t| t == "no_such_tool" || t == "git_no_such_tool"),
+                    "{tools:?}"
+                );
+                assert!(tools.iter().any(|t| t == "git_clean"), "{tools:?}");
+            }
+            "Approvals" => {
+                assert_eq!(
+                    shows("approval_id"),
+                    [approval["id"].as_str().expect("an id")],
+                    "{title}"
+                );
+                assert_eq!(shows("approver"), ["alice"], "{title}");
+                assert_eq!(shows("kind"), ["signed"], "{title}");
+            }
+            "Proposals waiting" => assert_eq!(shows("tool"), ["git_clean"], "{title}"),
+            t if t.starts_with("Tool versions") => {
+                let mut tools = shows("tool");
+                tools.sort();
+                assert_eq!(tools, ["git_clean", "git_reset", "git_status"], "{title}");
+            }
+            _ => {}
+        }
+    }
+}
