@@ -463,3 +463,54 @@ fn postgres_migration_6_sums_the_records_already_there() {
     assert_eq!(stats, capability_store::DailyStats::from_records(&records));
     assert_eq!(stats, writer.daily_stats().expect("stats"));
 }
+
+/// The view is exact with the writers' deltas not yet compacted (what Grafana reads between
+/// two compactions), and the same once they are.
+#[test]
+fn postgres_daily_stats_are_exact_before_and_after_compaction() {
+    let Some(url) = pg::schema_url("stats_compaction") else {
+        return;
+    };
+    let store = PgStore::connect(&url).expect("connect");
+    store.migrate().expect("migrate");
+    let sink = store.audit_sink(SinkOptions::writer("w")).expect("sink");
+    for record in versions::varied_records(300) {
+        sink.append(record).expect("append");
+    }
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    let view = |client: &mut postgres::Client| -> Vec<String> {
+        client
+            .query(
+                "SELECT concat_ws('|', day, role, provider, tool, calls, allowed, denied, \
+                 errors, degraded, p50_latency_us, p95_latency_us) \
+                 FROM mcp_daily_stats ORDER BY day, role, provider, tool",
+                &[],
+            )
+            .expect("view")
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    };
+    let deltas = |client: &mut postgres::Client| -> i64 {
+        client
+            .query_one("SELECT count(*) FROM mcp_daily_count_deltas", &[])
+            .expect("deltas")
+            .get(0)
+    };
+    assert!(
+        deltas(&mut client) > 0,
+        "the writer's deltas wait for compaction"
+    );
+    let before = view(&mut client);
+    let expected =
+        capability_store::DailyStats::from_records(&store.read_trail().expect("trail").records);
+    assert_eq!(before.len(), expected.len());
+    assert_eq!(
+        store.daily_stats().expect("stats"),
+        expected,
+        "compacted, then read"
+    );
+    assert_eq!(deltas(&mut client), 0);
+    assert_eq!(view(&mut client), before);
+    sink.close().expect("close");
+}

@@ -149,6 +149,11 @@ impl Store for PgStore {
 
     fn daily_stats(&self) -> Result<Vec<DailyStats>, StoreError> {
         self.pool.ensure_schema()?;
+        // The view is exact either way; compacting first keeps it cheap to read. A reader
+        // that may not write (a read-only role) reads it as it is.
+        let _ = self.pool.with("cannot compact mcp_daily_stats", |c| {
+            c.batch_execute("SELECT capability_daily_stats_compact()")
+        });
         self.pool
             .with("cannot read mcp_daily_stats", rows::daily_stats)
     }

@@ -79,7 +79,12 @@ struct Committer {
     checkpoints: Option<(Arc<dyn CheckpointSigner>, CheckpointSchedule)>,
     /// The last seq a checkpoint vouches for.
     checkpointed: u64,
+    /// When `mcp_daily_stats`' deltas were last compacted by this writer.
+    compacted: Instant,
 }
+
+/// How often a writer moves `mcp_daily_stats`' deltas into its sums (see migration 6).
+const COMPACT_EVERY: Duration = Duration::from_secs(5);
 
 impl PgSink {
     /// Opens the sink of `options.writer`, going on from that writer's last record.
@@ -121,6 +126,7 @@ impl PgSink {
             done: Condvar::new(),
         });
         let committer = Committer {
+            compacted: Instant::now(),
             shared: shared.clone(),
             pool: pool.clone(),
             client: client
@@ -299,6 +305,7 @@ impl Committer {
                 let writer = state.head.writer().to_owned();
                 drop(state);
                 self.final_checkpoint(&writer, seq, &head);
+                self.compact();
                 return;
             }
             // Group commit: let the appends woken by the last commit join this batch.
@@ -347,7 +354,21 @@ impl Committer {
                 }
             }
             self.shared.done.notify_all();
+            drop(state);
+            if self.compacted.elapsed() >= COMPACT_EVERY {
+                self.compact();
+            }
         }
+    }
+
+    /// Moves `mcp_daily_stats`' deltas into its sums, after the waiters were answered. A
+    /// failure loses nothing (the deltas stay, and the view counts them): it is tried again
+    /// later.
+    fn compact(&mut self) {
+        self.compacted = Instant::now();
+        let _ = self.with_client(|client, _| {
+            client.batch_execute("SELECT capability_daily_stats_compact()")
+        });
     }
 
     /// Inserts `batch` in one transaction, with a checkpoint when one is due.
