@@ -87,6 +87,25 @@ pub fn open(target: &str) -> Result<Box<dyn Store>, Failure> {
     capability_store::open(target).map_err(|e| Failure::input(format!("cannot open {shown}: {e}")))
 }
 
+/// Runs `capability pin`: the lockfile, and with `--store`, the pins in the store too. The
+/// store is opened, and who pins known, before the lockfile is written.
+pub fn pin(
+    store: Option<String>,
+    by: Option<String>,
+    common: &crate::Common,
+    out: &mut Out,
+) -> Result<u8, Failure> {
+    let store = store.as_deref().map(open_for_pins).transpose()?;
+    let by = store.as_ref().map(|_| pinner(by.as_deref())).transpose()?;
+    let policy = crate::load_policy(common)?;
+    let loaded = crate::Source::from_args(common)?.load(common, policy.as_ref())?;
+    let code = crate::output::pin(&loaded, common, out)?;
+    if let (Some(store), Some(by)) = (store, by) {
+        record_pins(store.as_ref(), &loaded.server, &loaded.tools, &by)?;
+    }
+    Ok(code)
+}
+
 /// The store `capability pin --store` records in, asked once that it answers at this build's
 /// schema (so a store that cannot take the pins refuses before the lockfile is written).
 pub fn open_for_pins(target: &str) -> Result<Box<dyn Store>, Failure> {

@@ -10,6 +10,7 @@
 pub mod escape;
 pub mod files;
 pub mod gateway;
+pub mod metrics;
 pub mod proxy;
 pub mod supervise;
 pub mod tools_file;

@@ -368,21 +368,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             let loaded = Source::from_args(&common)?.load(&common, Some(&policy))?;
             output::check(&loaded, &policy, &role, &common, out)
         }
-        Command::Pin { store, by, common } => {
-            // The store is opened, and who pins known, before the lockfile is written.
-            let store = store.as_deref().map(history::open_for_pins).transpose()?;
-            let by = store
-                .as_ref()
-                .map(|_| history::pinner(by.as_deref()))
-                .transpose()?;
-            let policy = load_policy(&common)?;
-            let loaded = Source::from_args(&common)?.load(&common, policy.as_ref())?;
-            let code = output::pin(&loaded, &common, out)?;
-            if let (Some(store), Some(by)) = (store, by) {
-                history::record_pins(store.as_ref(), &loaded.server, &loaded.tools, &by)?;
-            }
-            Ok(code)
-        }
+        Command::Pin { store, by, common } => history::pin(store, by, &common, out),
         Command::Verify(common) => {
             let policy = load_policy(&common)?;
             let loaded = Source::from_args(&common)?.load(&common, policy.as_ref())?;

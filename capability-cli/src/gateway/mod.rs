@@ -80,6 +80,11 @@ pub struct GatewayArgs {
     /// first; a bad change keeps what runs, and says why).
     #[arg(long, conflicts_with = "check")]
     pub watch: bool,
+    /// Serve Prometheus metrics at http://<ADDRESS>/metrics (calls by server, tool, role and
+    /// verdict, denials by reason, latency histograms, sessions, reloads, audit write errors;
+    /// port 0 picks one, printed on standard error).
+    #[arg(long, value_name = "ADDRESS", conflicts_with = "check")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -142,8 +147,25 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
         Some(path) => Some(crate::proxy::checkpoint_key(path).map_err(GatewayError)?),
         None => None,
     };
-    let sink =
+    let metrics = match args.metrics {
+        Some(address) => {
+            let listener = std::net::TcpListener::bind(address)
+                .map_err(|e| GatewayError(format!("cannot serve the metrics on {address}: {e}")))?;
+            if let Ok(bound) = listener.local_addr() {
+                note(format_args!("metrics on http://{bound}/metrics"));
+            }
+            Some((
+                listener,
+                std::sync::Arc::new(crate::metrics::Metrics::default()),
+            ))
+        }
+        None => None,
+    };
+    let mut sink =
         crate::proxy::open_audit(target, "gateway", &writer, signer).map_err(GatewayError)?;
+    if let Some((_, counters)) = &metrics {
+        sink = std::sync::Arc::new(crate::metrics::MeteredSink::new(sink, counters.clone()));
+    }
     let dispatch = capability::audit::AuditedDispatch::new(sink.clone()).with_budget(
         capability::audit::Budget {
             max_calls: args.max_calls,
@@ -156,14 +178,20 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
         .enable_all()
         .build()
         .map_err(|e| GatewayError(format!("cannot start the async runtime: {e}")))?;
-    let served = runtime.block_on(serve(
-        policy,
-        &args.policy,
-        front,
-        std::sync::Arc::new(dispatch),
-        args.watch,
-        target,
-    ));
+    let served = runtime.block_on(async {
+        if let Some((listener, counters)) = metrics {
+            tokio::spawn(crate::metrics::serve(listener, counters));
+        }
+        serve(
+            policy,
+            &args.policy,
+            front,
+            std::sync::Arc::new(dispatch),
+            args.watch,
+            target,
+        )
+        .await
+    });
     let closed = sink.close();
     served?;
     closed.map_err(|e| GatewayError(format!("the audit trail could not be closed: {e}")))?;

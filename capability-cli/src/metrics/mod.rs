@@ -1,0 +1,318 @@
+//! `--metrics <address>`: the gateway's and the proxy's counters in Prometheus' text
+//! exposition format (version 0.0.4), served at `/metrics`.
+//!
+//! Every figure comes from the audit records as they are written (a [`MeteredSink`] around the
+//! trail's sink), so the metrics count exactly what the trail holds:
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `capability_calls_total` | counter | `server`, `tool`, `role`, `verdict` |
+//! | `capability_denials_total` | counter | `server`, `tool`, `role`, `reason` (each reason code of a refusal) |
+//! | `capability_call_errors_total` | counter | `server`, `tool`, `role` (calls that ran and failed) |
+//! | `capability_call_duration_seconds` | histogram | `server`, `tool` (calls that ran) |
+//! | `capability_sessions_total` | counter | (sessions seen) |
+//! | `capability_reloads_total` | counter | `outcome` (`done`, `refused`) |
+//! | `capability_audit_write_errors_total` | counter | (records the trail refused) |
+//!
+//! A call is counted once, as in `mcp_daily_stats` (by its intent when it ran, by its one
+//! record when it did not). Label values are what the records hold (a tool name a client made
+//! up included), so each family keeps at most [`MAX_SERIES`] label sets: later ones are
+//! counted under the value `(other)`, and a client cannot grow the gateway's memory with names.
+
+mod serve;
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use capability::audit::{AuditError, AuditRecord, AuditSink, DigestKey, Phase, Verdict};
+
+pub use serve::serve;
+
+/// The label sets each family keeps; more are counted under `(other)`.
+pub const MAX_SERIES: usize = 10_000;
+
+/// The most sessions remembered to count them once; later ones are not counted.
+const MAX_SESSIONS: usize = 1_000_000;
+
+/// The upper bounds of `capability_call_duration_seconds`' buckets.
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// The counters, shared by the sink that feeds them and the endpoint that serves them.
+#[derive(Default)]
+pub struct Metrics {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    calls: Family<u64>,
+    denials: Family<u64>,
+    errors: Family<u64>,
+    durations: Family<Histogram>,
+    sessions: HashSet<String>,
+    sessions_total: u64,
+    reloads: Family<u64>,
+    audit_errors: u64,
+}
+
+/// One metric's series, by label values, at most [`MAX_SERIES`].
+struct Family<T> {
+    series: BTreeMap<Vec<String>, T>,
+}
+
+impl<T> Default for Family<T> {
+    fn default() -> Self {
+        Family {
+            series: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T: Default> Family<T> {
+    fn get(&mut self, labels: Vec<String>) -> &mut T {
+        let labels = if self.series.len() >= MAX_SERIES && !self.series.contains_key(&labels) {
+            labels.iter().map(|_| "(other)".to_owned()).collect()
+        } else {
+            labels
+        };
+        self.series.entry(labels).or_default()
+    }
+}
+
+#[derive(Default, Clone)]
+struct Histogram {
+    /// Per bucket of [`BUCKETS`], the observations at or under its bound (not cumulative).
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl Metrics {
+    /// What `record`, just written to the trail, adds.
+    pub fn record(&self, record: &AuditRecord) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let server = record.provider.clone().unwrap_or_default();
+        let codes: Vec<&str> = record.reasons.iter().map(|r| r.code()).collect();
+        if let Some(outcome) = codes.iter().find_map(|c| match *c {
+            "reloaded" => Some("done"),
+            "reload_refused" => Some("refused"),
+            _ => None,
+        }) {
+            *state.reloads.get(vec![outcome.to_owned()]) += 1;
+            return;
+        }
+        if state.sessions.len() < MAX_SESSIONS && state.sessions.insert(record.session.clone()) {
+            state.sessions_total += 1;
+        }
+        let call = record.phase != Some(Phase::Outcome);
+        let labels = vec![server.clone(), record.tool.clone(), record.role.clone()];
+        if call {
+            let mut with_verdict = labels.clone();
+            with_verdict.push(verdict(record.verdict).to_owned());
+            *state.calls.get(with_verdict) += 1;
+        }
+        if record.verdict == Verdict::Denied {
+            for code in &codes {
+                let mut with_reason = labels.clone();
+                with_reason.push((*code).to_owned());
+                *state.denials.get(with_reason) += 1;
+            }
+        }
+        if record.success == Some(false) {
+            *state.errors.get(labels) += 1;
+        }
+        if let Some(latency) = record.latency_us {
+            let seconds = latency as f64 / 1e6;
+            let histogram = state.durations.get(vec![server, record.tool.clone()]);
+            if let Some(i) = BUCKETS.iter().position(|bound| seconds <= *bound) {
+                histogram.counts[i] += 1;
+            }
+            histogram.count += 1;
+            histogram.sum += seconds;
+        }
+    }
+
+    /// A record the trail refused.
+    pub fn audit_error(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .audit_errors += 1;
+    }
+
+    /// The text exposition (`text/plain; version=0.0.4`).
+    pub fn render(&self) -> String {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = String::new();
+        counters(
+            &mut out,
+            "capability_calls_total",
+            "Tool calls (and other requests) decided, by server, tool, role and verdict.",
+            &["server", "tool", "role", "verdict"],
+            &state.calls,
+        );
+        counters(
+            &mut out,
+            "capability_denials_total",
+            "Refused calls, by server, tool, role and each reason code of the refusal.",
+            &["server", "tool", "role", "reason"],
+            &state.denials,
+        );
+        counters(
+            &mut out,
+            "capability_call_errors_total",
+            "Calls that ran and failed, by server, tool and role.",
+            &["server", "tool", "role"],
+            &state.errors,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP capability_call_duration_seconds How long the calls that ran took, by \
+             server and tool.\n# TYPE capability_call_duration_seconds histogram"
+        );
+        for (labels, histogram) in &state.durations.series {
+            let base = label_text(&["server", "tool"], labels);
+            let mut cumulative = 0;
+            for (bound, count) in BUCKETS.iter().zip(histogram.counts) {
+                cumulative += count;
+                let _ = writeln!(
+                    out,
+                    "capability_call_duration_seconds_bucket{{{base},le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "capability_call_duration_seconds_bucket{{{base},le=\"+Inf\"}} {}\n\
+                 capability_call_duration_seconds_sum{{{base}}} {}\n\
+                 capability_call_duration_seconds_count{{{base}}} {}",
+                histogram.count, histogram.sum, histogram.count
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP capability_sessions_total Sessions seen (each counted once).\n\
+             # TYPE capability_sessions_total counter\ncapability_sessions_total {}",
+            state.sessions_total
+        );
+        counters(
+            &mut out,
+            "capability_reloads_total",
+            "Reloads of the policy, servers and lockfiles, by outcome.",
+            &["outcome"],
+            &state.reloads,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP capability_audit_write_errors_total Records the audit trail refused.\n\
+             # TYPE capability_audit_write_errors_total counter\n\
+             capability_audit_write_errors_total {}",
+            state.audit_errors
+        );
+        out
+    }
+}
+
+fn verdict(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Allowed => "allowed",
+        Verdict::Denied => "denied",
+        Verdict::Degraded => "degraded",
+        Verdict::AuditFailed => "audit_failed",
+    }
+}
+
+fn counters(out: &mut String, name: &str, help: &str, names: &[&str], family: &Family<u64>) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (labels, value) in &family.series {
+        let _ = writeln!(out, "{name}{{{}}} {value}", label_text(names, labels));
+    }
+}
+
+/// `name="value",...`, each value escaped as the format asks (`\\`, `\"`, `\n`).
+fn label_text(names: &[&str], values: &[String]) -> String {
+    let mut text = String::new();
+    for (i, (name, value)) in names.iter().zip(values).enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        let _ = write!(text, "{name}=\"");
+        for c in value.chars() {
+            match c {
+                '\\' => text.push_str("\\\\"),
+                '"' => text.push_str("\\\""),
+                '\n' => text.push_str("\\n"),
+                c => text.push(c),
+            }
+        }
+        text.push('"');
+    }
+    text
+}
+
+/// The trail's sink, counting what it writes into [`Metrics`].
+pub struct MeteredSink {
+    inner: Arc<dyn AuditSink>,
+    metrics: Arc<Metrics>,
+}
+
+impl MeteredSink {
+    /// `inner`, counted into `metrics`.
+    pub fn new(inner: Arc<dyn AuditSink>, metrics: Arc<Metrics>) -> MeteredSink {
+        MeteredSink { inner, metrics }
+    }
+}
+
+impl AuditSink for MeteredSink {
+    fn append(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
+        match self.inner.append(record) {
+            Ok(written) => {
+                self.metrics.record(&written);
+                Ok(written)
+            }
+            Err(error) => {
+                self.metrics.audit_error();
+                Err(error)
+            }
+        }
+    }
+
+    fn ready(&self) -> Result<(), AuditError> {
+        self.inner.ready()
+    }
+
+    fn close(&self) -> Result<(), AuditError> {
+        self.inner.close()
+    }
+
+    fn digest_key(&self) -> Result<&DigestKey, AuditError> {
+        self.inner.digest_key()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped_and_series_are_bounded() {
+        assert_eq!(
+            label_text(
+                &["tool", "role"],
+                &["a\"b\\c\nd".to_owned(), "r".to_owned()]
+            ),
+            r#"tool="a\"b\\c\nd",role="r""#
+        );
+        let mut family: Family<u64> = Family::default();
+        for i in 0..MAX_SERIES + 5 {
+            *family.get(vec![format!("tool-{i}")]) += 1;
+        }
+        assert_eq!(family.series.len(), MAX_SERIES + 1);
+        assert_eq!(family.series[&vec!["(other)".to_owned()]], 5);
+        // A label set it already keeps is still counted as itself.
+        *family.get(vec!["tool-0".to_owned()]) += 1;
+        assert_eq!(family.series[&vec!["tool-0".to_owned()]], 2);
+    }
+}
