@@ -38,7 +38,22 @@ fn open(path: &Path) -> SqliteStore {
 /// 8 threads calling one tool through one dispatch into one SQLite sink: calls per second (each
 /// call is two records, its intent and its outcome), and the records.
 fn audited(path: &Path) -> (f64, Vec<AuditRecord>) {
+    audited_with(path, true)
+}
+
+/// [`audited`], with `mcp_daily_stats`' triggers (schema 6) kept or dropped first.
+fn audited_with(path: &Path, triggers: bool) -> (f64, Vec<AuditRecord>) {
     let store = open(path);
+    if !triggers {
+        rusqlite::Connection::open(path)
+            .and_then(|c| {
+                c.execute_batch(
+                    "DROP TRIGGER mcp_daily_stats_insert; DROP TRIGGER mcp_daily_stats_delete;
+                     DROP TRIGGER mcp_daily_stats_update;",
+                )
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
     let sink = Arc::new(
         store
             .sink(SinkOptions::writer("bench-audited"))
@@ -99,10 +114,12 @@ fn main() {
     }
     // Disk timings on a shared machine are noisy: interleave 3 rounds, report the medians.
     let (mut audited_rates, mut direct_8s, mut direct_256s) = (vec![], vec![], vec![]);
+    let mut untriggered = vec![];
     let mut records = Vec::new();
     for _ in 0..3 {
         let (rate, rows) = audited(&fresh("audited.db"));
         audited_rates.push(rate);
+        untriggered.push(audited_with(&fresh("untriggered.db"), false).0);
         direct_8s.push(direct(&fresh("direct-8.db"), &rows, THREADS));
         direct_256s.push(direct(&fresh("direct-256.db"), &rows, 256));
         records = rows;
@@ -125,6 +142,11 @@ fn main() {
         "sqlite audited, {THREADS} threads: {audited_rate:>9.0} calls/s, {record_rate:>9.0} \
          records/s ({} records)",
         records.len()
+    );
+    let untriggered = median(untriggered);
+    println!(
+        "sqlite audited without the stats triggers: {untriggered:>9.0} calls/s ({:.2}x)",
+        audited_rate / untriggered
     );
     println!("sqlite direct, batches of {THREADS}:    {direct_8:>9.0} rows/s");
     println!("sqlite direct, batches of 256:  {direct_256:>9.0} rows/s");

@@ -37,12 +37,17 @@
 //! allowed, denied, errors, degraded, nearest-rank p50 and p95 latency), and
 //! `capability_schema_version`. How a record maps to its row, and the percentile rule: [`row`].
 //!
-//! `mcp_daily_stats` does not scan the log: triggers on `mcp_audit_log` keep its sums
-//! (`mcp_daily_counts`, and `mcp_daily_latency`, a count per latency rounded down to three
-//! significant digits, [`row::latency_bucket`]) in the writer's own transaction, so any SQL
-//! reader sees exactly the committed records, and reading it costs the number of its keys
-//! and latency buckets, not of records. Its percentiles are therefore at most 1% below the
-//! exact ones.
+//! `mcp_daily_stats` does not scan the log: it reads sums (`mcp_daily_counts`, and
+//! `mcp_daily_latency`, a count per latency rounded down to three significant digits,
+//! [`row::latency_bucket`], so its percentiles are at most 1% below the exact ones), and costs
+//! the number of its keys and latency buckets, not of records. It is exact at every moment:
+//! - PostgreSQL: statement triggers on `mcp_audit_log` append each insert's (delete's, edit's)
+//!   sums as deltas in the writer's own transaction (no shared counter row, so writers never
+//!   wait for each other); the audit sinks compact them every 5 seconds, and
+//!   [`Store::daily_stats`] before it reads; the view adds the deltas not yet compacted.
+//! - SQLite: the sums cover the records up to a mark; the view adds the records after it (the
+//!   log's tail), and [`Store::daily_stats`] folds the tail in first. A writer pays nothing per
+//!   record; triggers take away a summed record that is deleted or edited.
 //!
 //! # Audit sinks
 //!

@@ -552,3 +552,48 @@ fn a_second_open_keeps_the_processs_locks_so_no_record_is_lost() {
     );
     sink.close().expect("close");
 }
+
+/// The view is exact with nothing folded yet (the whole log its tail), and the same once the
+/// store folded the tail into the sums.
+#[test]
+fn sqlite_daily_stats_are_exact_before_and_after_folding() {
+    let (path, store) = migrated("stats_folding.db");
+    let sink = store.audit_sink(SinkOptions::writer("w")).expect("sink");
+    for record in versions::varied_records(300) {
+        sink.append(record).expect("append");
+    }
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let view = || -> Vec<String> {
+        let mut statement = conn
+            .prepare(
+                "SELECT concat_ws('|', day, role, provider, tool, calls, allowed, denied, \
+                 errors, degraded, p50_latency_us, p95_latency_us) \
+                 FROM mcp_daily_stats ORDER BY day, role, provider, tool",
+            )
+            .expect("view");
+        statement
+            .query_map([], |row| row.get(0))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    };
+    let folded = || -> i64 {
+        conn.query_row("SELECT last_rowid FROM mcp_daily_folded", [], |row| {
+            row.get(0)
+        })
+        .expect("mark")
+    };
+    assert_eq!(folded(), 0, "nothing folded yet");
+    let before = view();
+    let expected =
+        capability_store::DailyStats::from_records(&store.read_trail().expect("trail").records);
+    assert_eq!(before.len(), expected.len());
+    assert_eq!(
+        store.daily_stats().expect("stats"),
+        expected,
+        "folded, then read"
+    );
+    assert_eq!(folded(), 300);
+    assert_eq!(view(), before);
+    sink.close().expect("close");
+}

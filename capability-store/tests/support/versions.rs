@@ -169,6 +169,13 @@ pub fn stats_follow_every_insert_delete_and_update(store: &dyn Store, exec: &dyn
         "UPDATE mcp_audit_log SET agent_role = 'edited', latency_us = latency_us + 1 WHERE seq % 5 = 0",
     );
     check("after editing a fifth");
+    // The newest records go, and new ones follow (SQLite gives them the rowids freed).
+    exec("DELETE FROM mcp_audit_log WHERE seq > (SELECT max(seq) - 20 FROM mcp_audit_log)");
+    check("after deleting the newest");
+    for record in varied_records(30) {
+        sink.append(record).expect("append");
+    }
+    check("after appending again");
     exec("DELETE FROM mcp_audit_log WHERE tool = 'restart'");
     check("after deleting a tool's records");
     assert!(
