@@ -13,6 +13,10 @@ fn tool(server: &str, tool: &str, hash: &str) -> ToolHash {
     }
 }
 
+/// A row as the test compares it: server, tool, the hash's first digit, first seen, last
+/// seen, pinned by, pinned at.
+type Seen<'a> = (&'a str, &'a str, char, u64, u64, Option<&'a str>, Option<u64>);
+
 /// A descriptor is first seen once and last seen at its latest sighting (an older sighting
 /// does not move it back); a changed descriptor is a row of its own; a pin records who and
 /// when, and a later sighting keeps the pin; the filters select a server and a tool.
@@ -37,7 +41,7 @@ pub fn tool_versions_keep_first_last_and_pins(store: &dyn Store) {
     store.saw_tools(&v1[1..], 3_500).expect("the old one again");
 
     let all = store.tool_versions(None, None).expect("read");
-    let rows: Vec<(&str, &str, char, u64, u64, Option<&str>, Option<u64>)> = all
+    let rows: Vec<Seen<'_>> = all
         .iter()
         .map(|v| {
             (
