@@ -15,7 +15,15 @@ fn tool(server: &str, tool: &str, hash: &str) -> ToolHash {
 
 /// A row as the test compares it: server, tool, the hash's first digit, first seen, last
 /// seen, pinned by, pinned at.
-type Seen<'a> = (&'a str, &'a str, char, u64, u64, Option<&'a str>, Option<u64>);
+type Seen<'a> = (
+    &'a str,
+    &'a str,
+    char,
+    u64,
+    u64,
+    Option<&'a str>,
+    Option<u64>,
+);
 
 /// A descriptor is first seen once and last seen at its latest sighting (an older sighting
 /// does not move it back); a changed descriptor is a row of its own; a pin records who and
