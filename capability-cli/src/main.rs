@@ -212,6 +212,9 @@ struct ProxyArgs {
     /// until the proxy restarts.
     #[arg(long, default_value_t = 100, value_name = "N")]
     max_denials: u32,
+    /// Serve Prometheus metrics at `http://ADDRESS/metrics` (as `capability gateway --metrics`).
+    #[arg(long, value_name = "ADDRESS")]
+    metrics: Option<std::net::SocketAddr>,
     /// The server: `-- <command> [args]`, spoken to over stdio (or --upstream).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -455,6 +458,7 @@ fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
             max_calls: args.max_calls,
             max_denials: args.max_denials,
         },
+        metrics: args.metrics,
         command: args.command,
     };
     let proxy = options

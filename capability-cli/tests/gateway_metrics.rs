@@ -261,3 +261,57 @@ async fn prometheus_scrapes_the_gateways_calls_denials_and_latencies() {
     assert_eq!(denials["data"]["resultType"], "vector");
     let _ = client.cancel().await;
 }
+
+/// `capability proxy --metrics`: the same families, counted from the proxy's trail.
+#[tokio::test(flavor = "current_thread")]
+async fn the_proxy_serves_the_same_metrics_counted_from_its_trail() {
+    let Some(servers) = support::require_servers("proxy_metrics") else {
+        return;
+    };
+    let dir = scratch(
+        "proxy-metrics",
+        "version = \"m1\"\n\n[roles.viewer]\nceiling = \"read-only\"\nallow = [\"drift/shifty\"]\n",
+    );
+    let metrics = free_port();
+    let trail = dir.join("trail.jsonl");
+    let address = format!("127.0.0.1:{metrics}");
+    let args = proxy_common::proxy_args(
+        &dir,
+        "viewer",
+        "drift",
+        &trail,
+        &["--trust", "trusted", "--metrics", &address],
+        &servers.drift(),
+    );
+    let proxied = proxy_common::Proxied::start(&args).await;
+    for _ in 0..2 {
+        proxied
+            .call("shifty", serde_json::json!({}))
+            .await
+            .expect("shifty runs");
+    }
+    assert!(proxied.call("stable", serde_json::json!({})).await.is_err());
+    let (status, text) = http(metrics, "GET", "/metrics");
+    assert_eq!(status, 200, "{text}");
+    let records = proxy_common::records(&trail);
+    let count = |tool: &str, verdict: &str| {
+        records
+            .iter()
+            .filter(|r| r["tool"] == tool && r["verdict"] == verdict && r["phase"] != "outcome")
+            .count() as f64
+    };
+    for (tool, verdict) in [("shifty", "allowed"), ("stable", "denied")] {
+        let series = format!(
+            r#"capability_calls_total{{server="drift",tool="{tool}",role="viewer",verdict="{verdict}"}}"#
+        );
+        assert_eq!(
+            sample(&text, &series),
+            Some(count(tool, verdict)),
+            "{series} in {text}"
+        );
+    }
+    assert_eq!(count("shifty", "allowed"), 2.0);
+    let observed = r#"capability_call_duration_seconds_count{server="drift",tool="shifty"}"#;
+    assert_eq!(sample(&text, observed), Some(2.0), "{text}");
+    proxied.close().await;
+}

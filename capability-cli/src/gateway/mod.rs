@@ -80,7 +80,7 @@ pub struct GatewayArgs {
     /// first; a bad change keeps what runs, and says why).
     #[arg(long, conflicts_with = "check")]
     pub watch: bool,
-    /// Serve Prometheus metrics at http://<ADDRESS>/metrics (calls by server, tool, role and
+    /// Serve Prometheus metrics at `http://ADDRESS/metrics` (calls by server, tool, role and
     /// verdict, denials by reason, latency histograms, sessions, reloads, audit write errors;
     /// port 0 picks one, printed on standard error).
     #[arg(long, value_name = "ADDRESS", conflicts_with = "check")]

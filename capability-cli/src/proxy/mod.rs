@@ -85,6 +85,8 @@ pub struct Options {
     pub checkpoint_key: Option<PathBuf>,
     /// The budget of the client's session.
     pub budget: Budget,
+    /// Serve Prometheus metrics on this address (`/metrics`, see [`crate::metrics`]).
+    pub metrics: Option<SocketAddr>,
     /// The server's command and its arguments (empty with `upstream`).
     pub command: Vec<OsString>,
 }
@@ -131,6 +133,8 @@ pub struct Proxy {
     budget: Budget,
     source: Source,
     exchange: Option<ExchangeOptions>,
+    /// The `--metrics` endpoint's socket and what it serves.
+    metrics: Option<(TcpListener, Arc<crate::metrics::Metrics>)>,
 }
 
 impl fmt::Debug for Proxy {
@@ -274,8 +278,23 @@ impl Options {
                     .to_owned(),
             ));
         }
-        let sink = audit::open(&self.audit, &self.server, writer, signer).map_err(fail)?;
+        let metrics = match self.metrics {
+            Some(address) => Some((
+                TcpListener::bind(address)
+                    .map_err(|e| fail(format!("cannot serve the metrics on {address}: {e}")))?,
+                Arc::new(crate::metrics::Metrics::default()),
+            )),
+            None => None,
+        };
+        let mut sink = audit::open(&self.audit, &self.server, writer, signer).map_err(fail)?;
+        if let Some((listener, counters)) = &metrics {
+            if let Ok(bound) = listener.local_addr() {
+                eprintln!("capability proxy: metrics on http://{bound}/metrics");
+            }
+            sink = Arc::new(crate::metrics::MeteredSink::new(sink, counters.clone()));
+        }
         Ok(Proxy {
+            metrics,
             policy: Arc::new(policy),
             front,
             server,
@@ -297,7 +316,10 @@ impl Proxy {
     /// is closed (flushed) on every path.
     ///
     /// Call it inside a tokio runtime with the I/O and time drivers enabled.
-    pub async fn run(self) -> Result<(), RunError> {
+    pub async fn run(mut self) -> Result<(), RunError> {
+        if let Some((listener, counters)) = self.metrics.take() {
+            tokio::spawn(crate::metrics::serve(listener, counters));
+        }
         let (input, output) = front::standard_streams();
         run::run(self, input, output).await
     }
