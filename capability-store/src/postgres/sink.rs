@@ -81,6 +81,8 @@ struct Committer {
     checkpointed: u64,
     /// When `mcp_daily_stats`' deltas were last compacted by this writer.
     compacted: Instant,
+    /// Whether a compaction is running.
+    compacting: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How often a writer moves `mcp_daily_stats`' deltas into its sums (see migration 6).
@@ -127,6 +129,7 @@ impl PgSink {
         });
         let committer = Committer {
             compacted: Instant::now(),
+            compacting: Arc::default(),
             shared: shared.clone(),
             pool: pool.clone(),
             client: client
@@ -361,14 +364,30 @@ impl Committer {
         }
     }
 
-    /// Moves `mcp_daily_stats`' deltas into its sums, after the waiters were answered. A
-    /// failure loses nothing (the deltas stay, and the view counts them): it is tried again
-    /// later.
+    /// Moves `mcp_daily_stats`' deltas into its sums, on a thread and a connection of its own
+    /// (the appends do not wait for it), one at a time. A failure loses nothing (the deltas
+    /// stay, and the view counts them): it is tried again later.
     fn compact(&mut self) {
         self.compacted = Instant::now();
-        let _ = self.with_client(|client, _| {
-            client.batch_execute("SELECT capability_daily_stats_compact()")
-        });
+        if self
+            .compacting
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let (pool, compacting) = (self.pool.clone(), self.compacting.clone());
+        let spawned = std::thread::Builder::new()
+            .name("capability-stats-compaction".to_owned())
+            .spawn(move || {
+                let _ = pool.with("cannot compact mcp_daily_stats", |c| {
+                    c.batch_execute("SELECT capability_daily_stats_compact()")
+                });
+                compacting.store(false, std::sync::atomic::Ordering::Release);
+            });
+        if spawned.is_err() {
+            self.compacting
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
     }
 
     /// Inserts `batch` in one transaction, with a checkpoint when one is due.
