@@ -74,7 +74,15 @@ pub fn run(command: &ToolsCommand, out: &mut Out) -> Result<u8, Failure> {
             capability_store::redact_url(target),
             match (server, tool) {
                 (None, None) => String::new(),
-                _ => " for this server and tool".to_owned(),
+                (Some(server), None) => format!(" for server `{}`", escape(server)),
+                (None, Some(tool)) => format!(" for tool `{}`", escape(tool)),
+                (Some(server), Some(tool)) => {
+                    format!(
+                        " for tool `{}` of server `{}`",
+                        escape(tool),
+                        escape(server)
+                    )
+                }
             }
         )?;
     }

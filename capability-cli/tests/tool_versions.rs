@@ -147,10 +147,7 @@ fn pin_with_a_store_records_who_pinned_each_descriptor_and_history_reads_it() {
         &dir,
         &["tools", "history", "store.db", "--server", "nope"],
     ));
-    assert_eq!(
-        none,
-        "no tool versions in store.db for this server and tool\n"
-    );
+    assert_eq!(none, "no tool versions in store.db for server `nope`\n");
 }
 
 /// A gateway whose trail is a store records the descriptors it serves from: at start, and

@@ -421,8 +421,9 @@ fn sqlite_daily_stats_follow_every_insert_delete_and_update() {
     });
 }
 
-/// A database at schema 5 with records in its log: migration 6 sums them, so its
-/// `mcp_daily_stats` is what the records give, and records written after add to them.
+/// A database at schema 5 with records in its log: after migration 6 its `mcp_daily_stats`
+/// is what the records give (the first read folds them into the sums), and records written
+/// after add to them.
 #[test]
 fn sqlite_migration_6_sums_the_records_already_there() {
     let path = scratch("at_schema_5.db");

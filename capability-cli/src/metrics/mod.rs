@@ -296,6 +296,64 @@ impl AuditSink for MeteredSink {
 mod tests {
     use super::*;
 
+    /// A record as the gateway writes it, with `changes` over its fields.
+    fn record(changes: serde_json::Value) -> AuditRecord {
+        let mut value = serde_json::json!({
+            "agent": "mcp-client", "call_id": "c1", "descriptor_hash": "ab", "error": null,
+            "hash": "h", "input": {}, "input_digest": "d", "input_size": 2, "latency_us": null,
+            "method": "tools/call", "output_digest": null, "output_size": null,
+            "phase": "intent", "policy_version": "m1", "prev": "p", "provider": "git",
+            "reasons": [], "role": "viewer", "seq": 1, "session": "s1", "step": null,
+            "success": null, "time": "2026-12-02T03:23:33.973Z", "tool": "git_status",
+            "verdict": "allowed", "writer": "w"
+        });
+        for (key, change) in changes.as_object().expect("an object") {
+            value[key] = change.clone();
+        }
+        serde_json::from_value(value).expect("a record")
+    }
+
+    #[test]
+    fn a_call_counts_once_its_latency_and_failure_from_its_outcome_and_reloads_apart() {
+        let metrics = Metrics::default();
+        metrics.record(&record(serde_json::json!({})));
+        metrics.record(&record(serde_json::json!({
+            "phase": "outcome", "latency_us": 1_500, "success": false
+        })));
+        metrics.record(&record(serde_json::json!({
+            "phase": null, "verdict": "denied", "tool": "git_reset", "session": "s2",
+            "reasons": [{"reason": "not_allowed", "message": "no"},
+                        {"reason": "ceiling", "message": "no"}]
+        })));
+        metrics.record(&record(serde_json::json!({
+            "phase": null, "tool": "gateway/reload", "provider": null,
+            "reasons": [{"reason": "reload_refused", "message": "bad file"}]
+        })));
+        metrics.audit_error();
+        let text = metrics.render();
+        let has = |line: &str| text.lines().any(|l| l == line);
+        for line in [
+            r#"capability_calls_total{server="git",tool="git_status",role="viewer",verdict="allowed"} 1"#,
+            r#"capability_calls_total{server="git",tool="git_reset",role="viewer",verdict="denied"} 1"#,
+            r#"capability_denials_total{server="git",tool="git_reset",role="viewer",reason="not_allowed"} 1"#,
+            r#"capability_denials_total{server="git",tool="git_reset",role="viewer",reason="ceiling"} 1"#,
+            r#"capability_call_errors_total{server="git",tool="git_status",role="viewer"} 1"#,
+            r#"capability_call_duration_seconds_bucket{server="git",tool="git_status",le="0.001"} 0"#,
+            r#"capability_call_duration_seconds_bucket{server="git",tool="git_status",le="0.0025"} 1"#,
+            r#"capability_call_duration_seconds_bucket{server="git",tool="git_status",le="+Inf"} 1"#,
+            r#"capability_call_duration_seconds_sum{server="git",tool="git_status"} 0.0015"#,
+            "capability_sessions_total 2",
+            r#"capability_reloads_total{outcome="refused"} 1"#,
+            "capability_audit_write_errors_total 1",
+        ] {
+            assert!(has(line), "{line} missing from:\n{text}");
+        }
+        assert!(
+            !text.contains("gateway/reload"),
+            "a reload is not a call: {text}"
+        );
+    }
+
     #[test]
     fn label_values_are_escaped_and_series_are_bounded() {
         assert_eq!(
