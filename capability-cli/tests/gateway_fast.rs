@@ -246,6 +246,15 @@ fn outcome<'a>(records: &'a [Value], tool: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The trail's calls once it holds `n` outcomes of `tool`: the gateway answers the client
+/// before it writes a call's outcome record, so a test that got its answer may read the trail
+/// a moment before the record is there.
+fn calls_once(dir: &Path, tool: &str, n: usize) -> Vec<Value> {
+    let trail = dir.join("audit.jsonl");
+    wait_for(|| outcome(&calls(&trail), tool).len() >= n);
+    calls(&trail)
+}
+
 fn wait_for(mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
@@ -294,7 +303,7 @@ fn the_server_receives_the_arguments_on_record_and_its_result_reaches_the_client
         "routed to its own server only"
     );
 
-    let records = calls(&dir.join("audit.jsonl"));
+    let records = calls_once(&dir, "echo", 2);
     let done = outcome(&records, "echo");
     assert_eq!(done.len(), 2, "{records:?}");
     assert_eq!(done[0]["provider"], "journal");
@@ -368,7 +377,8 @@ fn a_server_that_writes_a_key_twice_forges_an_answer_or_dies_is_refused_dropped_
         r#"{"still": "here"}"#
     );
 
-    let records = calls(&dir.join("audit.jsonl"));
+    calls_once(&dir, "die", 1);
+    let records = calls_once(&dir, "twice", 1);
     let failed = outcome(&records, "twice");
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["success"], false, "{}", failed[0]);
@@ -410,7 +420,7 @@ fn a_cancelled_call_gets_no_answer_is_cancelled_at_the_server_and_on_record() {
         None,
         "a cancelled call is not answered"
     );
-    let records = calls(&dir.join("audit.jsonl"));
+    let records = calls_once(&dir, "slow", 1);
     let slow = outcome(&records, "slow");
     assert_eq!(slow.len(), 1, "{records:?}");
     assert_eq!(slow[0]["success"], false);
