@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use proxy_common::{BIN, calls, scratch};
+use proxy_common::{BIN, calls_in, scratch};
 
 /// A stdio MCP server of 2025-11-25 in plain Python: journals every line it reads to
 /// `$JOURNAL`, and misbehaves by tool name.
@@ -251,8 +251,17 @@ fn outcome<'a>(records: &'a [Value], tool: &str) -> Vec<&'a Value> {
 /// a moment before the record is there.
 fn calls_once(dir: &Path, tool: &str, n: usize) -> Vec<Value> {
     let trail = dir.join("audit.jsonl");
-    wait_for(|| outcome(&calls(&trail), tool).len() >= n);
-    calls(&trail)
+    let mut seen = Vec::new();
+    wait_for(|| {
+        // Only a trail whose last line is whole is read: the gateway may be writing the next.
+        let text = std::fs::read_to_string(&trail).unwrap_or_default();
+        if !text.ends_with('\n') {
+            return false;
+        }
+        seen = calls_in(&text);
+        outcome(&seen, tool).len() >= n
+    });
+    seen
 }
 
 fn wait_for(mut done: impl FnMut() -> bool) -> bool {

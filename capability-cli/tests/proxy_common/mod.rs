@@ -149,9 +149,12 @@ impl Proxied {
 
 /// The audit records of a JSON Lines trail (checkpoint lines left out).
 pub fn records(trail: &Path) -> Vec<Value> {
-    std::fs::read_to_string(trail)
-        .expect("the trail exists")
-        .lines()
+    records_in(&std::fs::read_to_string(trail).expect("the trail exists"))
+}
+
+/// The audit records of a trail's text (checkpoint lines left out).
+pub fn records_in(text: &str) -> Vec<Value> {
+    text.lines()
         .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
         .filter(|line| line.get("checkpoint").is_none())
         .collect()
@@ -160,7 +163,12 @@ pub fn records(trail: &Path) -> Vec<Value> {
 /// One record per call: the outcome of a call that ran (each outcome checked to follow its
 /// intent, which is left out), the one record of a call that did not run.
 pub fn calls(trail: &Path) -> Vec<Value> {
-    let records = records(trail);
+    calls_in(&std::fs::read_to_string(trail).expect("the trail exists"))
+}
+
+/// [`calls`] of a trail's text.
+pub fn calls_in(text: &str) -> Vec<Value> {
+    let records = records_in(text);
     for (i, record) in records.iter().enumerate() {
         if record["phase"] == "outcome" {
             assert!(
