@@ -17,6 +17,11 @@
 //!   place in its chain, once written).
 //!
 //! The tool's own code runs inside the span, so its events and spans nest under it.
+//!
+//! When the call is made inside an `mcp.server` span (an MCP front's span of the client's
+//! request), that span gets the call's `capability.role`, `capability.principal`,
+//! `capability.policy_version`, `capability.verdict` and `capability.audit.seq` too. No other
+//! span is touched (not the span of another call the call is made in).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,9 +48,54 @@ pub(crate) struct CallFields<'a> {
     pub(crate) policy_version: Option<&'a str>,
 }
 
+/// The name of the span an MCP front makes for a client's request.
+const MCP_SERVER_SPAN: &str = "mcp.server";
+
+/// The span of one audited call, and the span it was made in.
+pub(crate) struct CallSpan {
+    span: Span,
+    /// The `mcp.server` span the call began in (or none): it gets the call's verdict and
+    /// record too.
+    outer: Span,
+}
+
+impl std::ops::Deref for CallSpan {
+    type Target = Span;
+
+    fn deref(&self) -> &Span {
+        &self.span
+    }
+}
+
+impl CallSpan {
+    /// The record's place in its chain, once written.
+    pub(crate) fn record_seq(&self, seq: u64) {
+        self.span.record("capability.audit.seq", seq);
+        self.outer.record("capability.audit.seq", seq);
+    }
+}
+
 /// The span of one audited call (disabled, and free, when no subscriber wants it).
-pub(crate) fn call_span(call: &CallFields<'_>) -> Span {
-    tracing::info_span!(
+pub(crate) fn call_span(call: &CallFields<'_>) -> CallSpan {
+    let current = Span::current();
+    let outer = if current
+        .metadata()
+        .is_some_and(|m| m.name() == MCP_SERVER_SPAN)
+    {
+        current
+    } else {
+        Span::none()
+    };
+    if !outer.is_disabled() {
+        outer.record("capability.role", call.role);
+        if let Some(principal) = &call.principal {
+            outer.record("capability.principal", principal.as_str());
+        }
+        if let Some(version) = call.policy_version {
+            outer.record("capability.policy_version", version);
+        }
+    }
+    let span = tracing::info_span!(
         target: "capability::audit",
         "execute_tool",
         otel.name = %format_args!("execute_tool {}", call.tool),
@@ -67,20 +117,20 @@ pub(crate) fn call_span(call: &CallFields<'_>) -> Span {
         capability.descriptor_hash = %call.descriptor_hash,
         capability.policy_version = call.policy_version,
         capability.audit.seq = Empty,
-    )
+    );
+    CallSpan { span, outer }
 }
 
 /// Records how the call ended: its verdict and, on failure, the kind of error.
-pub(crate) fn end_span(span: &Span, verdict: Verdict, error_type: Option<&'static str>) {
-    span.record(
-        "capability.verdict",
-        match verdict {
-            Verdict::Allowed => "allowed",
-            Verdict::Denied => "denied",
-            Verdict::Degraded => "degraded",
-            Verdict::AuditFailed => "audit_failed",
-        },
-    );
+pub(crate) fn end_span(span: &CallSpan, verdict: Verdict, error_type: Option<&'static str>) {
+    let verdict = match verdict {
+        Verdict::Allowed => "allowed",
+        Verdict::Denied => "denied",
+        Verdict::Degraded => "degraded",
+        Verdict::AuditFailed => "audit_failed",
+    };
+    span.record("capability.verdict", verdict);
+    span.outer.record("capability.verdict", verdict);
     if let Some(error_type) = error_type {
         span.record("error.type", error_type);
         span.record("otel.status_code", "ERROR");

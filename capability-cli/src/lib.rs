@@ -11,6 +11,7 @@ pub mod escape;
 pub mod files;
 pub mod gateway;
 pub mod metrics;
+pub mod otlp;
 pub mod proxy;
 pub mod supervise;
 pub mod tools_file;

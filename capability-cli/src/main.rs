@@ -215,6 +215,9 @@ struct ProxyArgs {
     /// Serve Prometheus metrics at `http://ADDRESS/metrics` (as `capability gateway --metrics`).
     #[arg(long, value_name = "ADDRESS")]
     metrics: Option<std::net::SocketAddr>,
+    /// Export the MCP spans and durations over OTLP/HTTP (as `capability gateway --otlp`).
+    #[arg(long, value_name = "URL")]
+    otlp: Option<String>,
     /// The server: `-- <command> [args]`, spoken to over stdio (or --upstream).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -459,6 +462,7 @@ fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
             max_denials: args.max_denials,
         },
         metrics: args.metrics,
+        otlp: args.otlp,
         command: args.command,
     };
     let proxy = options

@@ -45,6 +45,7 @@ pub mod methods;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
 pub mod server;
+pub mod telemetry;
 pub mod visibility;
 
 pub use fleet::{Collision, Fleet, FleetError, FleetTool, FleetView, Route};

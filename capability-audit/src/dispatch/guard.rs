@@ -14,7 +14,7 @@ use serde_json::Value;
 use tracing::Span;
 
 use super::{AuditedDispatch, Pending};
-use crate::trace::end_span;
+use crate::trace::{CallSpan, end_span};
 use crate::*;
 
 /// The `error` of the record of a call whose tool panicked.
@@ -30,7 +30,7 @@ pub(super) struct CallGuard<'d> {
     /// `AllowAndCount`).
     pending: Option<Pending<'d>>,
     start: Instant,
-    span: Span,
+    span: CallSpan,
     done: bool,
 }
 
@@ -39,7 +39,7 @@ impl<'d> CallGuard<'d> {
     pub(super) fn new(
         dispatch: &'d AuditedDispatch,
         pending: Option<Pending<'d>>,
-        span: Span,
+        span: CallSpan,
     ) -> Self {
         CallGuard {
             dispatch,

@@ -21,7 +21,7 @@ use capability_core::authz::{Authorize, Denial, DenyReason};
 use capability_core::manifest::{Capability, CapabilityManifest};
 
 use crate::budget::SessionState;
-use crate::trace::{CallFields, call_span, emit_trace, end_span, new_call_id};
+use crate::trace::{CallFields, CallSpan, call_span, emit_trace, end_span, new_call_id};
 use crate::*;
 
 use backlog::Backlog;
@@ -337,7 +337,7 @@ impl AuditedDispatch {
         subject: &Subject<'_>,
         caller: Caller<'_>,
         request: &Request<'_>,
-    ) -> (tracing::Span, String) {
+    ) -> (CallSpan, String) {
         let call_id = new_call_id();
         let span = call_span(&CallFields {
             tool: request.action.target(),
@@ -359,7 +359,7 @@ impl AuditedDispatch {
     /// Appends a record of a call that does not run, or of an outcome: when it cannot be
     /// written, it is kept and written before anything runs again (under `Deny`), or counted
     /// as lost (under `AllowAndCount`).
-    fn write(&self, record: AuditRecord, span: &tracing::Span) {
+    fn write(&self, record: AuditRecord, span: &CallSpan) {
         if self.on_failure == OnAuditFailure::Deny && !self.backlog.is_empty() {
             // Behind the records kept already, in order.
             let error = self.backlog.last_error().unwrap_or(AuditError::Io {
@@ -375,7 +375,7 @@ impl AuditedDispatch {
         match self.sink.append(record.clone()) {
             Ok(written) => {
                 self.wrote(&written);
-                span.record("capability.audit.seq", written.seq);
+                span.record_seq(written.seq);
                 // The event carries the record as written: with its `seq` and `hash`.
                 emit_trace(&written);
             }
@@ -417,7 +417,7 @@ enum Early {
 
 impl Early {
     /// The outcome of a call that did not run; its span says why.
-    fn into_outcome<O, E>(self, span: &tracing::Span) -> Outcome<O, E> {
+    fn into_outcome<O, E>(self, span: &CallSpan) -> Outcome<O, E> {
         let (verdict, error_type) = match &self {
             Early::Denied(_) => (Verdict::Denied, "denied"),
             Early::Degrade(_) => (Verdict::Degraded, "degraded"),

@@ -7,7 +7,7 @@ use capability_core::authz::{Authorize, Denial, DenyReason};
 
 use super::{AuditedDispatch, Early, Pending, Request, Subject, not_written};
 use crate::budget::SessionState;
-use crate::trace::emit_trace;
+use crate::trace::{CallSpan, emit_trace};
 use crate::*;
 use serde_json::Value;
 
@@ -86,7 +86,7 @@ impl AuditedDispatch {
         caller: Caller<'_>,
         request: &Request<'_>,
         call_id: String,
-        span: &tracing::Span,
+        span: &CallSpan,
     ) -> Result<Option<Pending<'_>>, Early> {
         let subject = Subject::of(ctx);
         let key = match self.sink.digest_key() {
@@ -166,7 +166,7 @@ impl AuditedDispatch {
         match self.sink.append(record.clone()) {
             Ok(written) => {
                 self.wrote(&written);
-                span.record("capability.audit.seq", written.seq);
+                span.record_seq(written.seq);
                 emit_trace(&written);
             }
             Err(error) => {

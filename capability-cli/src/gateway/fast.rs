@@ -22,6 +22,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
+
+use capability::mcp::telemetry::{self, Ending, Operation, Transport};
 
 use super::handler::Gateway;
 
@@ -135,6 +138,8 @@ impl Fast {
         let shown = params.name;
         let arguments = params.arguments;
         let meta = params.meta.map(|m| m.get().to_owned());
+        let version = self.version.get().cloned();
+        let operation = server_operation(&id, &shown, version.as_deref(), meta.as_deref());
         let (stop, stopped) = oneshot::channel();
         self.in_flight
             .lock()
@@ -151,20 +156,28 @@ impl Fast {
                 let lane = snapshot.lanes.get(route.server).ok_or_else(|| {
                     ErrorData::internal_error(format!("no connection to `{}`", route.server), None)
                 })?;
-                let forwarded = forwarded(route.tool, given.then_some(&input), meta.as_deref())
-                    .map_err(|e| {
-                        ErrorData::internal_error(
-                            format!("the arguments could not be written again: {e}"),
-                            None,
-                        )
-                    })?;
                 // The result is the client's as soon as it is read (the call has happened; an
                 // outcome that cannot be written is kept and stops the next call until it is,
                 // it never withholds a result): the call can no longer be cancelled, the line
                 // is handed to the client's writer, which writes it while this task yields, and
                 // the outcome is written after.
                 let delivered = async {
-                    let result = lane.call(&forwarded).await?;
+                    // In the call's span: the leg to the server is its child, and names itself
+                    // as the parent in the `_meta` the server is sent.
+                    let leg = Operation::client(&telemetry::Request {
+                        method: "tools/call",
+                        tool: Some(route.tool),
+                        server: Some(route.server),
+                        protocol_version: version.as_deref(),
+                        transport: Some(Transport::Pipe),
+                        ..telemetry::Request::default()
+                    });
+                    let meta = with_context(meta.as_deref(), &leg);
+                    let forwarded = forwarded(route.tool, given.then_some(&input), meta.as_deref())
+                        .map_err(|e| format!("the arguments could not be written again: {e}"))?;
+                    let result = lane.call(&forwarded).instrument(leg.span().clone()).await;
+                    end(leg, &result);
+                    let result = result?;
                     in_flight
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
@@ -176,7 +189,7 @@ impl Fast {
                 gateway
                     .forward(&who, &shown, &route, &input, None, delivered)
                     .await
-                    .map(|_| ())
+                    .map(|result| is_tool_error(&result))
             };
             let cancelled = async {
                 if stopped.await.is_err() {
@@ -185,7 +198,7 @@ impl Fast {
                 }
             };
             let answer = tokio::select! {
-                answer = answering => Some(answer),
+                answer = answering.instrument(operation.span().clone()) => Some(answer),
                 // The client cancelled: no answer (the record says cancelled, the server is
                 // told).
                 () = cancelled => None,
@@ -194,8 +207,21 @@ impl Fast {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
-            if let Some(Err(error)) = answer {
-                let _ = out.send(answer_line(&id, Err(error)));
+            match answer {
+                Some(Err(error)) => {
+                    operation.end(Ending::Error {
+                        code: error.code.0,
+                        message: &error.message,
+                    });
+                    let _ = out.send(answer_line(&id, Err(error)));
+                }
+                // The answer's `isError` was read when it came (`end`): the same here.
+                Some(Ok(tool_error)) => operation.end(if tool_error {
+                    Ending::ToolError
+                } else {
+                    Ending::Done
+                }),
+                None => operation.end(Ending::Failed("cancelled")),
             }
         });
         true
@@ -302,4 +328,67 @@ fn answer_line(id: &str, answer: Result<&RawValue, ErrorData>) -> Vec<u8> {
     .into_bytes();
     line.push(b'\n');
     line
+}
+
+/// The `mcp.server` operation of a client's `tools/call` on this path: `id` and `meta` as the
+/// client wrote them (the `_meta` is read only when a telemetry is installed to adopt its
+/// trace context).
+fn server_operation(id: &str, tool: &str, version: Option<&str>, meta: Option<&str>) -> Operation {
+    let text = id
+        .starts_with('"')
+        .then(|| serde_json::from_str::<String>(id).ok())
+        .flatten();
+    let meta: Option<Map<String, Value>> = telemetry::installed()
+        .and(meta)
+        .and_then(|meta| serde_json::from_str(meta).ok());
+    Operation::server(&telemetry::Request {
+        method: "tools/call",
+        id: Some(text.as_deref().unwrap_or(id)),
+        tool: Some(tool),
+        protocol_version: version,
+        transport: Some(Transport::Pipe),
+        meta: meta.as_ref(),
+        ..telemetry::Request::default()
+    })
+}
+
+/// The `_meta` written to the server: the client's, with the leg's trace context when it has
+/// one (a `_meta` that is not an object is passed on as it was).
+fn with_context<'m>(meta: Option<&'m str>, leg: &Operation) -> Option<Cow<'m, str>> {
+    let Some(context) = leg.trace_context() else {
+        return meta.map(Cow::Borrowed);
+    };
+    let mut map = match meta {
+        None => Map::new(),
+        Some(meta) => match serde_json::from_str::<Map<String, Value>>(meta) {
+            Ok(map) => map,
+            Err(_) => return Some(Cow::Borrowed(meta)),
+        },
+    };
+    context.write_to(&mut map);
+    match serde_json::to_string(&map) {
+        Ok(written) => Some(Cow::Owned(written)),
+        Err(_) => meta.map(Cow::Borrowed),
+    }
+}
+
+/// Ends the leg to the server with how it ended (an error answer or a lost server alike:
+/// the lane keeps no JSON-RPC code).
+fn end(leg: Operation, result: &Result<Box<RawValue>, String>) {
+    leg.end(match result {
+        Ok(answer) if is_tool_error(answer) => Ending::ToolError,
+        Ok(_) => Ending::Done,
+        Err(_) => Ending::Failed("_OTHER"),
+    });
+}
+
+/// Whether a tool's result has `isError: true` (read only when the key is there).
+fn is_tool_error(result: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    struct Flag {
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+    }
+    memchr::memmem::find(result.get().as_bytes(), b"\"isError\"").is_some()
+        && serde_json::from_str::<Flag>(result.get()).is_ok_and(|flag| flag.is_error == Some(true))
 }

@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use ::rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use ::rmcp::service::RequestContext;
 use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
@@ -23,12 +23,13 @@ use capability::authz::{Action, Authorize, DenyReason, ToolContext};
 use capability::mcp::{Fleet, WithheldReason};
 use capability::rmcp::REFUSED_CODE;
 use capability::rmcp::RoleResolver;
+use capability::rmcp::traced::{Target, serve, server_operation};
 use capability::{CapabilityManifest, Policy};
 use capability_http::EdgeRoles;
 
 use super::items::Items;
 use super::lane::Lane;
-use crate::proxy::{Changed, Completed};
+use crate::proxy::Changed;
 
 /// The name the gateway gives itself.
 pub const GATEWAY_NAME: &str = "capability-gateway";
@@ -56,7 +57,7 @@ pub(super) struct Who {
     role: String,
     session: String,
     principal: Option<Principal>,
-    ctx: Option<ToolContext>,
+    pub(super) ctx: Option<ToolContext>,
 }
 
 /// The handler the client talks to.
@@ -298,28 +299,8 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let snapshot = self.current();
-        let who = self.who(&snapshot, &context);
-        let Some(ctx) = &who.ctx else {
-            return Ok(ListToolsResult::with_all_items(Vec::new()));
-        };
-        let view = snapshot.fleet.for_caller(ctx);
-        let tools = view
-            .visible()
-            .filter_map(|tool| {
-                let key = (
-                    view.server_of(tool).to_owned(),
-                    tool.manifest().name().to_owned(),
-                );
-                let mut listed = snapshot.tools.get(&key)?.clone();
-                listed.name = tool.shown.clone().into();
-                self.say_held(&snapshot, &who, &key, &mut listed);
-                Some(listed)
-            })
-            .collect();
-        let mut page = ListToolsResult::with_all_items(tools);
-        page.cache_scope = Some(CacheScope::Private);
-        Ok(page)
+        let operation = server_operation("tools/list", Target::None, &context);
+        serve(operation, async { Ok(self.tools_listed(&context)) }).await
     }
 
     async fn list_resources(
@@ -327,7 +308,8 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(self.resources_listed(&context))
+        let operation = server_operation("resources/list", Target::None, &context);
+        serve(operation, async { Ok(self.resources_listed(&context)) }).await
     }
 
     async fn list_resource_templates(
@@ -335,7 +317,8 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(self.templates_listed(&context))
+        let operation = server_operation("resources/templates/list", Target::None, &context);
+        serve(operation, async { Ok(self.templates_listed(&context)) }).await
     }
 
     async fn read_resource(
@@ -343,7 +326,9 @@ impl ServerHandler for Gateway {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.resource_read(request, &context).await
+        let operation =
+            server_operation("resources/read", Target::Resource(&request.uri), &context);
+        serve(operation, self.resource_read(request, &context)).await
     }
 
     async fn list_prompts(
@@ -351,7 +336,8 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(self.prompts_listed(&context))
+        let operation = server_operation("prompts/list", Target::None, &context);
+        serve(operation, async { Ok(self.prompts_listed(&context)) }).await
     }
 
     async fn get_prompt(
@@ -359,7 +345,8 @@ impl ServerHandler for Gateway {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.prompt_got(request, &context).await
+        let operation = server_operation("prompts/get", Target::Prompt(&request.name), &context);
+        serve(operation, self.prompt_got(request, &context)).await
     }
 
     async fn call_tool(
@@ -367,41 +354,8 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let snapshot = self.current();
-        let who = self.who(&snapshot, &context);
-        let shown = request.name.to_string();
-        let input = Value::Object(request.arguments.clone().unwrap_or_default());
-        let route = self.route(&snapshot, &who, &shown, &input)?;
-        let Some(peer) = snapshot.peers.get(route.server).cloned() else {
-            return Err(ErrorData::internal_error(
-                format!("no connection to `{}`", route.server),
-                None,
-            ));
-        };
-        let mut forwarded = request.clone();
-        forwarded.name = route.tool.to_owned().into();
-        let (consent, input) = self
-            .consented(
-                &snapshot,
-                &who,
-                &shown,
-                &route,
-                input,
-                &context,
-                &mut forwarded,
-            )
-            .await?;
-        let server = route.server;
-        let answered = self
-            .forward(&who, &shown, &route, &input, consent.as_ref(), async {
-                peer.call_tool_once(forwarded)
-                    .await
-                    .map(Answer)
-                    .map_err(unanswered(server))
-            })
-            .await?;
-        // `resultType` for a client of 2026-07-28 when the server (of 2025-11-25) left it out.
-        Ok(answered.0.completed())
+        let operation = server_operation("tools/call", Target::Tool(&request.name), &context);
+        serve(operation, self.tool_called(request, &context)).await
     }
 }
 

@@ -13,6 +13,7 @@
 //! them. Not in this build: resource subscriptions and completion across servers.
 
 mod approvals;
+mod called;
 mod check;
 mod fast;
 mod fleet;
@@ -85,6 +86,11 @@ pub struct GatewayArgs {
     /// port 0 picks one, printed on standard error).
     #[arg(long, value_name = "ADDRESS", conflicts_with = "check")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Export the MCP spans (`mcp.server`, `execute_tool`, `mcp.client`, with the client's
+    /// trace context from `_meta` and the gateway's passed to the server) and durations over
+    /// OTLP/HTTP to this receiver: spans to `URL/v1/traces`, metrics to `URL/v1/metrics`.
+    #[arg(long, value_name = "URL", conflicts_with = "check")]
+    pub otlp: Option<String>,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -174,6 +180,18 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
     );
     // No version on the dispatch: each record carries the version of the policy in force
     // (the role's decider's), which a reload changes.
+    let otlp = match &args.otlp {
+        Some(endpoint) => {
+            Some(crate::otlp::start(endpoint, "capability-gateway").map_err(GatewayError)?)
+        }
+        None => None,
+    };
+    let session = matches!(front, Front::Stdio(_)).then(|| {
+        capability::mcp::telemetry::Session::start(
+            capability::mcp::telemetry::Side::Server,
+            capability::mcp::telemetry::Transport::Pipe,
+        )
+    });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -192,6 +210,9 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
         )
         .await
     });
+    // The session's duration, then the last spans and durations sent.
+    drop(session);
+    drop(otlp);
     let closed = sink.close();
     served?;
     closed.map_err(|e| GatewayError(format!("the audit trail could not be closed: {e}")))?;

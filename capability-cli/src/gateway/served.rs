@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use capability::audit::Request;
 use capability::authz::{Action, DenyReason};
+use capability::rmcp::traced::{self, Target};
 
+use super::called::leg;
 use super::handler::{Answer, Gateway, may, refused_item, unanswered};
 use super::items::{UriRoute, shown};
 use crate::proxy::Completed;
@@ -100,7 +102,17 @@ impl Gateway {
             &input,
         );
         let run = async {
-            peer.read_resource_once(request)
+            let mut request = request;
+            let target = Target::Resource(&uri);
+            let leg = leg(
+                &snapshot,
+                "resources/read",
+                target,
+                server,
+                context,
+                &mut request.meta,
+            );
+            traced::send(leg, peer.read_resource_once(request))
                 .await
                 .map(Answer)
                 .map_err(unanswered(server))
@@ -167,7 +179,16 @@ impl Gateway {
         let mut forwarded = request.clone();
         name.clone_into(&mut forwarded.name);
         let run = async {
-            peer.get_prompt_once(forwarded)
+            let target = Target::Prompt(name);
+            let leg = leg(
+                &snapshot,
+                "prompts/get",
+                target,
+                server,
+                context,
+                &mut forwarded.meta,
+            );
+            traced::send(leg, peer.get_prompt_once(forwarded))
                 .await
                 .map(Answer)
                 .map_err(unanswered(server))

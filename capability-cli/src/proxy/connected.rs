@@ -21,6 +21,7 @@ use super::forward::{Changed, Clients, Forward, Gone};
 use super::upstream::{Event, ServerRequests};
 use super::{Proxy, RunError, note};
 use crate::escape::escape;
+use capability::mcp::telemetry::Transport;
 
 /// How long answers already on their way (errors saying why the server is gone) get to reach
 /// the client once the server is gone; more than a call waits to learn why.
@@ -163,6 +164,10 @@ pub(super) fn governed(
         upstream: connected.upstream.clone(),
         listings: connected.listings.clone(),
         server: proxy.server.name().to_owned(),
+        transport: match connected.backend {
+            Backend::Http { .. } => Transport::Tcp,
+            Backend::Child { .. } => Transport::Pipe,
+        },
         gone: connected.gone.clone(),
         clients,
         resources: entry.is_some_and(|e| e.forwards_resources()),

@@ -19,7 +19,9 @@ use ::rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, 
 use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceError};
 use tokio::sync::watch;
 
+use capability::mcp::telemetry::{Operation, Transport};
 use capability::rmcp::ToolListings;
+use capability::rmcp::traced::{self, Target};
 
 use super::completed::Completed;
 use super::delegate::Delegated;
@@ -200,6 +202,8 @@ pub(crate) struct Forward {
     pub(crate) upstream: Peer<RoleClient>,
     pub(crate) listings: ToolListings,
     pub(crate) server: String,
+    /// How the server is reached (`network.transport` of the `mcp.client` spans).
+    pub(crate) transport: Transport,
     pub(crate) gone: Gone,
     /// The clients to tell of changes, behind an HTTP front (over stdio, the one client's
     /// peer is told directly).
@@ -264,6 +268,26 @@ impl Forward {
             }
             Err(error) => Err(self.unavailable(&error).await),
         }
+    }
+
+    /// The `mcp.client` span of a request passed on to the server. The request's `_meta`
+    /// carries the trace context: this span's when spans are exported (`--otlp`), else the
+    /// one the client sent, passed on as it was.
+    fn leg(
+        &self,
+        method: &str,
+        target: Target<'_>,
+        context: &RequestContext<RoleServer>,
+        meta: &mut Option<::rmcp::model::RequestMetaObject>,
+    ) -> Operation {
+        traced::client_operation(
+            method,
+            target,
+            Some(&self.server),
+            self.transport,
+            Some(&context.meta),
+            meta,
+        )
     }
 
     async fn unavailable(&self, error: &ServiceError) -> ErrorData {
@@ -400,9 +424,17 @@ impl ServerHandler for Forward {
         if !self.resources {
             return Err(ErrorData::method_not_found::<ReadResourceRequestMethod>());
         }
+        let mut request = request;
+        let leg = self.leg(
+            "resources/read",
+            Target::Resource(&request.uri),
+            &context,
+            &mut request.meta,
+        );
+        let peer = self.peer(&context).await?;
         self.forwarded(
             &context,
-            self.peer(&context).await?.read_resource_once(request),
+            traced::send(leg, peer.read_resource_once(request)),
         )
         .await
         .map(Completed::completed)
@@ -429,12 +461,17 @@ impl ServerHandler for Forward {
         if !self.prompts {
             return Err(ErrorData::method_not_found::<GetPromptRequestMethod>());
         }
-        self.forwarded(
+        let mut request = request;
+        let leg = self.leg(
+            "prompts/get",
+            Target::Prompt(&request.name),
             &context,
-            self.peer(&context).await?.get_prompt_once(request),
-        )
-        .await
-        .map(Completed::completed)
+            &mut request.meta,
+        );
+        let peer = self.peer(&context).await?;
+        self.forwarded(&context, traced::send(leg, peer.get_prompt_once(request)))
+            .await
+            .map(Completed::completed)
     }
 
     async fn call_tool(
@@ -442,7 +479,15 @@ impl ServerHandler for Forward {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.forwarded(&context, self.peer(&context).await?.call_tool_once(request))
+        let mut request = request;
+        let leg = self.leg(
+            "tools/call",
+            Target::Tool(&request.name),
+            &context,
+            &mut request.meta,
+        );
+        let peer = self.peer(&context).await?;
+        self.forwarded(&context, traced::send(leg, peer.call_tool_once(request)))
             .await
             .map(Completed::completed)
     }

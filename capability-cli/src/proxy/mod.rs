@@ -49,6 +49,7 @@ use std::sync::Arc;
 
 use capability::audit::{AuditSink, Budget};
 use capability::mcp::Lockfile;
+use capability::mcp::telemetry::{Session, Side, Transport};
 use capability::{CapabilityManifest, Policy, Server};
 
 pub use delegate::ExchangeOptions;
@@ -87,6 +88,8 @@ pub struct Options {
     pub budget: Budget,
     /// Serve Prometheus metrics on this address (`/metrics`, see [`crate::metrics`]).
     pub metrics: Option<SocketAddr>,
+    /// Export the MCP spans and durations to this OTLP/HTTP receiver (see [`crate::otlp`]).
+    pub otlp: Option<String>,
     /// The server's command and its arguments (empty with `upstream`).
     pub command: Vec<OsString>,
 }
@@ -135,6 +138,8 @@ pub struct Proxy {
     exchange: Option<ExchangeOptions>,
     /// The `--metrics` endpoint's socket and what it serves.
     metrics: Option<(TcpListener, Arc<crate::metrics::Metrics>)>,
+    /// The `--otlp` exporters: dropped when the proxy stops, they send what is left.
+    otlp: Option<crate::otlp::Otlp>,
 }
 
 impl fmt::Debug for Proxy {
@@ -293,8 +298,14 @@ impl Options {
             }
             sink = Arc::new(crate::metrics::MeteredSink::new(sink, counters.clone()));
         }
+        // Last, once everything else is known to be right; before the async runtime starts.
+        let otlp = match &self.otlp {
+            Some(endpoint) => Some(crate::otlp::start(endpoint, "capability-proxy").map_err(fail)?),
+            None => None,
+        };
         Ok(Proxy {
             metrics,
+            otlp,
             policy: Arc::new(policy),
             front,
             server,
@@ -320,8 +331,15 @@ impl Proxy {
         if let Some((listener, counters)) = self.metrics.take() {
             tokio::spawn(crate::metrics::serve(listener, counters));
         }
+        let otlp = self.otlp.take();
+        let session = matches!(self.front, Front::Stdio { .. })
+            .then(|| Session::start(Side::Server, Transport::Pipe));
         let (input, output) = front::standard_streams();
-        run::run(self, input, output).await
+        let result = run::run(self, input, output).await;
+        // The session's duration, then the last spans and durations sent.
+        drop(session);
+        drop(otlp);
+        result
     }
 }
 

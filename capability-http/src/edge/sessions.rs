@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use capability_mcp::telemetry::{Session, Side, Transport};
+
 /// What a request's `Mcp-Session-Id` is to this edge.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Known {
@@ -21,6 +23,9 @@ pub(crate) enum Known {
 struct Entry {
     principal: String,
     last_used: Instant,
+    /// Its duration, recorded when the entry goes (closed or expired):
+    /// `mcp.server.session.duration`.
+    _duration: Session,
 }
 
 #[derive(Debug, Default)]
@@ -165,6 +170,7 @@ impl Sessions {
             Entry {
                 principal: reservation.principal.clone(),
                 last_used: Instant::now(),
+                _duration: Session::start(Side::Server, Transport::Tcp),
             },
         );
         // The reservation is given back when it drops, after the lock is released.

@@ -80,6 +80,7 @@ mod connect;
 mod convert;
 #[cfg(feature = "rmcp-server")]
 mod server;
+pub mod traced;
 
 pub use crate::visibility::{HiddenTool, WithheldReason};
 pub use client::{GovernedClient, GovernedError, SharedDecider};

@@ -23,6 +23,7 @@ use ::rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use ::rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use super::GovernedServer;
+use crate::rmcp::traced::{Target, serve, server_operation};
 
 impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
     async fn list_tools(
@@ -30,7 +31,8 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.governed_list_tools(request, context).await
+        let operation = server_operation("tools/list", Target::None, &context);
+        serve(operation, self.governed_list_tools(request, context)).await
     }
 
     async fn call_tool(
@@ -38,7 +40,8 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.governed_call_tool(request, context).await
+        let operation = server_operation("tools/call", Target::Tool(&request.name), &context);
+        serve(operation, self.governed_call_tool(request, context)).await
     }
 
     /// The inner handler's tool, for rmcp's request-header validation (SEP-2243). rmcp asks
@@ -77,7 +80,8 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
     }
 
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        self.inner.ping(context).await
+        let operation = server_operation("ping", Target::None, &context);
+        serve(operation, self.inner.ping(context)).await
     }
 
     async fn initialize(
@@ -100,7 +104,8 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.governed_complete(request, context).await
+        let operation = server_operation("completion/complete", Target::None, &context);
+        serve(operation, self.governed_complete(request, context)).await
     }
 
     #[allow(deprecated)]
@@ -118,7 +123,8 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.governed_get_prompt(request, context).await
+        let operation = server_operation("prompts/get", Target::Prompt(&request.name), &context);
+        serve(operation, self.governed_get_prompt(request, context)).await
     }
 
     async fn list_prompts(
@@ -126,7 +132,8 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.governed_list_prompts(request, context).await
+        let operation = server_operation("prompts/list", Target::None, &context);
+        serve(operation, self.governed_list_prompts(request, context)).await
     }
 
     async fn list_resources(
@@ -134,7 +141,8 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.governed_list_resources(request, context).await
+        let operation = server_operation("resources/list", Target::None, &context);
+        serve(operation, self.governed_list_resources(request, context)).await
     }
 
     async fn list_resource_templates(
@@ -142,8 +150,12 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.governed_list_resource_templates(request, context)
-            .await
+        let operation = server_operation("resources/templates/list", Target::None, &context);
+        serve(
+            operation,
+            self.governed_list_resource_templates(request, context),
+        )
+        .await
     }
 
     async fn read_resource(
@@ -151,7 +163,9 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.governed_read_resource(request, context).await
+        let operation =
+            server_operation("resources/read", Target::Resource(&request.uri), &context);
+        serve(operation, self.governed_read_resource(request, context)).await
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
@@ -165,7 +179,12 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.governed_subscribe(request, context).await
+        let operation = server_operation(
+            "resources/subscribe",
+            Target::Resource(&request.uri),
+            &context,
+        );
+        serve(operation, self.governed_subscribe(request, context)).await
     }
 
     #[allow(deprecated)]
@@ -174,7 +193,12 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.governed_unsubscribe(request, context).await
+        let operation = server_operation(
+            "resources/unsubscribe",
+            Target::Resource(&request.uri),
+            &context,
+        );
+        serve(operation, self.governed_unsubscribe(request, context)).await
     }
 
     async fn on_custom_request(

@@ -1,0 +1,130 @@
+//! `tools/list` and `tools/call` through rmcp: the role's union of the fleet's tools, and a
+//! call routed to its server, decided, recorded and passed on in an `mcp.client` span.
+
+use ::rmcp::RoleServer;
+use ::rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, ErrorData, ListToolsResult,
+    RequestMetaObject,
+};
+use ::rmcp::service::RequestContext;
+use serde_json::Value;
+
+use capability::mcp::telemetry::{Operation, Transport};
+use capability::rmcp::traced::{self, Target};
+
+use super::handler::{Answer, Gateway, Snapshot, unanswered};
+use crate::proxy::Completed;
+
+impl Gateway {
+    /// The caller's tools: each visible one under its shown name (empty without a role).
+    pub(super) fn tools_listed(&self, context: &RequestContext<RoleServer>) -> ListToolsResult {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, context);
+        let Some(ctx) = &who.ctx else {
+            return ListToolsResult::with_all_items(Vec::new());
+        };
+        let view = snapshot.fleet.for_caller(ctx);
+        let tools = view
+            .visible()
+            .filter_map(|tool| {
+                let key = (
+                    view.server_of(tool).to_owned(),
+                    tool.manifest().name().to_owned(),
+                );
+                let mut listed = snapshot.tools.get(&key)?.clone();
+                listed.name = tool.shown.clone().into();
+                self.say_held(&snapshot, &who, &key, &mut listed);
+                Some(listed)
+            })
+            .collect();
+        let mut page = ListToolsResult::with_all_items(tools);
+        page.cache_scope = Some(CacheScope::Private);
+        page
+    }
+
+    /// A call through rmcp: routed, decided and recorded, passed on under the tool's own name.
+    pub(super) async fn tool_called(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let snapshot = self.current();
+        let who = self.who(&snapshot, context);
+        let shown = request.name.to_string();
+        let input = Value::Object(request.arguments.clone().unwrap_or_default());
+        let route = self.route(&snapshot, &who, &shown, &input)?;
+        let Some(peer) = snapshot.peers.get(route.server).cloned() else {
+            return Err(ErrorData::internal_error(
+                format!("no connection to `{}`", route.server),
+                None,
+            ));
+        };
+        let mut forwarded = request.clone();
+        forwarded.name = route.tool.to_owned().into();
+        let (consent, input) = self
+            .consented(
+                &snapshot,
+                &who,
+                &shown,
+                &route,
+                input,
+                context,
+                &mut forwarded,
+            )
+            .await?;
+        let server = route.server;
+        let answered = self
+            .forward(&who, &shown, &route, &input, consent.as_ref(), async {
+                // In the call's span: the leg to the server is its child.
+                let leg = leg(
+                    &snapshot,
+                    "tools/call",
+                    Target::Tool(route.tool),
+                    server,
+                    context,
+                    &mut forwarded.meta,
+                );
+                traced::send(leg, peer.call_tool_once(forwarded))
+                    .await
+                    .map(Answer)
+                    .map_err(unanswered(server))
+            })
+            .await?;
+        // `resultType` for a client of 2026-07-28 when the server (of 2025-11-25) left it out.
+        Ok(answered.0.completed())
+    }
+}
+
+/// The `mcp.client` operation of a request passed on to `server`, with the trace context in
+/// its `_meta` ([`traced::client_operation`]).
+pub(super) fn leg(
+    snapshot: &Snapshot,
+    method: &str,
+    target: Target<'_>,
+    server: &str,
+    context: &RequestContext<RoleServer>,
+    meta: &mut Option<RequestMetaObject>,
+) -> Operation {
+    traced::client_operation(
+        method,
+        target,
+        Some(server),
+        transport(snapshot, server),
+        Some(&context.meta),
+        meta,
+    )
+}
+
+/// How `server` is reached: Streamable HTTP when the policy gives it a `url`.
+pub(super) fn transport(snapshot: &Snapshot, server: &str) -> Transport {
+    let http = snapshot
+        .policy
+        .servers()
+        .iter()
+        .any(|entry| entry.name() == server && entry.url().is_some());
+    if http {
+        Transport::Tcp
+    } else {
+        Transport::Pipe
+    }
+}
