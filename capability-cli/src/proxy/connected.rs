@@ -17,7 +17,8 @@ use capability::rmcp::{GovernedServer, RoleResolver, ToolListings, list_tools, t
 
 use super::backend::Backend;
 use super::delegate::Delegated;
-use super::forward::{Changed, Clients, Forward, Gone};
+use super::forward::{Changed, Clients, Forward};
+use super::gone::Gone;
 use super::upstream::{Event, ServerRequests};
 use super::{Proxy, RunError, note};
 use crate::escape::escape;

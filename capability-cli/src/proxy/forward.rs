@@ -5,8 +5,6 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use std::time::Duration;
-
 use ::rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams,
     CompleteResult, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse,
@@ -17,7 +15,6 @@ use ::rmcp::model::{
 };
 use ::rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceError};
-use tokio::sync::watch;
 
 use capability::mcp::telemetry::{Operation, Transport};
 use capability::rmcp::ToolListings;
@@ -25,6 +22,7 @@ use capability::rmcp::traced::{self, Target};
 
 use super::completed::Completed;
 use super::delegate::Delegated;
+use super::gone::Gone;
 
 /// The name the proxy gives itself, to the client and to the server.
 pub const PROXY_NAME: &str = "capability-proxy";
@@ -115,74 +113,6 @@ impl Changed {
             Changed::Tools => peer.notify_tool_list_changed().await.is_ok(),
             Changed::Resources => peer.notify_resource_list_changed().await.is_ok(),
             Changed::Prompts => peer.notify_prompt_list_changed().await.is_ok(),
-        }
-    }
-}
-
-/// How long a call whose connection to the server broke waits to learn why (the supervising
-/// task reads the server's exit status), so the client's error can say it.
-const WHY_WAIT: Duration = Duration::from_millis(500);
-
-/// Why the server can no longer answer, once it is gone; set by the supervising task. And,
-/// for the supervising task, the first call whose connection to the server failed.
-#[derive(Clone, Debug)]
-pub(crate) struct Gone {
-    why: Arc<watch::Sender<Option<String>>>,
-    broken: Arc<watch::Sender<Option<String>>>,
-}
-
-impl Default for Gone {
-    fn default() -> Self {
-        Gone {
-            why: Arc::new(watch::Sender::new(None)),
-            broken: Arc::new(watch::Sender::new(None)),
-        }
-    }
-}
-
-/// Keeps the first value sent.
-fn first(sender: &watch::Sender<Option<String>>, value: String) {
-    sender.send_if_modified(|slot| {
-        let first = slot.is_none();
-        slot.get_or_insert(value);
-        first
-    });
-}
-
-/// Waits up to `wait` (forever: `None`) for a value.
-async fn wait_for(
-    sender: &watch::Sender<Option<String>>,
-    wait: Option<Duration>,
-) -> Option<String> {
-    let mut watching = sender.subscribe();
-    let known = watching.wait_for(Option::is_some);
-    let known = match wait {
-        Some(wait) => tokio::time::timeout(wait, known).await.ok()?,
-        None => known.await,
-    };
-    known.ok().and_then(|why| why.clone())
-}
-
-impl Gone {
-    pub(crate) fn set(&self, why: String) {
-        first(&self.why, why);
-    }
-
-    /// Why, waiting up to [`WHY_WAIT`] for it.
-    async fn why(&self) -> Option<String> {
-        wait_for(&self.why, Some(WHY_WAIT)).await
-    }
-
-    /// A call's connection to the server failed.
-    fn broke(&self, error: String) {
-        first(&self.broken, error);
-    }
-
-    /// Resolves with the error of the first call whose connection to the server failed.
-    pub(crate) async fn broken(&self) -> String {
-        match wait_for(&self.broken, None).await {
-            Some(error) => error,
-            None => std::future::pending().await,
         }
     }
 }

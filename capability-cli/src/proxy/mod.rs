@@ -27,6 +27,7 @@ mod connected;
 mod delegate;
 mod forward;
 mod front;
+mod gone;
 mod http;
 mod protocol;
 

@@ -14,7 +14,7 @@ use capability::rmcp::{FixedRole, ToolListings};
 use super::connected::{
     Connected, Pending, dispatch, forwards, governed, review, server_gone, terminated,
 };
-use super::forward::Gone;
+use super::gone::Gone;
 use super::upstream::{ServerRequests, Upstream};
 use super::{Front, Proxy, RunError, backend, front, http, note};
 

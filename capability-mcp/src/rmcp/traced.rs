@@ -178,5 +178,6 @@ answered!(
     ::rmcp::model::GetPromptResult,
     ::rmcp::model::GetPromptResponse,
     ::rmcp::model::CompleteResult,
+    ::rmcp::model::InitializeResult,
     ::rmcp::model::EmptyResult,
 );

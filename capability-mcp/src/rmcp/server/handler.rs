@@ -89,7 +89,8 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        self.inner.initialize(request, context).await
+        let operation = server_operation("initialize", Target::None, &context);
+        serve(operation, self.inner.initialize(request, context)).await
     }
 
     async fn discover(
