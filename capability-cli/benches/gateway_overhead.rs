@@ -5,7 +5,8 @@
 //! executable, run with `--relay`: two threads, `std::io::copy`), (3) spawning `capability
 //! gateway` over a fleet of that one server (role `operator`, every call routed, decided and
 //! audited into a JSON Lines file). Prints the medians over the rounds of each path's p50 and
-//! p99, and the ratios.
+//! p99, and the ratios; (4) the gateway with `--otlp` to a loopback receiver of its own, against
+//! (3).
 //!
 //! Then the gateway's start: the time from spawning it to the answer to the first `tools/list`
 //! (initialize, initialized, list, over pipes), against the server spawned straight; and its
@@ -76,10 +77,18 @@ fn main() {
     .map(|s| (*s).to_owned())
     .collect();
 
+    // (4) the gateway exporting its spans and durations (`--otlp`) to a receiver of this run's.
+    let receiver = support::OtlpReceiver::start();
+    let traced: Vec<String> = gateway
+        .iter()
+        .cloned()
+        .chain(["--otlp".to_owned(), receiver.url.clone()])
+        .collect();
     let paths = [
         ("direct", &server),
         ("relay", &relay),
         ("gateway", &gateway),
+        ("otlp", &traced),
     ];
     let mut samples: Vec<Vec<[f64; 3]>> = vec![Vec::new(); paths.len()];
     for _ in 0..ROUNDS {
@@ -110,7 +119,7 @@ fn main() {
             f[0], f[1], f[2]
         );
     }
-    let (direct, relay, gateway) = (figures[0], figures[1], figures[2]);
+    let (direct, relay, gateway, traced) = (figures[0], figures[1], figures[2], figures[3]);
     println!(
         "gateway_overhead: tools/call p50 gateway/direct {:.2}x, gateway/relay {:.2}x, relay/direct {:.2}x; \
          p99 gateway/direct {:.2}x; tools/list p50 gateway/direct {:.2}x ({ROUNDS} rounds x {CALLS} calls)",
@@ -119,6 +128,13 @@ fn main() {
         relay[0] / direct[0],
         gateway[1] / direct[1],
         gateway[2] / direct[2],
+    );
+    println!(
+        "gateway_overhead: with --otlp, tools/call p50 {:.2}x the gateway without, {:.2}x direct; \
+         {} exports received",
+        traced[0] / gateway[0],
+        traced[0] / direct[0],
+        receiver.posts.lock().map_or(0, |posts| posts.len()),
     );
     start_and_memory(&dir, &server, &words);
 }

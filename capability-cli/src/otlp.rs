@@ -4,7 +4,8 @@
 //! The libraries make `tracing` spans ([`capability::mcp::telemetry`]): `mcp.server` for each
 //! client's request, `execute_tool` for each audited call in it, `mcp.client` for the leg to
 //! the server. Here they become OpenTelemetry spans (`tracing-opentelemetry`, only the spans
-//! and events of `capability::*` targets), batched and sent to `{endpoint}/v1/traces`; the
+//! of `capability::*` targets, every one sampled whatever the client's `traceparent` flags say),
+//! batched and sent to `{endpoint}/v1/traces`; the
 //! durations are histograms sent to `{endpoint}/v1/metrics` every 10 seconds and when the
 //! command ends. The client's `traceparent`, `tracestate` and `baggage` (W3C, in
 //! `params._meta`) make the `mcp.server` span the child of the client's, and the request passed
@@ -25,7 +26,7 @@ use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{Layer, filter};
@@ -79,6 +80,9 @@ pub fn start(endpoint: &str, service: &str) -> Result<Otlp, String> {
         .build()
         .map_err(|e| format!("--otlp {endpoint}: the metric exporter: {e}"))?;
     let traces = SdkTracerProvider::builder()
+        // Every governed request is recorded: a client's `traceparent` names the parent, but
+        // its sampling flag does not decide what the gateway records.
+        .with_sampler(Sampler::AlwaysOn)
         .with_batch_exporter(spans)
         .with_resource(resource.clone())
         .build();
@@ -91,8 +95,10 @@ pub fn start(endpoint: &str, service: &str) -> Result<Otlp, String> {
         .with_resource(resource)
         .build();
     let tracer = traces.tracer("capability");
-    // Only ours: rmcp's, hyper's and the rest stay out of the trace.
-    let ours = filter::filter_fn(|meta| meta.target().starts_with("capability"));
+    // Only our spans: rmcp's, hyper's and the rest stay out of the trace, and so do the
+    // events (each audit record is one; the trail holds them, and as span events they cost a
+    // third of a traced call).
+    let ours = filter::filter_fn(|meta| meta.is_span() && meta.target().starts_with("capability"));
     let subscriber = tracing_subscriber::registry().with(
         tracing_opentelemetry::layer()
             .with_tracer(tracer)

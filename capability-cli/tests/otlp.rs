@@ -21,11 +21,10 @@ mod proxy_common;
 mod support;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -37,7 +36,7 @@ use prost::Message;
 use serde_json::{Value, json};
 
 use proxy_common::{BIN, records, scratch};
-use support::TsTarget;
+use support::{OtlpReceiver, TsTarget};
 
 /// A stdio MCP server in plain Python that journals every line it reads to `$JOURNAL`.
 const SERVER: &str = r#"
@@ -101,36 +100,13 @@ prefix = "j_"
 // ---------------------------------------------------------------------------------------------
 // The receiver.
 
-/// What one POST brought: its path, its content type, its body.
-struct Post {
-    path: String,
-    content_type: String,
-    body: Vec<u8>,
+/// What the receiver was sent, decoded.
+trait Decoded {
+    fn spans(&self) -> Vec<(Vec<KeyValue>, Span)>;
+    fn histograms(&self) -> Vec<(String, String, HashMap<String, String>, u64)>;
 }
 
-/// An OTLP/HTTP receiver on loopback: answers every POST `200` with an empty (valid) export
-/// response and keeps what it was sent.
-struct Receiver {
-    url: String,
-    posts: Arc<Mutex<Vec<Post>>>,
-}
-
-impl Receiver {
-    fn start() -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("address"));
-        let posts = Arc::new(Mutex::new(Vec::new()));
-        let kept = posts.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let kept = kept.clone();
-                std::thread::spawn(move || serve(stream, &kept));
-            }
-        });
-        Receiver { url, posts }
-    }
-
+impl Decoded for OtlpReceiver {
     fn spans(&self) -> Vec<(Vec<KeyValue>, Span)> {
         let posts = self.posts.lock().expect("posts");
         let mut spans = Vec::new();
@@ -177,55 +153,6 @@ impl Receiver {
             }
         }
         points
-    }
-}
-
-fn serve(stream: std::net::TcpStream, kept: &Mutex<Vec<Post>>) {
-    let mut writer = stream.try_clone().expect("clone");
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-            return;
-        }
-        let path = request_line
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or_default()
-            .to_owned();
-        let mut length = 0;
-        let mut content_type = String::new();
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                return;
-            }
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                match name.trim().to_ascii_lowercase().as_str() {
-                    "content-length" => length = value.trim().parse().unwrap_or(0),
-                    "content-type" => value.trim().clone_into(&mut content_type),
-                    _ => {}
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        kept.lock().expect("posts").push(Post {
-            path,
-            content_type,
-            body,
-        });
-        let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n\
-                      content-length: 0\r\n\r\n";
-        if writer.write_all(answer.as_bytes()).is_err() {
-            return;
-        }
     }
 }
 
@@ -454,7 +381,7 @@ fn outcome_seqs(trail: &Path, tool: &str) -> Vec<String> {
 fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
     let dir = scratch("otlp-gateway", "");
     std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
-    let receiver = Receiver::start();
+    let receiver = OtlpReceiver::start();
     let mut client = Client::gateway(&dir, Some(&receiver.url));
 
     client.line(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
@@ -472,8 +399,9 @@ fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
     let answer = client.answer(&json!(2));
     assert_eq!(answer["result"]["isError"], false, "{answer}");
 
-    // rmcp's path, under a string id.
-    let meta = json!({"traceparent": traceparent(TRACE_TYPED, PARENT_TYPED)});
+    // rmcp's path, under a string id; the client says it does not sample this trace, which
+    // does not decide what the gateway records.
+    let meta = json!({"traceparent": format!("00-{TRACE_TYPED}-{PARENT_TYPED}-00")});
     client.line(&call(&json!("s-3"), "j_echo", 3, Some(meta), true));
     let answer = client.answer(&json!("s-3"));
     assert_eq!(answer["result"]["isError"], false, "{answer}");
@@ -575,7 +503,8 @@ fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
     assert_eq!(leg_typed.parent_span_id, executed_typed.span_id);
     assert_eq!(
         sent_meta(&dir, 3)["traceparent"],
-        traceparent(TRACE_TYPED, &hex(&leg_typed.span_id))
+        traceparent(TRACE_TYPED, &hex(&leg_typed.span_id)),
+        "recorded, so sampled"
     );
 
     // Each call's record: the span's `capability.audit.seq` is its outcome's in the trail.
@@ -823,7 +752,7 @@ fn ts_calls(dir: &Path, otlp: Option<&str>) -> Option<Vec<Value>> {
 fn the_proxy_and_its_governed_server_carry_the_typescript_clients_trace_to_the_server() {
     let dir: PathBuf = scratch("otlp-proxy", "");
     std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
-    let receiver = Receiver::start();
+    let receiver = OtlpReceiver::start();
     let Some(lines) = ts_calls(&dir, Some(&receiver.url)) else {
         return;
     };
@@ -961,7 +890,7 @@ async fn over_http_the_span_names_its_session_and_the_session_its_duration() {
         ),
     )
     .expect("policy");
-    let receiver = Receiver::start();
+    let receiver = OtlpReceiver::start();
     let trail = dir.join("audit.jsonl");
     let mut args = proxy_common::gateway_listen(&dir.join("policy.toml"), "127.0.0.1:0", &trail);
     args.extend(["--otlp".to_owned(), receiver.url.clone()]);
@@ -1046,4 +975,35 @@ async fn over_http_the_span_names_its_session_and_the_session_its_duration() {
         Some("tcp")
     );
     assert_eq!(sessions[0].3, 1, "the session closed: its duration");
+}
+
+#[test]
+fn a_receiver_that_is_not_there_costs_no_call_and_no_exit() {
+    let dir = scratch("otlp-gateway-down", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    // A port nothing listens on.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").port()
+    };
+    let started = Instant::now();
+    let mut client = Client::gateway(&dir, Some(&format!("http://127.0.0.1:{closed}")));
+    for n in 1..=3 {
+        client.line(&call(&json!(n), "j_echo", n, None, false));
+        assert_eq!(client.answer(&json!(n))["result"]["isError"], false);
+    }
+    client.close();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "served and exited in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        records(&dir.join("audit.jsonl"))
+            .iter()
+            .filter(|r| r["phase"] == "outcome")
+            .count(),
+        3,
+        "every call on record"
+    );
 }

@@ -674,3 +674,88 @@ pub fn raw_post(url: &str, headers: &[(&str, &str)], body: &serde_json::Value) -
     all.extend_from_slice(headers);
     raw_request("POST", url, &all, &body.to_string())
 }
+
+// ---------------------------------------------------------------------------------------------
+// An OTLP/HTTP receiver
+
+/// What one POST to an [`OtlpReceiver`] brought: its path, its content type, its body.
+pub struct Post {
+    pub path: String,
+    pub content_type: String,
+    pub body: Vec<u8>,
+}
+
+/// An OTLP/HTTP receiver on loopback: answers every POST `200` with an empty (valid) export
+/// response and keeps what it was sent (`tests/otlp.rs` decodes it).
+pub struct OtlpReceiver {
+    /// `http://127.0.0.1:<port>`, for `--otlp`.
+    pub url: String,
+    pub posts: std::sync::Arc<std::sync::Mutex<Vec<Post>>>,
+}
+
+impl OtlpReceiver {
+    pub fn start() -> OtlpReceiver {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let posts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = posts.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let kept = kept.clone();
+                std::thread::spawn(move || serve_otlp(stream, &kept));
+            }
+        });
+        OtlpReceiver { url, posts }
+    }
+}
+
+fn serve_otlp(stream: std::net::TcpStream, kept: &std::sync::Mutex<Vec<Post>>) {
+    use std::io::{BufRead, Read, Write};
+    let mut writer = stream.try_clone().expect("clone");
+    let mut reader = std::io::BufReader::new(stream);
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = request_line
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        let mut length = 0;
+        let mut content_type = String::new();
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                return;
+            }
+            let header = header.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                match name.trim().to_ascii_lowercase().as_str() {
+                    "content-length" => length = value.trim().parse().unwrap_or(0),
+                    "content-type" => value.trim().clone_into(&mut content_type),
+                    _ => {}
+                }
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        kept.lock().expect("posts").push(Post {
+            path,
+            content_type,
+            body,
+        });
+        let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n\
+                      content-length: 0\r\n\r\n";
+        if writer.write_all(answer.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
