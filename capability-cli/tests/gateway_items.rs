@@ -10,6 +10,9 @@
 //!   one, a prompt of another role or an unprefixed name: refused on record, and the server's
 //!   journal shows it never arrived. An allowed get reaches the server under its own name.
 //! - A server's `resources/list_changed` is listed again and the client told.
+//! - Subscriptions and completions go to the server that serves the URI, the template or the
+//!   prompt (under its own name), decided and recorded; a refused one never arrives; of the
+//!   server's `resources/updated`, the client is told only what its role may read.
 
 #![cfg(unix)]
 
@@ -41,7 +44,8 @@ for line in sys.stdin:
     method, id, params = message.get("method"), message.get("id"), message.get("params") or {}
     if method == "initialize":
         send({"id": id, "result": {"protocolVersion": params["protocolVersion"],
-            "capabilities": {"tools": {}, "resources": {"listChanged": True}, "prompts": {}},
+            "capabilities": {"tools": {}, "resources": {"listChanged": True, "subscribe": True},
+                             "prompts": {}, "completions": {}},
             "serverInfo": {"name": "notes", "version": "1"}}})
     elif method == "tools/list":
         send({"id": id, "result": {"tools": [{"name": "add", "inputSchema": {"type": "object"},
@@ -69,6 +73,17 @@ for line in sys.stdin:
         who = (params.get("arguments") or {}).get("who", "nobody")
         send({"id": id, "result": {"messages": [{"role": "user",
             "content": {"type": "text", "text": "notes greets " + who + " as " + params["name"]}}]}})
+    elif method == "resources/subscribe":
+        send({"id": id, "result": {}})
+        # The subscribed URI changes; so does a private one (which no reader may be told of).
+        send({"method": "notifications/resources/updated", "params": {"uri": "notes://private/1"}})
+        send({"method": "notifications/resources/updated", "params": {"uri": params["uri"]}})
+    elif method == "resources/unsubscribe":
+        send({"id": id, "result": {}})
+    elif method == "completion/complete":
+        ref = params["ref"]
+        named = ref.get("name") or ref.get("uri")
+        send({"id": id, "result": {"completion": {"values": [named + ":" + params["argument"]["value"]]}}})
     elif method == "ping":
         send({"id": id, "result": {}})
     elif id is not None and method is not None:
@@ -378,14 +393,24 @@ fn the_python_client_of_a_role_without_items_sees_none_and_reads_nothing() {
     assert_eq!(journal(&dir, "prompts/get").len(), 1);
 }
 
-/// Counts the `notifications/resources/list_changed` and `tools/list_changed` the gateway sends.
+/// Counts the `notifications/resources/list_changed` and `tools/list_changed` the gateway sends,
+/// and keeps the URIs of its `notifications/resources/updated`.
 #[derive(Clone, Default)]
 struct Told {
     resources: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     tools: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    updated: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl rmcp::ClientHandler for Told {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.updated.lock().expect("updated").push(params.uri);
+    }
+
     async fn on_resource_list_changed(
         &self,
         _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
@@ -514,5 +539,152 @@ fn check_shows_each_roles_resources_and_prompts_and_what_two_servers_claim() {
     assert!(
         journal(&dir, "resources/read").is_empty(),
         "a check reads nothing"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn subscriptions_and_completions_are_routed_decided_recorded_and_updates_told_as_the_role_may_read()
+ {
+    let Some(servers) = support::require_servers("gateway_items_subscribe") else {
+        return;
+    };
+    let dir = scratch("gateway-items-subscribe", "");
+    fleet(&dir, &servers.everything());
+    let told = Told::default();
+    let (_child, client) = proxy_common::Proxied::spawn_for(
+        &args(&dir, "reader"),
+        told.clone(),
+        rmcp::service::ClientLifecycleMode::Initialize,
+    )
+    .await;
+    let info = client.peer().peer_info().expect("the gateway's info");
+    let resources = info.capabilities.resources.clone().unwrap_or_default();
+    assert_eq!(
+        resources.subscribe,
+        Some(true),
+        "subscriptions are advertised"
+    );
+    assert!(
+        info.capabilities.completions.is_some(),
+        "completions are advertised"
+    );
+    let peer = client.peer();
+
+    // A subscription the role may read: passed on to the server that serves the URI; of the
+    // updates it sends, the client is told only the one its role may read.
+    #[allow(deprecated)]
+    peer.subscribe(rmcp::model::SubscribeRequestParams::new("notes://public/1"))
+        .await
+        .expect("subscribed");
+    let started = Instant::now();
+    while told.updated.lock().expect("updated").is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no update told"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The private update was sent first: had it been passed, it would be here by now.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(*told.updated.lock().expect("updated"), ["notes://public/1"]);
+    // One the role may not read: refused, never at the server.
+    #[allow(deprecated)]
+    let refused = peer
+        .subscribe(rmcp::model::SubscribeRequestParams::new(
+            "notes://private/1",
+        ))
+        .await
+        .expect_err("refused");
+    assert!(format!("{refused:?}").contains("refused"), "{refused:?}");
+    // One no server serves: refused on record under no server.
+    #[allow(deprecated)]
+    peer.subscribe(rmcp::model::SubscribeRequestParams::new("nowhere://x"))
+        .await
+        .expect_err("refused");
+    #[allow(deprecated)]
+    peer.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(
+        "notes://public/1",
+    ))
+    .await
+    .expect("unsubscribed");
+    let subscribed: Vec<String> = journal(&dir, "resources/subscribe")
+        .iter()
+        .map(|p| p["uri"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        subscribed,
+        ["notes://public/1"],
+        "only the allowed one reached the server"
+    );
+    assert_eq!(journal(&dir, "resources/unsubscribe").len(), 1);
+
+    // Completions: a prompt's under its shown name, got under the server's own; a template's
+    // as the server lists it; a prompt the role may not get is refused before the server.
+    let complete = |reference: rmcp::model::Reference| {
+        rmcp::model::CompleteRequestParams::new(
+            reference,
+            rmcp::model::ArgumentInfo::new("who", "al"),
+        )
+    };
+    let got = peer
+        .complete(complete(rmcp::model::Reference::for_prompt("notes_greet")))
+        .await
+        .expect("completes");
+    assert_eq!(got.completion.values, ["greet:al"], "the server's own name");
+    let got = peer
+        .complete(complete(rmcp::model::Reference::for_resource(
+            "notes://public/{id}",
+        )))
+        .await
+        .expect("completes");
+    assert_eq!(got.completion.values, ["notes://public/{id}:al"]);
+    peer.complete(complete(rmcp::model::Reference::for_prompt("notes_secret")))
+        .await
+        .expect_err("a prompt of no role's");
+    peer.complete(complete(rmcp::model::Reference::for_resource(
+        "nowhere://{x}",
+    )))
+    .await
+    .expect_err("a template no server lists");
+    let completed: Vec<String> = journal(&dir, "completion/complete")
+        .iter()
+        .map(|p| {
+            let r = &p["ref"];
+            r["name"]
+                .as_str()
+                .or(r["uri"].as_str())
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(completed, ["greet", "notes://public/{id}"]);
+    let _ = client.cancel().await;
+
+    // On record: each decided, with its server and verdict.
+    let trail = dir.join("trail-reader.jsonl");
+    let on_record: Vec<(String, String, String)> = calls(&trail)
+        .iter()
+        .filter(|r| {
+            let method = r["method"].as_str().unwrap_or_default();
+            method.starts_with("resources/") || method == "completion/complete"
+        })
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (s("method"), s("provider"), s("verdict"))
+        })
+        .collect();
+    let t = |m: &str, p: &str, v: &str| (m.to_owned(), p.to_owned(), v.to_owned());
+    assert_eq!(
+        on_record,
+        [
+            t("resources/subscribe", "notes", "allowed"),
+            t("resources/subscribe", "notes", "denied"),
+            t("resources/subscribe", "", "denied"),
+            t("resources/unsubscribe", "notes", "allowed"),
+            t("completion/complete", "notes", "allowed"),
+            t("completion/complete", "notes", "allowed"),
+            t("completion/complete", "notes", "denied"),
+            t("completion/complete", "", "denied"),
+        ]
     );
 }

@@ -264,7 +264,9 @@ impl ServerHandler for Gateway {
                 .enable_prompts()
                 .enable_prompts_list_changed()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .enable_resources_list_changed()
+                .enable_completions()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -347,6 +349,51 @@ impl ServerHandler for Gateway {
     ) -> Result<GetPromptResponse, ErrorData> {
         let operation = server_operation("prompts/get", Target::Prompt(&request.name), &context);
         serve(operation, self.prompt_got(request, &context)).await
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: ::rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let operation = server_operation(
+            "resources/subscribe",
+            Target::Resource(&request.uri),
+            &context,
+        );
+        serve(
+            operation,
+            self.subscription(request.uri.clone(), true, &context),
+        )
+        .await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: ::rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let operation = server_operation(
+            "resources/unsubscribe",
+            Target::Resource(&request.uri),
+            &context,
+        );
+        serve(
+            operation,
+            self.subscription(request.uri.clone(), false, &context),
+        )
+        .await
+    }
+
+    async fn complete(
+        &self,
+        request: ::rmcp::model::CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<::rmcp::model::CompleteResult, ErrorData> {
+        let operation = server_operation("completion/complete", Target::None, &context);
+        serve(operation, self.completion(request, &context)).await
     }
 
     async fn call_tool(

@@ -272,6 +272,27 @@ impl Items {
     }
 
     /// Where a read of `uri` goes (see the module docs).
+    /// The server that lists the URI template `template` as written (a completion's
+    /// reference names a template so).
+    pub(super) fn template_route(&self, template: &str) -> UriRoute<'_> {
+        let servers: Vec<&str> = self
+            .members
+            .iter()
+            .filter(|m| {
+                m.listed
+                    .templates
+                    .iter()
+                    .any(|t| t.uri_template == template)
+            })
+            .map(|m| m.server.as_str())
+            .collect();
+        match servers.as_slice() {
+            [] => UriRoute::Unknown,
+            [one] => UriRoute::Server(one),
+            _ => UriRoute::Shared(servers),
+        }
+    }
+
     pub(super) fn route(&self, uri: &str) -> UriRoute<'_> {
         let servers: Vec<&str> = match self.uris.get(uri) {
             Some(servers) => servers

@@ -3,12 +3,12 @@
 //! and recorded.
 
 use ::rmcp::model::{
-    CacheScope, GetPromptRequestParams, GetPromptResponse, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
-    ReadResourceResponse,
+    CacheScope, CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
+    ReadResourceResponse, Reference, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use ::rmcp::service::RequestContext;
-use ::rmcp::{ErrorData, RoleServer};
+use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer};
 use serde_json::{Value, json};
 
 use capability::audit::Request;
@@ -16,7 +16,7 @@ use capability::authz::{Action, DenyReason};
 use capability::rmcp::traced::{self, Target};
 
 use super::called::leg;
-use super::handler::{Answer, Gateway, may, refused_item, unanswered};
+use super::handler::{Answer, Gateway, Snapshot, Who, may, refused_item, unanswered};
 use super::items::{UriRoute, shown};
 use crate::proxy::Completed;
 
@@ -67,35 +67,8 @@ impl Gateway {
         let uri = request.uri.clone();
         let input = json!({"uri": uri});
         let refused = |why: &str| refused_item("resource", &uri, why);
-        // Refused before it has a server: on record under none.
-        let withheld = |why: String| {
-            let action = Action::Resource {
-                server: "",
-                uri: &uri,
-            };
-            let call = Request::mcp("resources/read", action, &input);
-            refused(&self.refuse(&snapshot, &who, &call, &[DenyReason::Withheld { why }]))
-        };
-        let server = match snapshot.items.route(&uri) {
-            UriRoute::Server(server) => server,
-            UriRoute::Shared(servers) => {
-                return Err(withheld(format!(
-                    "servers {} each serve it, so which one would answer is not certain",
-                    servers.join(" and ")
-                )));
-            }
-            UriRoute::Unknown => {
-                return Err(withheld(
-                    "no server lists it or has a template that matches it".to_owned(),
-                ));
-            }
-        };
-        let Some(peer) = snapshot.peers.get(server).cloned() else {
-            return Err(ErrorData::internal_error(
-                format!("no connection to `{server}`"),
-                None,
-            ));
-        };
+        let route = snapshot.items.route(&uri);
+        let (server, peer) = self.routed(&snapshot, &who, "resources/read", &uri, route, &input)?;
         let call = Request::mcp(
             "resources/read",
             Action::Resource { server, uri: &uri },
@@ -195,6 +168,169 @@ impl Gateway {
         };
         let Answer(got) = self.act(&snapshot, &who, &call, refused, run).await?;
         Ok(got.completed())
+    }
+}
+
+impl Gateway {
+    /// The one server `route` names for `method` on `uri`, and its connection; or the refusal,
+    /// on record under no server, when no server or more than one serves it.
+    fn routed<'s>(
+        &self,
+        snapshot: &'s Snapshot,
+        who: &Who,
+        method: &str,
+        uri: &str,
+        route: UriRoute<'s>,
+        input: &Value,
+    ) -> Result<(&'s str, Peer<RoleClient>), ErrorData> {
+        let withheld = |why: String| {
+            let action = Action::Resource { server: "", uri };
+            let call = Request::mcp(method, action, input);
+            let why = self.refuse(snapshot, who, &call, &[DenyReason::Withheld { why }]);
+            refused_item("resource", uri, &why)
+        };
+        let server = match route {
+            UriRoute::Server(server) => server,
+            UriRoute::Shared(servers) => {
+                return Err(withheld(format!(
+                    "servers {} each serve it, so which one would answer is not certain",
+                    servers.join(" and ")
+                )));
+            }
+            UriRoute::Unknown => {
+                return Err(withheld(
+                    "no server lists it or has a template that matches it".to_owned(),
+                ));
+            }
+        };
+        let peer = snapshot.peers.get(server).cloned().ok_or_else(|| {
+            ErrorData::internal_error(format!("no connection to `{server}`"), None)
+        })?;
+        Ok((server, peer))
+    }
+
+    /// `resources/subscribe` and `resources/unsubscribe`: routed to the server that serves the
+    /// URI, decided on `server/URI`, recorded, passed on. The server's updates reach the stdio
+    /// client for a URI its role may read (`upstream.rs`).
+    pub(super) async fn subscription(
+        &self,
+        uri: String,
+        subscribe: bool,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let method = if subscribe {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        let snapshot = self.current();
+        let who = self.who(&snapshot, context);
+        let input = json!({"uri": uri});
+        let route = snapshot.items.route(&uri);
+        let (server, peer) = self.routed(&snapshot, &who, method, &uri, route, &input)?;
+        let call = Request::mcp(method, Action::Resource { server, uri: &uri }, &input);
+        let refused = |why: &str| refused_item("resource", &uri, why);
+        let run = async {
+            let target = Target::Resource(&uri);
+            #[allow(deprecated)]
+            let sent = if subscribe {
+                let mut request = SubscribeRequestParams::new(uri.clone());
+                let leg = leg(
+                    &snapshot,
+                    method,
+                    target,
+                    server,
+                    context,
+                    &mut request.meta,
+                );
+                traced::send(leg, peer.subscribe(request)).await
+            } else {
+                let mut request = UnsubscribeRequestParams::new(uri.clone());
+                let leg = leg(
+                    &snapshot,
+                    method,
+                    target,
+                    server,
+                    context,
+                    &mut request.meta,
+                );
+                traced::send(leg, peer.unsubscribe(request)).await
+            };
+            sent.map_err(unanswered(server))
+        };
+        self.act(&snapshot, &who, &call, refused, run).await
+    }
+
+    /// `completion/complete`: routed by its reference (a prompt's shown name, got under the
+    /// server's own; a resource template as its server lists it), decided on `server/prompt`
+    /// or `server/URI`, recorded, passed on.
+    pub(super) async fn completion(
+        &self,
+        request: CompleteRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        const METHOD: &str = "completion/complete";
+        let snapshot = self.current();
+        let who = self.who(&snapshot, context);
+        let input = serde_json::to_value(&request).unwrap_or(Value::Null);
+        let mut forwarded = request.clone();
+        let (server, peer, call, named) = match &request.r#ref {
+            Reference::Prompt(prompt) => {
+                let Some((server, name)) = snapshot.items.prompt(&prompt.name) else {
+                    let action = Action::Prompt {
+                        server: "",
+                        name: &prompt.name,
+                    };
+                    let call = Request::mcp(METHOD, action, &input);
+                    let why = "no server lists a prompt of this name (or more than one claims it)";
+                    let reasons = [DenyReason::Withheld {
+                        why: why.to_owned(),
+                    }];
+                    let refused = self.refuse(&snapshot, &who, &call, &reasons);
+                    return Err(refused_item("prompt", &prompt.name, &refused));
+                };
+                let peer = snapshot.peers.get(server).cloned().ok_or_else(|| {
+                    ErrorData::internal_error(format!("no connection to `{server}`"), None)
+                })?;
+                let mut own = prompt.clone();
+                name.clone_into(&mut own.name);
+                forwarded.r#ref = Reference::Prompt(own);
+                let call = Request::mcp(METHOD, Action::Prompt { server, name }, &input);
+                (server, peer, call, ("prompt", prompt.name.as_str()))
+            }
+            Reference::Resource(template) => {
+                let route = snapshot.items.template_route(&template.uri);
+                let (server, peer) =
+                    self.routed(&snapshot, &who, METHOD, &template.uri, route, &input)?;
+                let action = Action::Resource {
+                    server,
+                    uri: &template.uri,
+                };
+                let call = Request::mcp(METHOD, action, &input);
+                (server, peer, call, ("resource", template.uri.as_str()))
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "a completion's reference is a prompt or a resource template",
+                    None,
+                ));
+            }
+        };
+        let refused = |why: &str| refused_item(named.0, named.1, why);
+        let run = async {
+            let leg = leg(
+                &snapshot,
+                METHOD,
+                Target::None,
+                server,
+                context,
+                &mut forwarded.meta,
+            );
+            traced::send(leg, peer.complete(forwarded))
+                .await
+                .map_err(unanswered(server))
+        };
+        self.act(&snapshot, &who, &call, refused, run).await
     }
 }
 

@@ -86,6 +86,18 @@ impl ClientHandler for Watch {
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let _ = self.changed.send(self.server.clone());
     }
+
+    /// A resource the client subscribed to (through the gateway, decided) changed: told to
+    /// the stdio client when its role may read it on this server.
+    async fn on_resource_updated(
+        &self,
+        params: ::rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(requests) = &self.requests {
+            requests.resource_updated(params).await;
+        }
+    }
 }
 
 /// One live server.

@@ -202,6 +202,30 @@ impl ServerRequests {
         )
     }
 
+    /// `notifications/resources/updated` from the server: told to the stdio client when its
+    /// role may read the URI on this server (over HTTP, to no one: an update cannot be tied to
+    /// one of the clients). Whether it was told.
+    pub(crate) async fn resource_updated(&self, params: ResourceUpdatedNotificationParam) -> bool {
+        let readable = self
+            .decided
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .decider
+            .as_ref()
+            .is_some_and(|decider| {
+                decider
+                    .decide_action(&Action::Resource {
+                        server: &self.server,
+                        uri: &params.uri,
+                    })
+                    .is_allowed()
+            });
+        match self.front.get() {
+            Some(peer) if readable => peer.notify_resource_updated(params).await.is_ok(),
+            _ => false,
+        }
+    }
+
     /// `sampling/createMessage`, decided, recorded, sent to the client when allowed.
     pub(crate) async fn sample(
         &self,
