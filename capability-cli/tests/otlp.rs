@@ -1007,3 +1007,34 @@ fn a_receiver_that_is_not_there_costs_no_call_and_no_exit() {
         "every call on record"
     );
 }
+
+#[test]
+fn made_up_tool_names_cannot_grow_the_exported_durations_past_the_sdks_limit() {
+    let dir = scratch("otlp-gateway-names", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let receiver = OtlpReceiver::start();
+    let mut client = Client::gateway(&dir, Some(&receiver.url));
+    // Each a name no server has: refused, and its duration carries the name it was asked by.
+    const NAMES: u64 = 2_100;
+    for n in 1..=NAMES {
+        client.line(&call(&json!(n), &format!("j_made_up_{n}"), n, None, false));
+    }
+    for n in 1..=NAMES {
+        assert!(client.answer(&json!(n)).get("error").is_some());
+    }
+    client.close();
+    let points: Vec<_> = receiver
+        .histograms()
+        .into_iter()
+        .filter(|(name, _, _, _)| name == "mcp.server.operation.duration")
+        .collect();
+    // The SDK keeps at most 2,000 attribute sets an instrument, then one for the overflow.
+    assert!(points.len() <= 2_001, "{} attribute sets", points.len());
+    let overflow: Vec<_> = points
+        .iter()
+        .filter(|(_, _, a, _)| a.get("otel.metric.overflow").map(String::as_str) == Some("true"))
+        .collect();
+    assert_eq!(overflow.len(), 1, "the rest counted under the overflow set");
+    let total: u64 = points.iter().map(|(_, _, _, count)| count).sum();
+    assert_eq!(total, NAMES, "every call counted once");
+}
