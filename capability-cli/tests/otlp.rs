@@ -9,9 +9,13 @@
 //! - Every attribute the conventions name for these requests, and ours under `capability.*`
 //!   (role, principal, policy version, verdict, the audit record's place in its chain, which is
 //!   the trail's).
-//! - Both paths of the gateway (its forwarding lane and rmcp's), a refused call (an error, no
-//!   leg, nothing at the server), a tool's error (`tool_error`), a malformed `traceparent` (a
-//!   trace of its own), the durations (`mcp.server.operation.duration` and the others).
+//! - Both paths of the gateway (its forwarding lane and rmcp's), a prompt (`gen_ai.prompt.name`)
+//!   and a read (`mcp.resource.uri`), a refused call (an error, no leg, nothing at the server),
+//!   a tool's error (`tool_error`), a malformed `traceparent` (a trace of its own), a client
+//!   that does not sample (recorded all the same), the durations
+//!   (`mcp.server.operation.duration` and the others), made-up tool names (bounded), a receiver
+//!   that is down (no call lost, no exit held up), the gateway over Streamable HTTP
+//!   (`mcp.session.id`, `tcp`, the session's duration).
 //! - The proxy (the governed server in front of one server) with the official TypeScript SDK's
 //!   client, and, without `--otlp`, the client's trace context passed to the server as it was.
 
@@ -53,13 +57,27 @@ for line in sys.stdin:
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": id, "result": {
             "protocolVersion": message["params"]["protocolVersion"],
-            "capabilities": {"tools": {}}, "serverInfo": {"name": "journal", "version": "1"}}})
+            "capabilities": {"tools": {}, "resources": {}, "prompts": {}},
+            "serverInfo": {"name": "journal", "version": "1"}}})
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": id, "result": {"tools": [tool("echo"), tool("fail")]}})
     elif method == "tools/call":
         name, arguments = message["params"]["name"], message["params"].get("arguments")
         text = [{"type": "text", "text": json.dumps(arguments)}]
         send({"jsonrpc": "2.0", "id": id, "result": {"content": text, "isError": name == "fail"}})
+    elif method == "resources/list":
+        send({"jsonrpc": "2.0", "id": id, "result": {"resources": [
+            {"uri": "journal://notes/1", "name": "note"}]}})
+    elif method == "resources/templates/list":
+        send({"jsonrpc": "2.0", "id": id, "result": {"resourceTemplates": []}})
+    elif method == "resources/read":
+        send({"jsonrpc": "2.0", "id": id, "result": {"contents": [
+            {"uri": message["params"]["uri"], "text": "a note"}]}})
+    elif method == "prompts/list":
+        send({"jsonrpc": "2.0", "id": id, "result": {"prompts": [{"name": "greet"}]}})
+    elif method == "prompts/get":
+        send({"jsonrpc": "2.0", "id": id, "result": {"messages": [
+            {"role": "user", "content": {"type": "text", "text": "hello"}}]}})
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": id, "result": {}})
     elif id is not None and method is not None:
@@ -71,6 +89,8 @@ const PARENT: &str = "00f067aa0ba902b7";
 const TRACE_TYPED: &str = "0af7651916cd43dd8448eb211c80319c";
 const PARENT_TYPED: &str = "b7ad6b7169203331";
 const TRACE_REFUSED: &str = "11111111111111111111111111111111";
+const TRACE_PROMPT: &str = "33333333333333333333333333333333";
+const TRACE_READ: &str = "44444444444444444444444444444444";
 const PARENT_REFUSED: &str = "2222222222222222";
 
 fn traceparent(trace: &str, parent: &str) -> String {
@@ -85,6 +105,8 @@ fn policy(dir: &Path) -> String {
 [roles.operator]
 ceiling = "unrestricted"
 allow = ["*"]
+resources = ["journal/*"]
+prompts = ["journal/*"]
 
 [servers.journal]
 command = ["python3", {script:?}]
@@ -416,6 +438,20 @@ fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
     let refused = client.answer(&json!(5));
     let code = refused["error"]["code"].as_i64().expect("a refusal");
 
+    // A prompt and a resource, each in a trace of the client's.
+    client.line(
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": {
+            "name": "j_greet", "_meta": {"traceparent": traceparent(TRACE_PROMPT, PARENT)}}})
+        .to_string(),
+    );
+    assert!(client.answer(&json!(7)).get("result").is_some());
+    client.line(
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "resources/read", "params": {
+            "uri": "journal://notes/1", "_meta": {"traceparent": traceparent(TRACE_READ, PARENT)}}})
+        .to_string(),
+    );
+    assert!(client.answer(&json!(8)).get("result").is_some());
+
     // A malformed traceparent (upper-case hex): ignored, the call starts a trace of its own.
     let bad = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01";
     client.line(&call(
@@ -582,6 +618,60 @@ fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
     assert_eq!(
         sent.as_str().map(|t| &t[3..35]),
         Some(hex(&own.trace_id).as_str())
+    );
+
+    // The prompt: named for it, shown name on the gateway's side, own name on the leg.
+    let got = one(&spans, TRACE_PROMPT, "prompts/get j_greet");
+    has(
+        got,
+        &[
+            ("mcp.method.name", "prompts/get"),
+            ("gen_ai.prompt.name", "j_greet"),
+        ],
+    );
+    lacks(got, &["gen_ai.tool.name", "gen_ai.operation.name"]);
+    let got_leg = one(&spans, TRACE_PROMPT, "prompts/get greet");
+    assert_eq!(got_leg.kind, span::SpanKind::Client as i32);
+    has(
+        got_leg,
+        &[
+            ("gen_ai.prompt.name", "greet"),
+            ("capability.server", "journal"),
+        ],
+    );
+    // The read: its URI (not in the name: a URI is not a low-cardinality target).
+    // The server's span and the leg's have the same name: no tool or prompt to add.
+    let read = spans
+        .iter()
+        .map(|(_, s)| s)
+        .find(|s| {
+            hex(&s.trace_id) == TRACE_READ
+                && s.name == "resources/read"
+                && s.kind == span::SpanKind::Server as i32
+        })
+        .expect("the read's span");
+    has(
+        read,
+        &[
+            ("mcp.resource.uri", "journal://notes/1"),
+            ("capability.verdict", "allowed"),
+        ],
+    );
+    let read_legs: Vec<&Span> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| hex(&s.trace_id) == TRACE_READ && s.kind == span::SpanKind::Client as i32)
+        .collect();
+    assert_eq!(read_legs.len(), 1);
+    assert_eq!(read_legs[0].name, "resources/read");
+    has(read_legs[0], &[("mcp.resource.uri", "journal://notes/1")]);
+    let sent_read = journal(&dir)
+        .into_iter()
+        .find(|m| m["method"] == "resources/read")
+        .expect("the read reached the server");
+    assert_eq!(
+        sent_read["params"]["_meta"]["traceparent"],
+        traceparent(TRACE_READ, &hex(&read_legs[0].span_id))
     );
 
     // The listing: a span of its own, named for its method.
