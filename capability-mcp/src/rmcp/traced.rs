@@ -78,7 +78,10 @@ pub async fn serve<T>(
 where
     T: Answered,
 {
-    let result = answer.instrument(operation.span().clone()).await;
+    // Boxed: inline, the wrapped future made the gateway's resident set 40 KiB larger per
+    // HTTP session (107 KiB against 67 KiB without the spans; 68 KiB boxed, by the gateway
+    // bench's measure).
+    let result = Box::pin(answer.instrument(operation.span().clone())).await;
     match &result {
         Ok(answer) if answer.is_tool_error() => operation.end(Ending::ToolError),
         Ok(_) => operation.end(Ending::Done),
@@ -128,7 +131,7 @@ pub async fn send<T>(
 where
     T: Answered,
 {
-    let result = sent.instrument(operation.span().clone()).await;
+    let result = Box::pin(sent.instrument(operation.span().clone())).await;
     match &result {
         Ok(answer) if answer.is_tool_error() => operation.end(Ending::ToolError),
         Ok(_) => operation.end(Ending::Done),
