@@ -501,6 +501,13 @@ fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
     let executed = one(&spans, TRACE, "execute_tool echo");
     assert_eq!(executed.parent_span_id, server.span_id);
     assert_eq!(executed.kind, span::SpanKind::Internal as i32);
+    has(
+        executed,
+        &[
+            ("capability.provider", "journal"),
+            ("capability.verdict", "allowed"),
+        ],
+    );
     let leg = one(&spans, TRACE, "tools/call echo");
     assert_eq!(leg.kind, span::SpanKind::Client as i32);
     assert_eq!(leg.parent_span_id, executed.span_id);
