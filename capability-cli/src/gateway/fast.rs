@@ -149,6 +149,8 @@ impl Fast {
         let in_flight = self.in_flight.clone();
         let out = out.clone();
         tokio::spawn(async move {
+            // Whether the server's result has `isError`, read once, when the leg ends.
+            let mut tool_error = false;
             let answering = async {
                 let given = arguments.is_some();
                 let input = Value::Object(arguments.unwrap_or_default());
@@ -176,7 +178,7 @@ impl Fast {
                     let forwarded = forwarded(route.tool, given.then_some(&input), meta.as_deref())
                         .map_err(|e| format!("the arguments could not be written again: {e}"))?;
                     let result = lane.call(&forwarded).instrument(leg.span().clone()).await;
-                    end(leg, &result);
+                    tool_error = end(leg, &result);
                     let result = result?;
                     in_flight
                         .lock()
@@ -186,10 +188,10 @@ impl Fast {
                     tokio::task::yield_now().await;
                     Ok::<_, String>(result)
                 };
-                gateway
+                let done = gateway
                     .forward(&who, &shown, &route, &input, None, delivered)
-                    .await
-                    .map(|result| is_tool_error(&result))
+                    .await;
+                done.map(|_| tool_error)
             };
             let cancelled = async {
                 if stopped.await.is_err() {
@@ -215,7 +217,7 @@ impl Fast {
                     });
                     let _ = out.send(answer_line(&id, Err(error)));
                 }
-                // The answer's `isError` was read when it came (`end`): the same here.
+                // The answer's `isError` as the leg read it (`end`).
                 Some(Ok(tool_error)) => operation.end(if tool_error {
                     Ending::ToolError
                 } else {
@@ -373,13 +375,18 @@ fn with_context<'m>(meta: Option<&'m str>, leg: &Operation) -> Option<Cow<'m, st
 }
 
 /// Ends the leg to the server with how it ended (an error answer or a lost server alike:
-/// the lane keeps no JSON-RPC code).
-fn end(leg: Operation, result: &Result<Box<RawValue>, String>) {
+/// the lane keeps no JSON-RPC code); whether the result has `isError`. The result is read for
+/// it only when the operation is recorded (a subscriber or a telemetry wants it), not on every
+/// call.
+fn end(leg: Operation, result: &Result<Box<RawValue>, String>) -> bool {
+    let recorded = !leg.span().is_disabled() || telemetry::installed().is_some();
+    let tool_error = recorded && matches!(result, Ok(answer) if is_tool_error(answer));
     leg.end(match result {
-        Ok(answer) if is_tool_error(answer) => Ending::ToolError,
+        Ok(_) if tool_error => Ending::ToolError,
         Ok(_) => Ending::Done,
         Err(_) => Ending::Failed("_OTHER"),
     });
+    tool_error
 }
 
 /// Whether a tool's result has `isError: true` (read only when the key is there).
