@@ -17,6 +17,7 @@ use common::{list_pods, monitor, restart_pod};
 #[derive(Clone, Debug, Default)]
 struct SpanData {
     name: &'static str,
+    metadata: Option<&'static tracing::Metadata<'static>>,
     target: String,
     fields: BTreeMap<String, String>,
 }
@@ -48,6 +49,7 @@ impl tracing::Subscriber for Spans {
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
         let mut data = SpanData {
             name: attrs.metadata().name(),
+            metadata: Some(attrs.metadata()),
             target: attrs.metadata().target().to_owned(),
             ..SpanData::default()
         };
@@ -75,6 +77,14 @@ impl tracing::Subscriber for Spans {
     }
     fn exit(&self, _: &Id) {
         self.stack.lock().expect("lock").pop();
+    }
+    fn current_span(&self) -> tracing_core::span::Current {
+        let current = self.stack.lock().expect("lock").last().copied();
+        let spans = self.spans.lock().expect("lock");
+        match current.and_then(|id| Some((id, spans.get(id as usize - 1)?.metadata?))) {
+            Some((id, metadata)) => tracing_core::span::Current::new(Id::from_u64(id), metadata),
+            None => tracing_core::span::Current::none(),
+        }
     }
 }
 
@@ -226,4 +236,82 @@ fn a_panicking_tool_marks_its_span() {
         2,
         "the intent, and the outcome of the panic"
     );
+}
+
+/// An audited call made inside another one (a tool whose code calls a second tool through the
+/// same dispatch, under another role) does not write onto the spans of the call it is made in:
+/// the `mcp.server` span of the client's request keeps the outer call's role, verdict and
+/// record, and so does the outer call's own span.
+#[test]
+fn a_nested_call_does_not_overwrite_the_request_it_is_made_in() {
+    let spans = Arc::new(Spans::default());
+    let sink = Arc::new(MemorySink::new());
+    tracing::subscriber::with_default(spans.clone(), || {
+        let dispatch = AuditedDispatch::new(sink.clone())
+            .with_policy_version("v7")
+            .with_budget(Budget {
+                max_calls: 10,
+                max_denials: 5,
+            });
+        let request = tracing::info_span!(
+            "mcp.server",
+            capability.role = tracing::field::Empty,
+            capability.principal = tracing::field::Empty,
+            capability.policy_version = tracing::field::Empty,
+            capability.verdict = tracing::field::Empty,
+            capability.audit.seq = tracing::field::Empty,
+        );
+        request.in_scope(|| {
+            let outer: Outcome<u8, String> = dispatch.call(
+                &monitor("s-outer"),
+                Caller::new("watcher"),
+                &list_pods(),
+                &json!({}),
+                || {
+                    // Inside the outer tool: a mutating call under another role, refused.
+                    let intruder = capability::authz::ToolContext::new(
+                        "intruder",
+                        "s-inner",
+                        capability::authz::Ceiling::ReadOnly,
+                    );
+                    let inner: Outcome<u8, String> = dispatch.call(
+                        &intruder,
+                        Caller::new("inner"),
+                        &restart_pod(),
+                        &json!({}),
+                        || Ok(2),
+                    );
+                    assert!(matches!(inner, Outcome::Denied(_)), "{inner:?}");
+                    Ok(1)
+                },
+            );
+            assert!(outer.is_done());
+        });
+    });
+    let all = spans.spans.lock().expect("lock").clone();
+    let request = all.iter().find(|s| s.name == "mcp.server").expect("a span");
+    let calls: Vec<&SpanData> = all.iter().filter(|s| s.name == "execute_tool").collect();
+    assert_eq!(calls.len(), 2, "{all:?}");
+    // Records: the outer intent (1), the inner refusal (2), the outer outcome (3).
+    let records = sink.records();
+    assert_eq!(
+        records
+            .iter()
+            .map(|r| (r.seq, r.role.as_str(), r.tool.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (1, "monitor", "list_pods"),
+            (2, "intruder", "restart_pod"),
+            (3, "monitor", "list_pods")
+        ]
+    );
+    for (span, role, verdict, seq) in [
+        (request, "monitor", "allowed", "3"),
+        (calls[0], "monitor", "allowed", "3"),
+        (calls[1], "intruder", "denied", "2"),
+    ] {
+        assert_eq!(field(span, "capability.role"), Some(role), "{span:?}");
+        assert_eq!(field(span, "capability.verdict"), Some(verdict), "{span:?}");
+        assert_eq!(field(span, "capability.audit.seq"), Some(seq), "{span:?}");
+    }
 }

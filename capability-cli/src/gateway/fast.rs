@@ -185,7 +185,7 @@ impl Fast {
                         .unwrap_or_else(PoisonError::into_inner)
                         .remove(&id);
                     let _ = out.send(answer_line(&id, Ok(&result)));
-                    tokio::task::yield_now().await;
+                    requeue().await;
                     Ok::<_, String>(result)
                 };
                 let done = gateway
@@ -387,6 +387,22 @@ fn end(leg: Operation, result: &Result<Box<RawValue>, String>) -> bool {
         Err(_) => Ending::Failed("_OTHER"),
     });
     tool_error
+}
+
+/// Lets the tasks woken before this one run first (the client's writer, just handed the
+/// answer), then goes on. `tokio::task::yield_now` would do the same on the current-thread
+/// runtime only after polling the reactor: one more system call on every call.
+async fn requeue() {
+    let mut queued = false;
+    std::future::poll_fn(|cx| {
+        if queued {
+            return std::task::Poll::Ready(());
+        }
+        queued = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
+    .await;
 }
 
 /// Whether a tool's result has `isError: true` (read only when the key is there).
