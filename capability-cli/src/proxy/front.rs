@@ -164,7 +164,10 @@ pub(crate) fn standard_streams() -> (
                         Err(_) => Box::new(tokio::io::stdin()),
                     }
                 }
-                Some(Stream::Socket(socket)) => Box::new(socket),
+                Some(Stream::Socket(socket)) => match super::socket::Reading::new(socket) {
+                    Ok(socket) => Box::new(socket),
+                    Err(_) => Box::new(tokio::io::stdin()),
+                },
                 None => Box::new(tokio::io::stdin()),
             };
         let output: Box<dyn tokio::io::AsyncWrite + Unpin + Send> =
@@ -173,7 +176,10 @@ pub(crate) fn standard_streams() -> (
                     Ok(pipe) => Box::new(pipe),
                     Err(_) => Box::new(tokio::io::stdout()),
                 },
-                Some(Stream::Socket(socket)) => Box::new(socket),
+                Some(Stream::Socket(socket)) => match super::socket::Writing::new(socket) {
+                    Ok(socket) => Box::new(socket),
+                    Err(_) => Box::new(tokio::io::stdout()),
+                },
                 None => Box::new(tokio::io::stdout()),
             };
         (input, output)
@@ -190,8 +196,8 @@ enum Stream {
     /// A pipe: made non-blocking by tokio's `pipe::{Receiver, Sender}::from_file`, which checks
     /// the type and access mode before changing anything.
     Pipe(std::fs::File),
-    /// A socket, made non-blocking here.
-    Socket(tokio::net::UnixStream),
+    /// A socket: made non-blocking by [`super::socket`], each direction registered for itself.
+    Socket(std::os::unix::net::UnixStream),
 }
 
 /// A copy of `fd` as a [`Stream`], or `None` when it is neither a pipe nor a Unix socket (it
@@ -206,10 +212,7 @@ fn reactor_stream(fd: std::os::fd::BorrowedFd<'_>) -> Option<Stream> {
     }
     if kind.is_socket() {
         let socket = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file));
-        socket.set_nonblocking(true).ok()?;
-        return tokio::net::UnixStream::from_std(socket)
-            .ok()
-            .map(Stream::Socket);
+        return Some(Stream::Socket(socket));
     }
     None
 }

@@ -40,6 +40,8 @@ pub(crate) use protocol::lifecycle;
 pub(crate) use upstream::ServerRequests;
 mod run;
 pub mod secrets;
+#[cfg(unix)]
+mod socket;
 mod upstream;
 
 use std::ffi::OsString;
