@@ -368,14 +368,7 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
 
     // 5. The trail: the proposals and every refusal denied, the two runs approved by alice.
     verifies(&dir.join("state.db"));
-    let store = capability_store::open(&dir.join("state.db").display().to_string()).expect("store");
-    let trail: Vec<Value> = store
-        .read_trail()
-        .expect("the trail")
-        .records
-        .iter()
-        .map(|r| serde_json::to_value(r).expect("a record"))
-        .collect();
+    let trail = in_time_order(&dir.join("state.db"));
     let resets: Vec<&Value> = trail.iter().filter(|r| r["tool"] == "git_reset").collect();
     let allowed: Vec<&&Value> = resets
         .iter()
@@ -485,13 +478,8 @@ fn a_plan_grant_runs_its_calls_then_refuses_and_a_revocation_holds_in_another_pr
     assert_eq!(sent(&dir, "git_clean"), [json!({"n": 1})]);
     assert_eq!(sent(&dir, "git_reset").len(), 2);
 
-    let store = capability_store::open(&dir.join("state.db").display().to_string()).expect("store");
-    let granted: Vec<Value> = store
-        .read_trail()
-        .expect("the trail")
-        .records
-        .iter()
-        .map(|r| serde_json::to_value(r).expect("a record"))
+    let granted: Vec<Value> = in_time_order(&dir.join("state.db"))
+        .into_iter()
         .filter(|r| r["verdict"] == "allowed" && r["phase"] == "intent")
         .collect();
     let ids: Vec<&str> = granted
@@ -503,6 +491,24 @@ fn a_plan_grant_runs_its_calls_then_refuses_and_a_revocation_holds_in_another_pr
         })
         .collect();
     assert_eq!(ids, [&reset_grant, &reset_grant, &clean_grant]);
+}
+
+/// The store's trail in the order its records were written. The store reads it by writer and
+/// then by `seq`, and each gateway process is a writer of its own (`.../<pid>-<start>`), so
+/// across the test's runs that order is the order of the pids as text: `10012` sorts before
+/// `9990`. Within a writer, `seq` order is time order, which a stable sort keeps for records
+/// of the same millisecond; the test's runs are seconds apart.
+fn in_time_order(db: &Path) -> Vec<Value> {
+    let store = capability_store::open(&db.display().to_string()).expect("store");
+    let mut records: Vec<Value> = store
+        .read_trail()
+        .expect("the trail")
+        .records
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("a record"))
+        .collect();
+    records.sort_by(|a, b| a["time"].as_str().cmp(&b["time"].as_str()));
+    records
 }
 
 /// The TypeScript client through the gateway, its "human" answering elicitations `answer`.
@@ -593,13 +599,8 @@ confirm = ["git/*"]"#,
     );
     assert_eq!(sent(&dir, "git_clean").len(), 1);
 
-    let store = capability_store::open(&dir.join("state.db").display().to_string()).expect("store");
-    let records: Vec<Value> = store
-        .read_trail()
-        .expect("the trail")
-        .records
-        .iter()
-        .map(|r| serde_json::to_value(r).expect("a record"))
+    let records: Vec<Value> = in_time_order(&dir.join("state.db"))
+        .into_iter()
         .filter(|r| r["tool"] == "git_clean")
         .collect();
     let allowed: Vec<&Value> = records
