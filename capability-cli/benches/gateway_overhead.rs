@@ -13,7 +13,8 @@
 //! memory (resident set, `VmRSS`): idle over fleets of 1 and of 4 servers (per idle server:
 //! the difference over 3, the servers' own processes not counted), and over HTTP (`--listen`)
 //! before and after 50 sessions are opened (per session: the difference over 50); and its own
-//! CPU time per call (`/proc/<pid>/stat`, over 3,000 calls written on its pipes).
+//! CPU time per call (`/proc/<pid>/stat`, over 3,000 calls written on its pipes), against the
+//! relay's in the same rounds.
 //!
 //! `cargo bench -p capability-cli --bench gateway_overhead`
 //!
@@ -120,6 +121,22 @@ fn main() {
         );
     }
     let (direct, relay, gateway, traced) = (figures[0], figures[1], figures[2], figures[3]);
+    // Each round's own ratios too: a machine whose speed drifts between rounds moves the paths
+    // of one round together, so their ratio keeps still where the medians of each do not.
+    let paired = |a: usize, b: usize| {
+        let mut ratios: Vec<f64> = samples[a]
+            .iter()
+            .zip(&samples[b])
+            .map(|(x, y)| x[0] / y[0])
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+        (ratios[ratios.len() / 2], shown.join(" "))
+    };
+    let ((to_direct, each_direct), (to_relay, each_relay)) = (paired(2, 0), paired(2, 1));
+    println!(
+        "gateway_overhead: tools/call p50 ratios within each round: gateway/direct median {to_direct:.2}x ({each_direct}), gateway/relay median {to_relay:.2}x ({each_relay})"
+    );
     println!(
         "gateway_overhead: tools/call p50 gateway/direct {:.2}x, gateway/relay {:.2}x, relay/direct {:.2}x; \
          p99 gateway/direct {:.2}x; tools/list p50 gateway/direct {:.2}x ({ROUNDS} rounds x {CALLS} calls)",
@@ -136,7 +153,7 @@ fn main() {
         traced[0] / direct[0],
         receiver.posts.lock().map_or(0, |posts| posts.len()),
     );
-    start_and_memory(&dir, &server, &words);
+    start_and_memory(&dir, &server, &words, paths[1].1);
 }
 
 /// Spawns `command` with pipes; initializes (2025-11-25) and lists its tools. The time to the
@@ -218,16 +235,17 @@ fn cpu_us(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) * 10_000.0
 }
 
-/// The gateway's own CPU time per `echo` call (its servers' not counted), over `calls` calls
-/// written line by line on its pipes.
-fn cpu_per_call(gateway: &[String], calls: u64) -> f64 {
+/// The own CPU time per `echo` call of the process `command` starts (the relay's two threads,
+/// or the gateway; the server's process not counted), over `calls` calls of the tool `echo`
+/// (as `command` shows it) written line by line on its pipes.
+fn cpu_per_call(command: &[String], echo: &str, calls: u64) -> f64 {
     use std::io::Write;
-    let (_, child, mut input, mut output) = start_listed(gateway);
+    let (_, child, mut input, mut output) = start_listed(command);
     let before = cpu_us(child.id());
     for id in 100..100 + calls {
         writeln!(
             input,
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"e0_echo","arguments":{{"message":"bench"}}}}}}"#
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{echo}","arguments":{{"message":"bench"}}}}}}"#
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let answer = read_answer(&mut output, id);
@@ -257,8 +275,9 @@ fn stop(mut child: std::process::Child) {
     let _ = child.wait();
 }
 
-/// Start time, memory per idle server and per HTTP session.
-fn start_and_memory(dir: &Path, server: &[String], words: &[String]) {
+/// Start time, memory per idle server and per HTTP session, and the CPU per call of the
+/// gateway and of the relay.
+fn start_and_memory(dir: &Path, server: &[String], words: &[String], relay: &[String]) {
     let fleet = |n: usize| {
         let mut policy = String::from(
             "[roles.operator]\nceiling = \"unrestricted\"\nallow = [\"*\"]\n\n[bearer_tokens]\n",
@@ -320,12 +339,20 @@ fn start_and_memory(dir: &Path, server: &[String], words: &[String]) {
         "gateway_overhead: start to the first tools/list answer: server straight {d:.0} ms, gateway over it {g:.0} ms ({:.0} ms more, {ROUNDS} rounds)",
         g - d
     );
-    let mut cpu: Vec<f64> = (0..ROUNDS)
-        .map(|round| cpu_per_call(&gateway(&one, &format!("cpu-{round}.jsonl")), 3_000))
-        .collect();
+    // The relay's CPU in the same rounds: what passing the bytes on costs this machine.
+    let (mut cpu, mut relayed) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        cpu.push(cpu_per_call(
+            &gateway(&one, &format!("cpu-{round}.jsonl")),
+            "e0_echo",
+            3_000,
+        ));
+        relayed.push(cpu_per_call(relay, "echo", 3_000));
+    }
+    let (cpu, relayed) = (median(&mut cpu), median(&mut relayed));
     println!(
-        "gateway_overhead: the gateway's own CPU per echo call (user + system, 3,000 calls over pipes, median of {ROUNDS}): {:.0} us",
-        median(&mut cpu)
+        "gateway_overhead: own CPU per echo call (user + system, 3,000 calls over pipes, median of {ROUNDS}): gateway {cpu:.0} us, relay {relayed:.0} us ({:.0} us more)",
+        cpu - relayed
     );
     let (r1, r4) = (median(&mut rss.0), median(&mut rss.1));
     println!(
