@@ -91,6 +91,7 @@ const PARENT_TYPED: &str = "b7ad6b7169203331";
 const TRACE_REFUSED: &str = "11111111111111111111111111111111";
 const TRACE_PROMPT: &str = "33333333333333333333333333333333";
 const TRACE_READ: &str = "44444444444444444444444444444444";
+const TRACE_PING: &str = "55555555555555555555555555555555";
 const PARENT_REFUSED: &str = "2222222222222222";
 
 fn traceparent(trace: &str, parent: &str) -> String {
@@ -270,13 +271,18 @@ fn journal(dir: &Path) -> Vec<Value> {
 
 /// The `_meta` the server was sent with the call whose arguments hold `n`.
 fn sent_meta(dir: &Path, n: u64) -> Value {
+    sent(dir, n)["params"]["_meta"].clone()
+}
+
+/// The call whose arguments hold `n`, as the server read it.
+fn sent(dir: &Path, n: u64) -> Value {
     let journal = journal(dir);
     let calls: Vec<&Value> = journal
         .iter()
         .filter(|m| m["method"] == "tools/call" && m["params"]["arguments"]["n"] == n)
         .collect();
     assert_eq!(calls.len(), 1, "one call {n} at the server: {journal:#?}");
-    calls[0]["params"]["_meta"].clone()
+    calls[0].clone()
 }
 
 struct Client {
@@ -452,6 +458,14 @@ fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
     );
     assert!(client.answer(&json!(8)).get("result").is_some());
 
+    // The gateway's own answer, in a trace of the client's.
+    client.line(
+        &json!({"jsonrpc": "2.0", "id": "p-9", "method": "ping", "params": {
+            "_meta": {"traceparent": traceparent(TRACE_PING, PARENT)}}})
+        .to_string(),
+    );
+    assert!(client.answer(&json!("p-9")).get("result").is_some());
+
     // A malformed traceparent (upper-case hex): ignored, the call starts a trace of its own.
     let bad = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01";
     client.line(&call(
@@ -520,6 +534,17 @@ fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
             ("capability.server", "journal"),
         ],
     );
+    // The leg names the id the server was sent (the lane's own, not the client's).
+    let id = sent(&dir, 2)["id"].clone();
+    assert!(
+        id.as_str()
+            .is_some_and(|id| id.starts_with("capability-gateway/")),
+        "{id}"
+    );
+    has(
+        leg,
+        &[("jsonrpc.request.id", id.as_str().unwrap_or_default())],
+    );
     // The server was sent the leg as its parent, the client's state and baggage, and the
     // rest of the client's `_meta` as it was.
     let sent = sent_meta(&dir, 2);
@@ -544,6 +569,9 @@ fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
     assert_eq!(executed_typed.parent_span_id, server_typed.span_id);
     let leg_typed = one(&spans, TRACE_TYPED, "tools/call echo");
     assert_eq!(leg_typed.parent_span_id, executed_typed.span_id);
+    // rmcp numbers this request inside its peer, after the leg's span is made: the leg does
+    // not name it (the README's table says so).
+    lacks(leg_typed, &["jsonrpc.request.id"]);
     assert_eq!(
         sent_meta(&dir, 3)["traceparent"],
         traceparent(TRACE_TYPED, &hex(&leg_typed.span_id)),
@@ -625,6 +653,35 @@ fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
     assert_eq!(
         sent.as_str().map(|t| &t[3..35]),
         Some(hex(&own.trace_id).as_str())
+    );
+
+    // The gateway's own requests: `initialize` and `ping`, each an `mcp.server` span.
+    let pinged = one(&spans, TRACE_PING, "ping");
+    assert_eq!(pinged.kind, span::SpanKind::Server as i32);
+    assert_eq!(hex(&pinged.parent_span_id), PARENT);
+    has(
+        pinged,
+        &[
+            ("mcp.method.name", "ping"),
+            ("jsonrpc.request.id", "p-9"),
+            ("network.transport", "pipe"),
+        ],
+    );
+    assert!(!is_error(pinged));
+    let initialized: Vec<&Span> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s.name == "initialize")
+        .collect();
+    assert_eq!(initialized.len(), 1, "one initialize");
+    assert_eq!(initialized[0].kind, span::SpanKind::Server as i32);
+    has(
+        initialized[0],
+        &[
+            ("mcp.method.name", "initialize"),
+            ("jsonrpc.request.id", "0"),
+            ("network.transport", "pipe"),
+        ],
     );
 
     // The prompt: named for it, shown name on the gateway's side, own name on the leg.
@@ -1133,5 +1190,17 @@ fn made_up_tool_names_cannot_grow_the_exported_durations_past_the_sdks_limit() {
         .collect();
     assert_eq!(overflow.len(), 1, "the rest counted under the overflow set");
     let total: u64 = points.iter().map(|(_, _, _, count)| count).sum();
-    assert_eq!(total, NAMES, "every call counted once");
+    let initialize = points
+        .iter()
+        .find(|(_, _, a, _)| a.get("mcp.method.name").map(String::as_str) == Some("initialize"));
+    assert_eq!(
+        initialize.map(|(_, _, _, count)| *count),
+        Some(1),
+        "the session's initialize has its set (the first, before the limit)"
+    );
+    assert_eq!(
+        total,
+        NAMES + 1,
+        "every call counted once, and the initialize"
+    );
 }

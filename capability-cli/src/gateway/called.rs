@@ -1,5 +1,7 @@
 //! `tools/list` and `tools/call` through rmcp: the role's union of the fleet's tools, and a
-//! call routed to its server, decided, recorded and passed on in an `mcp.client` span.
+//! call routed to its server, decided, recorded and passed on in an `mcp.client` span; and
+//! [`Gateway::forward`], the decision and the records of every call (rmcp's and the stdio
+//! lane's alike).
 
 use ::rmcp::RoleServer;
 use ::rmcp::model::{
@@ -12,7 +14,10 @@ use serde_json::Value;
 use capability::mcp::telemetry::{Operation, Transport};
 use capability::rmcp::traced::{self, Target};
 
-use super::handler::{Answer, Gateway, Snapshot, unanswered};
+use capability::audit::{Consent, Outcome, Request};
+use capability::authz::Action;
+
+use super::handler::{Answer, Gateway, Route, Snapshot, Who, refused, unanswered};
 use crate::proxy::Completed;
 
 impl Gateway {
@@ -126,5 +131,39 @@ pub(super) fn transport(snapshot: &Snapshot, server: &str) -> Transport {
         Transport::Tcp
     } else {
         Transport::Pipe
+    }
+}
+
+impl Gateway {
+    /// Decides the call on its tool's manifest and records it (intent before `run`, outcome
+    /// after); runs `run` only when it is allowed. The error is what the client is answered.
+    pub(super) async fn forward<O: serde::Serialize>(
+        &self,
+        who: &Who,
+        shown: &str,
+        route: &Route<'_>,
+        input: &Value,
+        consent: Option<&Consent>,
+        run: impl std::future::Future<Output = Result<O, String>>,
+    ) -> Result<O, ErrorData> {
+        let shown_refused = |why: &str| refused(shown, why);
+        let call = Request::mcp("tools/call", Action::CallTool(route.manifest), input);
+        let caller = match consent {
+            Some(consent) => who.caller().consent(consent),
+            None => who.caller(),
+        };
+        match self
+            .dispatch
+            .act_async(route.ctx(), caller, &call, run)
+            .await
+        {
+            Outcome::Done(output) => Ok(output),
+            Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
+            Outcome::Denied(denial) => Err(shown_refused(&denial.to_string())),
+            Outcome::Degrade(reason) => Err(shown_refused(&reason.to_string())),
+            Outcome::AuditFailed(error) => Err(shown_refused(&format!(
+                "its audit record could not be written: {error}"
+            ))),
+        }
     }
 }

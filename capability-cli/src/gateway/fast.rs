@@ -177,7 +177,10 @@ impl Fast {
                     let meta = with_context(meta.as_deref(), &leg);
                     let forwarded = forwarded(route.tool, given.then_some(&input), meta.as_deref())
                         .map_err(|e| format!("the arguments could not be written again: {e}"))?;
-                    let result = lane.call(&forwarded).instrument(leg.span().clone()).await;
+                    let result = lane
+                        .call(&forwarded, leg.span())
+                        .instrument(leg.span().clone())
+                        .await;
                     tool_error = end(leg, &result);
                     let result = result?;
                     in_flight

@@ -9,16 +9,16 @@ use std::sync::{Arc, RwLock};
 
 use ::rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorCode, GetPromptRequestParams, GetPromptResponse,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, Tool,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use ::rmcp::service::RequestContext;
 use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use capability::audit::Principal;
-use capability::audit::{AuditedDispatch, Caller, Consent, Outcome, Request, Subject};
+use capability::audit::{AuditedDispatch, Caller, Outcome, Request, Subject};
 use capability::authz::{Action, Authorize, DenyReason, ToolContext};
 use capability::mcp::{Fleet, WithheldReason};
 use capability::rmcp::REFUSED_CODE;
@@ -205,7 +205,7 @@ impl Who {
         }
     }
 
-    fn caller(&self) -> Caller<'_> {
+    pub(super) fn caller(&self) -> Caller<'_> {
         let caller = Caller::new("mcp-client");
         match &self.principal {
             Some(principal) => caller.principal(principal),
@@ -243,7 +243,7 @@ impl serde::Serialize for Answer<CallToolResponse> {
     }
 }
 
-fn refused(shown: &str, why: &str) -> ErrorData {
+pub(super) fn refused(shown: &str, why: &str) -> ErrorData {
     refused_item("tool", shown, why)
 }
 
@@ -272,6 +272,26 @@ impl ServerHandler for Gateway {
                 .build(),
         )
         .with_server_info(Implementation::new(GATEWAY_NAME, env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let operation = server_operation("ping", Target::None, &context);
+        serve(operation, std::future::ready(Ok(()))).await
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        let operation = server_operation("initialize", Target::None, &context);
+        // rmcp's own `initialize`, in the operation's span.
+        context.peer.set_peer_info(request.clone());
+        serve(
+            operation,
+            std::future::ready(self.negotiate_initialize(&request)),
+        )
+        .await
     }
 
     async fn on_initialized(&self, context: ::rmcp::service::NotificationContext<RoleServer>) {
@@ -464,33 +484,5 @@ impl Gateway {
         };
         let call = Request::mcp("tools/call", Action::CallTool(manifest), input);
         Err(refused(shown, &self.refuse(snapshot, who, &call, &reasons)))
-    }
-
-    /// Decides the call on its tool's manifest and records it (intent before `run`, outcome
-    /// after); runs `run` only when it is allowed. The error is what the client is answered.
-    pub(super) async fn forward<O: serde::Serialize>(
-        &self,
-        who: &Who,
-        shown: &str,
-        route: &Route<'_>,
-        input: &Value,
-        consent: Option<&Consent>,
-        run: impl std::future::Future<Output = Result<O, String>>,
-    ) -> Result<O, ErrorData> {
-        let shown_refused = |why: &str| refused(shown, why);
-        let call = Request::mcp("tools/call", Action::CallTool(route.manifest), input);
-        let caller = match consent {
-            Some(consent) => who.caller().consent(consent),
-            None => who.caller(),
-        };
-        match self.dispatch.act_async(route.ctx, caller, &call, run).await {
-            Outcome::Done(output) => Ok(output),
-            Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
-            Outcome::Denied(denial) => Err(shown_refused(&denial.to_string())),
-            Outcome::Degrade(reason) => Err(shown_refused(&reason.to_string())),
-            Outcome::AuditFailed(error) => Err(shown_refused(&format!(
-                "its audit record could not be written: {error}"
-            ))),
-        }
     }
 }

@@ -104,10 +104,22 @@ impl Lane {
     }
 
     /// Sends `tools/call` with `params` (a JSON object) and waits for the server's answer: its
-    /// result as written, or why there is none. Dropped before the answer, the request is
-    /// cancelled at the server (`notifications/cancelled`).
-    pub(super) async fn call(&self, params: &str) -> Result<Box<RawValue>, String> {
+    /// result as written, or why there is none. The id it is sent under is `leg`'s
+    /// `jsonrpc.request.id` (the span of the request to the server), when `leg` is recorded.
+    /// Dropped before the answer, the request is cancelled at the server
+    /// (`notifications/cancelled`).
+    pub(super) async fn call(
+        &self,
+        params: &str,
+        leg: &tracing::Span,
+    ) -> Result<Box<RawValue>, String> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
+        if !leg.is_disabled() {
+            leg.record(
+                "jsonrpc.request.id",
+                tracing::field::display(format_args!("{ID_PREFIX}{id}")),
+            );
+        }
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
