@@ -89,7 +89,10 @@ impl DigestKey {
     pub fn digest(&self, bytes: &[u8]) -> String {
         let mut mac = self.mac.clone();
         mac.update(bytes);
-        format!("{KEYED_DIGEST_PREFIX}{}", hex(&mac.finalize().into_bytes()))
+        let mut digest = String::with_capacity(KEYED_DIGEST_PREFIX.len() + 64);
+        digest.push_str(KEYED_DIGEST_PREFIX);
+        hex_to(&mut digest, &mac.finalize().into_bytes());
+        digest
     }
 
     /// The keyed digest of a JSON value's canonical JSON: what the trail stores for a
@@ -172,11 +175,15 @@ fn nibble(digit: u8) -> u8 {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(2 * bytes.len());
+    hex_to(&mut out, bytes);
+    out
+}
+
+fn hex_to(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for byte in bytes {
         out.push(char::from(DIGITS[usize::from(byte >> 4)]));
         out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
-    out
 }

@@ -214,7 +214,10 @@ impl AuditRecord {
         self.hash = capability_rules::sha256_hex(&out.as_bytes()[start..]);
         // `at` is where the `hash` member goes: after the members whose keys sort before it
         // (there is always one, `agent`), before the comma of the next.
-        let member = format!(",\"hash\":\"{}\"", self.hash);
+        let mut member = String::with_capacity(self.hash.len() + 10);
+        member.push_str(",\"hash\":\"");
+        member.push_str(&self.hash);
+        member.push('"');
         out.insert_str(at, &member);
     }
 

@@ -161,13 +161,23 @@ fn string(out: &mut String, value: &str) {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        if let Some(chunk) = bytes.get(i..i + 8) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            if !needs_escape(u64::from_le_bytes(word)) {
-                i += 8;
-                continue;
+        let rest = &bytes[i..];
+        let mut word = [b' '; 8];
+        let taken = match rest.get(..8) {
+            Some(chunk) => {
+                word.copy_from_slice(chunk);
+                8
             }
+            // The last bytes (fewer than eight) are checked at once too, padded with spaces,
+            // which need no escape.
+            None => {
+                word[..rest.len()].copy_from_slice(rest);
+                rest.len()
+            }
+        };
+        if !needs_escape(u64::from_le_bytes(word)) {
+            i += taken;
+            continue;
         }
         let b = bytes[i];
         let escape: &str = match b {
@@ -339,6 +349,41 @@ mod tests {
                     "{special:?} at {offset}"
                 );
             }
+        }
+        // Short text, and the last bytes of any: a special byte at every offset of every
+        // length up to 17, and text without one, is written as one character at a time would.
+        let reference = |text: &str| {
+            let mut out = String::from("\"");
+            for c in text.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    '\u{8}' => out.push_str("\\b"),
+                    '\u{c}' => out.push_str("\\f"),
+                    c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        };
+        for len in 0..18 {
+            for special in ['"', '\\', '\n', '\u{0}', '\u{1f}', 'é'] {
+                for offset in 0..len {
+                    let mut text: String = "abcdefghijklmnopq".chars().take(len).collect();
+                    text.replace_range(offset..=offset, special.encode_utf8(&mut [0; 4]));
+                    let mut out = String::new();
+                    string(&mut out, &text);
+                    assert_eq!(out, reference(&text), "{special:?} at {offset} of {len}");
+                }
+            }
+            let text: String = "abcdefghijklmnopq".chars().take(len).collect();
+            let mut out = String::new();
+            string(&mut out, &text);
+            assert_eq!(out, format!("\"{text}\""));
         }
         // Bytes at or above 0x80 are never escaped, and the quick check passes clean text.
         assert!(!needs_escape(u64::from_le_bytes(*b"plain tx")));

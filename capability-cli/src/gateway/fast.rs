@@ -317,7 +317,16 @@ fn forwarded(
 /// The client's answer, one line under its own id.
 fn answer_line(id: &str, answer: Result<&RawValue, ErrorData>) -> Vec<u8> {
     let mut line = match answer {
-        Ok(result) => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get()),
+        Ok(result) => {
+            let result = result.get();
+            let mut line = String::with_capacity(36 + id.len() + result.len());
+            line.push_str(r#"{"jsonrpc":"2.0","id":"#);
+            line.push_str(id);
+            line.push_str(r#","result":"#);
+            line.push_str(result);
+            line.push('}');
+            line
+        }
         Err(error) => {
             let id: Value = serde_json::from_str(id).unwrap_or(Value::Null);
             serde_json::to_string(&ErrorLine {

@@ -9,6 +9,7 @@
 //! server's input, rmcp's and the lane's, is one whole line under one lock.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -133,9 +134,13 @@ impl Lane {
             id,
             answered: false,
         };
-        let line = format!(
-            r#"{{"jsonrpc":"2.0","id":"{ID_PREFIX}{id}","method":"tools/call","params":{params}}}"#
-        );
+        let mut line = String::with_capacity(96 + params.len());
+        line.push_str(r#"{"jsonrpc":"2.0","id":""#);
+        line.push_str(ID_PREFIX);
+        let _ = write!(line, "{id}");
+        line.push_str(r#"","method":"tools/call","params":"#);
+        line.push_str(params);
+        line.push('}');
         if self.write(line).await.is_err() {
             return Err(self.gone());
         }

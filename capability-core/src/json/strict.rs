@@ -101,7 +101,7 @@ impl<'de> Visitor<'de> for Node<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen: HashSet<Cow<'de, str>> = HashSet::new();
+        let mut seen = Seen::default();
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             let path = Path::Key(&self.path, &key);
             if seen.contains(&key) {
@@ -113,6 +113,38 @@ impl<'de> Visitor<'de> for Node<'_> {
             seen.insert(key);
         }
         Ok(())
+    }
+}
+
+/// The keys of one object read so far: compared one by one while there are few (most objects
+/// have a handful, and hashing each costs more than comparing it), hashed past
+/// [`Seen::FEW`], so an object of very many keys is still read in linear time.
+#[derive(Default)]
+struct Seen<'de> {
+    few: Vec<Cow<'de, str>>,
+    many: HashSet<Cow<'de, str>>,
+}
+
+impl<'de> Seen<'de> {
+    const FEW: usize = 16;
+
+    fn contains(&self, key: &str) -> bool {
+        if self.many.is_empty() {
+            self.few.iter().any(|seen| seen == key)
+        } else {
+            self.many.contains(key)
+        }
+    }
+
+    fn insert(&mut self, key: Cow<'de, str>) {
+        if !self.many.is_empty() {
+            self.many.insert(key);
+        } else if self.few.len() < Seen::FEW {
+            self.few.push(key);
+        } else {
+            self.many.extend(self.few.drain(..));
+            self.many.insert(key);
+        }
     }
 }
 
@@ -162,5 +194,33 @@ mod tests {
         assert!(error.to_string().contains(r#"`$[1][1].q"`"#), "{error}");
         assert!(no_duplicate_keys("{").is_err());
         assert!(no_duplicate_keys("{} {}").is_err());
+    }
+
+    /// An object of `n` keys `k0`.. and, when given, one more key last.
+    fn object(n: usize, last: Option<&str>) -> String {
+        let mut keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\": {i}")).collect();
+        keys.extend(last.map(|key| format!("\"{key}\": true")));
+        format!("{{\"o\": {{{}}}}}", keys.join(", "))
+    }
+
+    #[test]
+    fn a_repeat_is_found_in_objects_of_few_keys_and_of_many() {
+        // Few keys are compared one by one; past sixteen they are hashed. Either way every
+        // key is kept, the first one read as much as the last.
+        for n in [1, 15, 16, 17, 40, 5_000] {
+            assert!(no_duplicate_keys(&object(n, None)).is_ok(), "{n} keys");
+            assert!(
+                no_duplicate_keys(&object(n, Some("new"))).is_ok(),
+                "{n} keys"
+            );
+            for repeated in ["k0", &format!("k{}", n / 2), &format!("k{}", n - 1)] {
+                let error = no_duplicate_keys(&object(n, Some(repeated)))
+                    .expect_err(&format!("{repeated} of {n} keys repeated"));
+                assert!(
+                    error.to_string().contains(&format!("`$.o.{repeated}`")),
+                    "{n} keys: {error}"
+                );
+            }
+        }
     }
 }
