@@ -317,6 +317,96 @@ async fn a_streamable_http_upstream_behind_the_proxy() {
     verifies(&trail);
 }
 
+/// A loopback TCP relay to `port` that counts the connections it accepts.
+async fn counting_relay(port: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let relay = listener.local_addr().expect("address").port();
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    (relay, accepted)
+}
+
+/// Through the proxy's `--upstream` and a gateway's `url` server alike, calls share a kept-alive
+/// connection to the server (rmcp's own client would open one a request: 20 calls, 20 more
+/// connections).
+#[tokio::test(flavor = "current_thread")]
+async fn calls_to_an_http_server_reuse_one_connection() {
+    use std::sync::atomic::Ordering;
+    let servers = require_servers!("calls_to_an_http_server_reuse_one_connection");
+    let everything = servers.everything();
+    let port = free_port();
+    let _upstream = everything_over_http(&everything, port).await;
+    let dir = scratch("http_pooled", POLICY);
+    let proxy_via = counting_relay(port).await;
+    let gateway_via = counting_relay(port).await;
+    let url = |relay: u16| format!("http://127.0.0.1:{relay}/mcp");
+    std::fs::write(
+        dir.join("fleet.toml"),
+        format!(
+            "{POLICY}\n[servers.everything]\nurl = {:?}\ntrust = \"trusted\"\nprefix = \"\"\n",
+            url(gateway_via.0)
+        ),
+    )
+    .expect("fleet");
+    let arg = |path: std::path::PathBuf| path.display().to_string();
+    let proxy: Vec<String> = vec![
+        "proxy".into(),
+        "--policy".into(),
+        arg(dir.join("policy.toml")),
+        "--role".into(),
+        "viewer".into(),
+        "--server".into(),
+        "everything".into(),
+        "--trust".into(),
+        "trusted".into(),
+        "--audit".into(),
+        arg(dir.join("proxy.jsonl")),
+        "--upstream".into(),
+        url(proxy_via.0),
+    ];
+    let gateway: Vec<String> = vec![
+        "gateway".into(),
+        "--policy".into(),
+        arg(dir.join("fleet.toml")),
+        "--role".into(),
+        "viewer".into(),
+        "--audit".into(),
+        arg(dir.join("gateway.jsonl")),
+    ];
+    for (args, (_, accepted)) in [(proxy, &proxy_via), (gateway, &gateway_via)] {
+        let client = Proxied::start(&args).await;
+        let connected = accepted.load(Ordering::SeqCst);
+        for n in 0..20 {
+            let echoed = client
+                .call("echo", json!({"message": format!("call {n}")}))
+                .await
+                .expect("echo is read-only");
+            assert!(echoed.contains(&format!("call {n}")), "{echoed}");
+        }
+        let opened = accepted.load(Ordering::SeqCst) - connected;
+        assert!(
+            opened <= 1,
+            "`capability {}`: 20 calls opened {opened} more connections to the server \
+             ({connected} at the start)",
+            args[0]
+        );
+    }
+}
+
 /// server-everything serving Streamable HTTP on `port`, once it says it listens.
 async fn everything_over_http(everything: &support::McpServer, port: u16) -> tokio::process::Child {
     let mut upstream = tokio::process::Command::new(&everything.program)

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ::rmcp::model::Tool;
 use ::rmcp::service::{ClientServiceExt, NotificationContext, RunningService};
-use ::rmcp::transport::StreamableHttpClientTransport;
+use ::rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use ::rmcp::{ClientHandler, Peer, RoleClient};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -171,12 +171,12 @@ pub(super) async fn connect(
             })
         }
         ServerSource::Url(url) => {
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            let transport = crate::proxy::http_transport(
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()),
+            )
+            .map_err(|e| format!("{url}: {e}"))?;
             let service = watch
-                .serve_with_lifecycle(
-                    StreamableHttpClientTransport::from_uri(url.as_str()),
-                    crate::proxy::lifecycle(),
-                )
+                .serve_with_lifecycle(transport, crate::proxy::lifecycle())
                 .await
                 .map_err(|e| format!("{url} did not connect: {e}"))?;
             Ok(Connection {

@@ -9,7 +9,6 @@ use std::time::Duration;
 use ::rmcp::RoleClient;
 use ::rmcp::model::Tool;
 use ::rmcp::service::{ClientServiceExt, RunningService};
-use ::rmcp::transport::StreamableHttpClientTransport;
 use tokio::process::{Child, Command};
 
 use capability::rmcp::list_tools;
@@ -141,9 +140,6 @@ pub(super) async fn connect(
             }
         }
         Source::Url(url, token) => {
-            // reqwest's rustls finds its crypto provider here (ring): installed once, before
-            // the first client is built; a provider already installed is kept.
-            let _ = rustls::crypto::ring::default_provider().install_default();
             let mut config =
                 rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
                     url.as_str(),
@@ -153,7 +149,8 @@ pub(super) async fn connect(
             if let Some(token) = token {
                 config = config.auth_header(token.0.clone());
             }
-            let transport = StreamableHttpClientTransport::from_config(config);
+            let transport = super::pooled::transport(config)
+                .map_err(|e| RunError::Connect(format!("{url}: {e}")))?;
             let connecting = async {
                 let connection = upstream
                     .serve_with_lifecycle(transport, lifecycle())

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ::rmcp::service::{ClientServiceExt, RequestContext, RunningService};
-use ::rmcp::transport::StreamableHttpClientTransport;
 use ::rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer};
 use tokio::sync::Mutex;
@@ -121,21 +120,20 @@ impl Delegated {
         }
         let config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
             .auth_header(exchanged.secret().to_owned());
-        let service = ()
-            .serve_with_lifecycle(
-                StreamableHttpClientTransport::from_config(config),
-                lifecycle(),
-            )
-            .await
-            .map_err(|e| {
-                ErrorData::internal_error(
-                    format!(
-                        "{} did not accept a connection on the caller's behalf: {e}",
-                        self.url
-                    ),
-                    None,
-                )
-            })?;
+        let transport = super::pooled::transport(config)
+            .map_err(|e| ErrorData::internal_error(format!("{}: {e}", self.url), None))?;
+        let service =
+            ().serve_with_lifecycle(transport, lifecycle())
+                .await
+                .map_err(|e| {
+                    ErrorData::internal_error(
+                        format!(
+                            "{} did not accept a connection on the caller's behalf: {e}",
+                            self.url
+                        ),
+                        None,
+                    )
+                })?;
         let peer = service.peer().clone();
         if connections.len() >= MAX_CONNECTIONS
             && !connections.contains_key(&key)

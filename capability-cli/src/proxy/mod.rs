@@ -29,6 +29,7 @@ mod forward;
 mod front;
 mod gone;
 mod http;
+mod pooled;
 mod protocol;
 
 pub(crate) use audit::{checkpoint_key, open as open_audit};
@@ -36,6 +37,7 @@ pub(crate) use completed::Completed;
 pub(crate) use forward::{Changed, Clients};
 pub(crate) use front::{Hook as FrontHook, standard_streams, start_with as filter_client_with};
 pub(crate) use http::{check_credentials, config as http_config};
+pub(crate) use pooled::transport as http_transport;
 pub(crate) use protocol::lifecycle;
 pub(crate) use upstream::ServerRequests;
 mod run;
