@@ -18,6 +18,9 @@ use ::rmcp::transport::streamable_http_client::StreamableHttpClientTransportConf
 /// Redirects followed at most, as rmcp's own client.
 const MAX_REDIRECTS: usize = 10;
 
+/// How long an idle connection is kept for the next request.
+const IDLE: std::time::Duration = std::time::Duration::from_secs(4);
+
 /// A transport to `config.uri` over the process's one pooled client; an error saying why
 /// when the client cannot be built (its TLS backend did not start).
 pub(crate) fn transport(
@@ -39,6 +42,10 @@ fn client() -> Result<reqwest::Client, String> {
             let _ = rustls::crypto::ring::default_provider().install_default();
             reqwest::Client::builder()
                 .tcp_nodelay(true)
+                // Let go of an idle connection before the server does (Node.js and uvicorn
+                // close one after 5 s): a request written just as the server closes it would
+                // fail, where a new connection costs a handshake.
+                .pool_idle_timeout(IDLE)
                 .redirect(same_origin_redirects())
                 .build()
                 .map_err(|e| format!("the HTTP client could not be built: {e}"))
