@@ -239,6 +239,26 @@ fn free_port() -> u16 {
     listener.local_addr().expect("address").port()
 }
 
+/// `capability proxy` for a viewer, of server-everything at `url`, audited to `trail`.
+fn viewer_over(dir: &std::path::Path, trail: &std::path::Path, url: String) -> Vec<String> {
+    let path = |path: &std::path::Path| path.display().to_string();
+    vec![
+        "proxy".into(),
+        "--policy".into(),
+        path(&dir.join("policy.toml")),
+        "--role".into(),
+        "viewer".into(),
+        "--server".into(),
+        "everything".into(),
+        "--trust".into(),
+        "trusted".into(),
+        "--audit".into(),
+        path(trail),
+        "--upstream".into(),
+        url,
+    ]
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_streamable_http_upstream_behind_the_proxy() {
     let servers = require_servers!("a_streamable_http_upstream_behind_the_proxy");
@@ -248,22 +268,7 @@ async fn a_streamable_http_upstream_behind_the_proxy() {
 
     let dir = scratch("http_upstream", POLICY);
     let trail = dir.join("trail.jsonl");
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let args: Vec<String> = vec![
-        "proxy".into(),
-        "--policy".into(),
-        dir.join("policy.toml").display().to_string(),
-        "--role".into(),
-        "viewer".into(),
-        "--server".into(),
-        "everything".into(),
-        "--trust".into(),
-        "trusted".into(),
-        "--audit".into(),
-        trail.display().to_string(),
-        "--upstream".into(),
-        url,
-    ];
+    let args = viewer_over(&dir, &trail, format!("http://127.0.0.1:{port}/mcp"));
     let viewer = Proxied::start(&args).await;
     let shown = viewer.names().await;
     assert!(shown.contains(&"echo".to_owned()), "{shown:?}");
@@ -363,21 +368,7 @@ async fn calls_to_an_http_server_reuse_one_connection() {
     )
     .expect("fleet");
     let arg = |path: std::path::PathBuf| path.display().to_string();
-    let proxy: Vec<String> = vec![
-        "proxy".into(),
-        "--policy".into(),
-        arg(dir.join("policy.toml")),
-        "--role".into(),
-        "viewer".into(),
-        "--server".into(),
-        "everything".into(),
-        "--trust".into(),
-        "trusted".into(),
-        "--audit".into(),
-        arg(dir.join("proxy.jsonl")),
-        "--upstream".into(),
-        url(proxy_via.0),
-    ];
+    let proxy = viewer_over(&dir, &dir.join("proxy.jsonl"), url(proxy_via.0));
     let gateway: Vec<String> = vec![
         "gateway".into(),
         "--policy".into(),

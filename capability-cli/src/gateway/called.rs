@@ -14,10 +14,10 @@ use serde_json::Value;
 use capability::mcp::telemetry::{Operation, Transport};
 use capability::rmcp::traced::{self, Target};
 
-use capability::audit::{Consent, Outcome, Request};
+use capability::audit::{Consent, Request};
 use capability::authz::Action;
 
-use super::handler::{Answer, Gateway, Route, Snapshot, Who, refused, unanswered};
+use super::handler::{Answer, Gateway, Route, Snapshot, Who, answered, refused, unanswered};
 use crate::proxy::Completed;
 
 impl Gateway {
@@ -146,24 +146,15 @@ impl Gateway {
         consent: Option<&Consent>,
         run: impl std::future::Future<Output = Result<O, String>>,
     ) -> Result<O, ErrorData> {
-        let shown_refused = |why: &str| refused(shown, why);
         let call = Request::mcp("tools/call", Action::CallTool(route.manifest), input);
         let caller = match consent {
             Some(consent) => who.caller().consent(consent),
             None => who.caller(),
         };
-        match self
+        let outcome = self
             .dispatch
             .act_async(route.ctx(), caller, &call, run)
-            .await
-        {
-            Outcome::Done(output) => Ok(output),
-            Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
-            Outcome::Denied(denial) => Err(shown_refused(&denial.to_string())),
-            Outcome::Degrade(reason) => Err(shown_refused(&reason.to_string())),
-            Outcome::AuditFailed(error) => Err(shown_refused(&format!(
-                "its audit record could not be written: {error}"
-            ))),
-        }
+            .await;
+        answered(outcome, |why| refused(shown, why))
     }
 }

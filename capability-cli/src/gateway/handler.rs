@@ -175,19 +175,11 @@ impl Gateway {
                 &[DenyReason::NoRole],
             )));
         };
-        match self
+        let outcome = self
             .dispatch
             .act_async(ctx, who.caller(), request, run)
-            .await
-        {
-            Outcome::Done(output) => Ok(output),
-            Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
-            Outcome::Denied(denial) => Err(refused(&denial.to_string())),
-            Outcome::Degrade(reason) => Err(refused(&reason.to_string())),
-            Outcome::AuditFailed(error) => Err(refused(&format!(
-                "its audit record could not be written: {error}"
-            ))),
-        }
+            .await;
+        answered(outcome, refused)
     }
 }
 
@@ -240,6 +232,23 @@ impl serde::Serialize for Answer<CallToolResponse> {
             CallToolResponse::Task(task) => task.serialize(serializer),
             _ => serializer.serialize_str("a response this build does not know"),
         }
+    }
+}
+
+/// The client's answer to a call's `outcome`: its output, the tool's error, or the refusal
+/// `refused` words.
+pub(super) fn answered<O>(
+    outcome: Outcome<O, String>,
+    refused: impl Fn(&str) -> ErrorData,
+) -> Result<O, ErrorData> {
+    match outcome {
+        Outcome::Done(output) => Ok(output),
+        Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
+        Outcome::Denied(denial) => Err(refused(&denial.to_string())),
+        Outcome::Degrade(reason) => Err(refused(&reason.to_string())),
+        Outcome::AuditFailed(error) => Err(refused(&format!(
+            "its audit record could not be written: {error}"
+        ))),
     }
 }
 
