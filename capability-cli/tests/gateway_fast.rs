@@ -12,6 +12,9 @@
 //! - A call the client cancels gets no answer, is cancelled at the server under the lane's id,
 //!   and is on record as cancelled.
 //! - A call the lane does not take (a task-augmented one) still works, through rmcp.
+//! - A server's progress for the call's `progressToken` reaches the client before the answer,
+//!   matched by the token's value; progress for another token, from another server, or after
+//!   the answer does not.
 
 #![cfg(unix)]
 
@@ -46,7 +49,7 @@ for line in sys.stdin:
             "protocolVersion": message["params"]["protocolVersion"],
             "capabilities": {"tools": {}}, "serverInfo": {"name": "journal", "version": "1"}}}))
     elif method == "tools/list":
-        names = ["echo", "twice", "forge", "slow", "die", "badshape"]
+        names = ["echo", "twice", "forge", "slow", "die", "badshape", "progress", "inject"]
         send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": [tool(n) for n in names]}}))
     elif method == "tools/call":
         name, arguments = message["params"]["name"], message["params"].get("arguments")
@@ -60,6 +63,23 @@ for line in sys.stdin:
             send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "real"}]}}))
         elif name == "badshape":
             send(json.dumps({"jsonrpc": "2.0", "id": id, "error": "not an object"}))
+        elif name == "progress":
+            token = (message["params"].get("_meta") or {}).get("progressToken")
+            def progress(t, n):
+                send(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": t, "progress": n, "total": 3}}))
+            progress("not-yours", 1)
+            progress(token, 1)
+            # The token escaped otherwise: it is the token's value that matches.
+            escaped = json.dumps(token).replace("-", "\\u002d")
+            send('{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":2,"total":3}}' % escaped)
+            progress(token, 3)
+            send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}]}}))
+            progress(token, 4)
+        elif name == "inject":
+            send(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": arguments["token"], "progress": 99}}))
+            send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": []}}))
         elif name == "slow":
             pass
         elif name == "die":
@@ -186,6 +206,24 @@ impl Client {
             }
         }
         None
+    }
+
+    /// Every line up to and including the one answering `id`, in order.
+    fn until_answer(&mut self, id: &Value) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let Ok(line) = self.lines.recv_timeout(left) else {
+                break;
+            };
+            let value: Value = serde_json::from_str(&line).expect("the gateway writes JSON");
+            let answer = value.get("method").is_none() && &value["id"] == id;
+            seen.push(value);
+            if answer {
+                return seen;
+            }
+        }
+        panic!("no answer to {id}; seen: {seen:?}");
     }
 
     fn answer(&mut self, id: &Value) -> Value {
@@ -515,4 +553,72 @@ fn a_trail_the_file_size_limit_cuts_short_keeps_whole_lines_and_refuses_the_call
         ran,
         "the call whose intent could not be written never reached the server"
     );
+}
+
+#[test]
+fn a_servers_progress_reaches_the_client_for_its_own_call_and_only_until_the_answer() {
+    let dir = scratch("gateway-fast-progress", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+    let progress_in = |seen: &[Value]| -> Vec<(Value, Value)> {
+        seen.iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .map(|m| {
+                (
+                    m["params"]["progressToken"].clone(),
+                    m["params"]["progress"].clone(),
+                )
+            })
+            .collect()
+    };
+
+    // A call to the other server, held open, with the token `q-7`.
+    client.line(
+        r#"{"jsonrpc":"2.0","id":"held","method":"tools/call","params":{"name":"o_slow","arguments":{},"_meta":{"progressToken":"q-7"}}}"#,
+    );
+    let other = dir.join("other.jsonl");
+    assert!(
+        wait_for(|| !calls_of(&journal(&other), "slow").is_empty()),
+        "the held call reached the other server"
+    );
+    assert_eq!(
+        calls_of(&journal(&other), "slow")[0]["params"]["_meta"]["progressToken"],
+        "q-7",
+        "the server is sent the client's token"
+    );
+    // The journal server sends progress for `q-7`, the other server's call: not passed on.
+    client.line(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"j_inject","arguments":{"token":"q-7"}}}"#,
+    );
+    let seen = client.until_answer(&json!(2));
+    assert_eq!(progress_in(&seen), [], "{seen:?}");
+
+    // Its own call's progress, in order, before the answer; not `not-yours`, not the one after.
+    client.line(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"j_progress","arguments":{},"_meta":{"progressToken":"p-1"}}}"#,
+    );
+    let seen = client.until_answer(&json!(3));
+    assert_eq!(
+        progress_in(&seen),
+        [
+            (json!("p-1"), json!(1)),
+            (json!("p-1"), json!(2)),
+            (json!("p-1"), json!(3))
+        ],
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.last().map(|m| &m["result"]["content"][0]["text"]),
+        Some(&json!("done"))
+    );
+    // The server wrote the fourth after its answer, before answering the next call.
+    client.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "j_echo", "arguments": {}}}));
+    let seen = client.until_answer(&json!(4));
+    assert_eq!(progress_in(&seen), [], "{seen:?}");
+    // A call without a token gets none either.
+    client.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "j_progress", "arguments": {}}}));
+    let seen = client.until_answer(&json!(5));
+    assert_eq!(progress_in(&seen), [], "{seen:?}");
 }

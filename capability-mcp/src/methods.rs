@@ -273,7 +273,7 @@ pub const METHODS: &[McpMethod] = &[
         ClientNotification,
         Handling::Lifecycle,
         "passed on",
-        "not forwarded",
+        "not forwarded; sent by the server for a call's `progressToken`, it reaches the client through `capability gateway` over stdio until the call's answer (`gateway_fast.rs`), and is dropped elsewhere",
         "rmcp_server_items.rs::lifecycle_notifications_are_passed_on_and_no_custom_message",
     ),
     m(

@@ -10,6 +10,8 @@
 //   {"op": "list"}                                   -> {"op":"list","result":{tools, ...}}
 //   {"op": "call", "name": "x", "arguments": {...}, "meta": {...}?}  -> {"op":"call","result":{...}}
 //                                                    or {"op":"call","error":{code,message,data}}
+//     with "progress": true, the call asks for progress (the SDK's `onprogress`) and the line
+//     has "progress": [each notification's params, in order]
 //   {"op": "waitListChanged", "timeoutMs": 5000}     -> {"op":"waitListChanged","changed":true|false}
 // The first line is {"op":"connect","serverInfo":..,"protocolVersion":..}; a failure to connect
 // prints {"op":"connect","error":..} and exits 1.
@@ -113,8 +115,16 @@ for (const op of options.ops) {
     } else if (op.op === 'call') {
       const params = { name: op.name, arguments: op.arguments ?? {} };
       if (op.meta) params._meta = op.meta;
-      const result = await client.callTool(params);
-      print({ op: 'call', name: op.name, result });
+      if (op.progress) {
+        const progress = [];
+        const result = await client.callTool(params, undefined, {
+          onprogress: (p) => progress.push(p),
+        });
+        print({ op: 'call', name: op.name, result, progress });
+      } else {
+        const result = await client.callTool(params);
+        print({ op: 'call', name: op.name, result });
+      }
     } else if (op.op === 'resources') {
       print({ op: 'resources', result: await client.listResources() });
     } else if (op.op === 'templates') {

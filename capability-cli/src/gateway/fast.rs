@@ -4,8 +4,9 @@
 //! arguments and `_meta`); it is routed, decided and recorded exactly as on rmcp's path (the
 //! same [`Gateway::route`] and [`Gateway::forward`]); the arguments recorded are the ones
 //! written to the server, through the server's [`Lane`]; the server's result goes back to the
-//! client as the server wrote it (read strictly first), under the client's id. Nothing else
-//! changes: every other message, and a call this path does not take, is rmcp's.
+//! client as the server wrote it (read strictly first), under the client's id, and so do the
+//! server's `notifications/progress` for the call's `progressToken` (the [`Lane`]'s doc).
+//! Nothing else changes: every other message, and a call this path does not take, is rmcp's.
 //!
 //! The path takes a call only when nothing about it needs the typed model: the session agreed a
 //! revision that starts with `initialize` (2025-11-25 or earlier), the server's connection
@@ -174,11 +175,16 @@ impl Fast {
                         transport: Some(Transport::Pipe),
                         ..telemetry::Request::default()
                     });
+                    // The server's progress for the client's token comes back to the client.
+                    let progress = meta
+                        .as_deref()
+                        .and_then(progress_token)
+                        .map(|token| (token, out.clone()));
                     let meta = with_context(meta.as_deref(), &leg);
                     let forwarded = forwarded(route.tool, given.then_some(&input), meta.as_deref())
                         .map_err(|e| format!("the arguments could not be written again: {e}"))?;
                     let result = lane
-                        .call(&forwarded, leg.span())
+                        .call(&forwarded, leg.span(), progress)
                         .instrument(leg.span().clone())
                         .await;
                     tool_error = end(leg, &result);
@@ -384,6 +390,22 @@ fn with_context<'m>(meta: Option<&'m str>, leg: &Operation) -> Option<Cow<'m, st
         Ok(written) => Some(Cow::Owned(written)),
         Err(_) => meta.map(Cow::Borrowed),
     }
+}
+
+/// The `progressToken` of a call's `_meta` (as the client wrote it), keyed as the lane keys
+/// it; read only when the `_meta` names one.
+fn progress_token(meta: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Meta {
+        #[serde(rename = "progressToken", default)]
+        progress_token: Option<Value>,
+    }
+    // Cheap first: most calls name no token.
+    memchr::memmem::find(meta.as_bytes(), b"progressToken")?;
+    let meta: Meta = serde_json::from_str(meta).ok()?;
+    meta.progress_token
+        .as_ref()
+        .and_then(super::lane::progress_key)
 }
 
 /// Ends the leg to the server with how it ended (an error answer or a lost server alike:

@@ -7,6 +7,13 @@
 //! off the server's output (read strictly, as every line is: an answer writing a key twice
 //! becomes an error before the lane sees it) before rmcp would read it. Every write to the
 //! server's input, rmcp's and the lane's, is one whole line under one lock.
+//!
+//! A call the client gave a `progressToken` (in its `_meta`, which the server is sent as the
+//! client wrote it) has its server's `notifications/progress` for that token passed to the
+//! client, as the server wrote them, from the server the call went to and only until its
+//! answer: the line, read strictly like every other, reaches the client's writer before the
+//! answer does. Progress for any other token is rmcp's (which drops it). Like the server's
+//! answers, its progress is not capped: it reaches the client as fast as the server writes it.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -16,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::supervise::strict::Tap;
 
@@ -38,9 +45,33 @@ pub(super) struct Lane {
 #[derive(Default)]
 struct Pending {
     waiting: HashMap<u64, oneshot::Sender<Reply>>,
+    /// The progress tokens of the calls waiting (the token's JSON, written canonically): the
+    /// call's id and the client's writer its progress goes to.
+    progress: HashMap<String, (u64, Client)>,
     /// The server's output ended: nothing more is answered.
     ended: bool,
 }
+
+impl Pending {
+    /// Forgets call `id`'s progress token, unless a later call took the token over.
+    fn forget_progress(&mut self, token: Option<&str>, id: u64) {
+        if let Some(token) = token
+            && self
+                .progress
+                .get(token)
+                .is_some_and(|(owner, _)| *owner == id)
+        {
+            self.progress.remove(token);
+        }
+    }
+}
+
+/// The client's writer: the lines sent are written to the client, in order.
+pub(super) type Client = mpsc::UnboundedSender<Vec<u8>>;
+
+/// Where a call's progress goes: the client's `progressToken` (its JSON, written canonically:
+/// [`progress_key`]) and the client's writer.
+pub(super) type Progress = (String, Client);
 
 /// A server's answer to one of the lane's requests: its result as written, or why there is none.
 type Reply = Result<Box<RawValue>, String>;
@@ -56,6 +87,31 @@ struct Envelope<'a> {
     result: Option<&'a RawValue>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
+}
+
+/// What the lane reads of a `notifications/progress` from the server: whose call it is about.
+#[derive(Deserialize)]
+struct ProgressLine<'a> {
+    #[serde(borrow)]
+    method: std::borrow::Cow<'a, str>,
+    params: ProgressParams,
+}
+
+#[derive(Deserialize)]
+struct ProgressParams {
+    #[serde(rename = "progressToken")]
+    progress_token: serde_json::Value,
+}
+
+/// A progress token as the lane keys it: its JSON written canonically, so the token the
+/// client wrote and the one the server echoes match however each escaped it.
+pub(super) fn progress_key(token: &serde_json::Value) -> Option<String> {
+    match token {
+        serde_json::Value::String(_) | serde_json::Value::Number(_) => {
+            Some(capability::json::to_canonical_json(token))
+        }
+        _ => None,
+    }
 }
 
 #[derive(Deserialize)]
@@ -109,10 +165,14 @@ impl Lane {
     /// `jsonrpc.request.id` (the span of the request to the server), when `leg` is recorded.
     /// Dropped before the answer, the request is cancelled at the server
     /// (`notifications/cancelled`).
+    ///
+    /// With `progress`, the server's `notifications/progress` for that token are passed to the
+    /// client's writer until the answer (the lane's doc).
     pub(super) async fn call(
         &self,
         params: &str,
         leg: &tracing::Span,
+        progress: Option<Progress>,
     ) -> Result<Box<RawValue>, String> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         if !leg.is_disabled() {
@@ -128,10 +188,14 @@ impl Lane {
                 return Err(self.gone());
             }
             pending.waiting.insert(id, tx);
+            if let Some((token, client)) = &progress {
+                pending.progress.insert(token.clone(), (id, client.clone()));
+            }
         }
         let mut waiting = Waiting {
             lane: self,
             id,
+            progress: progress.map(|(token, _)| token),
             answered: false,
         };
         let mut line = String::with_capacity(96 + params.len());
@@ -164,26 +228,26 @@ impl Lane {
     }
 }
 
-/// The lane's request in flight: dropped unanswered, it is forgotten and cancelled.
+/// The lane's request in flight: dropped unanswered, it is forgotten and cancelled; its
+/// progress token is forgotten either way.
 struct Waiting<'a> {
     lane: &'a Lane,
     id: u64,
+    progress: Option<String>,
     answered: bool,
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if self.answered {
-            return;
-        }
-        let known = self
-            .lane
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .waiting
-            .remove(&self.id)
-            .is_some();
+        let known = {
+            let mut pending = self
+                .lane
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            pending.forget_progress(self.progress.as_deref(), self.id);
+            !self.answered && pending.waiting.remove(&self.id).is_some()
+        };
         if known {
             let input = self.lane.input.clone();
             let line = format!(
@@ -223,17 +287,51 @@ pub(super) struct LaneTap {
     pending: Arc<Mutex<Pending>>,
 }
 
+impl LaneTap {
+    /// Passes a `notifications/progress` for a token of a call waiting to that call's client;
+    /// whether it did.
+    fn progress(&self, line: &[u8]) -> bool {
+        let Ok(notification) = serde_json::from_slice::<ProgressLine<'_>>(line) else {
+            return false;
+        };
+        if notification.method != "notifications/progress" {
+            return false;
+        }
+        let Some(key) = progress_key(&notification.params.progress_token) else {
+            return false;
+        };
+        let client = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .progress
+            .get(&key)
+            .map(|(_, client)| client.clone());
+        let Some(client) = client else {
+            return false;
+        };
+        let mut forwarded = Vec::with_capacity(line.len() + 1);
+        forwarded.extend_from_slice(line.trim_ascii_end());
+        forwarded.push(b'\n');
+        // A client gone has nothing to tell: the line is taken all the same.
+        let _ = client.send(forwarded);
+        true
+    }
+}
+
 impl Tap for LaneTap {
     fn take(&mut self, line: &[u8]) -> bool {
-        // Cheap first: only a line naming one of the lane's ids can be one.
+        // Cheap first: only a line naming one of the lane's ids can be an answer, and only one
+        // naming the method a progress notification.
         if memchr::memmem::find(line, ID_PREFIX.as_bytes()).is_none() {
-            return false;
+            return memchr::memmem::find(line, b"notifications/progress").is_some()
+                && self.progress(line);
         }
         let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(line) else {
             return false;
         };
         if envelope.method.is_some() {
-            return false;
+            return self.progress(line);
         }
         let Some(id) = envelope
             .id
@@ -243,12 +341,12 @@ impl Tap for LaneTap {
         else {
             return false;
         };
-        let waiting = self
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .waiting
-            .remove(&id);
+        let waiting = {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            // No progress of this call reaches the client after its answer.
+            pending.progress.retain(|_, (owner, _)| *owner != id);
+            pending.waiting.remove(&id)
+        };
         match waiting {
             Some(tx) => {
                 let reply = match (envelope.result, envelope.error) {
@@ -285,5 +383,6 @@ impl Tap for LaneTap {
         pending.ended = true;
         // The senders dropped: every call waiting hears that the connection closed.
         pending.waiting.clear();
+        pending.progress.clear();
     }
 }
