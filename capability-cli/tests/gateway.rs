@@ -371,13 +371,9 @@ fn the_typescript_clients_progress_callback_hears_a_long_call_through_the_gatewa
     std::fs::write(dir.join("policy.toml"), live_policy(&memory, &everything)).expect("policy");
     let trail = dir.join("trail.jsonl");
     let args = proxy_common::gateway_stdio(&dir.join("policy.toml"), "viewer", &trail, &[]);
-    let ops = json!([
-        {"op": "call", "name": "trigger-long-running-operation",
-         "arguments": {"duration": 0.4, "steps": 4}, "progress": true},
-    ]);
     let output = servers
         .ts_client(
-            &ops,
+            &support::long_call_with_progress("trigger-long-running-operation"),
             TsTarget::Stdio {
                 program: Path::new(BIN),
                 args: &args,
@@ -386,31 +382,157 @@ fn the_typescript_clients_progress_callback_hears_a_long_call_through_the_gatewa
         .output()
         .expect("runs the client");
     let lines = ts_client_lines(&output).expect("the client ran");
-    let call = &lines[1];
-    assert!(
-        call["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("Long running operation completed"),
-        "{call}"
-    );
-    let heard: Vec<(Value, Value)> = call["progress"]
-        .as_array()
-        .map(|each| {
-            each.iter()
-                .map(|p| (p["progress"].clone(), p["total"].clone()))
-                .collect()
+    support::assert_heard_the_long_calls_progress(&lines[1]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn over_http_the_typescript_clients_progress_callback_hears_a_long_call() {
+    let Some(servers) = support::require_servers("gateway_http_passes_progress_on") else {
+        return;
+    };
+    let dir = scratch("gateway-http-progress", "");
+    let memory = servers.memory(&dir.join("memory.jsonl"));
+    let everything = servers.everything();
+    let token = "viewer-token-of-the-gateway";
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!(
+            "{}\n[bearer_tokens]\n\"sha256:{}\" = \"viewer\"\n",
+            live_policy(&memory, &everything),
+            capability_rules::sha256_hex(token.as_bytes())
+        ),
+    )
+    .expect("policy");
+    let trail = dir.join("trail.jsonl");
+    let gateway = proxy_common::Listening::start_args(&proxy_common::gateway_listen(
+        &dir.join("policy.toml"),
+        "127.0.0.1:0",
+        &trail,
+    ))
+    .await;
+    let output = servers
+        .ts_client(
+            &support::long_call_with_progress("trigger-long-running-operation"),
+            TsTarget::Http {
+                url: &gateway.url,
+                token: Some(token),
+            },
+        )
+        .output()
+        .expect("runs the client");
+    let lines = ts_client_lines(&output).expect("the client ran");
+    support::assert_heard_the_long_calls_progress(&lines[1]);
+    assert_eq!(gateway.stop().await.code(), Some(0));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn over_http_two_sessions_giving_the_same_progress_token_each_hear_only_their_own_call() {
+    let Some(servers) = support::require_servers("gateway_http_progress_is_the_callers") else {
+        return;
+    };
+    let dir = scratch("gateway-http-progress-sessions", "");
+    let memory = servers.memory(&dir.join("memory.jsonl"));
+    let everything = servers.everything();
+    let token = "viewer-token-of-the-gateway";
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!(
+            "{}\n[bearer_tokens]\n\"sha256:{}\" = \"viewer\"\n",
+            live_policy(&memory, &everything),
+            capability_rules::sha256_hex(token.as_bytes())
+        ),
+    )
+    .expect("policy");
+    let gateway = proxy_common::Listening::start_args(&proxy_common::gateway_listen(
+        &dir.join("policy.toml"),
+        "127.0.0.1:0",
+        &dir.join("trail.jsonl"),
+    ))
+    .await;
+    let url = gateway.url.clone();
+    let post = move |session: Option<&str>, body: &Value| {
+        let auth = format!("Bearer {token}");
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        if let Some(id) = session {
+            headers.push(("Mcp-Session-Id", id));
+        }
+        raw_post(&url, &headers, body)
+    };
+    let open = |post: &dyn Fn(Option<&str>, &Value) -> support::Raw| {
+        let opened = post(
+            None,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"}}}),
+        );
+        let session = opened
+            .header("mcp-session-id")
+            .expect("a session")
+            .to_owned();
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(post(Some(&session), &initialized).status, 202);
+        session
+    };
+    let sessions = [open(&post), open(&post)];
+    // Both calls name the same token; each runs a different number of steps.
+    let calls: Vec<_> = sessions
+        .iter()
+        .zip([3u64, 5])
+        .map(|(session, steps)| {
+            let (post, session) = (post.clone(), session.clone());
+            std::thread::spawn(move || {
+                let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                    "name": "trigger-long-running-operation",
+                    "arguments": {"duration": steps as f64 / 10.0, "steps": steps},
+                    "_meta": {"progressToken": "the-same-token"}}});
+                (steps, post(Some(&session), &call))
+            })
         })
-        .unwrap_or_default();
-    let sent: Vec<(Value, Value)> = (1..=4).map(|i| (json!(i), json!(4))).collect();
-    // The server writes its last progress just before its answer, and the gateway passes both
-    // on in that order; the SDK's client handles a notification a microtask later than an
-    // answer read with it, so when the two arrive in one read the last progress is dropped
-    // there (typescript-sdk#2580). The raw client of `gateway_fast` sees every line exactly.
-    assert!(
-        heard == sent || heard == sent[..3],
-        "heard {heard:?} of {sent:?}: {call}"
-    );
+        .collect();
+    for call in calls {
+        let (steps, answer) = call.join().expect("the call ran");
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let messages: Vec<Value> = answer
+            .body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect();
+        let progress: Vec<&Value> = messages
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .map(|m| &m["params"])
+            .collect();
+        assert!(
+            progress
+                .iter()
+                .all(|p| p["progressToken"] == "the-same-token"
+                    && p["total"].as_f64() == Some(steps as f64)),
+            "a session hears its own call's progress, under its own token: {progress:?}"
+        );
+        // rmcp writes the numbers again as floats (`1.0`): the same JSON number.
+        let heard: Vec<f64> = progress
+            .iter()
+            .filter_map(|p| p["progress"].as_f64())
+            .collect();
+        let sent: Vec<f64> = (1..=steps).map(|i| i as f64).collect();
+        // The last may follow the answer by a hair, after which the stream is closed.
+        assert!(
+            heard == sent || heard == sent[..sent.len() - 1],
+            "steps {steps}: heard {heard:?}"
+        );
+        assert!(
+            messages.iter().any(|m| m["id"] == 2
+                && m["result"]["content"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("Long running operation completed"))),
+            "{messages:?}"
+        );
+    }
+    assert_eq!(gateway.stop().await.code(), Some(0));
 }
 
 /// The drift server (`crash` exits it) and server-everything, for `role` viewer.

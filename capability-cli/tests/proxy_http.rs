@@ -159,6 +159,28 @@ async fn rmcp_clients_over_http_get_the_role_of_their_bearer_token() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn the_typescript_clients_progress_callback_hears_a_long_call_over_http() {
+    let servers =
+        require_servers!("the_typescript_clients_progress_callback_hears_a_long_call_over_http");
+    let dir = scratch("http_progress", POLICY);
+    let everything = servers.everything();
+    let trail = dir.join("trail.jsonl");
+    let proxy = Listening::start_as(&dir, &trail, "everything", &[], &everything).await;
+    let output = servers
+        .ts_client(
+            &support::long_call_with_progress("trigger-long-running-operation"),
+            TsTarget::Http {
+                url: &proxy.url,
+                token: Some(OP_TOKEN),
+            },
+        )
+        .output()
+        .expect("run the TypeScript client");
+    let lines = support::ts_client_lines(&output).expect("the client ran");
+    support::assert_heard_the_long_calls_progress(&lines[1]);
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn the_typescript_client_over_http_lists_and_calls_by_its_token() {
     let servers = require_servers!("the_typescript_client_over_http_lists_and_calls_by_its_token");
     let dir = scratch("http_ts", POLICY);

@@ -893,6 +893,20 @@ async fn calls_on_the_callers_behalf_carry_a_token_exchanged_for_the_upstream() 
         let _ = client.cancel().await;
         tokens.push(jwt);
     }
+    // A long call on the caller's behalf (the TypeScript client, the first caller's token,
+    // already exchanged): the upstream's progress comes back over the caller's own connection.
+    let output = servers
+        .ts_client(
+            &support::long_call_with_progress("trigger-long-running-operation"),
+            support::TsTarget::Http {
+                url: &url,
+                token: Some(&tokens[0]),
+            },
+        )
+        .output()
+        .expect("runs the client");
+    let lines = support::ts_client_lines(&output).expect("the client ran");
+    support::assert_heard_the_long_calls_progress(&lines[1]);
     // The caller's own token is for the front's audience: the upstream refuses it.
     let direct = post_as(&upstream_url, Some(&tokens[0]), &initialize());
     assert_eq!(direct.status, 401, "{direct:?}");

@@ -273,7 +273,7 @@ pub const METHODS: &[McpMethod] = &[
         ClientNotification,
         Handling::Lifecycle,
         "passed on",
-        "not forwarded; sent by the server for a call's `progressToken`, it reaches the client through `capability gateway` over stdio until the call's answer (`gateway_fast.rs`), and is dropped elsewhere",
+        "not forwarded; sent by the server for a call the client gave a `progressToken`, it reaches that client under the client's token until the call's answer (`gateway.rs::over_http_two_sessions_giving_the_same_progress_token_each_hear_only_their_own_call`)",
         "rmcp_server_items.rs::lifecycle_notifications_are_passed_on_and_no_custom_message",
     ),
     m(

@@ -89,7 +89,13 @@ impl Gateway {
                     context,
                     &mut forwarded.meta,
                 );
-                traced::send(leg, peer.call_tool_once(forwarded))
+                let call = async {
+                    match snapshot.progress.get(server) {
+                        Some(relay) => relay.call_tool(&peer, forwarded, context).await,
+                        None => peer.call_tool_once(forwarded).await,
+                    }
+                };
+                traced::send(leg, call)
                     .await
                     .map(Answer)
                     .map_err(unanswered(server))

@@ -43,6 +43,8 @@ pub(super) struct Snapshot {
     pub(super) items: Items,
     pub(super) tools: HashMap<(String, String), Tool>,
     pub(super) peers: HashMap<String, Peer<RoleClient>>,
+    /// The relays of the servers' progress for the calls passed on through rmcp, by server.
+    pub(super) progress: HashMap<String, crate::proxy::ProgressRelay>,
     /// The forwarding lanes, by server (spawned servers only).
     pub(super) lanes: HashMap<String, Arc<Lane>>,
     pub(super) policy: Arc<Policy>,

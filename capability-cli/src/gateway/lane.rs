@@ -12,7 +12,7 @@
 //! client wrote it) has its server's `notifications/progress` for that token passed to the
 //! client, as the server wrote them, from the server the call went to and only until its
 //! answer: the line, read strictly like every other, reaches the client's writer before the
-//! answer does. Progress for any other token is rmcp's (which drops it). Like the server's
+//! answer does. Progress for any other token is rmcp's (`proxy::progress`). Like the server's
 //! answers, its progress is not capped: it reaches the client as fast as the server writes it.
 
 use std::collections::HashMap;

@@ -201,6 +201,7 @@ pub(super) struct View<'a> {
     pub(super) items: &'a Listed,
     pub(super) peer: ::rmcp::Peer<::rmcp::RoleClient>,
     pub(super) lane: Option<std::sync::Arc<super::lane::Lane>>,
+    pub(super) progress: crate::proxy::ProgressRelay,
 }
 
 impl Member {
@@ -213,6 +214,7 @@ impl Member {
             items: &self.items,
             peer: self.connection.peer(),
             lane: self.connection.lane.clone(),
+            progress: self.connection.progress(),
         }
     }
 }
@@ -228,6 +230,7 @@ pub(super) fn snapshot<'a>(
     let mut tools = HashMap::new();
     let mut peers = HashMap::new();
     let mut lanes = HashMap::new();
+    let mut progress = HashMap::new();
     let mut items = Vec::new();
     for member in members {
         items.push((
@@ -250,6 +253,7 @@ pub(super) fn snapshot<'a>(
             );
         }
         peers.insert(member.spec.name.clone(), member.peer);
+        progress.insert(member.spec.name.clone(), member.progress);
         if let Some(lane) = member.lane {
             lanes.insert(member.spec.name.clone(), lane);
         }
@@ -265,6 +269,7 @@ pub(super) fn snapshot<'a>(
         items: Items::new(items),
         tools,
         peers,
+        progress,
         lanes,
         policy: std::sync::Arc::new(policy.clone()),
         policy_version: policy.version().map(str::to_owned),

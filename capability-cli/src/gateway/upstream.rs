@@ -16,7 +16,7 @@ use capability::mcp::Server;
 use super::items::Listed;
 use super::lane::Lane;
 use super::source::ServerSource;
-use crate::proxy::ServerRequests;
+use crate::proxy::{ProgressRelay, ServerRequests};
 
 /// The handler facing one server: tells the gateway when its tools, resources or prompts change,
 /// and passes the server's requests (sampling, elicitation, roots) to the client only where
@@ -26,6 +26,8 @@ pub(super) struct Watch {
     changed: mpsc::UnboundedSender<String>,
     /// `None` for a connection that only lists (`--check`): every request refused.
     requests: Option<Arc<ServerRequests>>,
+    /// The server's progress for the calls passed on through rmcp, back to their clients.
+    progress: ProgressRelay,
 }
 
 #[allow(deprecated)]
@@ -87,6 +89,14 @@ impl ClientHandler for Watch {
         let _ = self.changed.send(self.server.clone());
     }
 
+    async fn on_progress(
+        &self,
+        params: ::rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.progress(params).await;
+    }
+
     /// A resource the client subscribed to (through the gateway, decided) changed: told to
     /// the stdio client when its role may read it on this server.
     async fn on_resource_updated(
@@ -113,6 +123,11 @@ impl Connection {
     pub(super) fn peer(&self) -> Peer<RoleClient> {
         self.service.peer().clone()
     }
+
+    /// The relay of the server's progress for the calls passed on through rmcp.
+    pub(super) fn progress(&self) -> ProgressRelay {
+        self.service.service().progress.clone()
+    }
 }
 
 /// Starts (or reaches) `server` from `source` and connects to it.
@@ -127,6 +142,7 @@ pub(super) async fn connect(
         server: server.to_owned(),
         changed,
         requests,
+        progress: ProgressRelay::default(),
     };
     match source {
         ServerSource::Command(words) => {

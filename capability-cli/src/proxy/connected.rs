@@ -39,6 +39,8 @@ pub(super) struct Connected {
     pub(super) gone: Gone,
     pub(super) dispatch: Arc<AuditedDispatch>,
     pub(super) requests: Arc<ServerRequests>,
+    /// The server's progress for the calls passed on (its connection's).
+    pub(super) progress: super::progress::Relay,
 }
 
 /// The server's events that arrived together: each list changed at most once, and the
@@ -163,6 +165,7 @@ pub(super) fn governed(
         .find(|e| e.name() == proxy.server.name());
     let forward = Forward {
         upstream: connected.upstream.clone(),
+        progress: connected.progress.clone(),
         listings: connected.listings.clone(),
         server: proxy.server.name().to_owned(),
         transport: match connected.backend {

@@ -20,6 +20,7 @@ use capability::rmcp::http_parts;
 use capability_http::{Authenticated, SubjectToken, TokenExchange};
 
 use super::RunError;
+use super::progress::{Relay, Relaying};
 use super::protocol::lifecycle;
 
 /// The most callers with a connection of their own at once; beyond, the oldest is closed.
@@ -45,10 +46,11 @@ impl std::fmt::Debug for ExchangeOptions {
     }
 }
 
-/// One caller's connection: the token it presents, and the connection.
+/// One caller's connection: the token it presents, and the connection (which relays the
+/// server's progress to the caller).
 struct Connection {
     token: Arc<str>,
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, Relaying>,
     opened: u64,
 }
 
@@ -85,11 +87,12 @@ impl Delegated {
     }
 
     /// The upstream, as the caller of `context`: its token exchanged (or the one exchanged
-    /// before, while good), over its own connection.
+    /// before, while good), over its own connection; and the relay of that connection's
+    /// progress.
     pub(crate) async fn peer(
         &self,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Peer<RoleClient>, ErrorData> {
+    ) -> Result<(Peer<RoleClient>, Relay), ErrorData> {
         let parts = http_parts(context);
         let (Some(caller), Some(subject)) = (
             parts.and_then(|p| p.extensions.get::<Authenticated>()),
@@ -116,25 +119,28 @@ impl Delegated {
             && *open.token == *exchanged.secret()
             && !open.service.is_transport_closed()
         {
-            return Ok(open.service.peer().clone());
+            return Ok((
+                open.service.peer().clone(),
+                open.service.service().0.clone(),
+            ));
         }
         let config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
             .auth_header(exchanged.secret().to_owned());
         let transport = super::pooled::transport(config)
             .map_err(|e| ErrorData::internal_error(format!("{}: {e}", self.url), None))?;
-        let service =
-            ().serve_with_lifecycle(transport, lifecycle())
-                .await
-                .map_err(|e| {
-                    ErrorData::internal_error(
-                        format!(
-                            "{} did not accept a connection on the caller's behalf: {e}",
-                            self.url
-                        ),
-                        None,
-                    )
-                })?;
-        let peer = service.peer().clone();
+        let service = Relaying(Relay::default())
+            .serve_with_lifecycle(transport, lifecycle())
+            .await
+            .map_err(|e| {
+                ErrorData::internal_error(
+                    format!(
+                        "{} did not accept a connection on the caller's behalf: {e}",
+                        self.url
+                    ),
+                    None,
+                )
+            })?;
+        let peer = (service.peer().clone(), service.service().0.clone());
         if connections.len() >= MAX_CONNECTIONS
             && !connections.contains_key(&key)
             && let Some(oldest) = connections

@@ -130,6 +130,9 @@ impl Changed {
 #[derive(Clone)]
 pub(crate) struct Forward {
     pub(crate) upstream: Peer<RoleClient>,
+    /// The server's progress for the calls passed on through `upstream`, back to their
+    /// clients.
+    pub(crate) progress: super::progress::Relay,
     pub(crate) listings: ToolListings,
     pub(crate) server: String,
     /// How the server is reached (`network.transport` of the `mcp.client` spans).
@@ -160,8 +163,16 @@ impl Forward {
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<Peer<RoleClient>, ErrorData> {
+        self.connection(context).await.map(|(peer, _)| peer)
+    }
+
+    /// The upstream for `context` and the relay of its progress.
+    async fn connection(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Peer<RoleClient>, super::progress::Relay), ErrorData> {
         match &self.delegated {
-            None => Ok(self.upstream.clone()),
+            None => Ok((self.upstream.clone(), self.progress.clone())),
             Some(delegated) => delegated.peer(context).await,
         }
     }
@@ -416,8 +427,9 @@ impl ServerHandler for Forward {
             &context,
             &mut request.meta,
         );
-        let peer = self.peer(&context).await?;
-        self.forwarded(&context, traced::send(leg, peer.call_tool_once(request)))
+        let (peer, progress) = self.connection(&context).await?;
+        let call = progress.call_tool(&peer, request, &context);
+        self.forwarded(&context, traced::send(leg, call))
             .await
             .map(Completed::completed)
     }

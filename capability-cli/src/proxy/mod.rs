@@ -30,6 +30,7 @@ mod front;
 mod gone;
 mod http;
 mod pooled;
+mod progress;
 mod protocol;
 
 pub(crate) use audit::{checkpoint_key, open as open_audit};
@@ -38,6 +39,7 @@ pub(crate) use forward::{Changed, Clients};
 pub(crate) use front::{Hook as FrontHook, standard_streams, start_with as filter_client_with};
 pub(crate) use http::{check_credentials, config as http_config};
 pub(crate) use pooled::transport as http_transport;
+pub(crate) use progress::Relay as ProgressRelay;
 pub(crate) use protocol::lifecycle;
 pub(crate) use upstream::ServerRequests;
 mod run;

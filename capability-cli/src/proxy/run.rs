@@ -63,9 +63,11 @@ where
         stdio_role,
         Arc::clone(&dispatch),
     ));
+    let progress = super::progress::Relay::default();
     let upstream = Upstream {
         events: events_tx,
         requests: Arc::clone(&requests),
+        progress: progress.clone(),
     };
     let (mut backend, upstream, tools) = backend::connect(&proxy, upstream).await?;
     review(&proxy.server, proxy.lock.as_deref(), &tools);
@@ -89,6 +91,7 @@ where
         gone: Gone::default(),
         dispatch,
         requests,
+        progress,
     };
     let front = std::mem::replace(
         &mut proxy.front,

@@ -41,6 +41,8 @@ pub(crate) enum Event {
 pub(crate) struct Upstream {
     pub(crate) events: mpsc::UnboundedSender<Event>,
     pub(crate) requests: Arc<ServerRequests>,
+    /// The server's progress for the calls passed on, back to their clients.
+    pub(crate) progress: super::progress::Relay,
 }
 
 impl Upstream {
@@ -65,6 +67,14 @@ impl ClientHandler for Upstream {
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.send(Event::Changed(Changed::Prompts));
+    }
+
+    async fn on_progress(
+        &self,
+        params: ::rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.progress(params).await;
     }
 
     async fn on_resource_updated(

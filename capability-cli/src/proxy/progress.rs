@@ -1,0 +1,164 @@
+//! A server's `notifications/progress` for a call passed on through rmcp, back to the client
+//! that asked for it.
+//!
+//! rmcp gives every request it sends a `progressToken` of its own (replacing the client's), so
+//! the server's progress names rmcp's token. A [`Relay`] belongs to one connection to a server:
+//! from the moment a call the client gave a token is sent until its answer (or until the call
+//! is dropped), the server's progress for rmcp's token goes to that client under the client's
+//! token, as the server wrote it otherwise. Progress for any other token is dropped, as it is
+//! for a call the client gave none.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use ::rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
+    CancelledNotificationParam, ClientRequest, ProgressNotificationParam, ProgressToken, RequestId,
+    ServerResult,
+};
+use ::rmcp::service::{PeerRequestOptions, RequestContext};
+use ::rmcp::{Peer, RoleClient, RoleServer, ServiceError};
+
+/// The calls of one connection whose progress goes back to their clients, by rmcp's token.
+#[derive(Clone, Default)]
+pub(crate) struct Relay(Arc<Mutex<HashMap<ProgressToken, Sink>>>);
+
+/// The handler of a connection that only relays its server's progress (a connection on the
+/// caller's behalf: the proxy's own connection handles the rest).
+pub(crate) struct Relaying(pub(crate) Relay);
+
+impl ::rmcp::ClientHandler for Relaying {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: ::rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.0.progress(params).await;
+    }
+}
+
+/// Where one call's progress goes: the client's own token and the client.
+#[derive(Clone)]
+struct Sink {
+    token: ProgressToken,
+    client: Peer<RoleServer>,
+}
+
+impl Relay {
+    /// The server's progress: passed to the client of the call it names, while that call waits.
+    pub(crate) async fn progress(&self, params: ProgressNotificationParam) {
+        let sink = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&params.progress_token)
+            .cloned();
+        let Some(sink) = sink else {
+            return;
+        };
+        let mut params = params;
+        params.progress_token = sink.token;
+        // A client gone has nothing to hear.
+        let _ = sink.client.notify_progress(params).await;
+    }
+
+    /// `tools/call` at `server`, as [`Peer::call_tool_once`] does it, with the server's
+    /// progress passed to the client of `context` when the client gave a `progressToken`.
+    /// Dropped before its answer, the call is cancelled at the server.
+    pub(crate) async fn call_tool(
+        &self,
+        server: &Peer<RoleClient>,
+        params: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ServiceError> {
+        let Some(token) = context.meta.get_progress_token() else {
+            return server.call_tool_once(params).await;
+        };
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = server
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await?;
+        // Registered before this task yields: the gateway and the proxy run on one thread, so
+        // rmcp's loop cannot have read the server's first progress before.
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                handle.progress_token.clone(),
+                Sink {
+                    token,
+                    client: context.peer.clone(),
+                },
+            );
+        let mut waiting = Waiting {
+            relay: self,
+            server,
+            token: handle.progress_token.clone(),
+            unanswered: Some(handle.id.clone()),
+        };
+        let answer = handle.await_response().await;
+        // Answered, or the connection lost: nothing to cancel.
+        waiting.unanswered = None;
+        drop(waiting);
+        completed(answer?)
+    }
+}
+
+/// A call whose progress is passed on: dropped, its token is forgotten, and, unanswered, the
+/// call is cancelled at the server.
+struct Waiting<'a> {
+    relay: &'a Relay,
+    server: &'a Peer<RoleClient>,
+    token: ProgressToken,
+    unanswered: Option<RequestId>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.relay
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+        if let Some(id) = self.unanswered.take() {
+            let server = self.server.clone();
+            let cancelled = CancelledNotificationParam::new(
+                Some(id),
+                Some("request abandoned by the caller".to_owned()),
+            );
+            tokio::spawn(async move {
+                let _ = server.notify_cancelled(cancelled).await;
+            });
+        }
+    }
+}
+
+/// The server's result of a `tools/call`, as [`Peer::call_tool_once`] reads it: a result
+/// without `content` decodes as another variant, and is a result all the same.
+fn completed(result: ServerResult) -> Result<CallToolResponse, ServiceError> {
+    let (result_type, meta) = match result {
+        ServerResult::CallToolResult(result) => return Ok(CallToolResponse::Complete(result)),
+        ServerResult::InputRequiredResult(result) => {
+            return Ok(CallToolResponse::InputRequired(result));
+        }
+        ServerResult::CreateTaskResult(result) => return Ok(CallToolResponse::Task(result)),
+        ServerResult::EmptyResult(_) => (None, None),
+        ServerResult::TaskAckResult(ack) => (Some(ack.result_type), ack.meta),
+        ServerResult::CustomResult(custom) => {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct MetaOnly {
+                #[serde(rename = "_meta")]
+                meta: ::rmcp::model::MetaObject,
+            }
+            let MetaOnly { meta } =
+                serde_json::from_value(custom.0).map_err(|_| ServiceError::UnexpectedResponse)?;
+            (None, Some(meta))
+        }
+        _ => return Err(ServiceError::UnexpectedResponse),
+    };
+    let mut result = CallToolResult::default();
+    result.result_type = result_type;
+    result.meta = meta;
+    Ok(CallToolResponse::Complete(result))
+}
