@@ -10,6 +10,7 @@
 pub mod escape;
 pub mod files;
 pub mod gateway;
+mod lines;
 pub mod metrics;
 pub mod otlp;
 pub mod proxy;

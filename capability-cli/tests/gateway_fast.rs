@@ -15,6 +15,10 @@
 //! - A server's progress for the call's `progressToken` reaches the client before the answer,
 //!   matched by the token's value; progress for another token, from another server, or after
 //!   the answer does not.
+//! - A message longer than 64 MiB is not held, from either side: a server's cuts its output off
+//!   (the call fails saying why, the server is started again, the other keeps serving), a
+//!   client's is answered unread and the session goes on; the gateway's memory stays well
+//!   below what was written.
 
 #![cfg(unix)]
 
@@ -29,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use proxy_common::{BIN, calls_in, scratch};
+use proxy_common::{BIN, calls_in, peak_kib, scratch};
 
 /// A stdio MCP server of 2025-11-25 in plain Python: journals every line it reads to
 /// `$JOURNAL`, and misbehaves by tool name.
@@ -49,7 +53,7 @@ for line in sys.stdin:
             "protocolVersion": message["params"]["protocolVersion"],
             "capabilities": {"tools": {}}, "serverInfo": {"name": "journal", "version": "1"}}}))
     elif method == "tools/list":
-        names = ["echo", "twice", "forge", "slow", "die", "badshape", "progress", "inject"]
+        names = ["echo", "twice", "forge", "slow", "die", "badshape", "progress", "inject", "flood"]
         send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": [tool(n) for n in names]}}))
     elif method == "tools/call":
         name, arguments = message["params"]["name"], message["params"].get("arguments")
@@ -80,6 +84,11 @@ for line in sys.stdin:
             send(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
                 "params": {"progressToken": arguments["token"], "progress": 99}}))
             send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": []}}))
+        elif name == "flood":
+            chunk = "x" * (1 << 20)
+            for _ in range(int(arguments["mib"])):
+                sys.stdout.write(chunk)
+            send("")
         elif name == "slow":
             pass
         elif name == "die":
@@ -621,4 +630,83 @@ fn a_servers_progress_reaches_the_client_for_its_own_call_and_only_until_the_ans
         "params": {"name": "j_progress", "arguments": {}}}));
     let seen = client.until_answer(&json!(5));
     assert_eq!(progress_in(&seen), [], "{seen:?}");
+}
+
+#[test]
+fn a_server_writing_a_message_past_the_bound_is_cut_off_and_started_again_and_nothing_is_held() {
+    let dir = scratch("gateway-fast-flood", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+
+    // 300 MiB in one line: past the 64 MiB a message may hold.
+    let flooded = client.call(1, "j_flood", r#"{"mib":300}"#);
+    let message = flooded["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`journal`") && message.contains("longer than 64 MiB"),
+        "the reason: {flooded}"
+    );
+    assert!(
+        client.said("output was cut off", Duration::from_secs(5)),
+        "the cut is said"
+    );
+    // The other server keeps serving.
+    let other = client.call(2, "o_echo", r#"{"still":"here"}"#);
+    assert_eq!(
+        other["result"]["content"][0]["text"],
+        r#"{"still": "here"}"#
+    );
+    let peak = peak_kib(client.child.id()).expect("the gateway runs");
+    assert!(
+        peak < 160 * 1024,
+        "the gateway held {peak} KiB at once while the server wrote 300 MiB in one line"
+    );
+    // The server is started again and serves.
+    assert!(
+        client.said("server `journal` is back", Duration::from_secs(20)),
+        "the server is started again"
+    );
+    let back = client.call(3, "j_echo", r#"{"again":1}"#);
+    assert_eq!(back["result"]["content"][0]["text"], r#"{"again": 1}"#);
+
+    let records = calls_once(&dir, "flood", 1);
+    let flood = outcome(&records, "flood");
+    assert_eq!(flood.len(), 1);
+    assert_eq!(flood[0]["success"], false, "{}", flood[0]);
+}
+
+#[test]
+fn a_client_message_past_the_bound_is_answered_unread_and_the_session_goes_on() {
+    let dir = scratch("gateway-fast-long-client", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+
+    // A call whose arguments hold 200 MiB: past the 64 MiB a message may hold.
+    let big = "y".repeat(200 * 1024 * 1024);
+    client.line(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"j_echo","arguments":{{"text":"{big}"}}}}}}"#
+    ));
+    drop(big);
+    let refused = client.answer(&Value::Null);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("longer than 64 MiB"), "{refused}");
+    assert!(
+        client.said("longer than 64 MiB", Duration::from_secs(5)),
+        "the gateway says so"
+    );
+
+    // The session goes on, and the next call is the one served.
+    let after = client.call(2, "j_echo", r#"{"after":true}"#);
+    assert_eq!(after["result"]["content"][0]["text"], r#"{"after": true}"#);
+    let peak = peak_kib(client.child.id()).expect("the gateway runs");
+    assert!(
+        peak < 150 * 1024,
+        "the gateway held {peak} KiB at once for a message of 200 MiB"
+    );
+    // The message unread went nowhere: not to the server, not on record.
+    let sent = calls_of(&journal(&dir.join("journal.jsonl")), "echo");
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["params"]["arguments"], json!({"after": true}));
+    let records = calls_once(&dir, "echo", 1);
+    assert_eq!(outcome(&records, "echo").len(), 1);
 }

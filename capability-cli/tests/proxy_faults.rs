@@ -1,6 +1,7 @@
 //! `capability proxy` when things go wrong (issue 14, item 3): bad input (exit 2, nothing
-//! spawned), the server crashing, the client leaving, malformed lines from either side, and an
-//! audit trail that cannot be written (fail-closed).
+//! spawned), the server crashing, the client leaving, malformed lines from either side, a
+//! server's message past the 64 MiB bound (cut off, none of it held), and an audit trail that
+//! cannot be written (fail-closed).
 
 mod proxy_common;
 mod support;
@@ -581,5 +582,104 @@ async fn sigterm_stops_the_server_and_keeps_the_trail() {
         "server gone"
     );
     assert_eq!(summary(&trail), [triple("viewer", "stable", "allowed")]);
+    verifies(&trail);
+}
+
+/// A stdio MCP server in plain Python whose `flood` writes `mib` MiB in one line.
+const FLOODING: &str = r#"
+import json, sys
+def send(text):
+    sys.stdout.write(text + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    message = json.loads(line)
+    method, id = message.get("method"), message.get("id")
+    if method == "initialize":
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "flooding", "version": "1"}}}))
+    elif method == "tools/list":
+        tools = [{"name": n, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+                 for n in ["echo", "flood"]]
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": tools}}))
+    elif method == "tools/call" and message["params"]["name"] == "flood":
+        chunk = "x" * (1 << 20)
+        for _ in range(int(message["params"]["arguments"]["mib"])):
+            sys.stdout.write(chunk)
+        send("")
+    elif method == "tools/call":
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "echo"}]}}))
+    elif method == "ping":
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {}}))
+    elif id is not None and method is not None:
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}}))
+"#;
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_server_writing_a_message_past_the_bound_is_cut_off_and_the_proxy_holds_none_of_it() {
+    let dir = scratch("server_flood", POLICY);
+    std::fs::write(dir.join("flooding.py"), FLOODING).expect("server");
+    let trail = dir.join("trail.jsonl");
+    let server = support::McpServer {
+        name: "flooding",
+        program: "python3".into(),
+        args: vec![dir.join("flooding.py").display().to_string()],
+        env: Vec::new(),
+    };
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "flooding",
+        &trail,
+        &["--trust", "trusted"],
+        &server,
+    );
+    let mut proxied = Proxied::start(&args).await;
+    let echo = proxied.call("echo", json!({})).await.expect("runs");
+    assert!(echo.contains("echo"), "{echo}");
+    // The proxy's peak memory, read until it exits (the last reading is the peak by then).
+    let pid = proxied.child.id().expect("running");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watching = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut peak = None;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match proxy_common::peak_kib(pid) {
+                    Some(now) => peak = Some(now),
+                    None => break,
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak
+        })
+    };
+    // 300 MiB in one line: past the 64 MiB a message may hold.
+    let error = proxied
+        .call("flood", json!({"mib": 300}))
+        .await
+        .expect_err("no answer past the bound");
+    // The call's error names the server and how it ended; the cut itself is said on standard
+    // error (its output read no further, the server exits on its broken pipe).
+    assert!(
+        error.message.contains("`flooding` did not answer"),
+        "{error:?}"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())
+        .await
+        .expect("the proxy exits when the server's output is cut off")
+        .expect("status");
+    assert_eq!(status.code(), Some(1), "non-zero");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = watching
+        .join()
+        .expect("watcher")
+        .expect("read while running");
+    assert!(
+        peak < 150 * 1024,
+        "the proxy held {peak} KiB at once while the server wrote 300 MiB in one line"
+    );
+    let records = proxy_common::calls(&trail);
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[1]["success"], false, "{:?}", records[1]);
     verifies(&trail);
 }

@@ -378,11 +378,19 @@ impl Tap for LaneTap {
         true
     }
 
-    fn end(&mut self) {
+    fn end(&mut self, why: Option<&str>) {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         pending.ended = true;
-        // The senders dropped: every call waiting hears that the connection closed.
-        pending.waiting.clear();
+        // Every call waiting hears why there is no answer: the connection closed (its sender
+        // dropped), or the server's output was cut off.
+        for (_, waiting) in pending.waiting.drain() {
+            if let Some(why) = why {
+                let _ = waiting.send(Err(format!(
+                    "the MCP server `{}` did not answer: {why}",
+                    self.server
+                )));
+            }
+        }
         pending.progress.clear();
     }
 }

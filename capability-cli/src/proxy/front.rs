@@ -4,12 +4,16 @@
 //! rmcp ignores a line that is not JSON (as the other MCP SDKs do) and gives the sender no
 //! answer. JSON-RPC 2.0 asks for a `-32700 Parse error` with `id: null`, so the filter answers
 //! such a line itself and passes every other line to rmcp unchanged; a line that is JSON but
-//! not a JSON-RPC message is rmcp's (it answers `-32600 Invalid Request`). Everything rmcp
-//! writes goes out whole lines at a time, through the one writer that owns standard output.
+//! not a JSON-RPC message is rmcp's (it answers `-32600 Invalid Request`). A line longer than
+//! 64 MiB is not held: it is dropped as it is read and answered `-32600` with `id: null`, and
+//! the session goes on. Everything rmcp writes goes out whole lines at a time, through the
+//! one writer that owns standard output.
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use crate::lines::{Line, MAX_MESSAGE, MAX_MESSAGE_BYTES};
 
 /// The buffer of the in-process pipe between the filter and rmcp.
 const PIPE_BYTES: usize = 256 * 1024;
@@ -30,6 +34,24 @@ fn parse_error(error: &serde_json::Error) -> Vec<u8> {
         "jsonrpc": "2.0",
         "id": null,
         "error": {"code": -32700, "message": format!("Parse error: {error}")},
+    });
+    let mut line = answer.to_string().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// The answer to a line longer than the bound: its id cannot be known without reading it.
+fn too_long() -> Vec<u8> {
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32600,
+            "message": format!(
+                "Invalid Request: the message is longer than {MAX_MESSAGE} \
+                 ({MAX_MESSAGE_BYTES} bytes), the most a message may hold; it was not read"
+            ),
+        },
     });
     let mut line = answer.to_string().into_bytes();
     line.push(b'\n');
@@ -76,10 +98,23 @@ where
         let mut input = BufReader::new(input);
         let mut line = Vec::new();
         loop {
-            line.clear();
-            match input.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
+            match crate::lines::read_line(&mut input, &mut line, MAX_MESSAGE_BYTES).await {
+                Ok(Line::End) | Err(_) => break,
+                Ok(Line::Whole) => {}
+                Ok(read @ (Line::TooLong | Line::Overflowing)) => {
+                    crate::proxy::note(format_args!(
+                        "a message from the client is longer than {MAX_MESSAGE}; dropped unread, \
+                         answered with an error"
+                    ));
+                    // Dropped as it comes, to its end: the next line is the client's next.
+                    if read == Line::Overflowing
+                        && crate::lines::skip_line(&mut input).await.is_err()
+                    {
+                        break;
+                    }
+                    let _ = errors.send(too_long());
+                    continue;
+                }
             }
             let text = line.trim_ascii();
             if text.is_empty() {

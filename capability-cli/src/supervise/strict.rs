@@ -7,10 +7,16 @@
 //! read strictly first ([`capability::json::no_duplicate_keys`]): an answer that writes a key
 //! twice is replaced by a JSON-RPC error for the same request, naming the key's path; any
 //! other such message is dropped, with a note on standard error.
+//!
+//! A line longer than 64 MiB is not held: the server's
+//! output is read no further (the note says why), so rmcp and the tap see it end, as if the
+//! server had closed it, and the process's memory stays bounded whatever the server writes.
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::io::{AsyncRead, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::task::JoinHandle;
+
+use crate::lines::{Line, MAX_MESSAGE, MAX_MESSAGE_BYTES};
 
 /// The buffer of the in-process pipe rmcp reads from.
 const PIPE_BYTES: usize = 256 * 1024;
@@ -93,8 +99,8 @@ pub trait Tap: Send + 'static {
     /// Whether `line` (checked, or the error answer that replaces it) is taken: it then does
     /// not reach rmcp.
     fn take(&mut self, line: &[u8]) -> bool;
-    /// The server's output ended.
-    fn end(&mut self) {}
+    /// The server's output ended (`why`, when it was cut off rather than closed).
+    fn end(&mut self, _why: Option<&str>) {}
 }
 
 struct NoTap;
@@ -118,11 +124,20 @@ where
     let task = tokio::spawn(async move {
         let mut input = BufReader::new(input);
         let mut line = Vec::new();
+        let mut cut = None;
         loop {
-            line.clear();
-            match input.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
+            match crate::lines::read_line(&mut input, &mut line, MAX_MESSAGE_BYTES).await {
+                Ok(Line::End) | Err(_) => break,
+                Ok(Line::Whole) => {}
+                Ok(Line::TooLong | Line::Overflowing) => {
+                    let why = format!(
+                        "it wrote a message longer than {MAX_MESSAGE} (the most a message may \
+                         hold); its output is read no further"
+                    );
+                    note(&format!("the server's output was cut off: {why}"));
+                    cut = Some(why);
+                    break;
+                }
             }
             let body = line.strip_suffix(b"\n").unwrap_or(&line);
             let written = match check_line(body.trim_ascii()) {
@@ -145,7 +160,7 @@ where
                 break;
             }
         }
-        tap.end();
+        tap.end(cut.as_deref());
         let _ = pipe.shutdown().await;
     });
     (for_rmcp, task)

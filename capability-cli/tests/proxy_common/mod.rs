@@ -405,3 +405,12 @@ pub fn hangup(pid: &str) {
         .expect("kill");
     assert!(status.success(), "kill -HUP {pid}");
 }
+
+/// The most memory `pid` has held at once, in KiB (`VmHWM`); `None` once it has exited.
+pub fn peak_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
