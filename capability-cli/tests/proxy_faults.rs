@@ -658,10 +658,11 @@ async fn a_server_writing_a_message_past_the_bound_is_cut_off_and_the_proxy_hold
         .call("flood", json!({"mib": 300}))
         .await
         .expect_err("no answer past the bound");
-    // The call's error names the server and how it ended; the cut itself is said on standard
-    // error (its output read no further, the server exits on its broken pipe).
+    // The call's error names the server and why it has no answer.
     assert!(
-        error.message.contains("`flooding` did not answer"),
+        error.message.contains("`flooding` did not answer")
+            && error.message.contains("output was cut off")
+            && error.message.contains("longer than 64 MiB"),
         "{error:?}"
     );
     let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())

@@ -4,6 +4,7 @@
 
 use std::ffi::OsString;
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ::rmcp::RoleClient;
@@ -16,7 +17,7 @@ use capability::rmcp::list_tools;
 use super::protocol::lifecycle;
 use super::upstream::Upstream;
 use super::{Proxy, RunError, Source, note};
-use crate::supervise::strict::strict_lines;
+use crate::supervise::strict::{Tap, strict_lines_tapped};
 
 /// How long the server gets to connect (answer `server/discover` or `initialize`) and list its
 /// tools.
@@ -47,8 +48,38 @@ pub(super) fn check_url(url: &str) -> Result<String, String> {
 
 /// The server: a child process, or an HTTP endpoint.
 pub(super) enum Backend {
-    Child { child: Child, command: String },
-    Http { url: String },
+    Child {
+        child: Child,
+        command: String,
+        /// Why the server's output was cut off, once it was (a message past the bound).
+        cut: Arc<OnceLock<String>>,
+    },
+    Http {
+        url: String,
+    },
+}
+
+/// How the server ended: its output cut off (said first, the exit it led to after), or its exit.
+fn ended(command: &str, cut: &OnceLock<String>, status: std::io::Result<ExitStatus>) -> String {
+    match cut.get() {
+        Some(why) => format!("`{command}`'s output was cut off: {why}"),
+        None => exited(command, status),
+    }
+}
+
+/// Keeps why the server's output was cut off; takes no line.
+struct Cut(Arc<OnceLock<String>>);
+
+impl Tap for Cut {
+    fn take(&mut self, _line: &[u8]) -> bool {
+        false
+    }
+
+    fn end(&mut self, why: Option<&str>) {
+        if let Some(why) = why {
+            let _ = self.0.set(why.to_owned());
+        }
+    }
 }
 
 fn exited(command: &str, status: std::io::Result<ExitStatus>) -> String {
@@ -63,7 +94,14 @@ impl Backend {
     /// the end of the connection).
     pub(super) async fn exited(&mut self) -> String {
         match self {
-            Backend::Child { child, command } => exited(command, child.wait().await),
+            Backend::Child {
+                child,
+                command,
+                cut,
+            } => {
+                let status = child.wait().await;
+                ended(command, cut, status)
+            }
             Backend::Http { .. } => std::future::pending().await,
         }
     }
@@ -71,12 +109,14 @@ impl Backend {
     /// Why the connection to the server ended: a child's exit status if it comes soon.
     pub(super) async fn why_closed(&mut self) -> String {
         match self {
-            Backend::Child { child, command } => {
-                match tokio::time::timeout(STATUS_WAIT, child.wait()).await {
-                    Ok(status) => exited(command, status),
-                    Err(_) => format!("`{command}` closed its standard output"),
-                }
-            }
+            Backend::Child {
+                child,
+                command,
+                cut,
+            } => match tokio::time::timeout(STATUS_WAIT, child.wait()).await {
+                Ok(status) => ended(command, cut, status),
+                Err(_) => format!("`{command}` closed its standard output"),
+            },
             Backend::Http { url } => format!("the connection to {url} ended"),
         }
     }
@@ -111,9 +151,14 @@ pub(super) async fn connect(
             };
             // Every line the server writes is read strictly first: a message that writes a key
             // twice never reaches rmcp, which would keep the last of the two values.
-            let (stdout, _checking) = strict_lines(stdout, |why| {
-                note(format_args!("{}", crate::escape::escape(why)));
-            });
+            let cut = Arc::new(OnceLock::new());
+            let (stdout, _checking) = strict_lines_tapped(
+                stdout,
+                |why| {
+                    note(format_args!("{}", crate::escape::escape(why)));
+                },
+                Cut(cut.clone()),
+            );
             let connecting = async {
                 let connection = upstream
                     .serve_with_lifecycle((stdout, stdin), lifecycle())
@@ -130,7 +175,11 @@ pub(super) async fn connect(
                     )));
                 }
             };
-            let mut backend = Backend::Child { child, command };
+            let mut backend = Backend::Child {
+                child,
+                command,
+                cut,
+            };
             match settle(connected, backend.name()) {
                 Ok((connection, tools)) => Ok((backend, connection, tools)),
                 Err(error) => {
