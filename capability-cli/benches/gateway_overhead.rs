@@ -6,7 +6,9 @@
 //! gateway` over a fleet of that one server (role `operator`, every call routed, decided and
 //! audited into a JSON Lines file). Prints the medians over the rounds of each path's p50 and
 //! p99, and the ratios; (4) the gateway with `--otlp` to a loopback receiver of its own, against
-//! (3).
+//! (3); (5) the relay again, run with `--relay-reactor`: waiting on one thread's tokio reactor
+//! as the gateway does, against (2) and (3), so the cost of that way of waiting is told apart
+//! from the gateway's work.
 //!
 //! Then the gateway's start: the time from spawning it to the answer to the first `tools/list`
 //! (initialize, initialized, list, over pipes), against the server spawned straight; and its
@@ -34,6 +36,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--relay") {
         relay(&args[2..]);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("--relay-reactor") {
+        relay_reactor(&args[2..]);
         return;
     }
     if !args.iter().any(|a| a == "--bench") {
@@ -85,11 +91,21 @@ fn main() {
         .cloned()
         .chain(["--otlp".to_owned(), receiver.url.clone()])
         .collect();
+    // (5) the relay again, on one thread's reactor as the gateway is (epoll, one thread for
+    // both directions), doing nothing else: what the gateway's way of waiting costs by itself.
+    let reactor: Vec<String> = relay
+        .iter()
+        .map(|word| match word.as_str() {
+            "--relay" => "--relay-reactor".to_owned(),
+            _ => word.clone(),
+        })
+        .collect();
     let paths = [
         ("direct", &server),
         ("relay", &relay),
         ("gateway", &gateway),
         ("otlp", &traced),
+        ("reactor", &reactor),
     ];
     let mut samples: Vec<Vec<[f64; 3]>> = vec![Vec::new(); paths.len()];
     for _ in 0..ROUNDS {
@@ -134,6 +150,7 @@ fn main() {
         (ratios[ratios.len() / 2], shown.join(" "))
     };
     let ((to_direct, each_direct), (to_relay, each_relay)) = (paired(2, 0), paired(2, 1));
+    let ((reactor_to_relay, each_reactor), (to_reactor, _)) = (paired(4, 1), paired(2, 4));
     println!(
         "gateway_overhead: tools/call p50 ratios within each round: gateway/direct median {to_direct:.2}x ({each_direct}), gateway/relay median {to_relay:.2}x ({each_relay})"
     );
@@ -145,6 +162,10 @@ fn main() {
         relay[0] / direct[0],
         gateway[1] / direct[1],
         gateway[2] / direct[2],
+    );
+    println!(
+        "gateway_overhead: the relay on one reactor thread: tools/call p50 {:.0} us, {reactor_to_relay:.2}x the threaded relay within each round ({each_reactor}); the gateway {to_reactor:.2}x it",
+        figures[4][0],
     );
     println!(
         "gateway_overhead: with --otlp, tools/call p50 {:.2}x the gateway without, {:.2}x direct; \
@@ -451,4 +472,79 @@ fn relay(command: &[String]) {
     pump(&mut from_child, &mut std::io::stdout());
     let _ = down.join();
     let _ = child.wait();
+}
+
+/// `--relay-reactor <command...>`: the relay of [`relay`], waiting as the gateway does: on a
+/// current-thread tokio runtime, standard input registered with its reactor (a pipe or a
+/// socket, whichever the client gave) and the server's pipes tokio's, one task per direction;
+/// standard output written straight away, as the gateway writes it (registered only while a
+/// write would block, which a client reading its answers never makes happen here).
+fn relay_reactor(command: &[String]) {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+    let Some((program, args)) = command.split_first() else {
+        std::process::exit(2);
+    };
+    /// Standard input on the reactor.
+    fn standard_input() -> std::io::Result<Box<dyn AsyncRead + Unpin>> {
+        let input = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+        if input.metadata()?.file_type().is_socket() {
+            let input = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(input));
+            input.set_nonblocking(true)?;
+            Ok(Box::new(tokio::net::UnixStream::from_std(input)?))
+        } else {
+            Ok(Box::new(tokio::net::unix::pipe::Receiver::from_file(
+                input,
+            )?))
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("relay: {e}"));
+    runtime.block_on(async {
+        let input = standard_input().unwrap_or_else(|e| panic!("relay: {e}"));
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("relay: {program}: {e}"));
+        let (Some(mut to_child), Some(mut from_child)) = (child.stdin.take(), child.stdout.take())
+        else {
+            std::process::exit(2);
+        };
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let down = tokio::task::spawn_local(async move {
+                    let mut input = input;
+                    let mut buffer = vec![0u8; 64 * 1024];
+                    while let Ok(n) = input.read(&mut buffer).await {
+                        if n == 0 || to_child.write_all(&buffer[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let mut output = std::io::stdout().lock();
+                let mut buffer = vec![0u8; 64 * 1024];
+                while let Ok(n) = from_child.read(&mut buffer).await {
+                    if n == 0
+                        || output
+                            .write_all(&buffer[..n])
+                            .and_then(|()| output.flush())
+                            .is_err()
+                    {
+                        break;
+                    }
+                }
+                let _ = down.await;
+            })
+            .await;
+        let _ = child.wait().await;
+    });
 }
