@@ -18,7 +18,8 @@
 //! - A message longer than 64 MiB is not held, from either side: a server's cuts its output off
 //!   (the call fails saying why, the server is started again, the other keeps serving), a
 //!   client's is answered unread and the session goes on; the gateway's memory stays well
-//!   below what was written.
+//!   below what was written. A server that writes its progress faster than the client reads
+//!   it is held back: none of it piles up in the gateway, and all of it arrives, in order.
 
 #![cfg(unix)]
 
@@ -28,7 +29,8 @@ mod support;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -53,7 +55,7 @@ for line in sys.stdin:
             "protocolVersion": message["params"]["protocolVersion"],
             "capabilities": {"tools": {}}, "serverInfo": {"name": "journal", "version": "1"}}}))
     elif method == "tools/list":
-        names = ["echo", "twice", "forge", "slow", "die", "badshape", "progress", "inject", "flood"]
+        names = ["echo", "twice", "forge", "slow", "die", "badshape", "progress", "inject", "flood", "spam"]
         send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": [tool(n) for n in names]}}))
     elif method == "tools/call":
         name, arguments = message["params"]["name"], message["params"].get("arguments")
@@ -89,6 +91,13 @@ for line in sys.stdin:
             for _ in range(int(arguments["mib"])):
                 sys.stdout.write(chunk)
             send("")
+        elif name == "spam":
+            token = message["params"]["_meta"]["progressToken"]
+            pad = "p" * 3000
+            for n in range(int(arguments["count"])):
+                send(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": n, "message": pad}}))
+            send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "spammed"}]}}))
         elif name == "slow":
             pass
         elif name == "die":
@@ -130,6 +139,8 @@ struct Client {
     input: ChildStdin,
     lines: mpsc::Receiver<String>,
     errors: mpsc::Receiver<String>,
+    /// While set, the gateway's output is not read (a client that is behind).
+    paused: Arc<AtomicBool>,
 }
 
 impl Client {
@@ -155,8 +166,17 @@ impl Client {
         let input = child.stdin.take().expect("stdin");
         let (tx, lines) = mpsc::channel();
         let stdout = child.stdout.take().expect("stdout");
+        let paused = Arc::new(AtomicBool::new(false));
+        let pausing = paused.clone();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let mut lines = BufReader::new(stdout).lines();
+            loop {
+                while pausing.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let Some(Ok(line)) = lines.next() else {
+                    break;
+                };
                 if tx.send(line).is_err() {
                     break;
                 }
@@ -177,6 +197,7 @@ impl Client {
             input,
             lines,
             errors,
+            paused,
         };
         client.send(
             &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -709,4 +730,110 @@ fn a_client_message_past_the_bound_is_answered_unread_and_the_session_goes_on() 
     assert_eq!(sent[0]["params"]["arguments"], json!({"after": true}));
     let records = calls_once(&dir, "echo", 1);
     assert_eq!(outcome(&records, "echo").len(), 1);
+}
+
+#[test]
+fn a_server_writing_progress_faster_than_the_client_reads_is_held_back_and_nothing_is_lost() {
+    let dir = scratch("gateway-fast-spam", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+
+    // The client stops reading; the server writes 60,000 progress lines of 3 KB (180 MB).
+    client.paused.store(true, Ordering::SeqCst);
+    client.line(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"j_spam","arguments":{"count":60000},"_meta":{"progressToken":"t"}}}"#,
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    let peak = peak_kib(client.child.id()).expect("the gateway runs");
+    assert!(
+        peak < 120 * 1024,
+        "the gateway held {peak} KiB at once for a client that does not read"
+    );
+
+    // The client reads again: every line arrives, in order, then the answer.
+    client.paused.store(false, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut next = 0;
+    loop {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .expect("the answer in time");
+        let line = client.lines.recv_timeout(left).expect("a line");
+        let value: Value = serde_json::from_str(&line).expect("JSON");
+        if value["method"] == "notifications/progress" {
+            assert_eq!(value["params"]["progress"], next, "in order");
+            next += 1;
+            continue;
+        }
+        assert_eq!(value["id"], 1, "{line:.200}");
+        assert_eq!(value["result"]["content"][0]["text"], "spammed");
+        break;
+    }
+    assert_eq!(next, 60_000, "every progress line arrived");
+}
+
+#[test]
+fn a_client_sending_calls_faster_than_it_reads_the_answers_is_read_no_further_and_nothing_is_lost()
+{
+    let dir = scratch("gateway-fast-unread", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+
+    // The client stops reading and writes 1,000 calls of 40 KB (40 MB) as fast as it can.
+    const CALLS: u64 = 1_000;
+    let text = "z".repeat(40 * 1024);
+    let written = AtomicBool::new(false);
+    client.paused.store(true, Ordering::SeqCst);
+    std::thread::scope(|scope| {
+        let (input, text, written) = (&mut client.input, &text, &written);
+        scope.spawn(move || {
+            for id in 1..=CALLS {
+                let call = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"j_echo","arguments":{{"text":"{text}"}}}}}}"#
+                );
+                if writeln!(input, "{call}").is_err() {
+                    return;
+                }
+            }
+            let _ = input.flush();
+            written.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_secs(4));
+        let peak = peak_kib(client.child.id()).expect("the gateway runs");
+        // The gateway stopped reading: the client could not write it all.
+        assert!(
+            !written.load(Ordering::SeqCst),
+            "the gateway read 40 MB of calls whose answers no one read"
+        );
+        eprintln!("the gateway's peak: {peak} KiB");
+        assert!(
+            peak < 110 * 1024,
+            "the gateway held {peak} KiB at once for a client that does not read"
+        );
+
+        // The client reads again: every call is answered, with its own result.
+        client.paused.store(false, Ordering::SeqCst);
+        let expected = format!(r#"{{"text": "{text}"}}"#);
+        let mut answered = std::collections::BTreeSet::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while answered.len() < CALLS as usize {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .expect("every answer in time");
+            let line = client.lines.recv_timeout(left).expect("a line");
+            let value: Value = serde_json::from_str(&line).expect("JSON");
+            let id = value["id"].as_u64().expect("an answer");
+            assert_eq!(
+                value["result"]["content"][0]["text"].as_str(),
+                Some(expected.as_str()),
+                "{line:.200}"
+            );
+            assert!(answered.insert(id), "{id} answered twice");
+        }
+    });
+    assert!(written.load(Ordering::SeqCst));
+    assert_eq!(
+        calls_of(&journal(&dir.join("journal.jsonl")), "echo").len(),
+        1_000
+    );
 }

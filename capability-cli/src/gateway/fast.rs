@@ -22,15 +22,21 @@ use ::rmcp::ErrorData;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use capability::mcp::telemetry::{self, Ending, Operation, Transport};
 
 use super::handler::Gateway;
+use crate::proxy::Outbox;
 
 /// The latest revision whose sessions start with `initialize`: a later one is rmcp's.
 const LAST_WITH_INITIALIZE: &str = "2025-11-25";
+
+/// The least room in the client's outbox a call in flight takes (its request's length if
+/// longer): a client that sends calls and does not read their answers is read no further once
+/// about 2,000 small calls are in flight ([`Outbox::hold`]).
+const ROOM_PER_CALL: usize = 4096;
 
 /// The hook on the stdio client's messages.
 pub(super) struct Fast {
@@ -106,10 +112,11 @@ impl Fast {
             .is_some_and(|v| v.as_str() <= LAST_WITH_INITIALIZE)
     }
 
-    fn call(&self, id: &RawValue, params: &RawValue, out: &mpsc::UnboundedSender<Vec<u8>>) -> bool {
+    fn call(&self, id: &RawValue, params: &RawValue, out: &Outbox) -> bool {
         if !self.serves() {
             return false;
         }
+        let params_len = params.get().len();
         let Ok(params) = serde_json::from_str::<CallParams<'_>>(params.get()) else {
             return false;
         };
@@ -148,8 +155,11 @@ impl Fast {
             .insert(id.clone(), stop);
         let gateway = self.gateway.clone();
         let in_flight = self.in_flight.clone();
+        let held = out.hold(params_len.max(ROOM_PER_CALL));
         let out = out.clone();
         tokio::spawn(async move {
+            // Until the task ends: the answer, once sent, holds its own room.
+            let _held = held;
             // Whether the server's result has `isError`, read once, when the leg ends.
             let mut tool_error = false;
             let answering = async {
@@ -260,7 +270,7 @@ impl Fast {
 }
 
 impl crate::proxy::FrontHook for Fast {
-    fn take(&self, line: &[u8], out: &mpsc::UnboundedSender<Vec<u8>>) -> bool {
+    fn take(&self, line: &[u8], out: &Outbox) -> bool {
         let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(line) else {
             return false;
         };

@@ -12,8 +12,9 @@
 //! client wrote it) has its server's `notifications/progress` for that token passed to the
 //! client, as the server wrote them, from the server the call went to and only until its
 //! answer: the line, read strictly like every other, reaches the client's writer before the
-//! answer does. Progress for any other token is rmcp's (`proxy::progress`). Like the server's
-//! answers, its progress is not capped: it reaches the client as fast as the server writes it.
+//! answer does. Progress for any other token is rmcp's (`proxy::progress`). A server that
+//! writes progress faster than its client reads is held back: while more than 8 MiB wait to
+//! be written to the client, the server's output is not read (`proxy::Outbox::room`).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -23,7 +24,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::supervise::strict::Tap;
 
@@ -67,7 +68,7 @@ impl Pending {
 }
 
 /// The client's writer: the lines sent are written to the client, in order.
-pub(super) type Client = mpsc::UnboundedSender<Vec<u8>>;
+pub(super) type Client = crate::proxy::Outbox;
 
 /// Where a call's progress goes: the client's `progressToken` (its JSON, written canonically:
 /// [`progress_key`]) and the client's writer.
@@ -376,6 +377,23 @@ impl Tap for LaneTap {
             )),
         }
         true
+    }
+
+    fn room(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        // The clients whose calls' progress this server may write: usually none or one.
+        let clients: Vec<Client> = {
+            let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            pending
+                .progress
+                .values()
+                .map(|(_, client)| client.clone())
+                .collect()
+        };
+        async move {
+            for client in clients {
+                client.room().await;
+            }
+        }
     }
 
     fn end(&mut self, why: Option<&str>) {

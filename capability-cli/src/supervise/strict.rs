@@ -101,6 +101,11 @@ pub trait Tap: Send + 'static {
     fn take(&mut self, line: &[u8]) -> bool;
     /// The server's output ended (`why`, when it was cut off rather than closed).
     fn end(&mut self, _why: Option<&str>) {}
+    /// Resolves once the next line may be read: a tap that passes lines on to a client that
+    /// is behind holds the server's output until the client catches up.
+    fn room(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        std::future::ready(())
+    }
 }
 
 struct NoTap;
@@ -126,6 +131,7 @@ where
         let mut line = Vec::new();
         let mut cut = None;
         loop {
+            tap.room().await;
             match crate::lines::read_line(&mut input, &mut line, MAX_MESSAGE_BYTES).await {
                 Ok(Line::End) | Err(_) => break,
                 Ok(Line::Whole) => {}
