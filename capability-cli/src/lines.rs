@@ -93,6 +93,23 @@ pub(crate) async fn skip_line<R: AsyncBufRead + Unpin>(input: &mut R) -> std::io
     }
 }
 
+/// rmcp's line transport for `Role`'s side over `read` and `write`, taking a message of up to
+/// [`MAX_MESSAGE`] as the rest of the edge does. rmcp's own bound is 16 MiB, and a longer line
+/// it drops without a word: a call whose answer (or a client's call) held 20 MiB would never be
+/// answered.
+pub(crate) fn rmcp_lines<Role, R, W>(
+    read: R,
+    write: W,
+) -> ::rmcp::transport::async_rw::AsyncRwTransport<Role, R, W>
+where
+    Role: ::rmcp::service::ServiceRole,
+    R: Send + tokio::io::AsyncRead + Unpin,
+    W: Send + tokio::io::AsyncWrite + Unpin + 'static,
+{
+    ::rmcp::transport::async_rw::AsyncRwTransport::new(read, write)
+        .with_max_line_length(MAX_MESSAGE_BYTES)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -645,3 +645,173 @@ async fn listening_beyond_loopback_is_allowed_with_a_warning() {
     let _ = viewer.cancel().await;
     let _ = child.kill().await;
 }
+
+/// `tests/python/big_server.py` serving Streamable HTTP on `port`, once it says it listens.
+async fn big_over_http(port: u16) -> tokio::process::Child {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/big_server.py");
+    let mut server = tokio::process::Command::new("python3")
+        .arg(script)
+        .arg(port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the Python server");
+    let mut lines = BufReader::new(server.stdout.take().expect("piped")).lines();
+    let said = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the server listens within 30 s");
+    assert!(
+        said.ok().flatten().is_some_and(|l| l.contains("listening")),
+        "the server did not start"
+    );
+    server
+}
+
+/// A call through `client`, failing the test rather than waiting past a minute.
+async fn within_a_minute(client: &Proxied, arguments: Value) -> Result<String, rmcp::ErrorData> {
+    tokio::time::timeout(Duration::from_secs(60), client.call("big", arguments))
+        .await
+        .expect("an answer within a minute")
+}
+
+/// The length of a call result's text.
+fn text_len(answer: &str) -> usize {
+    let value: Value = serde_json::from_str(answer).expect("JSON");
+    value["content"][0]["text"].as_str().map_or(0, str::len)
+}
+
+/// A message may hold 64 MiB over HTTP as over stdio, through rmcp's path too (rmcp's own
+/// bound is 16 MiB, and over stdio it drops a longer line without answering): a call of
+/// 20 MiB and results of 20 MiB from a server over HTTP and over stdio pass through the proxy;
+/// a result of 100 MiB fails the call naming the bound, and the proxy exits 1, as when a
+/// server's output is cut off over stdio.
+#[tokio::test(flavor = "current_thread")]
+async fn messages_of_20_mib_pass_through_the_proxy_and_100_mib_from_an_http_server_end_it() {
+    let port = free_port();
+    let _server = big_over_http(port).await;
+    let dir = scratch("http_big_proxy", POLICY);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/python/big_server.py")
+        .display()
+        .to_string();
+    let mut over_stdio = viewer_over(&dir, &dir.join("stdio.jsonl"), String::new());
+    over_stdio.truncate(over_stdio.len() - 2);
+    over_stdio.extend(["--".into(), "python3".into(), script, "--stdio".into()]);
+    let over_http = viewer_over(
+        &dir,
+        &dir.join("http.jsonl"),
+        format!("http://127.0.0.1:{port}/mcp"),
+    );
+    let pad = "p".repeat(20 * 1024 * 1024);
+    for args in [&over_stdio, &over_http] {
+        let client = Proxied::start(args).await;
+        let within = within_a_minute(&client, json!({"size": 20 * 1024 * 1024}))
+            .await
+            .unwrap_or_else(|e| panic!("a result of 20 MiB is within the bound: {e:?}"));
+        assert_eq!(text_len(&within), 20 * 1024 * 1024);
+        let padded = within_a_minute(&client, json!({"size": 10, "pad": pad}))
+            .await
+            .unwrap_or_else(|e| panic!("a call of 20 MiB is within the bound: {e:?}"));
+        assert_eq!(text_len(&padded), 10);
+        if args == &over_stdio {
+            assert_eq!(client.close().await.code(), Some(0));
+            continue;
+        }
+        let failed = within_a_minute(&client, json!({"size": 100 * 1024 * 1024, "as": "chunked"}))
+            .await
+            .expect_err("past the bound");
+        assert_ne!(failed.code.0, REFUSED_CODE, "{failed:?}");
+        assert!(
+            failed.message.contains("`everything` did not answer")
+                && failed
+                    .message
+                    .contains("exceeded the maximum size of 67108864 bytes"),
+            "{failed:?}"
+        );
+        let mut child = client.child;
+        let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+            .await
+            .expect("the proxy exits")
+            .expect("status");
+        assert_eq!(status.code(), Some(1), "{status:?}");
+    }
+    let succeeded = |trail: &str| -> Vec<bool> {
+        proxy_common::calls(&dir.join(trail))
+            .iter()
+            .map(|r| r["success"] == true)
+            .collect()
+    };
+    assert_eq!(succeeded("stdio.jsonl"), [true, true]);
+    assert_eq!(succeeded("http.jsonl"), [true, true, false]);
+}
+
+/// A gateway's `url` server may answer with at most 64 MiB: a result of 20 MiB reaches the
+/// client; one of 100 MiB, as a JSON body with or without its length or as one event of a
+/// stream, fails the call, is not held, and the next call is served.
+#[tokio::test(flavor = "current_thread")]
+async fn an_http_servers_answer_past_the_bound_fails_the_gateways_call_and_is_not_held() {
+    let port = free_port();
+    let _server = big_over_http(port).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let dir = scratch("http_big", POLICY);
+    std::fs::write(
+        dir.join("fleet.toml"),
+        format!("{POLICY}\n[servers.big]\nurl = {url:?}\ntrust = \"trusted\"\nprefix = \"\"\n"),
+    )
+    .expect("fleet");
+    let arg = |path: std::path::PathBuf| path.display().to_string();
+    let gateway: Vec<String> = vec![
+        "gateway".into(),
+        "--policy".into(),
+        arg(dir.join("fleet.toml")),
+        "--role".into(),
+        "viewer".into(),
+        "--audit".into(),
+        arg(dir.join("gateway.jsonl")),
+    ];
+    let client = Proxied::start(&gateway).await;
+    let within = within_a_minute(&client, json!({"size": 20 * 1024 * 1024, "as": "json"}))
+        .await
+        .unwrap_or_else(|e| panic!("20 MiB is within the bound: {e:?}"));
+    assert_eq!(text_len(&within), 20 * 1024 * 1024);
+    for shape in ["json", "chunked", "sse"] {
+        let failed = within_a_minute(&client, json!({"size": 100 * 1024 * 1024, "as": shape}))
+            .await
+            .expect_err("past the bound");
+        assert_ne!(failed.code.0, REFUSED_CODE, "{shape}: {failed:?}");
+        assert!(
+            failed.message.contains("`big` did not answer"),
+            "{shape}: {failed:?}"
+        );
+        // rmcp says why for a body; for an event of a stream it says only that its transport
+        // for that request closed.
+        if shape != "sse" {
+            assert!(
+                failed
+                    .message
+                    .contains("exceeded the maximum size of 67108864 bytes"),
+                "{shape}: {failed:?}"
+            );
+        }
+        let after = within_a_minute(&client, json!({"size": 10, "as": shape}))
+            .await
+            .unwrap_or_else(|e| panic!("the next call, after {shape}: {e:?}"));
+        assert_eq!(text_len(&after), 10);
+    }
+    let peak = proxy_common::peak_kib(client.child.id().expect("runs")).expect("runs");
+    assert!(
+        peak < 250 * 1024,
+        "the gateway held {peak} KiB at once for answers of 100 MiB"
+    );
+    let succeeded: Vec<bool> = proxy_common::calls(&dir.join("gateway.jsonl"))
+        .iter()
+        .map(|r| r["success"] == true)
+        .collect();
+    assert_eq!(
+        succeeded,
+        [true, false, true, false, true, false, true],
+        "every call on record, each failed one as failed"
+    );
+}

@@ -174,7 +174,10 @@ pub(super) async fn connect(
                 lane.tap(),
             );
             let service = watch
-                .serve_with_lifecycle((stdout, lane.rmcp_input()), crate::proxy::lifecycle())
+                .serve_with_lifecycle(
+                    crate::lines::rmcp_lines(stdout, lane.rmcp_input()),
+                    crate::proxy::lifecycle(),
+                )
                 .await
                 .map_err(|e| format!("`{program}` did not connect: {e}"))?;
             if let Some(info) = service.peer().peer_info() {

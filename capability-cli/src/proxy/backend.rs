@@ -161,7 +161,7 @@ pub(super) async fn connect(
             );
             let connecting = async {
                 let connection = upstream
-                    .serve_with_lifecycle((stdout, stdin), lifecycle())
+                    .serve_with_lifecycle(crate::lines::rmcp_lines(stdout, stdin), lifecycle())
                     .await
                     .map_err(|e| format!("`{command}` did not connect: {e}"))?;
                 list(proxy, connection, &command).await

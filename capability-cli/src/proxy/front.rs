@@ -24,10 +24,18 @@ use crate::lines::{Line, MAX_MESSAGE, MAX_MESSAGE_BYTES};
 /// The buffer of the in-process pipe between the filter and rmcp.
 const PIPE_BYTES: usize = 256 * 1024;
 
+/// rmcp's transport over its end of the in-process pipe.
+pub(crate) type Rmcp = ::rmcp::transport::async_rw::AsyncRwTransport<
+    ::rmcp::RoleServer,
+    tokio::io::ReadHalf<DuplexStream>,
+    tokio::io::WriteHalf<DuplexStream>,
+>;
+
 /// The filter, running.
 pub(crate) struct Filter {
-    /// rmcp's end: what the client sent (filtered), and where rmcp's answers go.
-    pub(crate) transport: DuplexStream,
+    /// rmcp's end: what the client sent (filtered), and where rmcp's answers go; it takes a
+    /// line of up to 64 MiB, as the filter does.
+    pub(crate) transport: Rmcp,
     /// Reads the client's lines until its input ends.
     pub(crate) reader: JoinHandle<()>,
     /// Writes everything to the client; ends once rmcp's end is dropped and the reader is done.
@@ -279,7 +287,10 @@ where
     });
 
     Filter {
-        transport,
+        transport: {
+            let (read, write) = tokio::io::split(transport);
+            crate::lines::rmcp_lines(read, write)
+        },
         reader,
         writer,
     }

@@ -90,9 +90,11 @@ impl Proxied {
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             panic!("piped stdio");
         };
-        let client = connect_client((stdout, stdin))
-            .await
-            .expect("MCP handshake");
+        // A line of up to 64 MiB, as the proxy passes on (rmcp's own bound is 16 MiB; the
+        // TypeScript SDK's client has none).
+        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin)
+            .with_max_line_length(64 * 1024 * 1024);
+        let client = connect_client(transport).await.expect("MCP handshake");
         Proxied { child, client }
     }
 
