@@ -317,20 +317,7 @@ async fn a_streamable_http_upstream_behind_the_proxy() {
         .call("echo", json!({"message": "anyone?"}))
         .await
         .expect_err("nobody answers");
-    assert_ne!(failed.code.0, REFUSED_CODE, "{failed:?}");
-    assert!(
-        failed.message.contains("`everything` did not answer")
-            && failed
-                .message
-                .contains("the connection to http://127.0.0.1:"),
-        "{failed:?}"
-    );
-    let mut child = viewer.child;
-    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
-        .await
-        .expect("the proxy exits once its upstream is gone")
-        .expect("status");
-    assert_eq!(status.code(), Some(1), "{status:?}");
+    failed_and_exited(&failed, "the connection to http://127.0.0.1:", viewer.child).await;
     assert_eq!(
         summary(&trail),
         [
@@ -342,6 +329,21 @@ async fn a_streamable_http_upstream_behind_the_proxy() {
     let last = &proxy_common::calls(&trail)[2];
     assert_eq!(last["success"], false, "{last}");
     verifies(&trail);
+}
+
+/// The proxy's call `failed` (not refused) says that `everything` did not answer and `why`,
+/// and the proxy (`child`) then exits 1, its server gone.
+async fn failed_and_exited(failed: &rmcp::ErrorData, why: &str, mut child: tokio::process::Child) {
+    assert_ne!(failed.code.0, REFUSED_CODE, "{failed:?}");
+    assert!(
+        failed.message.contains("`everything` did not answer") && failed.message.contains(why),
+        "{failed:?}"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("the proxy exits once its server is gone")
+        .expect("status");
+    assert_eq!(status.code(), Some(1), "{status:?}");
 }
 
 /// A loopback TCP relay to `port` that counts the connections it accepts.
@@ -722,20 +724,12 @@ async fn messages_of_20_mib_pass_through_the_proxy_and_100_mib_from_an_http_serv
         let failed = within_a_minute(&client, json!({"size": 100 * 1024 * 1024, "as": "chunked"}))
             .await
             .expect_err("past the bound");
-        assert_ne!(failed.code.0, REFUSED_CODE, "{failed:?}");
-        assert!(
-            failed.message.contains("`everything` did not answer")
-                && failed
-                    .message
-                    .contains("exceeded the maximum size of 67108864 bytes"),
-            "{failed:?}"
-        );
-        let mut child = client.child;
-        let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
-            .await
-            .expect("the proxy exits")
-            .expect("status");
-        assert_eq!(status.code(), Some(1), "{status:?}");
+        failed_and_exited(
+            &failed,
+            "exceeded the maximum size of 67108864 bytes",
+            client.child,
+        )
+        .await;
     }
     let succeeded = |trail: &str| -> Vec<bool> {
         proxy_common::calls(&dir.join(trail))
