@@ -837,3 +837,61 @@ fn a_client_sending_calls_faster_than_it_reads_the_answers_is_read_no_further_an
         1_000
     );
 }
+
+/// The room calls in flight hold for their answers holds back only the client's reading, never
+/// the servers' output their answers come in: a call writing progress while thousands of
+/// calls wait behind it at the same server, the client reading all along, gets every line.
+#[test]
+fn calls_in_flight_past_the_room_do_not_hold_back_the_answers_they_wait_for() {
+    let dir = scratch("gateway-fast-held", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+
+    // 3,000 progress lines of 3 KB, and behind them 3,000 calls holding 4 KiB each (12 MiB).
+    client.line(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"j_spam","arguments":{"count":3000},"_meta":{"progressToken":"t"}}}"#,
+    );
+    const CALLS: u64 = 3_000;
+    std::thread::scope(|scope| {
+        let input = &mut client.input;
+        scope.spawn(move || {
+            for id in 2..CALLS + 2 {
+                let call = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"j_echo","arguments":{{"n":{id}}}}}}}"#
+                );
+                if writeln!(input, "{call}").is_err() {
+                    return;
+                }
+            }
+            let _ = input.flush();
+        });
+        let mut answered = std::collections::BTreeSet::new();
+        let mut progress = 0;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while answered.len() < CALLS as usize + 1 {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{} answers and {progress} progress lines, then nothing",
+                        answered.len()
+                    )
+                });
+            let Ok(line) = client.lines.recv_timeout(left) else {
+                panic!(
+                    "{} answers and {progress} progress lines, then nothing",
+                    answered.len()
+                );
+            };
+            let value: Value = serde_json::from_str(&line).expect("JSON");
+            if value["method"] == "notifications/progress" {
+                progress += 1;
+                continue;
+            }
+            let id = value["id"].as_u64().expect("an answer");
+            assert!(value["result"].is_object(), "{line:.200}");
+            assert!(answered.insert(id), "{id} answered twice");
+        }
+        assert_eq!(progress, 3_000, "every progress line, before the answer");
+    });
+}

@@ -684,3 +684,102 @@ async fn a_server_writing_a_message_past_the_bound_is_cut_off_and_the_proxy_hold
     assert_eq!(records[1]["success"], false, "{:?}", records[1]);
     verifies(&trail);
 }
+
+/// A client that writes calls and does not read their answers is read no further once about
+/// 8 MiB of them are in flight or waiting, through rmcp's path too (rmcp itself starts a task
+/// for every request it reads, however many): 1,000 calls of 40 KB, the client reading nothing
+/// for 5 s, then everything, each answered.
+#[test]
+fn a_client_that_does_not_read_its_answers_is_read_no_further_and_gets_them_all() {
+    use std::io::{BufRead, Write};
+    let dir = scratch("client_unread", POLICY);
+    let server = support::McpServer {
+        name: "big",
+        program: "python3".into(),
+        args: vec![
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/python/big_server.py")
+                .display()
+                .to_string(),
+            "--stdio".into(),
+        ],
+        env: Vec::new(),
+    };
+    let trail = dir.join("trail.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "big",
+        &trail,
+        &["--trust", "trusted"],
+        &server,
+    );
+    let mut child = std::process::Command::new(BIN)
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the proxy");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"raw","version":"1"}}}}}}"#
+    )
+    .expect("write");
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .expect("write");
+    let mut line = String::new();
+    output.read_line(&mut line).expect("initialized");
+    assert!(line.contains(r#""id":0"#), "{line}");
+
+    const CALLS: usize = 1_000;
+    let pad = "p".repeat(40 * 1024);
+    let written = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // Borrowed: the client's input stays open until every answer is read.
+        let (written, pad, input) = (&written, &pad, &mut input);
+        scope.spawn(move || {
+            for id in 1..=CALLS {
+                let call = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"big","arguments":{{"size":40960,"pad":"{pad}"}}}}}}"#
+                );
+                if writeln!(input, "{call}").is_err() {
+                    return;
+                }
+            }
+            written.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_secs(5));
+        assert!(
+            !written.load(std::sync::atomic::Ordering::SeqCst),
+            "the proxy read 40 MB of calls whose answers no one read"
+        );
+        let peak = proxy_common::peak_kib(child.id()).expect("the proxy runs");
+        assert!(
+            peak < 110 * 1024,
+            "the proxy held {peak} KiB at once for a client that does not read"
+        );
+        let mut answered = std::collections::BTreeSet::new();
+        while answered.len() < CALLS {
+            line.clear();
+            assert!(
+                output.read_line(&mut line).expect("read") > 0,
+                "the proxy ended after {} answers",
+                answered.len()
+            );
+            let value: Value = serde_json::from_str(&line).expect("JSON");
+            let id = value["id"].as_u64().expect("an answer");
+            let text = value["result"]["content"][0]["text"].as_str();
+            assert_eq!(text.map(str::len), Some(40960), "{line:.200}");
+            assert!(answered.insert(id), "{id} answered twice");
+        }
+        assert!(written.load(std::sync::atomic::Ordering::SeqCst));
+        let _ = child.kill();
+    });
+    let _ = child.wait();
+}

@@ -9,15 +9,15 @@
 //! the session goes on. Everything rmcp writes goes out whole lines at a time, through the
 //! one writer that owns standard output; while more than 8 MiB wait there (a client that reads
 //! slower than it is written to), rmcp's lines, the servers' progress and the client's next
-//! line wait for room, so the writing stops rather than piling up in memory. A call a hook
-//! takes holds room for its answer while it is in flight ([`Outbox::hold`]).
+//! line wait for room, so the writing stops rather than piling up in memory. A request in
+//! flight, a hook's or rmcp's, holds room for its answer until answered: that room holds back
+//! only the client's next line, never the output its answer comes in (`outbox.rs`).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
-
-use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
+
+use super::outbox::InFlight;
+pub(crate) use super::outbox::Outbox;
 
 use crate::lines::{Line, MAX_MESSAGE, MAX_MESSAGE_BYTES};
 
@@ -40,95 +40,6 @@ pub(crate) struct Filter {
     pub(crate) reader: JoinHandle<()>,
     /// Writes everything to the client; ends once rmcp's end is dropped and the reader is done.
     pub(crate) writer: JoinHandle<()>,
-}
-
-/// The most bytes of lines waiting to be written to the client before those that can wait for
-/// room do ([`Outbox::room`]): a server's notifications, and rmcp's lines, stop being read
-/// while a client reads slower than they come, instead of piling up in memory.
-const ROOM_BYTES: usize = 8 * 1024 * 1024;
-
-/// The lines on their way to the client, in order, and how many bytes of them wait.
-#[derive(Clone)]
-pub(crate) struct Outbox {
-    lines: mpsc::UnboundedSender<Vec<u8>>,
-    waiting: Arc<Waiting>,
-}
-
-#[derive(Default)]
-struct Waiting {
-    bytes: AtomicUsize,
-    drained: Notify,
-}
-
-/// The client's writer is gone: the line was not sent.
-#[derive(Debug)]
-pub(crate) struct Gone;
-
-impl Outbox {
-    fn new() -> (Outbox, mpsc::UnboundedReceiver<Vec<u8>>) {
-        let (lines, receiver) = mpsc::unbounded_channel();
-        let outbox = Outbox {
-            lines,
-            waiting: Arc::default(),
-        };
-        (outbox, receiver)
-    }
-
-    /// Queues `line` (whole lines, each with its newline) for the client; it never waits.
-    pub(crate) fn send(&self, line: Vec<u8>) -> Result<(), Gone> {
-        let bytes = line.len();
-        self.waiting.bytes.fetch_add(bytes, Ordering::SeqCst);
-        self.lines.send(line).map_err(|_| {
-            self.waiting.bytes.fetch_sub(bytes, Ordering::SeqCst);
-            Gone
-        })
-    }
-
-    /// Counts `bytes` as waiting until the [`Held`] is dropped: a call in flight, whose answer
-    /// is still to come, takes room as its answer will.
-    pub(crate) fn hold(&self, bytes: usize) -> Held {
-        self.waiting.bytes.fetch_add(bytes, Ordering::SeqCst);
-        Held {
-            waiting: self.waiting.clone(),
-            bytes,
-        }
-    }
-
-    /// Waits while more than [`ROOM_BYTES`] wait to be written (at once if the writer is gone).
-    pub(crate) async fn room(&self) {
-        loop {
-            let drained = self.waiting.drained.notified();
-            let mut drained = std::pin::pin!(drained);
-            // Listening before looking: a drain between the two is not missed.
-            drained.as_mut().enable();
-            if self.waiting.bytes.load(Ordering::SeqCst) <= ROOM_BYTES || self.lines.is_closed() {
-                return;
-            }
-            drained.await;
-        }
-    }
-}
-
-/// Room taken in an [`Outbox`] until dropped ([`Outbox::hold`]).
-pub(crate) struct Held {
-    waiting: Arc<Waiting>,
-    bytes: usize,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.waiting.written(self.bytes);
-    }
-}
-
-impl Waiting {
-    /// `bytes` were written: those waiting for room are woken once it opens.
-    fn written(&self, bytes: usize) {
-        let before = self.bytes.fetch_sub(bytes, Ordering::SeqCst);
-        if before > ROOM_BYTES && before - bytes <= ROOM_BYTES {
-            self.drained.notify_waiters();
-        }
-    }
 }
 
 /// The answer to a line that is not JSON.
@@ -199,12 +110,15 @@ where
     let errors = out.clone();
     // The writer holds no sender: it ends once every sender is gone.
     let written = out.waiting.clone();
+    // The requests passed to rmcp, holding room until answered.
+    let in_flight = std::sync::Arc::new(InFlight::default());
+    let answered = in_flight.clone();
     let reader = tokio::spawn(async move {
         let mut input = BufReader::new(input);
         let mut line = Vec::new();
         loop {
             // A client that does not read its answers is not read either.
-            errors.room().await;
+            errors.room_to_read().await;
             match crate::lines::read_line(&mut input, &mut line, MAX_MESSAGE_BYTES).await {
                 Ok(Line::End) | Err(_) => break,
                 Ok(Line::Whole) => {}
@@ -240,6 +154,7 @@ where
                 let _ = errors.send(parse_error(&error));
                 continue;
             }
+            in_flight.sent(text, &errors);
             if !line.ends_with(b"\n") {
                 line.push(b'\n');
             }
@@ -264,6 +179,7 @@ where
                     }
                     // rmcp waits (and so the servers it reads) while the client is behind.
                     out.room().await;
+                    answered.wrote(&line);
                     if out.send(std::mem::take(&mut line)).is_err() {
                         break;
                     }
@@ -283,7 +199,7 @@ where
         let _ = output.flush().await;
         // Nothing more is written: no one waits for room any longer.
         drop(lines);
-        written.drained.notify_waiters();
+        written.ended();
     });
 
     Filter {

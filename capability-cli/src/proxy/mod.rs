@@ -29,6 +29,7 @@ mod forward;
 mod front;
 mod gone;
 mod http;
+mod outbox;
 mod pooled;
 mod progress;
 mod protocol;
