@@ -391,17 +391,13 @@ async fn calls_to_an_http_server_reuse_one_connection() {
         ),
     )
     .expect("fleet");
-    let arg = |path: std::path::PathBuf| path.display().to_string();
     let proxy = viewer_over(&dir, &dir.join("proxy.jsonl"), url(proxy_via.0));
-    let gateway: Vec<String> = vec![
-        "gateway".into(),
-        "--policy".into(),
-        arg(dir.join("fleet.toml")),
-        "--role".into(),
-        "viewer".into(),
-        "--audit".into(),
-        arg(dir.join("gateway.jsonl")),
-    ];
+    let gateway = proxy_common::gateway_stdio(
+        &dir.join("fleet.toml"),
+        "viewer",
+        &dir.join("gateway.jsonl"),
+        &[],
+    );
     for (args, (_, accepted)) in [(proxy, &proxy_via), (gateway, &gateway_via)] {
         let client = Proxied::start(&args).await;
         let connected = accepted.load(Ordering::SeqCst);
@@ -755,16 +751,12 @@ async fn an_http_servers_answer_past_the_bound_fails_the_gateways_call_and_is_no
         format!("{POLICY}\n[servers.big]\nurl = {url:?}\ntrust = \"trusted\"\nprefix = \"\"\n"),
     )
     .expect("fleet");
-    let arg = |path: std::path::PathBuf| path.display().to_string();
-    let gateway: Vec<String> = vec![
-        "gateway".into(),
-        "--policy".into(),
-        arg(dir.join("fleet.toml")),
-        "--role".into(),
-        "viewer".into(),
-        "--audit".into(),
-        arg(dir.join("gateway.jsonl")),
-    ];
+    let gateway = proxy_common::gateway_stdio(
+        &dir.join("fleet.toml"),
+        "viewer",
+        &dir.join("gateway.jsonl"),
+        &[],
+    );
     let client = Proxied::start(&gateway).await;
     let within = within_a_minute(&client, json!({"size": 20 * 1024 * 1024, "as": "json"}))
         .await
