@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+mod envelope;
 pub mod escape;
 pub mod files;
 pub mod gateway;

@@ -28,15 +28,11 @@ use tracing::Instrument;
 use capability::mcp::telemetry::{self, Ending, Operation, Transport};
 
 use super::handler::Gateway;
+use crate::envelope::{Cancelled, Envelope};
 use crate::proxy::Outbox;
 
 /// The latest revision whose sessions start with `initialize`: a later one is rmcp's.
 const LAST_WITH_INITIALIZE: &str = "2025-11-25";
-
-/// The least room in the client's outbox a call in flight takes (its request's length if
-/// longer): a client that sends calls and does not read their answers is read no further once
-/// about 2,000 small calls are in flight ([`Outbox::hold`]).
-const ROOM_PER_CALL: usize = 4096;
 
 /// The hook on the stdio client's messages.
 pub(super) struct Fast {
@@ -50,16 +46,6 @@ pub(super) struct Fast {
 }
 
 #[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    method: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CallParams<'a> {
     name: String,
@@ -67,12 +53,6 @@ struct CallParams<'a> {
     arguments: Option<Map<String, Value>>,
     #[serde(borrow, default, rename = "_meta")]
     meta: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct Cancelled<'a> {
-    #[serde(borrow, rename = "requestId")]
-    request_id: &'a RawValue,
 }
 
 #[derive(Deserialize)]
@@ -155,7 +135,7 @@ impl Fast {
             .insert(id.clone(), stop);
         let gateway = self.gateway.clone();
         let in_flight = self.in_flight.clone();
-        let held = out.hold(params_len.max(ROOM_PER_CALL));
+        let held = out.hold_request(params_len);
         let out = out.clone();
         tokio::spawn(async move {
             // Until the task ends: the answer, once sent, holds its own room.

@@ -6,9 +6,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{Notify, mpsc};
+
+use crate::envelope::{Cancelled, Envelope};
 
 /// The most bytes waiting for the client before those who can wait for room do: lines queued
 /// for its writer ([`Outbox::room`]: a server's output and rmcp's lines stop being read), and
@@ -62,12 +63,18 @@ impl Outbox {
     /// Counts `bytes` against the client's reading until the [`Held`] is dropped: a request in
     /// flight, whose answer is still to come, takes room as its answer will. Held room does not
     /// hold back the servers' output, which its answers come in.
-    pub(crate) fn hold(&self, bytes: usize) -> Held {
+    fn hold(&self, bytes: usize) -> Held {
         self.waiting.total.fetch_add(bytes, Ordering::SeqCst);
         Held {
             waiting: self.waiting.clone(),
             bytes,
         }
+    }
+
+    /// Holds room for the answer to a request of `bytes` in flight: its size, at least
+    /// [`ROOM_PER_REQUEST`] ([`Outbox::hold`]).
+    pub(crate) fn hold_request(&self, bytes: usize) -> Held {
+        self.hold(bytes.max(ROOM_PER_REQUEST))
     }
 
     /// Waits while more than [`ROOM_BYTES`] of lines are queued (at once if the writer is gone).
@@ -130,9 +137,9 @@ impl Waiting {
     }
 }
 
-/// The least room a request in flight through rmcp holds (its length if longer): a client that
-/// sends requests and does not read their answers is read no further once about 2,000 small
-/// ones wait.
+/// The least room a request in flight holds (its length if longer), the lane's or rmcp's: a
+/// client that sends requests and does not read their answers is read no further once about
+/// 2,000 small ones wait.
 const ROOM_PER_REQUEST: usize = 4096;
 
 /// The client's requests passed to rmcp and not yet answered, each holding room for its answer
@@ -141,24 +148,6 @@ const ROOM_PER_REQUEST: usize = 4096;
 /// sends one id twice holds room twice.
 #[derive(Default)]
 pub(super) struct InFlight(Mutex<HashMap<String, Vec<Held>>>);
-
-/// What the filter reads of a message to count it in flight.
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    method: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-}
-
-/// `requestId` of `notifications/cancelled`.
-#[derive(Deserialize)]
-struct Cancelled<'a> {
-    #[serde(borrow, rename = "requestId")]
-    request_id: &'a RawValue,
-}
 
 /// The id rmcp would write for `raw`, if it is one rmcp takes (a number or a string).
 fn key(raw: &RawValue) -> Option<String> {
@@ -184,7 +173,7 @@ impl InFlight {
             }
             (Some(_), Some(id)) => {
                 if let Some(key) = key(id) {
-                    let held = out.hold(line.len().max(ROOM_PER_REQUEST));
+                    let held = out.hold_request(line.len());
                     self.map().entry(key).or_default().push(held);
                 }
             }
