@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use proxy_common::{BIN, calls_in, peak_kib, scratch};
+use proxy_common::{BIN, KillOnPanic, calls_in, peak_kib, scratch};
 
 /// A stdio MCP server of 2025-11-25 in plain Python: journals every line it reads to
 /// `$JOURNAL`, and misbehaves by tool name.
@@ -786,6 +786,7 @@ fn a_client_sending_calls_faster_than_it_reads_the_answers_is_read_no_further_an
     client.paused.store(true, Ordering::SeqCst);
     std::thread::scope(|scope| {
         let (input, text, written) = (&mut client.input, &text, &written);
+        let child = KillOnPanic(&mut client.child);
         scope.spawn(move || {
             for id in 1..=CALLS {
                 let call = format!(
@@ -799,7 +800,7 @@ fn a_client_sending_calls_faster_than_it_reads_the_answers_is_read_no_further_an
             written.store(true, Ordering::SeqCst);
         });
         std::thread::sleep(Duration::from_secs(4));
-        let peak = peak_kib(client.child.id()).expect("the gateway runs");
+        let peak = peak_kib(child.0.id()).expect("the gateway runs");
         // The gateway stopped reading: the client could not write it all.
         assert!(
             !written.load(Ordering::SeqCst),
@@ -854,6 +855,7 @@ fn calls_in_flight_past_the_room_do_not_hold_back_the_answers_they_wait_for() {
     const CALLS: u64 = 3_000;
     std::thread::scope(|scope| {
         let input = &mut client.input;
+        let _child = KillOnPanic(&mut client.child);
         scope.spawn(move || {
             for id in 2..CALLS + 2 {
                 let call = format!(

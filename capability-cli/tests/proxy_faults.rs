@@ -743,6 +743,7 @@ fn a_client_that_does_not_read_its_answers_is_read_no_further_and_gets_them_all(
     std::thread::scope(|scope| {
         // Borrowed: the client's input stays open until every answer is read.
         let (written, pad, input) = (&written, &pad, &mut input);
+        let child = proxy_common::KillOnPanic(&mut child);
         scope.spawn(move || {
             for id in 1..=CALLS {
                 let call = format!(
@@ -759,7 +760,7 @@ fn a_client_that_does_not_read_its_answers_is_read_no_further_and_gets_them_all(
             !written.load(std::sync::atomic::Ordering::SeqCst),
             "the proxy read 40 MB of calls whose answers no one read"
         );
-        let peak = proxy_common::peak_kib(child.id()).expect("the proxy runs");
+        let peak = proxy_common::peak_kib(child.0.id()).expect("the proxy runs");
         assert!(
             peak < 110 * 1024,
             "the proxy held {peak} KiB at once for a client that does not read"
@@ -779,7 +780,7 @@ fn a_client_that_does_not_read_its_answers_is_read_no_further_and_gets_them_all(
             assert!(answered.insert(id), "{id} answered twice");
         }
         assert!(written.load(std::sync::atomic::Ordering::SeqCst));
-        let _ = child.kill();
+        let _ = child.0.kill();
     });
     let _ = child.wait();
 }

@@ -416,3 +416,18 @@ pub fn peak_kib(pid: u32) -> Option<u64> {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+/// Kills the child when dropped during a panic. A test whose thread writes to a child that has
+/// stopped reading (inside `std::thread::scope`) would otherwise hang when it fails: the scope
+/// waits for the writer, which waits for the child, so the assertion's message never appears.
+/// Killed, the child's input closes, the writer's next write fails and the panic goes on.
+pub struct KillOnPanic<'a>(pub &'a mut std::process::Child);
+
+impl Drop for KillOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
