@@ -569,9 +569,14 @@ fn one_trace_spans_client_gateway_and_server_with_the_conventions_attributes() {
     assert_eq!(executed_typed.parent_span_id, server_typed.span_id);
     let leg_typed = one(&spans, TRACE_TYPED, "tools/call echo");
     assert_eq!(leg_typed.parent_span_id, executed_typed.span_id);
-    // rmcp numbers this request inside its peer, after the leg's span is made: the leg does
-    // not name it (the README's table says so).
-    lacks(leg_typed, &["jsonrpc.request.id"]);
+    // rmcp numbers this request inside its peer, after the leg's span is made: the leg names
+    // the id the server was sent all the same.
+    let id_typed = self::sent(&dir, 3)["id"].clone();
+    assert!(
+        id_typed.is_number(),
+        "rmcp numbers its requests: {id_typed}"
+    );
+    has(leg_typed, &[("jsonrpc.request.id", &id_typed.to_string())]);
     assert_eq!(
         sent_meta(&dir, 3)["traceparent"],
         traceparent(TRACE_TYPED, &hex(&leg_typed.span_id)),
@@ -965,6 +970,10 @@ fn the_proxy_and_its_governed_server_carry_the_typescript_clients_trace_to_the_s
             ("gen_ai.tool.name", "echo"),
         ],
     );
+    // The leg names the id the server was sent: rmcp's, read off its request handle.
+    let id = self::sent(&dir, 1)["id"].clone();
+    assert!(id.is_number(), "rmcp numbers its requests: {id}");
+    has(legs[0], &[("jsonrpc.request.id", &id.to_string())]);
     let sent = sent_meta(&dir, 1);
     assert_eq!(
         sent["traceparent"],

@@ -92,7 +92,7 @@ impl Gateway {
                 let call = async {
                     match snapshot.progress.get(server) {
                         Some(relay) => relay.call_tool(&peer, forwarded, context).await,
-                        None => peer.call_tool_once(forwarded).await,
+                        None => crate::proxy::call_tool_once(&peer, forwarded).await,
                     }
                 };
                 traced::send(leg, call)

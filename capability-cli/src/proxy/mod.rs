@@ -42,7 +42,7 @@ pub(crate) use front::{
 };
 pub(crate) use http::{check_credentials, config as http_config};
 pub(crate) use pooled::transport as http_transport;
-pub(crate) use progress::Relay as ProgressRelay;
+pub(crate) use progress::{Relay as ProgressRelay, call_tool_once};
 pub(crate) use protocol::lifecycle;
 pub(crate) use upstream::ServerRequests;
 mod run;

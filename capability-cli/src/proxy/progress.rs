@@ -62,64 +62,88 @@ impl Relay {
         let _ = sink.client.notify_progress(params).await;
     }
 
-    /// `tools/call` at `server`, as [`Peer::call_tool_once`] does it, with the server's
-    /// progress passed to the client of `context` when the client gave a `progressToken`.
-    /// Dropped before its answer, the call is cancelled at the server.
+    /// `tools/call` at `server` ([`call_tool_once`]), with the server's progress passed to
+    /// the client of `context` when the client gave a `progressToken`.
     pub(crate) async fn call_tool(
         &self,
         server: &Peer<RoleClient>,
         params: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ServiceError> {
-        let Some(token) = context.meta.get_progress_token() else {
-            return server.call_tool_once(params).await;
-        };
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = server
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await?;
-        // Registered before this task yields: the gateway and the proxy run on one thread, so
-        // rmcp's loop cannot have read the server's first progress before.
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                handle.progress_token.clone(),
-                Sink {
-                    token,
-                    client: context.peer.clone(),
-                },
-            );
-        let mut waiting = Waiting {
-            relay: self,
-            server,
-            token: handle.progress_token.clone(),
-            unanswered: Some(handle.id.clone()),
-        };
-        let answer = handle.await_response().await;
-        // Answered, or the connection lost: nothing to cancel.
-        waiting.unanswered = None;
-        drop(waiting);
-        completed(answer?)
+        let sink = context.meta.get_progress_token().map(|token| Sink {
+            token,
+            client: context.peer.clone(),
+        });
+        call(server, params, sink.map(|sink| (self, sink))).await
     }
 }
 
-/// A call whose progress is passed on: dropped, its token is forgotten, and, unanswered, the
-/// call is cancelled at the server.
+/// `tools/call` at `server`, as [`Peer::call_tool_once`] does it, except that the id rmcp sends
+/// it under is the current span's `jsonrpc.request.id` (the leg's, in [`traced::send`]: rmcp
+/// numbers a request inside its peer, so only its handle says which). Dropped before its
+/// answer, the call is cancelled at the server.
+///
+/// [`traced::send`]: capability::rmcp::traced::send
+pub(crate) async fn call_tool_once(
+    server: &Peer<RoleClient>,
+    params: CallToolRequestParams,
+) -> Result<CallToolResponse, ServiceError> {
+    call(server, params, None).await
+}
+
+async fn call(
+    server: &Peer<RoleClient>,
+    params: CallToolRequestParams,
+    progress: Option<(&Relay, Sink)>,
+) -> Result<CallToolResponse, ServiceError> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = server
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await?;
+    let leg = tracing::Span::current();
+    if !leg.is_disabled() {
+        leg.record("jsonrpc.request.id", tracing::field::display(&handle.id));
+    }
+    // Registered before this task yields: the gateway and the proxy run on one thread, so
+    // rmcp's loop cannot have read the server's first progress before.
+    let relayed = progress.map(|(relay, sink)| {
+        relay
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(handle.progress_token.clone(), sink);
+        (relay, handle.progress_token.clone())
+    });
+    let mut waiting = Waiting {
+        relayed,
+        server,
+        unanswered: Some(handle.id.clone()),
+    };
+    let answer = handle.await_response().await;
+    // Answered, or the connection lost: nothing to cancel.
+    waiting.unanswered = None;
+    drop(waiting);
+    completed(answer?)
+}
+
+/// A call in flight: dropped, its progress token is forgotten, and, unanswered, the call is
+/// cancelled at the server.
 struct Waiting<'a> {
-    relay: &'a Relay,
+    /// The relay the call's progress goes through, and rmcp's token for it.
+    relayed: Option<(&'a Relay, ProgressToken)>,
     server: &'a Peer<RoleClient>,
-    token: ProgressToken,
     unanswered: Option<RequestId>,
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.relay
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.token);
+        if let Some((relay, token)) = &self.relayed {
+            relay
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(token);
+        }
         if let Some(id) = self.unanswered.take() {
             let server = self.server.clone();
             let cancelled = CancelledNotificationParam::new(
