@@ -17,3 +17,5 @@ pub mod otlp;
 pub mod proxy;
 pub mod supervise;
 pub mod tools_file;
+
+pub use lines::{MessageBound, parse_max_message};

@@ -2,19 +2,110 @@
 //!
 //! `read_until` keeps reading until it sees a newline: a client or a server that writes
 //! without ever ending its line (by mistake, or to exhaust the process) makes it hold
-//! everything in memory. Here a line longer than [`MAX_MESSAGE_BYTES`] is not kept: what is
-//! read of it is dropped as it comes, up to its end, and the reader hears that it was too long.
-//! The bound is well above rmcp's for a Streamable HTTP request body (4 MiB): a tool's result
-//! may carry a file or an image.
+//! everything in memory. Here a line longer than the bound ([`max_message_bytes`]) is not
+//! kept: what is read of it is dropped as it comes, up to its end, and the reader hears that
+//! it was too long. The bound is 64 MiB unless `--max-message` says otherwise (one bound for
+//! the process: every line from a client or a server, and an HTTP server's answer); the default
+//! is well above rmcp's for a Streamable HTTP request body (4 MiB): a tool's result may carry a
+//! file or an image.
+
+use std::sync::OnceLock;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
-/// The longest message (one line, its newline not counted) read from a client or a server
-/// over stdio: 64 MiB.
-pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// The bound when `--max-message` is not given: 64 MiB.
+pub(crate) const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
-/// The bound, as said to people.
-pub(crate) const MAX_MESSAGE: &str = "64 MiB";
+/// The smallest bound `--max-message` takes: below it a server's tool list may not fit.
+const LEAST: usize = 64 * 1024;
+
+/// The largest: past it, one message could make the process hold gigabytes.
+const MOST: usize = 1024 * 1024 * 1024;
+
+static MAX_MESSAGE_BYTES: OnceLock<usize> = OnceLock::new();
+
+/// Sets the bound for the rest of the process (before anything is read; a second setting is
+/// ignored).
+pub(crate) fn set_max_message(bytes: usize) {
+    let _ = MAX_MESSAGE_BYTES.set(bytes);
+}
+
+/// The longest message (one line, its newline not counted) read from a client or a server
+/// over stdio, and the longest answer taken from an HTTP server.
+pub(crate) fn max_message_bytes() -> usize {
+    *MAX_MESSAGE_BYTES
+        .get()
+        .unwrap_or(&DEFAULT_MAX_MESSAGE_BYTES)
+}
+
+/// The bound, as said to people ("64 MiB", "512 KiB", "100000 bytes").
+pub(crate) fn max_message() -> String {
+    said(max_message_bytes())
+}
+
+fn said(bytes: usize) -> String {
+    match bytes {
+        b if b % (1024 * 1024 * 1024) == 0 => format!("{} GiB", b / (1024 * 1024 * 1024)),
+        b if b % (1024 * 1024) == 0 => format!("{} MiB", b / (1024 * 1024)),
+        b if b % 1024 == 0 => format!("{} KiB", b / 1024),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// The `--max-message` option of `capability proxy` and `capability gateway`.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct MessageBound {
+    /// The longest message read from the client or a server (a line over stdio, an HTTP
+    /// server's answer): bytes, or with KiB, MiB or GiB (e.g. 8MiB), from 64KiB to 1GiB. A
+    /// longer one is not held: a client's is answered with an error unread, a server's cuts
+    /// its output off. [default: 64MiB]
+    #[arg(long = "max-message", value_name = "SIZE", value_parser = parse_max_message)]
+    pub max_message: Option<usize>,
+}
+
+impl MessageBound {
+    /// Makes the bound the process's, before anything is read.
+    pub fn apply(self) {
+        if let Some(bytes) = self.max_message {
+            set_max_message(bytes);
+        }
+    }
+}
+
+/// Reads `--max-message`: a number of bytes, or one with `KiB`, `MiB` or `GiB` after it
+/// (`512KiB`, `8 MiB`), between 64 KiB and 1 GiB.
+pub fn parse_max_message(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1024,
+        "MiB" => 1024 * 1024,
+        "GiB" => 1024 * 1024 * 1024,
+        other => {
+            return Err(format!(
+                "`{other}` is not a unit of size here: give bytes, or KiB, MiB or GiB (e.g. 8MiB)"
+            ));
+        }
+    };
+    let bytes = number
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("`{text}` is not a size: give e.g. 8MiB, 512KiB or 1048576"))?;
+    if !(LEAST..=MOST).contains(&bytes) {
+        return Err(format!(
+            "{} is out of range: the bound of a message is between {} and {}",
+            said(bytes),
+            said(LEAST),
+            said(MOST)
+        ));
+    }
+    Ok(bytes)
+}
 
 /// What [`read_line`] read.
 #[derive(Debug, PartialEq, Eq)]
@@ -94,7 +185,7 @@ pub(crate) async fn skip_line<R: AsyncBufRead + Unpin>(input: &mut R) -> std::io
 }
 
 /// rmcp's line transport for `Role`'s side over `read` and `write`, taking a message of up to
-/// [`MAX_MESSAGE`] as the rest of the edge does. rmcp's own bound is 16 MiB, and a longer line
+/// the bound ([`max_message_bytes`]) as the rest of the edge does. rmcp's own bound is 16 MiB, and a longer line
 /// it drops without a word: a call whose answer (or a client's call) held 20 MiB would never be
 /// answered.
 pub(crate) fn rmcp_lines<Role, R, W>(
@@ -107,13 +198,40 @@ where
     W: Send + tokio::io::AsyncWrite + Unpin + 'static,
 {
     ::rmcp::transport::async_rw::AsyncRwTransport::new(read, write)
-        .with_max_line_length(MAX_MESSAGE_BYTES)
+        .with_max_line_length(max_message_bytes())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::BufReader;
+
+    #[test]
+    fn a_bound_is_read_in_bytes_or_binary_units_and_refused_out_of_range_saying_why() {
+        assert_eq!(parse_max_message("8MiB"), Ok(8 * 1024 * 1024));
+        assert_eq!(parse_max_message(" 512 KiB "), Ok(512 * 1024));
+        assert_eq!(parse_max_message("1GiB"), Ok(1024 * 1024 * 1024));
+        assert_eq!(parse_max_message("100000"), Ok(100_000));
+        assert_eq!(said(100_000), "100000 bytes");
+        assert_eq!(said(DEFAULT_MAX_MESSAGE_BYTES), "64 MiB");
+        let small = parse_max_message("1KiB").expect_err("too small");
+        assert!(
+            small.contains("1 KiB is out of range") && small.contains("64 KiB"),
+            "{small}"
+        );
+        let large = parse_max_message("2GiB").expect_err("too large");
+        assert!(large.contains("2 GiB is out of range"), "{large}");
+        let unit = parse_max_message("8MB").expect_err("not a binary unit");
+        assert!(unit.contains("`MB` is not a unit"), "{unit}");
+        for bad in [
+            "",
+            "MiB",
+            "99999999999999999999999",
+            "18446744073709551615GiB",
+        ] {
+            assert!(parse_max_message(bad).is_err(), "{bad:?}");
+        }
+    }
 
     /// Every line of `input` read through a buffer of `capacity` bytes with bound `max`, each
     /// line that overflows skipped to its end (`Err` for a line too long either way).

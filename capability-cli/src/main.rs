@@ -218,6 +218,8 @@ struct ProxyArgs {
     /// Export the MCP spans and durations over OTLP/HTTP (as `capability gateway --otlp`).
     #[arg(long, value_name = "URL")]
     otlp: Option<String>,
+    #[command(flatten)]
+    bound: capability_cli::MessageBound,
     /// The server: `-- <command> [args]`, spoken to over stdio (or --upstream).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -424,8 +426,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
 
 /// `capability proxy`: everything is read and checked before the server is spawned.
 fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
-    use capability_cli::proxy::{ExchangeOptions, secrets};
-    use capability_cli::proxy::{Options, RunError};
+    use capability_cli::proxy::{ExchangeOptions, Options, RunError, secrets};
     let input = |why: String| Failure::input(format!("proxy: {why}"));
     let upstream_token =
         secrets::upstream_token(args.upstream_token_file.as_deref()).map_err(input)?;
@@ -445,6 +446,7 @@ fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
                 .to_owned(),
         ));
     }
+    args.bound.apply();
     let options = Options {
         policy: args.policy,
         role: args.role,

@@ -149,7 +149,12 @@ impl Client {
     }
 
     /// Started by `command` (the gateway, or a shell that runs it).
-    fn start_in(dir: &Path, mut command: Command) -> Client {
+    fn start_in(dir: &Path, command: Command) -> Client {
+        Client::start_with(dir, command, &[])
+    }
+
+    /// [`Client::start_in`], the gateway given `extra` options too.
+    fn start_with(dir: &Path, mut command: Command, extra: &[&str]) -> Client {
         let mut child = command
             .arg("gateway")
             .arg("--policy")
@@ -158,6 +163,7 @@ impl Client {
             .arg("operator")
             .arg("--audit")
             .arg(dir.join("audit.jsonl"))
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -693,6 +699,43 @@ fn a_server_writing_a_message_past_the_bound_is_cut_off_and_started_again_and_no
     let flood = outcome(&records, "flood");
     assert_eq!(flood.len(), 1);
     assert_eq!(flood[0]["success"], false, "{}", flood[0]);
+}
+
+#[test]
+fn max_message_sets_the_bound_for_both_sides_and_a_message_under_it_passes() {
+    let dir = scratch("gateway-fast-max-message", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start_with(&dir, Command::new(BIN), &["--max-message", "1MiB"]);
+
+    // Under the bound, both ways: 600 KiB of arguments, echoed back.
+    let text = "u".repeat(600 * 1024);
+    let echoed = client.call(1, "j_echo", &format!(r#"{{"text":"{text}"}}"#));
+    assert_eq!(
+        echoed["result"]["content"][0]["text"],
+        format!(r#"{{"text": "{text}"}}"#)
+    );
+    // A client's message past it: answered unread, naming the bound given.
+    let big = "y".repeat(2 * 1024 * 1024);
+    client.line(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"j_echo","arguments":{{"text":"{big}"}}}}}}"#
+    ));
+    let refused = client.answer(&Value::Null);
+    assert_eq!(refused["error"]["code"], -32600, "{refused:.300}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("longer than 1 MiB (1048576 bytes)"),
+        "{refused:.300}"
+    );
+    // A server's: its output is cut off, the call fails saying why.
+    let flooded = client.call(3, "j_flood", r#"{"mib":2}"#);
+    let message = flooded["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`journal`") && message.contains("longer than 1 MiB"),
+        "the reason: {flooded}"
+    );
+    // Nothing past the bound reached the server; the call under it did.
+    let sent = calls_of(&journal(&dir.join("journal.jsonl")), "echo");
+    assert_eq!(sent.len(), 1, "{:.300}", format!("{sent:?}"));
 }
 
 #[test]

@@ -685,6 +685,37 @@ async fn a_server_writing_a_message_past_the_bound_is_cut_off_and_the_proxy_hold
     verifies(&trail);
 }
 
+/// `--max-message` moves the bound: a server's answer of 2 MiB, under the default, is past a
+/// bound of 1 MiB, and cuts the server's output off.
+#[tokio::test(flavor = "current_thread")]
+async fn max_message_moves_the_proxys_bound() {
+    let dir = scratch("server_max_message", POLICY);
+    std::fs::write(dir.join("flooding.py"), FLOODING).expect("server");
+    let trail = dir.join("trail.jsonl");
+    let server = support::McpServer {
+        name: "flooding",
+        program: "python3".into(),
+        args: vec![dir.join("flooding.py").display().to_string()],
+        env: Vec::new(),
+    };
+    let flags = ["--trust", "trusted", "--max-message", "1MiB"];
+    let args = proxy_args(&dir, "viewer", "flooding", &trail, &flags, &server);
+    let mut proxied = Proxied::start(&args).await;
+    let error = proxied
+        .call("flood", json!({"mib": 2}))
+        .await
+        .expect_err("no answer past the bound");
+    assert!(
+        error.message.contains("output was cut off") && error.message.contains("longer than 1 MiB"),
+        "{error:?}"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())
+        .await
+        .expect("the proxy exits when the server's output is cut off")
+        .expect("status");
+    assert_eq!(status.code(), Some(1), "non-zero");
+}
+
 /// A client that writes calls and does not read their answers is read no further once about
 /// 8 MiB of them are in flight or waiting, through rmcp's path too (rmcp itself starts a task
 /// for every request it reads, however many): 1,000 calls of 40 KB, the client reading nothing

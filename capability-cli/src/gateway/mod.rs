@@ -91,6 +91,9 @@ pub struct GatewayArgs {
     /// OTLP/HTTP to this receiver: spans to `URL/v1/traces`, metrics to `URL/v1/metrics`.
     #[arg(long, value_name = "URL", conflicts_with = "check")]
     pub otlp: Option<String>,
+    /// The bound on one message (`--max-message`).
+    #[command(flatten)]
+    pub bound: crate::MessageBound,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -110,6 +113,7 @@ impl std::error::Error for GatewayError {}
 
 /// Runs `capability gateway`: the exit code (0 clean, 1 findings), or why it could not.
 pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> {
+    args.bound.apply();
     if args.check {
         return check(args, out);
     }

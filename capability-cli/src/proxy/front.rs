@@ -5,7 +5,7 @@
 //! answer. JSON-RPC 2.0 asks for a `-32700 Parse error` with `id: null`, so the filter answers
 //! such a line itself and passes every other line to rmcp unchanged; a line that is JSON but
 //! not a JSON-RPC message is rmcp's (it answers `-32600 Invalid Request`). A line longer than
-//! 64 MiB is not held: it is dropped as it is read and answered `-32600` with `id: null`, and
+//! the bound (64 MiB, or `--max-message`) is not held: it is dropped as it is read and answered `-32600` with `id: null`, and
 //! the session goes on. Everything rmcp writes goes out whole lines at a time, through the
 //! one writer that owns standard output; while more than 8 MiB wait there (a client that reads
 //! slower than it is written to), rmcp's lines, the servers' progress and the client's next
@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use super::outbox::InFlight;
 pub(crate) use super::outbox::Outbox;
 
-use crate::lines::{Line, MAX_MESSAGE, MAX_MESSAGE_BYTES};
+use crate::lines::{Line, max_message, max_message_bytes};
 
 /// The buffer of the in-process pipe between the filter and rmcp.
 const PIPE_BYTES: usize = 256 * 1024;
@@ -34,7 +34,7 @@ pub(crate) type Rmcp = ::rmcp::transport::async_rw::AsyncRwTransport<
 /// The filter, running.
 pub(crate) struct Filter {
     /// rmcp's end: what the client sent (filtered), and where rmcp's answers go; it takes a
-    /// line of up to 64 MiB, as the filter does.
+    /// line up to the bound, as the filter does.
     pub(crate) transport: Rmcp,
     /// Reads the client's lines until its input ends.
     pub(crate) reader: JoinHandle<()>,
@@ -62,8 +62,10 @@ fn too_long() -> Vec<u8> {
         "error": {
             "code": -32600,
             "message": format!(
-                "Invalid Request: the message is longer than {MAX_MESSAGE} \
-                 ({MAX_MESSAGE_BYTES} bytes), the most a message may hold; it was not read"
+                "Invalid Request: the message is longer than {} ({} bytes), the most a \
+                 message may hold; it was not read",
+                max_message(),
+                max_message_bytes()
             ),
         },
     });
@@ -119,13 +121,14 @@ where
         loop {
             // A client that does not read its answers is not read either.
             errors.room_to_read().await;
-            match crate::lines::read_line(&mut input, &mut line, MAX_MESSAGE_BYTES).await {
+            match crate::lines::read_line(&mut input, &mut line, max_message_bytes()).await {
                 Ok(Line::End) | Err(_) => break,
                 Ok(Line::Whole) => {}
                 Ok(read @ (Line::TooLong | Line::Overflowing)) => {
                     crate::proxy::note(format_args!(
-                        "a message from the client is longer than {MAX_MESSAGE}; dropped unread, \
-                         answered with an error"
+                        "a message from the client is longer than {}; dropped unread, \
+                         answered with an error",
+                        max_message()
                     ));
                     // Dropped as it comes, to its end: the next line is the client's next.
                     if read == Line::Overflowing

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use ::rmcp::transport::StreamableHttpClientTransport;
 use ::rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
-use crate::lines::MAX_MESSAGE_BYTES;
+use crate::lines::max_message_bytes;
 
 /// Redirects followed at most, as rmcp's own client.
 const MAX_REDIRECTS: usize = 10;
@@ -27,15 +27,16 @@ const IDLE: std::time::Duration = std::time::Duration::from_secs(4);
 /// A transport to `config.uri` over the process's one pooled client; an error saying why
 /// when the client cannot be built (its TLS backend did not start).
 ///
-/// An answer may hold 64 MiB ([`MAX_MESSAGE_BYTES`]), as a message over stdio may (rmcp's own bound is
+/// An answer may hold as much as a message over stdio may ([`max_message_bytes`]: 64 MiB
+/// unless `--max-message` says otherwise; rmcp's own bound is
 /// 16 MiB), as a JSON body or as one event of a stream; a longer one is not read on and fails
 /// the connection.
 pub(crate) fn transport(
     config: StreamableHttpClientTransportConfig,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
     let config = config
-        .max_json_response_size(MAX_MESSAGE_BYTES)
-        .max_sse_event_size(MAX_MESSAGE_BYTES);
+        .max_json_response_size(max_message_bytes())
+        .max_sse_event_size(max_message_bytes());
     Ok(StreamableHttpClientTransport::with_client(
         client()?,
         config,

@@ -8,7 +8,7 @@
 //! twice is replaced by a JSON-RPC error for the same request, naming the key's path; any
 //! other such message is dropped, with a note on standard error.
 //!
-//! A line longer than 64 MiB is not held: the server's
+//! A line longer than the bound (64 MiB, or `--max-message`) is not held: the server's
 //! output is read no further (the note says why), so rmcp and the tap see it end, as if the
 //! server had closed it, and the process's memory stays bounded whatever the server writes.
 
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::task::JoinHandle;
 
-use crate::lines::{Line, MAX_MESSAGE, MAX_MESSAGE_BYTES};
+use crate::lines::Line;
 
 /// The buffer of the in-process pipe rmcp reads from.
 const PIPE_BYTES: usize = 256 * 1024;
@@ -132,13 +132,16 @@ where
         let mut cut = None;
         loop {
             tap.room().await;
-            match crate::lines::read_line(&mut input, &mut line, MAX_MESSAGE_BYTES).await {
+            match crate::lines::read_line(&mut input, &mut line, crate::lines::max_message_bytes())
+                .await
+            {
                 Ok(Line::End) | Err(_) => break,
                 Ok(Line::Whole) => {}
                 Ok(Line::TooLong | Line::Overflowing) => {
                     let why = format!(
-                        "it wrote a message longer than {MAX_MESSAGE} (the most a message may \
-                         hold); its output is read no further"
+                        "it wrote a message longer than {} (the most a message may hold); its \
+                         output is read no further",
+                        crate::lines::max_message()
                     );
                     note(&format!("the server's output was cut off: {why}"));
                     cut = Some(why);
