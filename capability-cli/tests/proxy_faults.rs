@@ -336,11 +336,7 @@ async fn the_server_crashing_ends_the_proxy_with_an_error_after_the_trail() {
             .contains("the MCP server `drift` did not answer: `node` exited (exit status: 3)"),
         "{error:?}"
     );
-    let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())
-        .await
-        .expect("the proxy exits when the server is gone")
-        .expect("status");
-    assert_eq!(status.code(), Some(1), "non-zero");
+    exits(&mut proxied, 1, "the proxy exits when the server is gone").await;
     assert_eq!(
         summary(&trail),
         [
@@ -572,11 +568,7 @@ async fn sigterm_stops_the_server_and_keeps_the_trail() {
         .status()
         .expect("kill");
     assert!(killed.success());
-    let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())
-        .await
-        .expect("the proxy stops")
-        .expect("status");
-    assert_eq!(status.code(), Some(0), "a clean stop, not death by signal");
+    exits(&mut proxied, 0, "the proxy stops").await;
     assert!(
         !Path::new(&format!("/proc/{}", server[0])).exists(),
         "server gone"
@@ -614,9 +606,18 @@ for line in sys.stdin:
         send(json.dumps({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}}))
 "#;
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_server_writing_a_message_past_the_bound_is_cut_off_and_the_proxy_holds_none_of_it() {
-    let dir = scratch("server_flood", POLICY);
+/// Waits (10 s at most, else panics saying `when`) for the proxy to exit with `code`.
+async fn exits(proxied: &mut Proxied, code: i32, when: &str) {
+    let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("{when}"))
+        .expect("status");
+    assert_eq!(status.code(), Some(code), "{when}: {status}");
+}
+
+/// The proxy in front of [`FLOODING`] (trusted, `flags` added), and its trail.
+async fn flooding(name: &str, flags: &[&str]) -> (std::path::PathBuf, Proxied) {
+    let dir = scratch(name, POLICY);
     std::fs::write(dir.join("flooding.py"), FLOODING).expect("server");
     let trail = dir.join("trail.jsonl");
     let server = support::McpServer {
@@ -625,15 +626,18 @@ async fn a_server_writing_a_message_past_the_bound_is_cut_off_and_the_proxy_hold
         args: vec![dir.join("flooding.py").display().to_string()],
         env: Vec::new(),
     };
-    let args = proxy_args(
-        &dir,
-        "viewer",
-        "flooding",
-        &trail,
-        &["--trust", "trusted"],
-        &server,
-    );
-    let mut proxied = Proxied::start(&args).await;
+    let flags: Vec<&str> = ["--trust", "trusted"]
+        .iter()
+        .chain(flags)
+        .copied()
+        .collect();
+    let args = proxy_args(&dir, "viewer", "flooding", &trail, &flags, &server);
+    (trail, Proxied::start(&args).await)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_server_writing_a_message_past_the_bound_is_cut_off_and_the_proxy_holds_none_of_it() {
+    let (trail, mut proxied) = flooding("server_flood", &[]).await;
     let echo = proxied.call("echo", json!({})).await.expect("runs");
     assert!(echo.contains("echo"), "{echo}");
     // The proxy's peak memory, read until it exits (the last reading is the peak by then).
@@ -665,11 +669,12 @@ async fn a_server_writing_a_message_past_the_bound_is_cut_off_and_the_proxy_hold
             && error.message.contains("longer than 64 MiB"),
         "{error:?}"
     );
-    let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())
-        .await
-        .expect("the proxy exits when the server's output is cut off")
-        .expect("status");
-    assert_eq!(status.code(), Some(1), "non-zero");
+    exits(
+        &mut proxied,
+        1,
+        "the proxy exits when the server's output is cut off",
+    )
+    .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let peak = watching
         .join()
@@ -689,18 +694,7 @@ async fn a_server_writing_a_message_past_the_bound_is_cut_off_and_the_proxy_hold
 /// bound of 1 MiB, and cuts the server's output off.
 #[tokio::test(flavor = "current_thread")]
 async fn max_message_moves_the_proxys_bound() {
-    let dir = scratch("server_max_message", POLICY);
-    std::fs::write(dir.join("flooding.py"), FLOODING).expect("server");
-    let trail = dir.join("trail.jsonl");
-    let server = support::McpServer {
-        name: "flooding",
-        program: "python3".into(),
-        args: vec![dir.join("flooding.py").display().to_string()],
-        env: Vec::new(),
-    };
-    let flags = ["--trust", "trusted", "--max-message", "1MiB"];
-    let args = proxy_args(&dir, "viewer", "flooding", &trail, &flags, &server);
-    let mut proxied = Proxied::start(&args).await;
+    let (_, mut proxied) = flooding("server_max_message", &["--max-message", "1MiB"]).await;
     let error = proxied
         .call("flood", json!({"mib": 2}))
         .await
@@ -709,11 +703,12 @@ async fn max_message_moves_the_proxys_bound() {
         error.message.contains("output was cut off") && error.message.contains("longer than 1 MiB"),
         "{error:?}"
     );
-    let status = tokio::time::timeout(Duration::from_secs(10), proxied.child.wait())
-        .await
-        .expect("the proxy exits when the server's output is cut off")
-        .expect("status");
-    assert_eq!(status.code(), Some(1), "non-zero");
+    exits(
+        &mut proxied,
+        1,
+        "the proxy exits when the server's output is cut off",
+    )
+    .await;
 }
 
 /// A client that writes calls and does not read their answers is read no further once about
