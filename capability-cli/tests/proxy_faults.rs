@@ -591,13 +591,20 @@ for line in sys.stdin:
             "capabilities": {"tools": {}}, "serverInfo": {"name": "flooding", "version": "1"}}}))
     elif method == "tools/list":
         tools = [{"name": n, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
-                 for n in ["echo", "flood"]]
+                 for n in ["echo", "flood", "spam"]]
         send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": tools}}))
     elif method == "tools/call" and message["params"]["name"] == "flood":
         chunk = "x" * (1 << 20)
         for _ in range(int(message["params"]["arguments"]["mib"])):
             sys.stdout.write(chunk)
         send("")
+    elif method == "tools/call" and message["params"]["name"] == "spam":
+        token = message["params"]["_meta"]["progressToken"]
+        pad = "p" * 3000
+        for n in range(int(message["params"]["arguments"]["count"])):
+            send(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": n, "message": pad}}))
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "spammed"}]}}))
     elif method == "tools/call":
         send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "echo"}]}}))
     elif method == "ping":
@@ -709,6 +716,76 @@ async fn max_message_moves_the_proxys_bound() {
         "the proxy exits when the server's output is cut off",
     )
     .await;
+}
+
+/// A server writing progress faster than its client reads, through rmcp's path: 60,000 lines
+/// of 3 KB for a call the client gave a token, the client reading nothing for 5 s.
+#[test]
+fn a_servers_progress_for_a_client_that_does_not_read_is_held_back_through_rmcp() {
+    use std::io::{BufRead, Write};
+    let dir = scratch("progress_unread", POLICY);
+    std::fs::write(dir.join("flooding.py"), FLOODING).expect("server");
+    let server = support::McpServer {
+        name: "flooding",
+        program: "python3".into(),
+        args: vec![dir.join("flooding.py").display().to_string()],
+        env: Vec::new(),
+    };
+    let trail = dir.join("trail.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "flooding",
+        &trail,
+        &["--trust", "trusted"],
+        &server,
+    );
+    let mut child = std::process::Command::new(BIN)
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the proxy");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let child = proxy_common::KillOnPanic(&mut child);
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"raw","version":"1"}}}}}}"#
+    )
+    .and_then(|()| writeln!(input, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#))
+    .and_then(|()| writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"spam","arguments":{{"count":60000}},"_meta":{{"progressToken":"t"}}}}}}"#
+    ))
+    .expect("write");
+    std::thread::sleep(Duration::from_secs(5));
+    let peak = proxy_common::peak_kib(child.0.id()).expect("the proxy runs");
+    eprintln!("the proxy's peak: {peak} KiB");
+    let mut line = String::new();
+    let mut progress = 0;
+    loop {
+        line.clear();
+        assert!(output.read_line(&mut line).expect("read") > 0, "ended");
+        let value: Value = serde_json::from_str(&line).expect("JSON");
+        if value["method"] == "notifications/progress" {
+            assert_eq!(value["params"]["progressToken"], "t");
+            assert_eq!(
+                value["params"]["progress"].as_f64(),
+                Some(progress as f64),
+                "in order"
+            );
+            progress += 1;
+        } else if value["id"] == 1 {
+            break;
+        }
+    }
+    assert_eq!(progress, 60_000, "every progress line");
+    assert!(
+        peak < 120 * 1024,
+        "the proxy held {peak} KiB at once for a client that does not read"
+    );
 }
 
 /// A client that writes calls and does not read their answers is read no further once about

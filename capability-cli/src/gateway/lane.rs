@@ -143,11 +143,13 @@ impl Lane {
         theirs
     }
 
-    /// What takes the lane's answers off the server's output.
-    pub(super) fn tap(&self) -> LaneTap {
+    /// What takes the lane's answers off the server's output; it reads on only while the
+    /// progress `relay` passes on through rmcp is not piling up for a client that is behind.
+    pub(super) fn tap(&self, relay: crate::proxy::ProgressRelay) -> LaneTap {
         LaneTap {
             server: self.server.clone(),
             pending: self.pending.clone(),
+            relay,
         }
     }
 
@@ -286,6 +288,7 @@ async fn copy_lines(from: impl AsyncRead + Unpin, input: Arc<Input>) {
 pub(super) struct LaneTap {
     server: String,
     pending: Arc<Mutex<Pending>>,
+    relay: crate::proxy::ProgressRelay,
 }
 
 impl LaneTap {
@@ -389,10 +392,12 @@ impl Tap for LaneTap {
                 .map(|(_, client)| client.clone())
                 .collect()
         };
+        let relay = self.relay.clone();
         async move {
             for client in clients {
                 client.room().await;
             }
+            relay.room().await;
         }
     }
 

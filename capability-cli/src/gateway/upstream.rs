@@ -171,7 +171,7 @@ pub(super) async fn connect(
                         crate::escape::escape(why)
                     ));
                 },
-                lane.tap(),
+                lane.tap(watch.progress.clone()),
             );
             let service = watch
                 .serve_with_lifecycle(

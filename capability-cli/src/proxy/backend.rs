@@ -67,12 +67,18 @@ fn ended(command: &str, cut: &OnceLock<String>, status: std::io::Result<ExitStat
     }
 }
 
-/// Keeps why the server's output was cut off; takes no line.
-struct Cut(Arc<OnceLock<String>>);
+/// Keeps why the server's output was cut off; takes no line; reads on only while the
+/// server's progress is not piling up for a client that is behind.
+struct Cut(Arc<OnceLock<String>>, super::progress::Relay);
 
 impl Tap for Cut {
     fn take(&mut self, _line: &[u8]) -> bool {
         false
+    }
+
+    fn room(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        let relay = self.1.clone();
+        async move { relay.room().await }
     }
 
     fn end(&mut self, why: Option<&str>) {
@@ -157,7 +163,7 @@ pub(super) async fn connect(
                 |why| {
                     note(format_args!("{}", crate::escape::escape(why)));
                 },
-                Cut(cut.clone()),
+                Cut(cut.clone(), upstream.progress.clone()),
             );
             let connecting = async {
                 let connection = upstream

@@ -9,7 +9,10 @@
 //! for a call the client gave none.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::Notify;
 
 use ::rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
@@ -19,9 +22,31 @@ use ::rmcp::model::{
 use ::rmcp::service::{PeerRequestOptions, RequestContext};
 use ::rmcp::{Peer, RoleClient, RoleServer, ServiceError};
 
-/// The calls of one connection whose progress goes back to their clients, by rmcp's token.
+/// The calls of one connection whose progress goes back to their clients, by rmcp's token,
+/// and the progress on its way to them.
 #[derive(Clone, Default)]
-pub(crate) struct Relay(Arc<Mutex<HashMap<ProgressToken, Sink>>>);
+pub(crate) struct Relay(Arc<Mutex<HashMap<ProgressToken, Sink>>>, Arc<Passing>);
+
+/// The bytes of the server's progress on their way to clients (rmcp hands each notification
+/// to a task of its own, which waits while its client is behind).
+#[derive(Default)]
+pub(crate) struct Passing {
+    bytes: AtomicUsize,
+    drained: Notify,
+}
+
+/// The most bytes of progress on their way before the server's output is read no further.
+const ROOM_BYTES: usize = 8 * 1024 * 1024;
+
+/// One notification's bytes, counted until it is passed on or dropped.
+struct Counted<'a>(&'a Passing, usize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.bytes.fetch_sub(self.1, Ordering::SeqCst);
+        self.0.drained.notify_waiters();
+    }
+}
 
 /// The handler of a connection that only relays its server's progress (a connection on the
 /// caller's behalf: the proxy's own connection handles the rest).
@@ -42,11 +67,38 @@ impl ::rmcp::ClientHandler for Relaying {
 struct Sink {
     token: ProgressToken,
     client: Peer<RoleServer>,
+    /// The call's progress being passed on: its answer waits for them, so that none is
+    /// dropped or overtaken.
+    delivering: Arc<Passing>,
+}
+
+impl Passing {
+    /// Resolves once at most `bytes` are counted.
+    async fn at_most(&self, bytes: usize) {
+        loop {
+            let drained = self.drained.notified();
+            if self.bytes.load(Ordering::SeqCst) <= bytes {
+                return;
+            }
+            drained.await;
+        }
+    }
 }
 
 impl Relay {
+    /// Resolves once at most 8 MiB of the server's progress are on their way to clients: the
+    /// server's output is read on only then, so a client that reads slower than its server
+    /// writes progress holds the server back instead of filling memory.
+    pub(crate) async fn room(&self) {
+        self.1.at_most(ROOM_BYTES).await;
+    }
+
     /// The server's progress: passed to the client of the call it names, while that call waits.
     pub(crate) async fn progress(&self, params: ProgressNotificationParam) {
+        // Its message is the part of any size; the rest is a few fields.
+        let bytes = params.message.as_ref().map_or(0, String::len) + 256;
+        self.1.bytes.fetch_add(bytes, Ordering::SeqCst);
+        let _counted = Counted(&self.1, bytes);
         let sink = self
             .0
             .lock()
@@ -56,6 +108,11 @@ impl Relay {
         let Some(sink) = sink else {
             return;
         };
+        // Counted before this task first yields: the call's answer, read after this
+        // notification, resumes its task only after this one has started.
+        let delivering = sink.delivering.clone();
+        delivering.bytes.fetch_add(1, Ordering::SeqCst);
+        let _delivering = Counted(&delivering, 1);
         let mut params = params;
         params.progress_token = sink.token;
         // A client gone has nothing to hear.
@@ -73,6 +130,7 @@ impl Relay {
         let sink = context.meta.get_progress_token().map(|token| Sink {
             token,
             client: context.peer.clone(),
+            delivering: Arc::default(),
         });
         call(server, params, sink.map(|sink| (self, sink))).await
     }
@@ -106,6 +164,7 @@ async fn call(
     }
     // Registered before this task yields: the gateway and the proxy run on one thread, so
     // rmcp's loop cannot have read the server's first progress before.
+    let delivering = progress.as_ref().map(|(_, sink)| sink.delivering.clone());
     let relayed = progress.map(|(relay, sink)| {
         relay
             .0
@@ -120,8 +179,12 @@ async fn call(
         unanswered: Some(handle.id.clone()),
     };
     let answer = handle.await_response().await;
-    // Answered, or the connection lost: nothing to cancel.
+    // Answered, or the connection lost: nothing to cancel. The progress read before the
+    // answer reaches the client first.
     waiting.unanswered = None;
+    if let Some(delivering) = &delivering {
+        delivering.at_most(0).await;
+    }
     drop(waiting);
     completed(answer?)
 }
