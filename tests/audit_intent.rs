@@ -224,3 +224,73 @@ fn an_output_nested_too_deep_is_recorded_without_its_digest() {
         outcome.reasons
     );
 }
+
+/// `start` and `Started`: the intent before the call runs, the outcome where the result is
+/// heard (another thread), the same as `call` would write it; dropped unfinished, cancelled.
+#[test]
+fn a_call_started_here_and_finished_on_another_thread_is_recorded_as_call_records_it() {
+    use capability::audit::{Request, Started};
+    use capability::authz::Action;
+    fn sendable<T: Send + 'static>() {}
+    sendable::<Started>();
+
+    let sink = Arc::new(MemorySink::new());
+    let dispatch = Arc::new(AuditedDispatch::new(sink.clone()));
+    let input = json!({"namespace": "prod"});
+    let tool = list_pods();
+    let request = Request::mcp("tools/call", Action::CallTool(&tool), &input);
+    let Ok(started) = dispatch.start::<(), String>(&monitor("s"), Caller::new("a"), &request)
+    else {
+        panic!("allowed")
+    };
+    assert_eq!(sink.records().len(), 1, "the intent alone, before the call runs");
+    assert_eq!(sink.records()[0].phase, Some(Phase::Intent));
+    let out = std::thread::spawn(move || started.finish(Ok::<_, String>(json!(["api-0"]))))
+        .join()
+        .expect("the thread");
+    assert!(matches!(out, Outcome::Done(_)));
+    // The same call through `call`, for the digest its outcome would have.
+    let twin: Outcome<Value, String> =
+        dispatch.call(&monitor("s"), Caller::new("a"), &tool, &input, || {
+            Ok(json!(["api-0"]))
+        });
+    assert!(twin.is_done());
+    let records = sink.records();
+    assert_eq!(records.len(), 4);
+    let (intent, outcome, twin) = (&records[0], &records[1], &records[3]);
+    assert_eq!(outcome.phase, Some(Phase::Outcome));
+    assert_eq!(outcome.call_id, intent.call_id);
+    assert_eq!(outcome.success, Some(true));
+    assert!(outcome.output_digest.is_some());
+    assert_eq!(outcome.output_digest, twin.output_digest);
+    assert_eq!(outcome.output_size, twin.output_size);
+
+    // Dropped before it finished: its outcome says it was cancelled.
+    let Ok(started) = dispatch.start::<(), String>(&monitor("s"), Caller::new("a"), &request)
+    else {
+        panic!("allowed")
+    };
+    drop(started);
+    let records = sink.records();
+    let last = &records[records.len() - 1];
+    assert_eq!(last.phase, Some(Phase::Outcome));
+    assert_eq!(last.call_id, records[records.len() - 2].call_id);
+    assert_eq!(last.success, Some(false));
+    assert!(
+        last.error.as_deref().is_some_and(|e| e.contains("cancelled")),
+        "{:?}",
+        last.error
+    );
+
+    // A call that may not run is not started: its refusal is on record, nothing else.
+    let restart = restart_pod();
+    let denied = Request::mcp("tools/call", Action::CallTool(&restart), &input);
+    let before = sink.records().len();
+    let refused = dispatch.start::<(), String>(&monitor("s"), Caller::new("a"), &denied);
+    // (A destructive call refused to a read-only role degrades its session at once.)
+    assert!(matches!(refused, Err(Outcome::Degrade(_))), "{refused:?}");
+    let records = sink.records();
+    assert_eq!(records.len(), before + 1);
+    assert_eq!(records[before].verdict, Verdict::Degraded);
+    assert_eq!(records[before].phase, None);
+}

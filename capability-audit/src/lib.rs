@@ -46,7 +46,9 @@ pub use checkpoint::{
     ChainProblem, ChainsReport, Checkpoint, CheckpointEvery, CheckpointSchedule, CheckpointSigner,
     CheckpointVerifier, WriterReport, verify_chains,
 };
-pub use dispatch::{AuditedDispatch, Caller, MAX_INCIDENT_ID_CHARS, Redactor, Request, Subject};
+pub use dispatch::{
+    AuditedDispatch, Caller, MAX_INCIDENT_ID_CHARS, Redactor, Request, Started, Subject,
+};
 pub use error::AuditError;
 pub use jsonl::{FlushPolicy, JsonlSink};
 pub use key::{DIGEST_KEY_LEN, DigestKey, KEYED_DIGEST_PREFIX, KeyError};

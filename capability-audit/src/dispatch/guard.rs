@@ -5,8 +5,11 @@
 //! tool panicked, or the call's future was dropped), it writes the outcome of an aborted call:
 //! `success: false` and an `error` saying which. The panic itself goes on unchanged. An outcome
 //! that cannot be written is kept by the dispatcher, and nothing runs until it is written.
+//! [`Started`] is the same guard owning its dispatcher, for a call finished elsewhere.
 
 use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -23,24 +26,21 @@ const PANICKED: &str = "aborted: the tool panicked; the call may have acted befo
 const CANCELLED: &str =
     "aborted: the call was cancelled (its future was dropped); the call may have acted before";
 
-/// A call that may run: the record to write once, whatever happens.
-pub(super) struct CallGuard<'d> {
-    dispatch: &'d AuditedDispatch,
+/// A call that may run: the record to write once, whatever happens. `D` is how it holds its
+/// dispatcher: borrowed for the duration of `act`, owned by a [`Started`].
+pub(super) struct CallGuard<D: Deref<Target = AuditedDispatch>> {
+    dispatch: D,
     /// `None` once written (or when there is no record to write: an unkeyed sink under
     /// `AllowAndCount`).
-    pending: Option<Pending<'d>>,
+    pending: Option<Pending>,
     start: Instant,
     span: CallSpan,
     done: bool,
 }
 
-impl<'d> CallGuard<'d> {
+impl<D: Deref<Target = AuditedDispatch>> CallGuard<D> {
     /// Starts the clock of a call about to run.
-    pub(super) fn new(
-        dispatch: &'d AuditedDispatch,
-        pending: Option<Pending<'d>>,
-        span: CallSpan,
-    ) -> Self {
+    pub(super) fn new(dispatch: D, pending: Option<Pending>, span: CallSpan) -> Self {
         CallGuard {
             dispatch,
             pending,
@@ -63,7 +63,8 @@ impl<'d> CallGuard<'d> {
         self.done = true;
         let elapsed = self.start.elapsed();
         if let Some(pending) = self.pending.take() {
-            let record = completed(pending, elapsed, &result);
+            let key = self.dispatch.sink.digest_key().ok();
+            let record = completed(pending, key, elapsed, &result);
             // The call has happened. Under `Deny`, an outcome that cannot be written is kept,
             // and stops the next calls until it is written.
             self.span
@@ -78,7 +79,34 @@ impl<'d> CallGuard<'d> {
     }
 }
 
-impl Drop for CallGuard<'_> {
+/// A call decided and its intent written ([`AuditedDispatch::start`]), running: its outcome
+/// is written once, by [`finish`](Started::finish), or when it is dropped unfinished (then as
+/// cancelled, or aborted by a panic). It owns what it needs, so it can be sent to the thread
+/// or task that hears the call's result.
+pub struct Started(pub(super) CallGuard<Arc<AuditedDispatch>>);
+
+impl Started {
+    /// The call's span (`execute_tool`): what runs it, and its children, belong inside.
+    pub fn span(&self) -> &Span {
+        self.0.span()
+    }
+
+    /// The call returned `result`: its outcome is written (a result's keyed digest, an error's
+    /// text), and the outcome returned as [`AuditedDispatch::act`] returns it.
+    pub fn finish<O: Serialize, E: fmt::Display>(self, result: Result<O, E>) -> Outcome<O, E> {
+        self.0.finish(result)
+    }
+}
+
+impl fmt::Debug for Started {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Started")
+            .field("started", &self.0.start)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Deref<Target = AuditedDispatch>> Drop for CallGuard<D> {
     fn drop(&mut self) {
         if self.done {
             return;
@@ -102,18 +130,24 @@ impl Drop for CallGuard<'_> {
 
 /// The record of a call that returned.
 fn completed<O: Serialize, E: fmt::Display>(
-    pending: Pending<'_>,
+    pending: Pending,
+    key: Option<&DigestKey>,
     elapsed: Duration,
     result: &Result<O, E>,
 ) -> AuditRecord {
-    let Pending { mut record, key } = pending;
+    let Pending { mut record } = pending;
     record.latency_us = Some(micros(elapsed));
     match result {
         Ok(output) => {
             // Keyed too: an output can carry what a sensitive field holds (a token, a row).
-            let digested = canonical_output(output, |canonical| {
-                (key.digest(canonical.as_bytes()), canonical.len() as u64)
-            });
+            // The key the intent was made with (the sink keeps one for its life).
+            let digested = key
+                .ok_or_else(|| "the sink has no digest key".to_owned())
+                .and_then(|key| {
+                    canonical_output(output, |canonical| {
+                        (key.digest(canonical.as_bytes()), canonical.len() as u64)
+                    })
+                });
             match digested {
                 Ok((digest, size)) => {
                     record.output_digest = Some(digest);

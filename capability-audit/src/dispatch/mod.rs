@@ -27,6 +27,7 @@ use crate::*;
 use backlog::Backlog;
 pub use caller::{Caller, MAX_INCIDENT_ID_CHARS};
 use guard::CallGuard;
+pub use guard::Started;
 pub use request::{Request, Subject};
 
 /// A redaction hook: given the tool, the sink's [digest key](AuditSink::digest_key) and the
@@ -272,6 +273,50 @@ impl AuditedDispatch {
         }
     }
 
+    /// The first half of [`act`](Self::act), for a call whose result comes back elsewhere (on
+    /// another thread, in another task): decides, and for a call that may run writes its
+    /// intent and returns it [`Started`]; the call may run once this returns `Ok`. Its outcome
+    /// is written by [`Started::finish`], or, if the `Started` is dropped unfinished, as a call
+    /// cancelled (or, while a thread panics, aborted by a panic), exactly as `act_async` writes
+    /// it when its future is dropped. A call that may not run is `Err`, its outcome as `act`
+    /// would return it (its record written).
+    ///
+    /// ```
+    /// use capability::CapabilityManifest;
+    /// use capability::audit::{AuditedDispatch, Caller, MemorySink, Outcome, Phase, Request};
+    /// use capability::authz::{Action, Ceiling, ToolContext};
+    /// use serde_json::json;
+    /// use std::sync::Arc;
+    ///
+    /// let sink = Arc::new(MemorySink::new());
+    /// let dispatch = Arc::new(AuditedDispatch::new(sink.clone()));
+    /// let ctx = ToolContext::new("monitor", "s-1", Ceiling::ReadOnly);
+    /// let list = CapabilityManifest::builder("list_pods").read_only(true).build()?;
+    /// let input = json!({"ns": "prod"});
+    /// let request = Request::mcp("tools/call", Action::CallTool(&list), &input);
+    /// let Ok(started) = dispatch.start::<(), String>(&ctx, Caller::new("watcher"), &request) else {
+    ///     panic!("allowed");
+    /// };
+    /// assert_eq!(sink.records()[0].phase, Some(Phase::Intent), "on record before it runs");
+    /// // The answer comes back on another thread, which finishes the call.
+    /// let out = std::thread::spawn(move || started.finish(Ok::<_, String>(3))).join().unwrap();
+    /// assert!(matches!(out, Outcome::Done(3)));
+    /// assert_eq!(sink.records()[1].phase, Some(Phase::Outcome));
+    /// # Ok::<(), capability::ManifestError>(())
+    /// ```
+    pub fn start<O, E>(
+        self: &Arc<Self>,
+        ctx: &(impl Authorize + ?Sized),
+        caller: Caller<'_>,
+        request: &Request<'_>,
+    ) -> Result<Started, Outcome<O, E>> {
+        let (span, call_id) = self.span(&Subject::of(ctx), caller, request);
+        match span.in_scope(|| self.before(ctx, caller, request, call_id, &span)) {
+            Err(early) => Err(early.into_outcome(&span)),
+            Ok(pending) => Ok(Started(CallGuard::new(self.clone(), pending, span))),
+        }
+    }
+
     /// The one refusal door: records a call refused before any decision was asked (a caller
     /// without a role, a tool the server does not list or that drifted from its pin, a bad
     /// name), with every reason, and counts it against the session's budget like a denial (a
@@ -403,10 +448,10 @@ fn not_written(session: &str, tool: &str, error: &dyn fmt::Display) {
     );
 }
 
-/// The outcome record of a call that runs, and the key its output digest is made with.
-struct Pending<'s> {
+/// The outcome record of a call that runs (its output digest is made with the sink's key when
+/// the call completes).
+struct Pending {
     record: AuditRecord,
-    key: &'s DigestKey,
 }
 
 enum Early {

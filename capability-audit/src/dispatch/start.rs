@@ -87,7 +87,7 @@ impl AuditedDispatch {
         request: &Request<'_>,
         call_id: String,
         span: &CallSpan,
-    ) -> Result<Option<Pending<'_>>, Early> {
+    ) -> Result<Option<Pending>, Early> {
         let subject = Subject::of(ctx);
         let key = match self.sink.digest_key() {
             Ok(key) => key,
@@ -189,7 +189,7 @@ impl AuditedDispatch {
             }
         }
         record.phase = Some(Phase::Outcome);
-        Ok(Some(Pending { record, key }))
+        Ok(Some(Pending { record }))
     }
 
     /// The sink has no digest key: no record can be made without exposing what the key
@@ -200,7 +200,7 @@ impl AuditedDispatch {
         ctx: &(impl Authorize + ?Sized),
         request: &Request<'_>,
         error: AuditError,
-    ) -> Result<Option<Pending<'_>>, Early> {
+    ) -> Result<Option<Pending>, Early> {
         let early = self.decide(ctx, request);
         not_written(ctx.session(), request.action.target(), &error);
         if self.on_failure == OnAuditFailure::AllowAndCount {
