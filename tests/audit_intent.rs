@@ -243,7 +243,11 @@ fn a_call_started_here_and_finished_on_another_thread_is_recorded_as_call_record
     else {
         panic!("allowed")
     };
-    assert_eq!(sink.records().len(), 1, "the intent alone, before the call runs");
+    assert_eq!(
+        sink.records().len(),
+        1,
+        "the intent alone, before the call runs"
+    );
     assert_eq!(sink.records()[0].phase, Some(Phase::Intent));
     let out = std::thread::spawn(move || started.finish(Ok::<_, String>(json!(["api-0"]))))
         .join()
@@ -277,7 +281,9 @@ fn a_call_started_here_and_finished_on_another_thread_is_recorded_as_call_record
     assert_eq!(last.call_id, records[records.len() - 2].call_id);
     assert_eq!(last.success, Some(false));
     assert!(
-        last.error.as_deref().is_some_and(|e| e.contains("cancelled")),
+        last.error
+            .as_deref()
+            .is_some_and(|e| e.contains("cancelled")),
         "{:?}",
         last.error
     );

@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+mod blocking;
 mod envelope;
 pub mod escape;
 pub mod files;

@@ -134,33 +134,62 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
     line.clear();
     loop {
         let available = input.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(if line.is_empty() {
-                Line::End
-            } else {
-                Line::Whole
-            });
-        }
-        let (taken, ends) = match memchr::memchr(b'\n', available) {
-            Some(at) => (at + 1, true),
-            None => (available.len(), false),
-        };
-        if line.len() + taken - usize::from(ends) > max {
-            input.consume(taken);
-            line.clear();
-            line.shrink_to(0);
-            return Ok(if ends {
-                Line::TooLong
-            } else {
-                Line::Overflowing
-            });
-        }
-        line.extend_from_slice(&available[..taken]);
+        let (taken, read) = step(available, line, max);
         input.consume(taken);
-        if ends {
-            return Ok(Line::Whole);
+        if let Some(read) = read {
+            return Ok(read);
         }
     }
+}
+
+/// [`read_line`] for a blocking reader (the stdio threads of the gateway's lane).
+pub(crate) fn read_line_blocking<R: std::io::BufRead>(
+    input: &mut R,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    line.clear();
+    loop {
+        let available = match input.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let (taken, read) = step(available, line, max);
+        input.consume(taken);
+        if let Some(read) = read {
+            return Ok(read);
+        }
+    }
+}
+
+/// One step of reading a line: what of `available` (the reader's buffer, empty at the end of
+/// the input) is taken into `line` or dropped, and the line once it is read.
+fn step(available: &[u8], line: &mut Vec<u8>, max: usize) -> (usize, Option<Line>) {
+    if available.is_empty() {
+        let read = if line.is_empty() {
+            Line::End
+        } else {
+            Line::Whole
+        };
+        return (0, Some(read));
+    }
+    let (taken, ends) = match memchr::memchr(b'\n', available) {
+        Some(at) => (at + 1, true),
+        None => (available.len(), false),
+    };
+    if line.len() + taken - usize::from(ends) > max {
+        line.clear();
+        line.shrink_to(0);
+        let read = if ends {
+            Line::TooLong
+        } else {
+            Line::Overflowing
+        };
+        return (taken, Some(read));
+    }
+    line.extend_from_slice(&available[..taken]);
+    (taken, ends.then_some(Line::Whole))
 }
 
 /// Reads and drops the rest of a line, up to and including its newline (or the end of the
@@ -168,19 +197,35 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
 pub(crate) async fn skip_line<R: AsyncBufRead + Unpin>(input: &mut R) -> std::io::Result<()> {
     loop {
         let available = input.fill_buf().await?;
-        if available.is_empty() {
+        let (taken, done) = skipped(available);
+        input.consume(taken);
+        if done {
             return Ok(());
         }
-        match memchr::memchr(b'\n', available) {
-            Some(at) => {
-                input.consume(at + 1);
-                return Ok(());
-            }
-            None => {
-                let all = available.len();
-                input.consume(all);
-            }
+    }
+}
+
+/// [`skip_line`] for a blocking reader.
+pub(crate) fn skip_line_blocking<R: std::io::BufRead>(input: &mut R) -> std::io::Result<()> {
+    loop {
+        let available = match input.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let (taken, done) = skipped(available);
+        input.consume(taken);
+        if done {
+            return Ok(());
         }
+    }
+}
+
+/// What of `available` a line being skipped drops, and whether the line (or the input) ended.
+fn skipped(available: &[u8]) -> (usize, bool) {
+    match memchr::memchr(b'\n', available) {
+        Some(at) => (at + 1, true),
+        None => (available.len(), available.is_empty()),
     }
 }
 
@@ -258,6 +303,45 @@ mod tests {
                 }
             }
         })
+    }
+
+    /// [`lines`], read through the blocking reader: it must read the same.
+    fn lines_blocking(input: &[u8], capacity: usize, max: usize) -> Vec<Result<String, Line>> {
+        let mut reader = std::io::BufReader::with_capacity(capacity, input);
+        let mut line = Vec::new();
+        let mut seen = Vec::new();
+        loop {
+            let read = read_line_blocking(&mut reader, &mut line, max).expect("read");
+            match read {
+                Line::End => return seen,
+                Line::Whole => seen.push(Ok(String::from_utf8(line.clone()).expect("utf-8"))),
+                Line::TooLong | Line::Overflowing => {
+                    assert!(line.is_empty());
+                    if read == Line::Overflowing {
+                        skip_line_blocking(&mut reader).expect("skip");
+                    }
+                    seen.push(Err(Line::TooLong));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_blocking_reader_reads_what_the_async_one_reads() {
+        for input in [
+            &b"abcd\nabcde\nab\nabcdefghij\n\nxyz"[..],
+            b"ok\n0123456789",
+            b"",
+            b"\n\n0123456789abcdef\nnext\n",
+        ] {
+            for capacity in [1, 2, 3, 5, 8, 64] {
+                assert_eq!(
+                    lines_blocking(input, capacity, 4),
+                    lines(input, capacity, 4),
+                    "{input:?} through a buffer of {capacity}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1160,7 +1160,12 @@ async fn with_watch_a_change_of_the_file_reloads_and_a_bad_change_is_refused_onc
     };
     let dir = scratch("gateway-watch", "");
     let (drift, everything) = (servers.drift(), servers.everything());
-    let write = |text: String| std::fs::write(dir.join("policy.toml"), text).expect("policy");
+    // Each version whole at once (as editors save): a watcher that looked between a truncation
+    // and the write after it would see an empty policy, and rightly refuse it.
+    let write = |text: String| {
+        std::fs::write(dir.join("policy.toml.new"), text).expect("policy");
+        std::fs::rename(dir.join("policy.toml.new"), dir.join("policy.toml")).expect("policy");
+    };
     write(lifecycle_policy(
         &drift,
         &everything,

@@ -55,7 +55,7 @@ for line in sys.stdin:
             "protocolVersion": message["params"]["protocolVersion"],
             "capabilities": {"tools": {}}, "serverInfo": {"name": "journal", "version": "1"}}}))
     elif method == "tools/list":
-        names = ["echo", "twice", "forge", "slow", "die", "badshape", "progress", "inject", "flood", "spam"]
+        names = ["echo", "twice", "forge", "slow", "die", "badshape", "progress", "inject", "flood", "spam", "deaf"]
         send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": [tool(n) for n in names]}}))
     elif method == "tools/call":
         name, arguments = message["params"]["name"], message["params"].get("arguments")
@@ -102,6 +102,9 @@ for line in sys.stdin:
             pass
         elif name == "die":
             sys.exit(3)
+        elif name == "deaf":
+            import time
+            time.sleep(3600)
     elif method == "ping":
         send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {}}))
     elif id is not None and method is not None:
@@ -693,7 +696,10 @@ fn a_server_writing_a_message_past_the_bound_is_cut_off_and_started_again_and_no
         "the server is started again"
     );
     let back = client.call(3, "j_echo", r#"{"again":1}"#);
-    assert_eq!(back["result"]["content"][0]["text"], r#"{"again": 1}"#);
+    assert_eq!(
+        back["result"]["content"][0]["text"], r#"{"again": 1}"#,
+        "{back}"
+    );
 
     let records = calls_once(&dir, "flood", 1);
     let flood = outcome(&records, "flood");
@@ -939,4 +945,83 @@ fn calls_in_flight_past_the_room_do_not_hold_back_the_answers_they_wait_for() {
         }
         assert_eq!(progress, 3_000, "every progress line, before the answer");
     });
+}
+
+/// A server that stops reading its input holds up none of the others: the calls written to it
+/// pile up (2 MB, far past what its pipe holds), in order, without the client's reader waiting
+/// for them; a call to the other server is answered at once, and a call of the first one's that
+/// the client cancels is cancelled on record.
+#[test]
+fn a_server_that_stops_reading_holds_up_no_other_server() {
+    let dir = scratch("gateway-fast-deaf", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+
+    client.line(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"j_deaf","arguments":{}}}"#);
+    assert!(
+        wait_for(|| !calls_of(&journal(&dir.join("journal.jsonl")), "deaf").is_empty()),
+        "the server read the call that stops it"
+    );
+    let text = "d".repeat(100 * 1024);
+    // Written from a thread of their own: a gateway that waited for the deaf server would stop
+    // reading, and this test would fail below rather than hang in a write.
+    std::thread::scope(|scope| {
+        let (input, lines, text) = (&mut client.input, &client.lines, &text);
+        let _child = KillOnPanic(&mut client.child);
+        scope.spawn(move || {
+            for id in 2..22 {
+                let call = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"j_echo","arguments":{{"text":"{text}"}}}}}}"#
+                );
+                if writeln!(input, "{call}").is_err() {
+                    return;
+                }
+            }
+            let other = r#"{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"o_echo","arguments":{"still":"here"}}}"#;
+            let _ = writeln!(input, "{other}").and_then(|()| input.flush());
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let other = loop {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .expect("the other server's call answered within 5 s, behind the deaf one");
+            let Ok(line) = lines.recv_timeout(left) else {
+                panic!("the other server's call was not answered within 5 s, behind the deaf one");
+            };
+            let value: Value = serde_json::from_str(&line).expect("JSON");
+            if value["id"] == 30 {
+                break value;
+            }
+        };
+        assert_eq!(
+            other["result"]["content"][0]["text"],
+            r#"{"still": "here"}"#
+        );
+    });
+    // Cancelled while it waits to be written: no answer, on record as cancelled.
+    client
+        .line(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":21}}"#);
+    client.line(r#"{"jsonrpc":"2.0","id":31,"method":"ping"}"#);
+    let pong = client.answer(&json!(31));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    let records = proxy_common::records(&dir.join("audit.jsonl"));
+    let echoes: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["tool"] == "echo" && r["provider"] == "journal")
+        .collect();
+    let intents = echoes.iter().filter(|r| r["phase"] == "intent").count();
+    assert_eq!(
+        intents, 20,
+        "each call on record before it waits: {echoes:?}"
+    );
+    assert!(
+        wait_for(|| proxy_common::records(&dir.join("audit.jsonl"))
+            .iter()
+            .any(|r| {
+                r["phase"] == "outcome"
+                    && r["provider"] == "journal"
+                    && r["error"].as_str().is_some_and(|e| e.contains("cancelled"))
+            })),
+        "the cancelled call's outcome"
+    );
 }

@@ -2,11 +2,20 @@
 //!
 //! A client's `tools/call` is read once, as its envelope (id, method, and the params' name,
 //! arguments and `_meta`); it is routed, decided and recorded exactly as on rmcp's path (the
-//! same [`Gateway::route`] and [`Gateway::forward`]); the arguments recorded are the ones
-//! written to the server, through the server's [`Lane`]; the server's result goes back to the
-//! client as the server wrote it (read strictly first), under the client's id, and so do the
-//! server's `notifications/progress` for the call's `progressToken` (the [`Lane`]'s doc).
-//! Nothing else changes: every other message, and a call this path does not take, is rmcp's.
+//! same [`Gateway::route`], and the same dispatcher, [`AuditedDispatch::start`]: its intent
+//! on record before it is written to the server); the arguments recorded are the ones written
+//! to the server, through the server's [`Lane`]; the server's result goes back to the client
+//! as the server wrote it (read strictly first), under the client's id, and so do the
+//! server's `notifications/progress` for the call's `progressToken` (the [`Lane`]'s doc); the
+//! outcome is recorded after the client has the result ([`Started::finish`]). Nothing else
+//! changes: every other message, and a call this path does not take, is rmcp's.
+//!
+//! All of it happens where the bytes are: the call is read, decided, recorded and written to
+//! its server on the thread that reads the client (`proxy::front::start_threaded`), and its
+//! answer is written to the client and its outcome recorded on the thread that reads the
+//! server, with no hop through the runtime in between.
+//!
+//! [`AuditedDispatch::start`]: capability::audit::AuditedDispatch::start
 //!
 //! The path takes a call only when nothing about it needs the typed model: the session agreed a
 //! revision that starts with `initialize` (2025-11-25 or earlier), the server's connection
@@ -19,15 +28,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use ::rmcp::ErrorData;
+use capability::audit::{Outcome, Request, Started};
+use capability::authz::Action;
+use capability::mcp::telemetry::{self, Ending, Operation, Transport};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use tokio::sync::oneshot;
-use tracing::Instrument;
 
-use capability::mcp::telemetry::{self, Ending, Operation, Transport};
-
-use super::handler::Gateway;
+use super::handler::{Gateway, answered, refused};
+use super::lane::{Ended, Lane};
 use crate::envelope::{Cancelled, Envelope};
 use crate::proxy::Outbox;
 
@@ -42,7 +51,7 @@ pub(super) struct Fast {
     /// The revision the session agreed, read off rmcp's answer to `initialize`.
     version: OnceLock<String>,
     /// The calls in flight, by the client's id: a cancellation stops one.
-    in_flight: Arc<Mutex<HashMap<String, oneshot::Sender<()>>>>,
+    in_flight: Arc<Mutex<InFlight>>,
 }
 
 #[derive(Deserialize)]
@@ -124,107 +133,96 @@ impl Fast {
         }
         let id = id.get().to_owned();
         let shown = params.name;
-        let arguments = params.arguments;
-        let meta = params.meta.map(|m| m.get().to_owned());
-        let version = self.version.get().cloned();
-        let operation = server_operation(&id, &shown, version.as_deref(), meta.as_deref());
-        let (stop, stopped) = oneshot::channel();
+        let given = params.arguments.is_some();
+        let input = Value::Object(params.arguments.unwrap_or_default());
+        let meta = params.meta.map(RawValue::get);
+        let version = self.version.get().map(String::as_str);
+        let operation = server_operation(&id, &shown, version, meta);
+        // Until the call ends: its answer, once written, takes no more room.
+        let held = out.hold_request(params_len);
+        // In the call's span: the decision, the records, and the leg to the server.
+        let sent = operation.span().in_scope(|| {
+            let route = self.gateway.route(&snapshot, &who, &shown, &input)?;
+            let lane = snapshot.lanes.get(route.server).ok_or_else(|| {
+                ErrorData::internal_error(format!("no connection to `{}`", route.server), None)
+            })?;
+            let request = Request::mcp("tools/call", Action::CallTool(route.manifest), &input);
+            // The intent is on record before the call is written to the server.
+            let started = self
+                .gateway
+                .dispatch
+                .start::<(), String>(route.ctx(), who.caller(), &request)
+                .map_err(|outcome| refusal(outcome, &shown))?;
+            let leg = started.span().in_scope(|| {
+                Operation::client(&telemetry::Request {
+                    method: "tools/call",
+                    tool: Some(route.tool),
+                    server: Some(route.server),
+                    protocol_version: version,
+                    transport: Some(Transport::Pipe),
+                    ..telemetry::Request::default()
+                })
+            });
+            // The server's progress for the client's token comes back to the client.
+            let progress = meta
+                .and_then(progress_token)
+                .map(|token| (token, out.clone()));
+            // The leg names itself as the parent in the `_meta` the server is sent.
+            let forwarded = forwarded(
+                route.tool,
+                given.then_some(&input),
+                with_context(meta, &leg).as_deref(),
+            )
+            .map_err(|e| {
+                ErrorData::internal_error(
+                    format!("the arguments could not be written again: {e}"),
+                    None,
+                )
+            });
+            let forwarded = match forwarded {
+                Ok(forwarded) => forwarded,
+                Err(error) => {
+                    drop(started.finish::<(), String>(Err(error.message.to_string())));
+                    return Err(error);
+                }
+            };
+            Ok((lane.clone(), started, leg, progress, forwarded))
+        });
+        let (lane, started, leg, progress, forwarded) = match sent {
+            Ok(sent) => sent,
+            Err(error) => {
+                operation.end(Ending::Error {
+                    code: error.code.0,
+                    message: &error.message,
+                });
+                let _ = out.write_now(&answer_line(&id, Err(error)));
+                return true;
+            }
+        };
+        let lane_id = lane.next_id();
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.clone(), stop);
-        let gateway = self.gateway.clone();
-        let in_flight = self.in_flight.clone();
-        let held = out.hold_request(params_len);
-        let out = out.clone();
-        tokio::spawn(async move {
-            // Until the task ends: the answer, once sent, holds its own room.
-            let _held = held;
-            // Whether the server's result has `isError`, read once, when the leg ends.
-            let mut tool_error = false;
-            let answering = async {
-                let given = arguments.is_some();
-                let input = Value::Object(arguments.unwrap_or_default());
-                let route = gateway.route(&snapshot, &who, &shown, &input)?;
-                let lane = snapshot.lanes.get(route.server).ok_or_else(|| {
-                    ErrorData::internal_error(format!("no connection to `{}`", route.server), None)
-                })?;
-                // The result is the client's as soon as it is read (the call has happened; an
-                // outcome that cannot be written is kept and stops the next call until it is,
-                // it never withholds a result): the call can no longer be cancelled, the line
-                // is handed to the client's writer, which writes it while this task yields, and
-                // the outcome is written after.
-                let delivered = async {
-                    // In the call's span: the leg to the server is its child, and names itself
-                    // as the parent in the `_meta` the server is sent.
-                    let leg = Operation::client(&telemetry::Request {
-                        method: "tools/call",
-                        tool: Some(route.tool),
-                        server: Some(route.server),
-                        protocol_version: version.as_deref(),
-                        transport: Some(Transport::Pipe),
-                        ..telemetry::Request::default()
-                    });
-                    // The server's progress for the client's token comes back to the client.
-                    let progress = meta
-                        .as_deref()
-                        .and_then(progress_token)
-                        .map(|token| (token, out.clone()));
-                    let meta = with_context(meta.as_deref(), &leg);
-                    let forwarded = forwarded(route.tool, given.then_some(&input), meta.as_deref())
-                        .map_err(|e| format!("the arguments could not be written again: {e}"))?;
-                    let result = lane
-                        .call(&forwarded, leg.span(), progress)
-                        .instrument(leg.span().clone())
-                        .await;
-                    tool_error = end(leg, &result);
-                    let result = result?;
-                    in_flight
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .remove(&id);
-                    let _ = out.send(answer_line(&id, Ok(&result)));
-                    requeue().await;
-                    Ok::<_, String>(result)
-                };
-                let done = gateway
-                    .forward(&who, &shown, &route, &input, None, delivered)
-                    .await;
-                done.map(|_| tool_error)
-            };
-            let cancelled = async {
-                if stopped.await.is_err() {
-                    // Replaced by a later call under the same id: this one is not cancelled.
-                    std::future::pending::<()>().await;
-                }
-            };
-            let answer = tokio::select! {
-                answer = answering.instrument(operation.span().clone()) => Some(answer),
-                // The client cancelled: no answer (the record says cancelled, the server is
-                // told).
-                () = cancelled => None,
-            };
-            in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
-            match answer {
-                Some(Err(error)) => {
-                    operation.end(Ending::Error {
-                        code: error.code.0,
-                        message: &error.message,
-                    });
-                    let _ = out.send(answer_line(&id, Err(error)));
-                }
-                // The answer's `isError` as the leg read it (`end`).
-                Some(Ok(tool_error)) => operation.end(if tool_error {
-                    Ending::ToolError
-                } else {
-                    Ending::Done
-                }),
-                None => operation.end(Ending::Failed("cancelled")),
-            }
-        });
+            .insert(id.clone(), (lane.clone(), lane_id));
+        let leg_span = leg.span().clone();
+        let ending = Call {
+            id,
+            shown,
+            lane_id,
+            out: out.clone(),
+            in_flight: self.in_flight.clone(),
+            started,
+            operation,
+            leg,
+            _held: held,
+        };
+        lane.send(
+            lane_id,
+            &forwarded,
+            &leg_span,
+            progress,
+            Box::new(move |ended| ending.end(ended)),
+        );
         true
     }
 
@@ -234,18 +232,104 @@ impl Fast {
         else {
             return false;
         };
-        let stop = self
+        let call = self
             .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(cancelled.request_id.get());
-        match stop {
-            Some(stop) => {
-                let _ = stop.send(());
+        match call {
+            // No answer: the record says cancelled, the server is told.
+            Some((lane, id)) => {
+                lane.cancel(id);
                 true
             }
             None => false,
         }
+    }
+}
+
+/// A call on the lane, until it ends: what its end is written to, and what it finishes.
+struct Call {
+    /// The client's id, as it wrote it.
+    id: String,
+    shown: String,
+    lane_id: u64,
+    out: Outbox,
+    in_flight: Arc<Mutex<InFlight>>,
+    started: Started,
+    operation: Operation,
+    leg: Operation,
+    /// The room the call holds until its answer is written.
+    _held: crate::proxy::Held,
+}
+
+impl Call {
+    /// The call ended (on the thread that heard it): the client has its answer, then its
+    /// outcome is recorded. A result is the client's as soon as it is read (the call has
+    /// happened; an outcome that cannot be written is kept and stops the next call until it
+    /// is, it never withholds a result); an error is answered once its outcome is recorded.
+    fn end(self, ended: Ended) {
+        let Call {
+            id,
+            shown,
+            lane_id,
+            out,
+            in_flight,
+            started,
+            operation,
+            leg,
+            _held,
+        } = self;
+        {
+            // Unless a later call took the client's id over.
+            let mut calls = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+            if calls.get(&id).is_some_and(|(_, owner)| *owner == lane_id) {
+                calls.remove(&id);
+            }
+        }
+        match ended {
+            Ended::Answered(result) => {
+                let tool_error = end(leg, Ok(&result));
+                let _ = out.write_now(&answer_line(&id, Ok(&result)));
+                drop(_held);
+                drop(started.finish::<_, String>(Ok(result)));
+                operation.end(if tool_error {
+                    Ending::ToolError
+                } else {
+                    Ending::Done
+                });
+            }
+            Ended::Failed(why) => {
+                end(leg, Err(()));
+                let outcome = started.finish::<(), String>(Err(why));
+                let error = match answered(outcome, |why| refused(&shown, why)) {
+                    Ok(()) => ErrorData::internal_error("the call failed", None),
+                    Err(error) => error,
+                };
+                operation.end(Ending::Error {
+                    code: error.code.0,
+                    message: &error.message,
+                });
+                let _ = out.write_now(&answer_line(&id, Err(error)));
+            }
+            // No answer: the record says cancelled, and so do the spans.
+            Ended::Cancelled => {
+                drop(leg);
+                drop(started);
+                operation.end(Ending::Failed("cancelled"));
+            }
+        }
+    }
+}
+
+/// The calls in flight, by the client's id (as written): the lane and the lane's id of each.
+type InFlight = HashMap<String, (Arc<Lane>, u64)>;
+
+/// The error answered for a call that did not start (refused, or its intent not written).
+fn refusal(outcome: Outcome<(), String>, shown: &str) -> ErrorData {
+    match answered(outcome, |why| refused(shown, why)) {
+        Ok(()) => ErrorData::internal_error("the call did not start", None),
+        Err(error) => error,
     }
 }
 
@@ -402,7 +486,7 @@ fn progress_token(meta: &str) -> Option<String> {
 /// the lane keeps no JSON-RPC code); whether the result has `isError`. The result is read for
 /// it only when the operation is recorded (a subscriber or a telemetry wants it), not on every
 /// call.
-fn end(leg: Operation, result: &Result<Box<RawValue>, String>) -> bool {
+fn end(leg: Operation, result: Result<&RawValue, ()>) -> bool {
     let recorded = !leg.span().is_disabled() || telemetry::installed().is_some();
     let tool_error = recorded && matches!(result, Ok(answer) if is_tool_error(answer));
     leg.end(match result {
@@ -411,22 +495,6 @@ fn end(leg: Operation, result: &Result<Box<RawValue>, String>) -> bool {
         Err(_) => Ending::Failed("_OTHER"),
     });
     tool_error
-}
-
-/// Lets the tasks woken before this one run first (the client's writer, just handed the
-/// answer), then goes on. `tokio::task::yield_now` would do the same on the current-thread
-/// runtime only after polling the reactor: one more system call on every call.
-async fn requeue() {
-    let mut queued = false;
-    std::future::poll_fn(|cx| {
-        if queued {
-            return std::task::Poll::Ready(());
-        }
-        queued = true;
-        cx.waker().wake_by_ref();
-        std::task::Poll::Pending
-    })
-    .await;
 }
 
 /// Whether a tool's result has `isError: true` (read only when the key is there).

@@ -6,32 +6,52 @@
 //! own (a string rmcp never uses: rmcp numbers its requests), and takes the answer to that id
 //! off the server's output (read strictly, as every line is: an answer writing a key twice
 //! becomes an error before the lane sees it) before rmcp would read it. Every write to the
-//! server's input, rmcp's and the lane's, is one whole line under one lock.
+//! server's input, rmcp's and the lane's, is one whole line, in the order given ([`Input`]).
+//!
+//! No hop through the runtime on a call's way: the call is written to the server on the
+//! thread that read it from the client (when the pipe has room, as it has unless the server
+//! stops reading: then the line waits, in order, for a task that writes it once there is
+//! room, and the client's thread goes on), and its answer is handled on the thread that reads
+//! the server's output ([`crate::supervise::strict::strict_lines_threaded`]), which hands it
+//! to what waits for it ([`Answered`]) there.
 //!
 //! A call the client gave a `progressToken` (in its `_meta`, which the server is sent as the
 //! client wrote it) has its server's `notifications/progress` for that token passed to the
 //! client, as the server wrote them, from the server the call went to and only until its
-//! answer: the line, read strictly like every other, reaches the client's writer before the
-//! answer does. Progress for any other token is rmcp's (`proxy::progress`). A server that
-//! writes progress faster than its client reads is held back: while more than 8 MiB wait to
-//! be written to the client, the server's output is not read (`proxy::Outbox::room`).
+//! answer: written to the client by the thread that reads them, before the answer, which that
+//! thread writes after them. Progress for any other token is rmcp's (`proxy::progress`). A
+//! server that writes progress faster than its client reads is held back: the thread waits
+//! for the client, and reads nothing more of the server meanwhile.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::oneshot;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::Notify;
 
 use crate::supervise::strict::Tap;
 
 /// What the lane's ids start with.
 const ID_PREFIX: &str = "capability-gateway/";
 
-type Input = tokio::sync::Mutex<Box<dyn AsyncWrite + Unpin + Send>>;
+/// How a call through the lane ended.
+pub(super) enum Ended {
+    /// The server's result, as it wrote it.
+    Answered(Box<RawValue>),
+    /// No result: the server's error, or why there is none (the server is gone).
+    Failed(String),
+    /// The client cancelled it; the server was told.
+    Cancelled,
+}
+
+/// What hears how a call ended: called once, on the thread that heard it (the server's
+/// reader for an answer or the server's end, the client's for a cancellation or a call that
+/// could not be written).
+pub(super) type Answered = Box<dyn FnOnce(Ended) + Send>;
 
 /// The lane to one server.
 pub(super) struct Lane {
@@ -45,7 +65,7 @@ pub(super) struct Lane {
 
 #[derive(Default)]
 struct Pending {
-    waiting: HashMap<u64, oneshot::Sender<Reply>>,
+    waiting: HashMap<u64, Answered>,
     /// The progress tokens of the calls waiting (the token's JSON, written canonically): the
     /// call's id and the client's writer its progress goes to.
     progress: HashMap<String, (u64, Client)>,
@@ -73,9 +93,6 @@ pub(super) type Client = crate::proxy::Outbox;
 /// Where a call's progress goes: the client's `progressToken` (its JSON, written canonically:
 /// [`progress_key`]) and the client's writer.
 pub(super) type Progress = (String, Client);
-
-/// A server's answer to one of the lane's requests: its result as written, or why there is none.
-type Reply = Result<Box<RawValue>, String>;
 
 /// What the lane reads of a line from the server, once: whose answer it is, and the answer.
 #[derive(Deserialize)]
@@ -123,19 +140,23 @@ struct AnswerError {
 
 impl Lane {
     /// A lane onto `input` (the server's standard input, which rmcp shares through
-    /// [`Lane::rmcp_input`]).
-    pub(super) fn new(server: &str, input: Box<dyn AsyncWrite + Unpin + Send>) -> Arc<Lane> {
-        Arc::new(Lane {
+    /// [`Lane::rmcp_input`]). Must be called within the runtime.
+    pub(super) fn new(
+        server: &str,
+        input: tokio::process::ChildStdin,
+    ) -> std::io::Result<Arc<Lane>> {
+        let input = Input::start(input)?;
+        Ok(Arc::new(Lane {
             server: server.to_owned(),
-            input: Arc::new(tokio::sync::Mutex::new(input)),
+            input,
             pending: Arc::default(),
             next: AtomicU64::new(1),
             version: OnceLock::new(),
-        })
+        }))
     }
 
     /// The writer rmcp is given: an in-process pipe whose lines go to the server's input, each
-    /// whole, under the lane's lock.
+    /// whole, in order with the lane's.
     pub(super) fn rmcp_input(&self) -> tokio::io::DuplexStream {
         let (ours, theirs) = tokio::io::duplex(256 * 1024);
         let input = self.input.clone();
@@ -163,64 +184,84 @@ impl Lane {
         self.version.get().map(String::as_str)
     }
 
-    /// Sends `tools/call` with `params` (a JSON object) and waits for the server's answer: its
-    /// result as written, or why there is none. The id it is sent under is `leg`'s
-    /// `jsonrpc.request.id` (the span of the request to the server), when `leg` is recorded.
-    /// Dropped before the answer, the request is cancelled at the server
-    /// (`notifications/cancelled`).
+    /// The id the next call is sent under ([`Lane::send`]).
+    pub(super) fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends `tools/call` with `params` (a JSON object) under `id` (from [`Lane::next_id`]);
+    /// `answered` hears how it ends, once: the server's result as written, or why there is
+    /// none. The id is `leg`'s `jsonrpc.request.id` (the span of the request to the server),
+    /// when `leg` is recorded. A call that cannot be written (the server is gone) is
+    /// `answered` before this returns.
     ///
     /// With `progress`, the server's `notifications/progress` for that token are passed to the
-    /// client's writer until the answer (the lane's doc).
-    pub(super) async fn call(
+    /// client until the answer (the lane's doc).
+    pub(super) fn send(
         &self,
+        id: u64,
         params: &str,
         leg: &tracing::Span,
         progress: Option<Progress>,
-    ) -> Result<Box<RawValue>, String> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        answered: Answered,
+    ) {
         if !leg.is_disabled() {
             leg.record(
                 "jsonrpc.request.id",
                 tracing::field::display(format_args!("{ID_PREFIX}{id}")),
             );
         }
-        let (tx, rx) = oneshot::channel();
+        let token = progress.as_ref().map(|(token, _)| token.clone());
         {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             if pending.ended {
-                return Err(self.gone());
+                drop(pending);
+                answered(Ended::Failed(self.gone()));
+                return;
             }
-            pending.waiting.insert(id, tx);
-            if let Some((token, client)) = &progress {
-                pending.progress.insert(token.clone(), (id, client.clone()));
+            pending.waiting.insert(id, answered);
+            if let Some((token, client)) = progress {
+                pending.progress.insert(token, (id, client));
             }
         }
-        let mut waiting = Waiting {
-            lane: self,
-            id,
-            progress: progress.map(|(token, _)| token),
-            answered: false,
-        };
-        let mut line = String::with_capacity(96 + params.len());
+        let mut line = String::with_capacity(97 + params.len());
         line.push_str(r#"{"jsonrpc":"2.0","id":""#);
         line.push_str(ID_PREFIX);
         let _ = write!(line, "{id}");
         line.push_str(r#"","method":"tools/call","params":"#);
         line.push_str(params);
-        line.push('}');
-        if self.write(line).await.is_err() {
-            return Err(self.gone());
+        line.push_str("}\n");
+        if self.input.write(line.into_bytes()).is_err() {
+            // Unless the server's end already answered it.
+            let answered = {
+                let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                pending.forget_progress(token.as_deref(), id);
+                pending.waiting.remove(&id)
+            };
+            if let Some(answered) = answered {
+                answered(Ended::Failed(self.gone()));
+            }
         }
-        let reply = rx.await.map_err(|_| self.gone())?;
-        waiting.answered = true;
-        reply
     }
 
-    async fn write(&self, mut line: String) -> std::io::Result<()> {
-        line.push('\n');
-        let mut input = self.input.lock().await;
-        input.write_all(line.as_bytes()).await?;
-        input.flush().await
+    /// Cancels call `id` if it still waits: the server is told (`notifications/cancelled`) and
+    /// the call hears [`Ended::Cancelled`]. Whether it was waiting.
+    pub(super) fn cancel(&self, id: u64) -> bool {
+        let answered = {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            pending.progress.retain(|_, (owner, _)| *owner != id);
+            pending.waiting.remove(&id)
+        };
+        let Some(answered) = answered else {
+            return false;
+        };
+        let line = format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{{\"requestId\":\"{ID_PREFIX}{id}\",\"reason\":\"the client cancelled the call\"}}}}\n"
+        );
+        // A server gone has nothing to be told.
+        let _ = self.input.write(line.into_bytes());
+        answered(Ended::Cancelled);
+        true
     }
 
     fn gone(&self) -> String {
@@ -231,57 +272,196 @@ impl Lane {
     }
 }
 
-/// The lane's request in flight: dropped unanswered, it is forgotten and cancelled; its
-/// progress token is forgotten either way.
-struct Waiting<'a> {
-    lane: &'a Lane,
-    id: u64,
-    progress: Option<String>,
-    answered: bool,
+/// The most bytes of rmcp's lines waiting for the server's input before rmcp waits too.
+const INPUT_ROOM: usize = 1024 * 1024;
+
+/// A server's standard input, written by every writer (the lane's calls on the client's
+/// thread, rmcp's lines, cancellations) one whole line at a time, in the order given. A line
+/// goes to the pipe at once when it has room, as it has unless the server stops reading; then
+/// it waits, in order, with the lines after it, for a task of the runtime that writes them as
+/// the pipe takes them. No writer waits for the server.
+struct Input {
+    /// The pipe; `None` once closed.
+    state: Mutex<InputState>,
+    /// Wakes the task that writes the lines waiting.
+    queued: Notify,
+    /// Wakes rmcp's lines waiting for room.
+    drained: Notify,
 }
 
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        let known = {
-            let mut pending = self
-                .lane
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            pending.forget_progress(self.progress.as_deref(), self.id);
-            !self.answered && pending.waiting.remove(&self.id).is_some()
+#[derive(Default)]
+struct InputState {
+    pipe: Option<Arc<tokio::net::unix::pipe::Sender>>,
+    /// The lines (or the rest of one) waiting for room in the pipe, in order.
+    waiting: VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// No line is taken any more; the pipe closes once those waiting are written.
+    closing: bool,
+}
+
+/// The server's input is closed (the server is gone, or rmcp let go of it).
+struct Closed;
+
+impl Input {
+    /// The input over `stdin`, and the task that writes what waits. Within the runtime.
+    fn start(stdin: tokio::process::ChildStdin) -> std::io::Result<Arc<Input>> {
+        let pipe = tokio::net::unix::pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?;
+        let input = Arc::new(Input {
+            state: Mutex::new(InputState {
+                pipe: Some(Arc::new(pipe)),
+                ..InputState::default()
+            }),
+            queued: Notify::new(),
+            drained: Notify::new(),
+        });
+        tokio::spawn(write_waiting(input.clone()));
+        Ok(input)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, InputState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes `line` (whole, with its newline) after every line given before it: at once when
+    /// the pipe has room and nothing waits, else queued for the writing task.
+    fn write(&self, line: Vec<u8>) -> Result<(), Closed> {
+        let mut state = self.state();
+        if state.closing {
+            return Err(Closed);
+        }
+        let Some(pipe) = state.pipe.clone() else {
+            return Err(Closed);
         };
-        if known {
-            let input = self.lane.input.clone();
-            let line = format!(
-                "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{{\"requestId\":\"{ID_PREFIX}{}\",\"reason\":\"the client cancelled the call\"}}}}\n",
-                self.id
-            );
-            tokio::spawn(async move {
-                let mut input = input.lock().await;
-                let _ = input.write_all(line.as_bytes()).await;
-                let _ = input.flush().await;
-            });
+        let mut written = 0;
+        if state.waiting.is_empty() {
+            while written < line.len() {
+                match pipe.try_write(&line[written..]) {
+                    Ok(0) => break,
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        state.close();
+                        return Err(Closed);
+                    }
+                }
+            }
+            if written == line.len() {
+                return Ok(());
+            }
+        }
+        let rest = if written == 0 {
+            line
+        } else {
+            line[written..].to_vec()
+        };
+        state.bytes += rest.len();
+        state.waiting.push_back(rest);
+        drop(state);
+        self.queued.notify_one();
+        Ok(())
+    }
+
+    /// Takes no more lines: the pipe closes (the server reads the end of its input) once
+    /// those waiting are written.
+    fn close(&self) {
+        let mut state = self.state();
+        state.closing = true;
+        if state.waiting.is_empty() {
+            state.close();
+        }
+        drop(state);
+        self.queued.notify_one();
+    }
+
+    /// Resolves once at most [`INPUT_ROOM`] bytes wait (at once if the pipe is closed).
+    async fn room(&self) {
+        loop {
+            let drained = self.drained.notified();
+            let mut drained = std::pin::pin!(drained);
+            drained.as_mut().enable();
+            {
+                let state = self.state();
+                if state.bytes <= INPUT_ROOM || state.pipe.is_none() {
+                    return;
+                }
+            }
+            drained.await;
         }
     }
 }
 
-/// Copies whole lines from rmcp's pipe to the server's input, under the lane's lock.
+impl InputState {
+    fn close(&mut self) {
+        self.pipe = None;
+        self.waiting.clear();
+        self.bytes = 0;
+    }
+}
+
+/// Writes the lines waiting for the server's input as its pipe takes them, until it closes.
+async fn write_waiting(input: Arc<Input>) {
+    loop {
+        let queued = input.queued.notified();
+        let mut queued = std::pin::pin!(queued);
+        queued.as_mut().enable();
+        let pipe = {
+            let state = input.state();
+            match &state.pipe {
+                None => return,
+                Some(_) if state.waiting.is_empty() => None,
+                Some(pipe) => Some(pipe.clone()),
+            }
+        };
+        let Some(pipe) = pipe else {
+            queued.await;
+            continue;
+        };
+        let ready = pipe.writable().await;
+        let mut state = input.state();
+        if ready.is_err() {
+            state.close();
+        }
+        while let Some(front) = state.waiting.front_mut() {
+            match pipe.try_write(front) {
+                Ok(n) if n == front.len() => {
+                    state.bytes -= n;
+                    state.waiting.pop_front();
+                }
+                Ok(n) => {
+                    front.drain(..n);
+                    state.bytes -= n;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => state.close(),
+            }
+        }
+        if state.closing && state.waiting.is_empty() {
+            state.close();
+        }
+        drop(state);
+        drop(pipe);
+        input.drained.notify_waiters();
+    }
+}
+
+/// Copies whole lines from rmcp's pipe to the server's input, waiting while the server does
+/// not read; closes the input when rmcp's pipe ends.
 async fn copy_lines(from: impl AsyncRead + Unpin, input: Arc<Input>) {
     let mut from = BufReader::new(from);
-    let mut line = Vec::new();
     loop {
-        line.clear();
+        let mut line = Vec::new();
         match from.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let mut input = input.lock().await;
-        if input.write_all(&line).await.is_err() || input.flush().await.is_err() {
+        input.room().await;
+        if input.write(line).is_err() {
             break;
         }
     }
-    let _ = input.lock().await.shutdown().await;
+    input.close();
 }
 
 /// Takes the answers to the lane's ids off the server's output.
@@ -317,8 +497,9 @@ impl LaneTap {
         let mut forwarded = Vec::with_capacity(line.len() + 1);
         forwarded.extend_from_slice(line.trim_ascii_end());
         forwarded.push(b'\n');
-        // A client gone has nothing to tell: the line is taken all the same.
-        let _ = client.send(forwarded);
+        // Before the call's answer, which this thread writes after it. A client gone has
+        // nothing to tell: the line is taken all the same.
+        let _ = client.write_now(&forwarded);
         true
     }
 }
@@ -352,10 +533,10 @@ impl Tap for LaneTap {
             pending.waiting.remove(&id)
         };
         match waiting {
-            Some(tx) => {
-                let reply = match (envelope.result, envelope.error) {
-                    (_, Some(error)) => Err(serde_json::from_str::<AnswerError>(error.get())
-                        .map_or_else(
+            Some(answered) => {
+                let ended = match (envelope.result, envelope.error) {
+                    (_, Some(error)) => Ended::Failed(
+                        serde_json::from_str::<AnswerError>(error.get()).map_or_else(
                             |e| {
                                 format!(
                                     "the MCP server `{}` answered with an error that is not a \
@@ -364,14 +545,15 @@ impl Tap for LaneTap {
                                 )
                             },
                             |error| error.message,
-                        )),
-                    (Some(result), None) => Ok(result.to_owned()),
-                    (None, None) => Err(format!(
+                        ),
+                    ),
+                    (Some(result), None) => Ended::Answered(result.to_owned()),
+                    (None, None) => Ended::Failed(format!(
                         "the MCP server `{}` answered with neither a result nor an error",
                         self.server
                     )),
                 };
-                let _ = tx.send(reply);
+                answered(ended);
             }
             None => super::note(format_args!(
                 "server `{}` answered request {id} of the gateway, which is not waiting for it: \
@@ -383,37 +565,35 @@ impl Tap for LaneTap {
     }
 
     fn room(&mut self) -> impl std::future::Future<Output = ()> + Send {
-        // The clients whose calls' progress this server may write: usually none or one.
-        let clients: Vec<Client> = {
-            let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-            pending
-                .progress
-                .values()
-                .map(|(_, client)| client.clone())
-                .collect()
-        };
+        // The lane's own progress is written to its client on this thread, which waits for
+        // it; what waits here is the progress passed on through rmcp.
         let relay = self.relay.clone();
-        async move {
-            for client in clients {
-                client.room().await;
-            }
-            relay.room().await;
-        }
+        async move { relay.room().await }
+    }
+
+    fn may_read(&mut self) -> bool {
+        self.relay.has_room()
     }
 
     fn end(&mut self, why: Option<&str>) {
-        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.ended = true;
-        // Every call waiting hears why there is no answer: the connection closed (its sender
-        // dropped), or the server's output was cut off.
-        for (_, waiting) in pending.waiting.drain() {
-            if let Some(why) = why {
-                let _ = waiting.send(Err(format!(
-                    "the MCP server `{}` did not answer: {why}",
-                    self.server
-                )));
-            }
+        let waiting: Vec<Answered> = {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            pending.ended = true;
+            pending.progress.clear();
+            pending
+                .waiting
+                .drain()
+                .map(|(_, answered)| answered)
+                .collect()
+        };
+        // Every call waiting hears why there is no answer: the connection closed, or the
+        // server's output was cut off.
+        let why = why.unwrap_or("its connection closed");
+        for answered in waiting {
+            answered(Ended::Failed(format!(
+                "the MCP server `{}` did not answer: {why}",
+                self.server
+            )));
         }
-        pending.progress.clear();
     }
 }

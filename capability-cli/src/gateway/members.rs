@@ -348,14 +348,15 @@ pub(super) async fn rebuild(
     }
 }
 
-/// Starts again each server that is down and due; whether one came back.
+/// Starts again each server that is down and due; the names of those that came back (to be
+/// said once they serve: once the snapshot holding them is swapped in).
 pub(super) async fn restart_down(
     members: &mut [Member],
     changed: &mpsc::UnboundedSender<String>,
     gate: &Gate,
     policy: &Policy,
-) -> bool {
-    let mut back = false;
+) -> Vec<String> {
+    let mut back = Vec::new();
     for member in members.iter_mut() {
         if !member.is_down() {
             continue;
@@ -374,9 +375,8 @@ pub(super) async fn restart_down(
         }
         match Member::start(member.spec.clone(), changed.clone(), gate, policy).await {
             Ok(started) => {
-                super::note(format_args!("server `{}` is back", member.spec.name));
+                back.push(member.spec.name.clone());
                 *member = started;
-                back = true;
             }
             Err(why) => {
                 let next = (wait * 2).min(MAX_BACKOFF);

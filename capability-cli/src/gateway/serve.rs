@@ -107,13 +107,21 @@ pub async fn serve(
                 "serving {servers} ({}) to a client of role `{role}` on standard input and output",
                 names(&members)
             ));
-            let (input, output) = crate::proxy::standard_streams();
             // `tools/call` takes the forwarding lane where it can; everything else is rmcp's.
+            // The client is read and written on threads of its own (the lane's calls are
+            // handled there), or, where its streams cannot be had as blocking files, on the
+            // runtime.
             let fast = super::fast::Fast::new(gateway.clone());
-            let filter = crate::proxy::filter_client_with(input, output, Some(fast));
+            let transport = match crate::proxy::filter_client_threaded(fast.clone()) {
+                Ok(transport) => transport,
+                Err(_) => {
+                    let (input, output) = crate::proxy::standard_streams();
+                    crate::proxy::filter_client_with(input, output, Some(fast)).transport
+                }
+            };
             let running = gateway
                 .clone()
-                .serve(filter.transport)
+                .serve(transport)
                 .await
                 .map_err(|e| GatewayError(format!("the client did not connect: {e}")))?;
             let client = running.peer().clone();
@@ -198,8 +206,12 @@ pub async fn serve(
                 rebuild(&gateway, &reloading.members, &reloading.policy, role, client.as_ref(), &kinds).await;
             }
             _ = tick.tick() => {
-                if restart_down(&mut reloading.members, &changed_tx, &reloading.gate, &reloading.policy).await {
+                let back = restart_down(&mut reloading.members, &changed_tx, &reloading.gate, &reloading.policy).await;
+                if !back.is_empty() {
                     rebuild(&gateway, &reloading.members, &reloading.policy, role, client.as_ref(), &Changed::ALL).await;
+                    for server in back {
+                        super::note(format_args!("server `{server}` is back"));
+                    }
                 }
                 if watch && reloading.files_changed() {
                     reload_now(&mut reloading, "a change of the file").await;

@@ -160,11 +160,17 @@ pub(super) async fn connect(
                 return Err(format!("cannot start `{program}`: no standard streams"));
             };
             // A line that writes a key twice never reaches rmcp, which would keep the last,
-            // nor the lane.
-            let lane = Lane::new(server, Box::new(stdin));
+            // nor the lane. The server's output is read on a thread of its own (the lane's
+            // answers are handled there).
+            let cannot = |e: std::io::Error| format!("cannot start `{program}`: {e}");
+            let lane = Lane::new(server, stdin).map_err(cannot)?;
+            let output = stdout
+                .into_owned_fd()
+                .and_then(crate::blocking::file)
+                .map_err(cannot)?;
             let name = server.to_owned();
-            let (stdout, _checking) = crate::supervise::strict::strict_lines_tapped(
-                stdout,
+            let stdout = crate::supervise::strict::strict_lines_threaded(
+                output,
                 move |why| {
                     super::note(format_args!(
                         "server `{name}`: {}",
@@ -172,7 +178,8 @@ pub(super) async fn connect(
                     ));
                 },
                 lane.tap(watch.progress.clone()),
-            );
+            )
+            .map_err(cannot)?;
             let service = watch
                 .serve_with_lifecycle(
                     crate::lines::rmcp_lines(stdout, lane.rmcp_input()),

@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::task::JoinHandle;
 
 use super::outbox::InFlight;
-pub(crate) use super::outbox::Outbox;
+pub(crate) use super::outbox::{Held, Outbox};
 
 use crate::lines::{Line, max_message, max_message_bytes};
 
@@ -169,27 +169,7 @@ where
         let _ = to_rmcp.shutdown().await;
     });
 
-    tokio::spawn(async move {
-        let mut from_rmcp = BufReader::new(from_rmcp);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match from_rmcp.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if let Some(hook) = &watching {
-                        hook.wrote(&line);
-                    }
-                    // rmcp waits (and so the servers it reads) while the client is behind.
-                    out.room().await;
-                    answered.wrote(&line);
-                    if out.send(std::mem::take(&mut line)).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
+    tokio::spawn(rmcp_to_client(from_rmcp, out, answered, watching));
 
     let writer = tokio::spawn(async move {
         let mut output = output;
@@ -212,6 +192,141 @@ where
         },
         reader,
         writer,
+    }
+}
+
+/// [`start_with`] over the process's own standard input and output, each driven by a thread
+/// of its own with blocking reads and writes (the gateway's stdio lane): the client's lines are
+/// read, and offered to `hook`, on the reading thread, so a call the hook takes is decided,
+/// recorded and written to its server without a hop through the runtime; whatever `hook`
+/// writes with [`Outbox::write_now`] goes to the client from the thread that writes it. The
+/// lines for rmcp, and rmcp's, cross to the runtime and back as on [`start_with`]; the bounds
+/// are the same (a line longer than `--max-message` is answered unread; past 8 MiB waiting for
+/// the client, its next line is not read). Must be called within the runtime. `Err` when the
+/// standard streams cannot be had as blocking files (not on Unix): [`start_with`] then serves.
+pub(crate) fn start_threaded(hook: std::sync::Arc<dyn Hook>) -> std::io::Result<Rmcp> {
+    let input = crate::blocking::standard_input()?;
+    let output = crate::blocking::standard_output()?;
+    let runtime = tokio::runtime::Handle::current();
+    let direct = super::outbox::Direct::new(output);
+    let (out, mut lines) = Outbox::with_direct(direct.clone());
+    let (ours, transport) = tokio::io::duplex(PIPE_BYTES);
+    let (from_rmcp, mut to_rmcp) = tokio::io::split(ours);
+    // The client's lines for rmcp, one at a time: the reader waits while rmcp is behind.
+    let (for_rmcp, mut rmcp_lines) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
+    let in_flight = std::sync::Arc::new(InFlight::default());
+    let answered = in_flight.clone();
+    let watching = hook.clone();
+
+    // The queued lines (rmcp's, the filter's own answers), written through the same writer.
+    let written = out.waiting.clone();
+    std::thread::Builder::new()
+        .name("client-writer".into())
+        .spawn(move || {
+            while let Some(line) = lines.blocking_recv() {
+                if direct.write(&line).is_err() {
+                    break;
+                }
+                written.written(line.len());
+            }
+            // Nothing more is written: no one waits for room any longer.
+            drop(lines);
+            written.ended();
+        })?;
+
+    let errors = out.clone();
+    let reading = runtime.clone();
+    std::thread::Builder::new()
+        .name("client-reader".into())
+        .spawn(move || {
+            let mut input = std::io::BufReader::with_capacity(64 * 1024, input);
+            let mut line = Vec::new();
+            loop {
+                // A client that does not read its answers is not read either.
+                if !errors.may_read() {
+                    reading.block_on(errors.room_to_read());
+                }
+                match crate::lines::read_line_blocking(&mut input, &mut line, max_message_bytes()) {
+                    Ok(Line::End) | Err(_) => break,
+                    Ok(Line::Whole) => {}
+                    Ok(read @ (Line::TooLong | Line::Overflowing)) => {
+                        crate::proxy::note(format_args!(
+                            "a message from the client is longer than {}; dropped unread, \
+                             answered with an error",
+                            max_message()
+                        ));
+                        if read == Line::Overflowing
+                            && crate::lines::skip_line_blocking(&mut input).is_err()
+                        {
+                            break;
+                        }
+                        let _ = errors.send(too_long());
+                        continue;
+                    }
+                }
+                let text = line.trim_ascii();
+                if text.is_empty() || hook.take(text, &errors) {
+                    continue;
+                }
+                if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
+                    crate::proxy::note(format_args!(
+                        "a message from the client is not JSON; answered with a parse error"
+                    ));
+                    let _ = errors.send(parse_error(&error));
+                    continue;
+                }
+                in_flight.sent(text, &errors);
+                let mut whole = std::mem::take(&mut line);
+                if !whole.ends_with(b"\n") {
+                    whole.push(b'\n');
+                }
+                if for_rmcp.blocking_send(whole).is_err() {
+                    break;
+                }
+            }
+            // The client's input ended: rmcp sees the end of its input and stops.
+        })?;
+
+    tokio::spawn(async move {
+        while let Some(line) = rmcp_lines.recv().await {
+            if to_rmcp.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        let _ = to_rmcp.shutdown().await;
+    });
+
+    tokio::spawn(rmcp_to_client(from_rmcp, out, answered, Some(watching)));
+    let (read, write) = tokio::io::split(transport);
+    Ok(crate::lines::rmcp_lines(read, write))
+}
+
+/// What rmcp writes, to the client: whole lines, each seen by the hook, each letting go of
+/// the room its request held, none while the client is behind.
+async fn rmcp_to_client(
+    from_rmcp: tokio::io::ReadHalf<DuplexStream>,
+    out: Outbox,
+    answered: std::sync::Arc<InFlight>,
+    watching: Option<std::sync::Arc<dyn Hook>>,
+) {
+    let mut from_rmcp = BufReader::new(from_rmcp);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match from_rmcp.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                if let Some(hook) = &watching {
+                    hook.wrote(&line);
+                }
+                // rmcp waits (and so the servers it reads) while the client is behind.
+                out.room().await;
+                answered.wrote(&line);
+                if out.send(std::mem::take(&mut line)).is_err() {
+                    break;
+                }
+            }
+        }
     }
 }
 

@@ -38,7 +38,8 @@ pub(crate) use audit::{checkpoint_key, open as open_audit};
 pub(crate) use completed::Completed;
 pub(crate) use forward::{Changed, Clients};
 pub(crate) use front::{
-    Hook as FrontHook, Outbox, standard_streams, start_with as filter_client_with,
+    Held, Hook as FrontHook, Outbox, standard_streams, start_threaded as filter_client_threaded,
+    start_with as filter_client_with,
 };
 pub(crate) use http::{check_credentials, config as http_config};
 pub(crate) use pooled::transport as http_transport;

@@ -22,6 +22,35 @@ const ROOM_BYTES: usize = 8 * 1024 * 1024;
 pub(crate) struct Outbox {
     lines: mpsc::UnboundedSender<Vec<u8>>,
     pub(super) waiting: Arc<Waiting>,
+    /// The client's output, written from threads (the gateway's stdio lane), when it is.
+    direct: Option<Arc<Direct>>,
+}
+
+/// The client's output written in place by the thread that has a line for it (the lane's
+/// answers and progress, on the thread that read them from the server), one whole line at a
+/// time, waiting while the client does not read. The queued lines ([`Outbox::send`]) go
+/// through it too, written by a thread of their own.
+pub(crate) struct Direct(Mutex<Option<Box<dyn std::io::Write + Send>>>);
+
+impl Direct {
+    /// Writes to `output` (blocking).
+    pub(crate) fn new(output: impl std::io::Write + Send + 'static) -> Arc<Direct> {
+        Arc::new(Direct(Mutex::new(Some(Box::new(output)))))
+    }
+
+    /// Writes `line` whole and flushes it; once a write fails (the client is gone), every
+    /// write after it is refused.
+    pub(crate) fn write(&self, line: &[u8]) -> Result<(), Gone> {
+        let mut output = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let written = match output.as_mut() {
+            Some(out) => out.write_all(line).and_then(|()| out.flush()),
+            None => return Err(Gone),
+        };
+        written.map_err(|_| {
+            *output = None;
+            Gone
+        })
+    }
 }
 
 /// The bytes waiting, shared by the senders and the writer.
@@ -45,8 +74,35 @@ impl Outbox {
         let outbox = Outbox {
             lines,
             waiting: Arc::default(),
+            direct: None,
         };
         (outbox, receiver)
+    }
+
+    /// An outbox whose lines are written through `direct`: [`write_now`](Outbox::write_now)
+    /// writes in place, and the queued lines are the receiver's to write through it.
+    pub(super) fn with_direct(direct: Arc<Direct>) -> (Outbox, mpsc::UnboundedReceiver<Vec<u8>>) {
+        let (mut outbox, receiver) = Outbox::new();
+        outbox.direct = Some(direct);
+        (outbox, receiver)
+    }
+
+    /// Writes `line` (whole lines, each with its newline) to the client now, after the lines
+    /// this thread wrote before it, waiting while the client does not read: the answers and
+    /// progress of the gateway's lane, which stay in order because one thread writes them all.
+    /// Without a direct writer (the runtime's front), it is queued as [`send`](Outbox::send)
+    /// queues it.
+    pub(crate) fn write_now(&self, line: &[u8]) -> Result<(), Gone> {
+        match &self.direct {
+            Some(direct) => direct.write(line),
+            None => self.send(line.to_vec()),
+        }
+    }
+
+    /// Whether the client's next line may be read at once (no wait for
+    /// [`room_to_read`](Outbox::room_to_read)).
+    pub(crate) fn may_read(&self) -> bool {
+        self.waiting.total.load(Ordering::SeqCst) <= ROOM_BYTES || self.lines.is_closed()
     }
 
     /// Queues `line` (whole lines, each with its newline) for the client; it never waits.

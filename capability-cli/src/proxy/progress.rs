@@ -93,6 +93,11 @@ impl Relay {
         self.1.at_most(ROOM_BYTES).await;
     }
 
+    /// Whether [`room`](Relay::room) would resolve at once.
+    pub(crate) fn has_room(&self) -> bool {
+        self.1.bytes.load(Ordering::SeqCst) <= ROOM_BYTES
+    }
+
     /// The server's progress: passed to the client of the call it names, while that call waits.
     pub(crate) async fn progress(&self, params: ProgressNotificationParam) {
         // Its message is the part of any size; the rest is a few fields.

@@ -106,6 +106,11 @@ pub trait Tap: Send + 'static {
     fn room(&mut self) -> impl std::future::Future<Output = ()> + Send {
         std::future::ready(())
     }
+    /// Whether the next line may be read at once, without waiting for [`room`](Tap::room):
+    /// the reader's thread then does not enter the runtime to ask.
+    fn may_read(&mut self) -> bool {
+        false
+    }
 }
 
 struct NoTap;
@@ -173,6 +178,82 @@ where
         let _ = pipe.shutdown().await;
     });
     (for_rmcp, task)
+}
+
+/// [`strict_lines_tapped`] on a thread of its own: `input` (a server's output, a blocking
+/// file) is read there, each line checked and offered to `tap` there, so a line the tap takes
+/// is handled where it is read, without a hop through the runtime; the lines that pass go to
+/// rmcp through the stream returned, one at a time (the thread waits while rmcp is behind).
+/// The bounds are [`strict_lines_tapped`]'s. Must be called within the runtime.
+pub fn strict_lines_threaded(
+    input: std::fs::File,
+    note: impl Fn(&str) + Send + 'static,
+    mut tap: impl Tap,
+) -> std::io::Result<DuplexStream> {
+    use std::io::BufReader;
+
+    let runtime = tokio::runtime::Handle::current();
+    let (for_rmcp, mut pipe) = tokio::io::duplex(PIPE_BYTES);
+    let (to_rmcp, mut lines) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
+    std::thread::Builder::new()
+        .name("server-reader".into())
+        .spawn(move || {
+            let mut input = BufReader::with_capacity(64 * 1024, input);
+            let mut line = Vec::new();
+            let mut cut = None;
+            loop {
+                if !tap.may_read() {
+                    runtime.block_on(tap.room());
+                }
+                match crate::lines::read_line_blocking(
+                    &mut input,
+                    &mut line,
+                    crate::lines::max_message_bytes(),
+                ) {
+                    Ok(Line::End) | Err(_) => break,
+                    Ok(Line::Whole) => {}
+                    Ok(Line::TooLong | Line::Overflowing) => {
+                        let why = format!(
+                            "it wrote a message longer than {} (the most a message may hold); \
+                             its output is read no further",
+                            crate::lines::max_message()
+                        );
+                        note(&format!("the server's output was cut off: {why}"));
+                        cut = Some(why);
+                        break;
+                    }
+                }
+                let body = line.strip_suffix(b"\n").unwrap_or(&line);
+                let passed = match check_line(body.trim_ascii()) {
+                    Checked::Pass if tap.take(body.trim_ascii()) => None,
+                    Checked::Pass => Some(std::mem::take(&mut line)),
+                    Checked::Replace(answer) => {
+                        note("an answer of the server writes a key twice: refused");
+                        (!tap.take(answer.trim_ascii())).then_some(answer)
+                    }
+                    Checked::Drop(why) => {
+                        note(&why);
+                        None
+                    }
+                };
+                if let Some(passed) = passed
+                    && to_rmcp.blocking_send(passed).is_err()
+                {
+                    break;
+                }
+            }
+            tap.end(cut.as_deref());
+            // Dropping the sender ends rmcp's input.
+        })?;
+    tokio::spawn(async move {
+        while let Some(line) = lines.recv().await {
+            if pipe.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        let _ = pipe.shutdown().await;
+    });
+    Ok(for_rmcp)
 }
 
 #[cfg(test)]
