@@ -411,15 +411,35 @@ fn a_full_disk_denies_calls_by_default() {
     );
 }
 
-/// A trail removed or replaced after the sink opened it would take records no one reads: the
-/// next call is refused before it runs, and so is every one after it.
+/// A trail removed, replaced or moved after the sink opened it (or the directory it is in moved)
+/// would take records no one reads: the next call is refused before it runs, and so is every
+/// one after it, however soon after the change it comes (on Linux the sink watches the path
+/// instead of looking it up at every call: this checks the watch misses nothing), and also when
+/// the path goes through a symbolic link (which is not watched: looked up every time).
 #[cfg(unix)]
 #[test]
-fn a_trail_removed_or_replaced_refuses_calls_before_they_run() {
+fn a_trail_removed_replaced_or_moved_refuses_calls_before_they_run() {
     let ctx = monitor("s");
-    for what in ["removed", "replaced by another file"] {
-        let path = scratch(&format!("moved-{}.jsonl", what.len()));
-        let sink = Arc::new(JsonlSink::open(&path, FlushPolicy::EveryRecord).expect("opens"));
+    let cases = [
+        ("removed", "removed"),
+        ("replaced", "replaced by another file"),
+        ("moved", "removed"),
+        ("directory moved", "removed"),
+        ("through a link, removed", "removed"),
+    ];
+    for (n, (what, said)) in cases.into_iter().enumerate() {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("audit-moved-{n}"));
+        let _ = std::fs::remove_dir_all(&base);
+        let dir = base.join("trails");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let opened = if what.starts_with("through a link") {
+            std::os::unix::fs::symlink(&dir, base.join("link")).expect("a link");
+            base.join("link").join("trail.jsonl")
+        } else {
+            dir.join("trail.jsonl")
+        };
+        let path = dir.join("trail.jsonl");
+        let sink = Arc::new(JsonlSink::open(&opened, FlushPolicy::EveryRecord).expect("opens"));
         let dispatch = AuditedDispatch::new(sink);
         let ran = AtomicUsize::new(0);
         let call = || -> Outcome<u8, String> {
@@ -428,21 +448,28 @@ fn a_trail_removed_or_replaced_refuses_calls_before_they_run() {
                 Ok(1)
             })
         };
+        // Twice: the second call is one the sink need not look the path up for.
         assert!(call().is_done());
-        if what == "removed" {
-            std::fs::remove_file(&path).expect("removes the trail");
-        } else {
-            let other = path.with_extension("other");
-            std::fs::write(&other, "").expect("another file");
-            std::fs::rename(&other, &path).expect("replaces the trail");
+        assert!(call().is_done());
+        match what {
+            "removed" | "through a link, removed" => {
+                std::fs::remove_file(&path).expect("removes the trail")
+            }
+            "replaced" => {
+                let other = path.with_extension("other");
+                std::fs::write(&other, "").expect("another file");
+                std::fs::rename(&other, &path).expect("replaces the trail");
+            }
+            "moved" => std::fs::rename(&path, path.with_extension("1")).expect("moves it"),
+            _ => std::fs::rename(&dir, base.join("old")).expect("moves the directory"),
         }
         for _ in 0..2 {
             let Outcome::AuditFailed(error) = call() else {
                 panic!("{what}: must be refused")
             };
-            assert!(error.to_string().contains(what), "{error}");
+            assert!(error.to_string().contains(said), "{what}: {error}");
         }
-        assert_eq!(ran.load(Ordering::SeqCst), 1, "{what}: nothing ran after");
+        assert_eq!(ran.load(Ordering::SeqCst), 2, "{what}: nothing ran after");
     }
 }
 

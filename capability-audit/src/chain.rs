@@ -71,13 +71,18 @@ impl ChainHead {
     /// [`seal`](Self::seal), appending the record's line of canonical JSON to `line` too
     /// ([`AuditRecord::seal_line`]: the record's JSON is written once for both).
     pub fn seal_line(&mut self, mut record: AuditRecord, line: &mut String) -> AuditRecord {
+        self.seal_line_in_place(&mut record, line);
+        record
+    }
+
+    /// [`seal_line`](Self::seal_line), sealing `record` where it is.
+    pub fn seal_line_in_place(&mut self, record: &mut AuditRecord, line: &mut String) {
         record.writer.clone_from(&self.writer);
         record.seq = self.seq + 1;
         record.prev = std::mem::take(&mut self.prev);
         record.seal_line(line);
         self.seq = record.seq;
         self.prev.clone_from(&record.hash);
-        record
     }
 
     /// The records sealed so far are in the trail.

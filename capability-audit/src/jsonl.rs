@@ -9,6 +9,12 @@ use std::sync::{Arc, Mutex};
 use crate::verify::CheckpointLine;
 use crate::*;
 
+mod named;
+use named::identity;
+
+/// The longest a sink with a watch on its path goes without looking the path up.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// When a [`JsonlSink`] hands its lines to the operating system.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlushPolicy {
@@ -58,6 +64,10 @@ struct FileState {
     /// The open file's device and inode (they do not change while it is open), to tell whether
     /// the trail's path still names it.
     identity: Option<(u64, u64)>,
+    /// What happens to the trail's path, where it can be watched.
+    watch: Option<named::Watch>,
+    /// When the path was last looked up and still named the file (`None`: look next time).
+    looked: Option<std::time::Instant>,
     /// Lines sealed but not yet written (under [`FlushPolicy::Every`]).
     buffer: Vec<u8>,
     pending: u32,
@@ -147,6 +157,7 @@ impl JsonlSink {
         file.seek(SeekFrom::End(0))
             .map_err(|e| fail(e.to_string()))?;
         let named = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+        let watch = named::Watch::new(&named);
         Ok(JsonlSink {
             path,
             named,
@@ -154,6 +165,8 @@ impl JsonlSink {
             state: Mutex::new(FileState {
                 file,
                 identity: identity(&meta),
+                watch,
+                looked: None,
                 buffer: Vec::new(),
                 pending: 0,
                 head: ChainHead::new(file_writer.clone(), seq, prev),
@@ -366,39 +379,6 @@ impl JsonlSink {
         }
     }
 
-    /// Whether the trail's path still names the file this sink writes: a trail removed or
-    /// replaced (moved away, rotated, deleted) since it was opened would take records no one
-    /// will read, so it counts as a trail that cannot be written. The path is the one the sink
-    /// opened, made absolute then. Other errors of looking it up (a directory made unreadable)
-    /// say nothing about the file, and pass.
-    #[cfg(unix)]
-    fn still_named(&self, file: &File, identity: Option<(u64, u64)>) -> Result<(), AuditError> {
-        use std::os::unix::fs::MetadataExt;
-        let gone = |what: &str| AuditError::Io {
-            path: self.path.display().to_string(),
-            message: format!(
-                "the file was {what} since this sink opened it; records written now would be \
-                 lost (restart the writer to open the trail again)"
-            ),
-        };
-        let open = match identity {
-            Some(identity) => Some(identity),
-            None => file.metadata().ok().as_ref().and_then(self::identity),
-        };
-        match (open, std::fs::symlink_metadata(&self.named)) {
-            (Some((dev, ino)), Ok(named)) if dev != named.dev() || ino != named.ino() => {
-                Err(gone("replaced by another file"))
-            }
-            (_, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(gone("removed")),
-            _ => Ok(()),
-        }
-    }
-
-    #[cfg(not(unix))]
-    fn still_named(&self, _file: &File, _identity: Option<(u64, u64)>) -> Result<(), AuditError> {
-        Ok(())
-    }
-
     /// Why no record can be appended now, if none can.
     fn refusing(&self, state: &FileState) -> Option<AuditError> {
         if state.closed {
@@ -411,32 +391,22 @@ impl JsonlSink {
     }
 }
 
-/// A file's device and inode (`None` where there are none to read).
-fn identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        Some((meta.dev(), meta.ino()))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        None
-    }
-}
-
 impl AuditSink for JsonlSink {
-    fn append(&self, record: AuditRecord) -> Result<AuditRecord, AuditError> {
+    fn append(&self, mut record: AuditRecord) -> Result<AuditRecord, AuditError> {
+        self.append_in_place(&mut record)?;
+        Ok(record)
+    }
+
+    fn append_in_place(&self, record: &mut AuditRecord) -> Result<(), AuditError> {
         let mut state = lock(&self.state);
         if let Some(error) = self.refusing(&state) {
             return Err(error);
         }
         let intent = record.phase == Some(Phase::Intent);
-        let record = crate::scratch::with_text(|line| {
-            let record = state.head.seal_line(record, line);
+        crate::scratch::with_text(|line| {
+            state.head.seal_line_in_place(record, line);
             line.push('\n');
             state.buffer.extend_from_slice(line.as_bytes());
-            record
         });
         state.pending += 1;
         if state.schedule.as_ref().is_some_and(|s| s.due(record.seq)) {
@@ -450,15 +420,23 @@ impl AuditSink for JsonlSink {
         if due {
             self.write_out(&mut state)?;
         }
-        Ok(record)
+        Ok(())
     }
 
     fn ready(&self) -> Result<(), AuditError> {
-        let state = lock(&self.state);
+        let mut state = lock(&self.state);
         if let Some(error) = self.refusing(&state) {
             return Err(error);
         }
-        self.still_named(&state.file, state.identity)
+        // Looked up when something happened to the path, or not for a while, or not watched.
+        let quiet = state.watch.as_ref().is_some_and(named::Watch::quiet);
+        if quiet && state.looked.is_some_and(|at| at.elapsed() < LOOK_EVERY) {
+            return Ok(());
+        }
+        let named = named::still_named(&self.path, &self.named, &state.file, state.identity);
+        // A path that no longer names the file is looked up again at every call.
+        state.looked = named.is_ok().then(std::time::Instant::now);
+        named
     }
 
     fn close(&self) -> Result<(), AuditError> {

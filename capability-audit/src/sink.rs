@@ -18,6 +18,16 @@ pub trait AuditSink: Send + Sync {
     /// one again later, as a new link.
     fn append(&self, record: AuditRecord) -> Result<AuditRecord, AuditError>;
 
+    /// [`append`](Self::append) for a record the caller keeps either way: `Ok` when it is
+    /// written, `record` then as sealed; `Err` when it is not, `record` then still the record
+    /// to append again (its chain fields are sealed anew by the next append). The dispatcher
+    /// appends this way, so that a sink that can seal and write a record in place spares it a
+    /// copy of every record. By default, [`append`](Self::append) of a copy.
+    fn append_in_place(&self, record: &mut AuditRecord) -> Result<(), AuditError> {
+        *record = self.append(record.clone())?;
+        Ok(())
+    }
+
     /// Whether the sink can take records now, without writing one: a probe the dispatcher
     /// makes before a call runs (a trail file removed or replaced, a database that stopped
     /// answering). An `Err` refuses the call. It does not replace a failed append: the

@@ -417,12 +417,13 @@ impl AuditedDispatch {
             }
             return;
         }
-        match self.sink.append(record.clone()) {
-            Ok(written) => {
-                self.wrote(&written);
-                span.record_seq(written.seq);
+        let mut record = record;
+        match self.sink.append_in_place(&mut record) {
+            Ok(()) => {
+                self.wrote(&record);
+                span.record_seq(record.seq);
                 // The event carries the record as written: with its `seq` and `hash`.
-                emit_trace(&written);
+                emit_trace(&record);
             }
             Err(error) => {
                 not_written(&record.session, &record.tool, &error);

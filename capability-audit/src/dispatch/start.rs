@@ -163,11 +163,11 @@ impl AuditedDispatch {
             }
         }
         record.phase = Some(Phase::Intent);
-        match self.sink.append(record.clone()) {
-            Ok(written) => {
-                self.wrote(&written);
-                span.record_seq(written.seq);
-                emit_trace(&written);
+        match self.sink.append_in_place(&mut record) {
+            Ok(()) => {
+                self.wrote(&record);
+                span.record_seq(record.seq);
+                emit_trace(&record);
             }
             Err(error) => {
                 not_written(&record.session, &record.tool, &error);

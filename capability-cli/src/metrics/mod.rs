@@ -279,6 +279,19 @@ impl AuditSink for MeteredSink {
         }
     }
 
+    fn append_in_place(&self, record: &mut AuditRecord) -> Result<(), AuditError> {
+        match self.inner.append_in_place(record) {
+            Ok(()) => {
+                self.metrics.record(record);
+                Ok(())
+            }
+            Err(error) => {
+                self.metrics.audit_error();
+                Err(error)
+            }
+        }
+    }
+
     fn ready(&self) -> Result<(), AuditError> {
         self.inner.ready()
     }
