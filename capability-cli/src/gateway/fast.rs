@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use ::rmcp::ErrorData;
-use capability::audit::{Outcome, Request, Started};
+use capability::audit::{Outcome, Request};
 use capability::authz::Action;
 use capability::mcp::telemetry::{self, Ending, Operation, Transport};
 use serde::{Deserialize, Serialize};
@@ -36,9 +36,12 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::handler::{Gateway, answered, refused};
-use super::lane::{Ended, Lane};
+use super::lane::Lane;
 use crate::envelope::{Cancelled, Envelope};
+
+mod call;
 use crate::proxy::Outbox;
+use call::Call;
 
 /// The latest revision whose sessions start with `initialize`: a later one is rmcp's.
 const LAST_WITH_INITIALIZE: &str = "2025-11-25";
@@ -244,80 +247,6 @@ impl Fast {
                 true
             }
             None => false,
-        }
-    }
-}
-
-/// A call on the lane, until it ends: what its end is written to, and what it finishes.
-struct Call {
-    /// The client's id, as it wrote it.
-    id: String,
-    shown: String,
-    lane_id: u64,
-    out: Outbox,
-    in_flight: Arc<Mutex<InFlight>>,
-    started: Started,
-    operation: Operation,
-    leg: Operation,
-    /// The room the call holds until its answer is written.
-    _held: crate::proxy::Held,
-}
-
-impl Call {
-    /// The call ended (on the thread that heard it): the client has its answer, then its
-    /// outcome is recorded. A result is the client's as soon as it is read (the call has
-    /// happened; an outcome that cannot be written is kept and stops the next call until it
-    /// is, it never withholds a result); an error is answered once its outcome is recorded.
-    fn end(self, ended: Ended) {
-        let Call {
-            id,
-            shown,
-            lane_id,
-            out,
-            in_flight,
-            started,
-            operation,
-            leg,
-            _held,
-        } = self;
-        {
-            // Unless a later call took the client's id over.
-            let mut calls = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-            if calls.get(&id).is_some_and(|(_, owner)| *owner == lane_id) {
-                calls.remove(&id);
-            }
-        }
-        match ended {
-            Ended::Answered(result) => {
-                let tool_error = end(leg, Ok(&result));
-                let _ = out.write_now(&answer_line(&id, Ok(&result)));
-                drop(_held);
-                drop(started.finish::<_, String>(Ok(result)));
-                operation.end(if tool_error {
-                    Ending::ToolError
-                } else {
-                    Ending::Done
-                });
-            }
-            Ended::Failed(why) => {
-                end(leg, Err(()));
-                let outcome = started.finish::<(), String>(Err(why));
-                let error = match answered(outcome, |why| refused(&shown, why)) {
-                    Ok(()) => ErrorData::internal_error("the call failed", None),
-                    Err(error) => error,
-                };
-                operation.end(Ending::Error {
-                    code: error.code.0,
-                    message: &error.message,
-                });
-                let _ = out.write_now(&answer_line(&id, Err(error)));
-            }
-            // No answer: the record says cancelled, and so do the spans.
-            Ended::Cancelled => {
-                drop(leg);
-                drop(started);
-                operation.end(Ending::Failed("cancelled"));
-            }
         }
     }
 }
