@@ -1,14 +1,21 @@
 //! The latency `capability gateway` adds, against the server straight and against a plain byte
-//! relay, in one run with rounds interleaved: the official TypeScript SDK client calls `echo` of
-//! `server-everything` (and lists its tools) over stdio, (1) spawning the server itself, (2)
-//! spawning a relay that spawns the server and copies bytes both ways (this benchmark's own
-//! executable, run with `--relay`: two threads, `std::io::copy`), (3) spawning `capability
-//! gateway` over a fleet of that one server (role `operator`, every call routed, decided and
-//! audited into a JSON Lines file). Prints the medians over the rounds of each path's p50 and
-//! p99, and the ratios; (4) the gateway with `--otlp` to a loopback receiver of its own, against
-//! (3); (5) the relay again, run with `--relay-reactor`: waiting on one thread's tokio reactor
-//! as the gateway does, against (2) and (3), so the cost of that way of waiting is told apart
-//! from the gateway's work.
+//! relay: the official TypeScript SDK client calls `echo` of `server-everything` (and lists its
+//! tools) over stdio, (1) spawning the server itself, (2) spawning a relay that spawns the
+//! server and copies bytes both ways (this benchmark's own executable, run with `--relay`: two
+//! threads, `std::io::copy`), (3) spawning `capability gateway` over a fleet of that one server
+//! (role `operator`, every call routed, decided and audited into a JSON Lines file), (4) the
+//! gateway with `--otlp` to a loopback receiver of its own, (5) the relay again, run with
+//! `--relay-reactor`: waiting on one thread's tokio reactor, and (6) the relay doing the audit's
+//! work (`--relay-audited`: each call parsed, decided, its intent sealed and written before it
+//! is passed on, its outcome after), the least a governed call can add.
+//!
+//! The paths are measured in turns, not one after the other: each round one client process
+//! holds a client for every path, all connected, and takes the calls in turns (each turn calls
+//! every path once, in a shuffled order), so a machine whose speed drifts during the round
+//! slows every path alike. Two sets a round: the goal's three paths (1, 2, 3), then (2) to (6),
+//! whose extra processes (the exporter of (4) above all) would weigh on the goal's figures.
+//! Prints the medians over the rounds of each path's p50 and p99, each round's own ratios, and
+//! their medians.
 //!
 //! Then the gateway's start: the time from spawning it to the answer to the first `tools/list`
 //! (initialize, initialized, list, over pipes), against the server spawned straight; and its
@@ -40,6 +47,13 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("--relay-reactor") {
         relay_reactor(&args[2..]);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("--relay-audited") {
+        let Some((trail, command)) = args[2..].split_first() else {
+            std::process::exit(2);
+        };
+        relay_audited(trail, command);
         return;
     }
     if !args.iter().any(|a| a == "--bench") {
@@ -86,9 +100,13 @@ fn main() {
 
     // (4) the gateway exporting its spans and durations (`--otlp`) to a receiver of this run's.
     let receiver = support::OtlpReceiver::start();
+    // A trail of its own: it runs beside (3), and a JSON Lines trail has one writer.
     let traced: Vec<String> = gateway
         .iter()
-        .cloned()
+        .map(|word| match word.ends_with("audit.jsonl") {
+            true => dir.join("otlp.jsonl").display().to_string(),
+            false => word.clone(),
+        })
         .chain(["--otlp".to_owned(), receiver.url.clone()])
         .collect();
     // (5) the relay again, on one thread's reactor as the gateway is (epoll, one thread for
@@ -100,25 +118,53 @@ fn main() {
             _ => word.clone(),
         })
         .collect();
+    // (6) the relay again, doing on each `echo` call what every governed call must: its line
+    // parsed, decided and its intent sealed and written to a JSON Lines trail before it is
+    // passed on, its outcome after the answer (`--relay-audited`, the same dispatcher and sink).
+    let audited: Vec<String> = relay
+        .iter()
+        .flat_map(|word| match word.as_str() {
+            "--relay" => vec![
+                "--relay-audited".to_owned(),
+                dir.join("relay-audit.jsonl").display().to_string(),
+            ],
+            _ => vec![word.clone()],
+        })
+        .collect();
     let paths = [
         ("direct", &server),
         ("relay", &relay),
         ("gateway", &gateway),
         ("otlp", &traced),
         ("reactor", &reactor),
+        ("audited", &audited),
     ];
+    // Each round, one client per path, all connected at once, the calls taken in turns (every
+    // path once a turn, in a shuffled order): whatever the machine does during the round falls
+    // on every path alike. (Run one after the other, the same relay measured 0.75x to 1.41x
+    // itself between rounds on this machine; in turns, 1.00x to 1.03x.) Two sets a round: the
+    // goal's (direct, relay, gateway), then the gateway beside the paths that tell its cost
+    // apart (--otlp, whose exporter works in the background of every path of its set, the
+    // reactor, the audited relay), with the relay again as the baseline of both.
+    const GOAL: [usize; 3] = [0, 1, 2];
+    const APART: [usize; 5] = [1, 2, 3, 4, 5];
     let mut samples: Vec<Vec<[f64; 3]>> = vec![Vec::new(); paths.len()];
+    // The samples of the second set, where the relay and the gateway are measured again.
+    let mut apart: Vec<Vec<[f64; 3]>> = vec![Vec::new(); paths.len()];
     for _ in 0..ROUNDS {
-        for (i, (_, command)) in paths.iter().enumerate() {
+        for (set, into) in [(&GOAL[..], &mut samples), (&APART[..], &mut apart)] {
+            let commands: Vec<&[String]> = set.iter().map(|&i| paths[i].1.as_slice()).collect();
             let output = servers
-                .ts_latency_stdio(CALLS, command)
+                .ts_latency_interleaved(CALLS, &commands)
                 .output()
                 .unwrap_or_else(|e| panic!("{e}"));
             assert!(output.status.success(), "the client failed");
             let line: serde_json::Value = serde_json::from_slice(&output.stdout)
                 .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)));
-            let at = |key: &str| line[key].as_f64().unwrap_or(f64::NAN);
-            samples[i].push([at("p50_us"), at("p99_us"), at("list_p50_us")]);
+            for (k, &i) in set.iter().enumerate() {
+                let at = |key: &str| line["paths"][k][key].as_f64().unwrap_or(f64::NAN);
+                into[i].push([at("p50_us"), at("p99_us"), at("list_p50_us")]);
+            }
         }
     }
     let median = |rounds: &[[f64; 3]], k: usize| {
@@ -126,9 +172,14 @@ fn main() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let figures: Vec<[f64; 3]> = samples
+    let medians = |rounds: &[[f64; 3]]| [median(rounds, 0), median(rounds, 1), median(rounds, 2)];
+    let figures: Vec<[f64; 3]> = paths
         .iter()
-        .map(|rounds| [median(rounds, 0), median(rounds, 1), median(rounds, 2)])
+        .enumerate()
+        .map(|(i, _)| match samples[i].is_empty() {
+            true => medians(&apart[i]),
+            false => medians(&samples[i]),
+        })
         .collect();
     for ((name, _), f) in paths.iter().zip(&figures) {
         println!(
@@ -136,21 +187,21 @@ fn main() {
             f[0], f[1], f[2]
         );
     }
-    let (direct, relay, gateway, traced) = (figures[0], figures[1], figures[2], figures[3]);
+    let (direct, relay, gateway) = (figures[0], figures[1], figures[2]);
     // Each round's own ratios too: a machine whose speed drifts between rounds moves the paths
     // of one round together, so their ratio keeps still where the medians of each do not.
-    let paired = |a: usize, b: usize| {
-        let mut ratios: Vec<f64> = samples[a]
+    let paired = |set: &[Vec<[f64; 3]>], a: usize, b: usize| {
+        let mut ratios: Vec<f64> = set[a]
             .iter()
-            .zip(&samples[b])
+            .zip(&set[b])
             .map(|(x, y)| x[0] / y[0])
             .collect();
         ratios.sort_by(f64::total_cmp);
         let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
         (ratios[ratios.len() / 2], shown.join(" "))
     };
-    let ((to_direct, each_direct), (to_relay, each_relay)) = (paired(2, 0), paired(2, 1));
-    let ((reactor_to_relay, each_reactor), (to_reactor, _)) = (paired(4, 1), paired(2, 4));
+    let ((to_direct, each_direct), (to_relay, each_relay)) =
+        (paired(&samples, 2, 0), paired(&samples, 2, 1));
     println!(
         "gateway_overhead: tools/call p50 ratios within each round: gateway/direct median {to_direct:.2}x ({each_direct}), gateway/relay median {to_relay:.2}x ({each_relay})"
     );
@@ -163,18 +214,25 @@ fn main() {
         gateway[1] / direct[1],
         gateway[2] / direct[2],
     );
+    let (again, _) = paired(&apart, 2, 1);
+    let ((reactor_to_relay, each_reactor), (to_reactor, _)) =
+        (paired(&apart, 4, 1), paired(&apart, 2, 4));
     println!(
-        "gateway_overhead: the relay on one reactor thread: tools/call p50 {:.0} us, {reactor_to_relay:.2}x the threaded relay within each round ({each_reactor}); the gateway {to_reactor:.2}x it",
+        "gateway_overhead: beside the paths below, the gateway: {again:.2}x the relay; the relay on one reactor thread: tools/call p50 {:.0} us, {reactor_to_relay:.2}x the threaded relay within each round ({each_reactor}); the gateway {to_reactor:.2}x it",
         figures[4][0],
     );
+    let (traced_to_gateway, each_traced) = paired(&apart, 3, 2);
     println!(
-        "gateway_overhead: with --otlp, tools/call p50 {:.2}x the gateway without, {:.2}x direct; \
-         {} exports received",
-        traced[0] / gateway[0],
-        traced[0] / direct[0],
+        "gateway_overhead: with --otlp, tools/call p50 {traced_to_gateway:.2}x the gateway without within each round ({each_traced}); {} exports received",
         receiver.posts.lock().map_or(0, |posts| posts.len()),
     );
-    start_and_memory(&dir, &server, &words, paths[1].1);
+    let ((audited_to_relay, each_audited), (to_audited, _)) =
+        (paired(&apart, 5, 1), paired(&apart, 2, 5));
+    println!(
+        "gateway_overhead: the relay doing the audit's work (decided, intent and outcome sealed and written): tools/call p50 {:.0} us, {audited_to_relay:.2}x the relay within each round ({each_audited}); the gateway {to_audited:.2}x it",
+        figures[5][0],
+    );
+    start_and_memory(&dir, &server, &words, paths[1].1, paths[5].1);
 }
 
 /// Spawns `command` with pipes; initializes (2025-11-25) and lists its tools. The time to the
@@ -298,7 +356,13 @@ fn stop(mut child: std::process::Child) {
 
 /// Start time, memory per idle server and per HTTP session, and the CPU per call of the
 /// gateway and of the relay.
-fn start_and_memory(dir: &Path, server: &[String], words: &[String], relay: &[String]) {
+fn start_and_memory(
+    dir: &Path,
+    server: &[String],
+    words: &[String],
+    relay: &[String],
+    auditing: &[String],
+) {
     let fleet = |n: usize| {
         let mut policy = String::from(
             "[roles.operator]\nceiling = \"unrestricted\"\nallow = [\"*\"]\n\n[bearer_tokens]\n",
@@ -360,8 +424,9 @@ fn start_and_memory(dir: &Path, server: &[String], words: &[String], relay: &[St
         "gateway_overhead: start to the first tools/list answer: server straight {d:.0} ms, gateway over it {g:.0} ms ({:.0} ms more, {ROUNDS} rounds)",
         g - d
     );
-    // The relay's CPU in the same rounds: what passing the bytes on costs this machine.
-    let (mut cpu, mut relayed) = (Vec::new(), Vec::new());
+    // The relay's CPU in the same rounds: what passing the bytes on costs this machine; and
+    // the relay doing the audit's work: what the audit costs it.
+    let (mut cpu, mut relayed, mut audited) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         cpu.push(cpu_per_call(
             &gateway(&one, &format!("cpu-{round}.jsonl")),
@@ -369,10 +434,11 @@ fn start_and_memory(dir: &Path, server: &[String], words: &[String], relay: &[St
             3_000,
         ));
         relayed.push(cpu_per_call(relay, "echo", 3_000));
+        audited.push(cpu_per_call(auditing, "echo", 3_000));
     }
-    let (cpu, relayed) = (median(&mut cpu), median(&mut relayed));
+    let (cpu, relayed, audited) = (median(&mut cpu), median(&mut relayed), median(&mut audited));
     println!(
-        "gateway_overhead: own CPU per echo call (user + system, 3,000 calls over pipes, median of {ROUNDS}): gateway {cpu:.0} us, relay {relayed:.0} us ({:.0} us more)",
+        "gateway_overhead: own CPU per echo call (user + system, 3,000 calls over pipes, median of {ROUNDS}): gateway {cpu:.0} us, relay {relayed:.0} us ({:.0} us more), the relay doing the audit's work {audited:.0} us",
         cpu - relayed
     );
     let (r1, r4) = (median(&mut rss.0), median(&mut rss.1));
@@ -547,4 +613,134 @@ fn relay_reactor(command: &[String]) {
             .await;
         let _ = child.wait().await;
     });
+}
+
+/// `--relay-audited <trail> <command...>`: the relay of [`relay`], two threads, doing on each
+/// `tools/call` of `echo` what a governed call must, through the same dispatcher and sink as
+/// the gateway: the line parsed (its envelope, then its arguments), the call decided, its intent
+/// sealed and written to the JSON Lines trail before the line is passed on, its outcome
+/// written once the answer has gone to the client. Nothing else: no routing, no ids of its
+/// own, one call at a time. What the audit costs a relay, the least a governed call can add.
+fn relay_audited(trail: &str, command: &[String]) {
+    use capability::audit::{AuditedDispatch, Budget, Caller, FlushPolicy, JsonlSink, Outcome};
+    use capability::authz::{Ceiling, ToolContext};
+    use serde_json::value::RawValue;
+    use std::io::{BufRead, Write};
+    use std::sync::{Arc, Mutex};
+
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        params: Option<&'a RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params {
+        name: String,
+        #[serde(default)]
+        arguments: Option<serde_json::Value>,
+    }
+    let Some((program, args)) = command.split_first() else {
+        std::process::exit(2);
+    };
+    let sink = JsonlSink::open(trail, FlushPolicy::EveryRecord)
+        .unwrap_or_else(|e| panic!("relay: {trail}: {e}"));
+    let dispatch = AuditedDispatch::new(Arc::new(sink)).with_budget(Budget {
+        max_calls: u32::MAX,
+        max_denials: u32::MAX,
+    });
+    let tool = capability::CapabilityManifest::builder("echo")
+        .provider("everything")
+        .read_only(true)
+        .build()
+        .unwrap_or_else(|e| panic!("relay: {e}"));
+    let ctx = ToolContext::new("operator", "stdio", Ceiling::Unrestricted);
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("relay: {program}: {e}"));
+    let (Some(mut to_child), Some(from_child)) = (child.stdin.take(), child.stdout.take()) else {
+        std::process::exit(2);
+    };
+    // The id of the call waiting, and the way its answer is told to the reading thread.
+    let waiting: Arc<Mutex<Option<String>>> = Arc::default();
+    let (answered, answer) = std::sync::mpsc::channel::<()>();
+    let watched = waiting.clone();
+    let up = std::thread::spawn(move || {
+        let mut from = std::io::BufReader::new(from_child);
+        let mut out = std::io::stdout().lock();
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match from.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            // Read strictly, as the gateway reads a server's lines.
+            let _ = capability::json::no_duplicate_keys(std::str::from_utf8(&line).unwrap_or(""));
+            if out.write_all(&line).and_then(|()| out.flush()).is_err() {
+                break;
+            }
+            let mut waiting = watched
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(id) = waiting.as_deref()
+                && let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(&line)
+                && envelope.method.is_none()
+                && envelope.id.is_some_and(|i| i.get() == id)
+            {
+                *waiting = None;
+                let _ = answered.send(());
+            }
+        }
+    });
+    let mut input = std::io::stdin().lock();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let call = serde_json::from_slice::<Envelope<'_>>(&line)
+            .ok()
+            .filter(|envelope| envelope.method.as_deref() == Some("tools/call"))
+            .and_then(|envelope| {
+                let params: Params = serde_json::from_str(envelope.params?.get()).ok()?;
+                Some((envelope.id?.get().to_owned(), params))
+            });
+        let passed = match call {
+            Some((id, params)) if params.name == "echo" => {
+                let input = params.arguments.unwrap_or_default();
+                let outcome: Outcome<(), String> =
+                    dispatch.call(&ctx, Caller::new("bench"), &tool, &input, || {
+                        *waiting
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(id);
+                        to_child
+                            .write_all(&line)
+                            .and_then(|()| to_child.flush())
+                            .map_err(|e| e.to_string())?;
+                        answer.recv().map_err(|e| e.to_string())
+                    });
+                outcome.is_done()
+            }
+            _ => to_child
+                .write_all(&line)
+                .and_then(|()| to_child.flush())
+                .is_ok(),
+        };
+        if !passed {
+            break;
+        }
+    }
+    drop(to_child);
+    let _ = up.join();
+    let _ = child.wait();
 }

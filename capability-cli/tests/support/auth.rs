@@ -163,10 +163,9 @@ impl Servers {
         command
     }
 
-    /// The TypeScript SDK client timing `calls` calls of `echo` (and `tools/list`) of the
-    /// server it spawns with `command` over stdio: prints `{"calls", "p50_us", "p99_us",
-    /// "list_p50_us"}`.
-    pub fn ts_latency_stdio(&self, calls: usize, command: &[String]) -> Command {
+    /// `ts-latency.mjs --interleaved`: one client per command, the calls taken in turns (each
+    /// turn visits every command once, in a shuffled order), `calls` turns after 50 of warm-up.
+    pub fn ts_latency_interleaved(&self, calls: usize, commands: &[&[String]]) -> Command {
         let script = self
             .node_modules()
             .parent()
@@ -175,9 +174,12 @@ impl Servers {
         let mut command_line = Command::new("node");
         command_line
             .arg(script)
-            .arg("--stdio")
-            .arg(calls.to_string())
-            .args(command)
+            .arg("--interleaved")
+            .arg(calls.to_string());
+        for command in commands {
+            command_line.arg("--").args(*command);
+        }
+        command_line
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
