@@ -156,28 +156,18 @@ fn string(out: &mut String, value: &str) {
     out.reserve(value.len() + 2);
     out.push('"');
     // Copy runs of bytes that need no escape in one go; escape the rest. Most text has nothing
-    // to escape, so eight bytes at a time are checked at once (SWAR) and skipped when clean.
+    // to escape, so eight bytes at a time are checked at once (SWAR) and skipped when clean;
+    // the last few, one by one.
     let bytes = value.as_bytes();
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        let rest = &bytes[i..];
-        let mut word = [b' '; 8];
-        let taken = match rest.get(..8) {
-            Some(chunk) => {
-                word.copy_from_slice(chunk);
-                8
+        if let Some(chunk) = bytes.get(i..i + 8) {
+            let word = <[u8; 8]>::try_from(chunk).unwrap_or([b' '; 8]);
+            if !needs_escape(u64::from_le_bytes(word)) {
+                i += 8;
+                continue;
             }
-            // The last bytes (fewer than eight) are checked at once too, padded with spaces,
-            // which need no escape.
-            None => {
-                word[..rest.len()].copy_from_slice(rest);
-                rest.len()
-            }
-        };
-        if !needs_escape(u64::from_le_bytes(word)) {
-            i += taken;
-            continue;
         }
         let b = bytes[i];
         let escape: &str = match b {

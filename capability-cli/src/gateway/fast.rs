@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::handler::{Gateway, answered, refused};
+use super::handler::{Gateway, Snapshot, Who, answered, refused};
 use super::lane::Lane;
 use crate::envelope::{Cancelled, Envelope};
 
@@ -55,6 +55,9 @@ pub(super) struct Fast {
     version: OnceLock<String>,
     /// The calls in flight, by the client's id: a cancellation stops one.
     in_flight: Arc<Mutex<InFlight>>,
+    /// The stdio client, as the snapshot it was made from sees it: made again only when a
+    /// change, a restart or a reload swaps the snapshot.
+    who: Mutex<Option<(Arc<Snapshot>, Arc<Who>)>>,
 }
 
 #[derive(Deserialize)]
@@ -94,7 +97,21 @@ impl Fast {
             initialize: Mutex::new(None),
             version: OnceLock::new(),
             in_flight: Arc::default(),
+            who: Mutex::new(None),
         })
+    }
+
+    /// The stdio client under `snapshot` (`None` over HTTP).
+    fn who(&self, snapshot: &Arc<Snapshot>) -> Option<Arc<Who>> {
+        let mut cached = self.who.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((seen, who)) = cached.as_ref()
+            && Arc::ptr_eq(seen, snapshot)
+        {
+            return Some(who.clone());
+        }
+        let who = Arc::new(self.gateway.stdio_client(snapshot)?);
+        *cached = Some((snapshot.clone(), who.clone()));
+        Some(who)
     }
 
     /// Whether the session agreed a revision this path serves.
@@ -113,7 +130,7 @@ impl Fast {
             return false;
         };
         let snapshot = self.gateway.current();
-        let Some(who) = self.gateway.stdio_client(&snapshot) else {
+        let Some(who) = self.who(&snapshot) else {
             return false;
         };
         // A name no server has is refused here too; a routed one only over an agreeing lane.
