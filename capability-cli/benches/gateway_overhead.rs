@@ -502,8 +502,14 @@ fn start_and_memory(
     stop(child);
 }
 
-/// A plain byte relay: spawns `command` and copies standard input to it and its output back.
-fn relay(command: &[String]) {
+/// `command` (a relay's server) spawned with pipes, and its pipes; exits 2 without a command.
+fn spawned(
+    command: &[String],
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::process::ChildStdout,
+) {
     let Some((program, args)) = command.split_first() else {
         std::process::exit(2);
     };
@@ -514,10 +520,15 @@ fn relay(command: &[String]) {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap_or_else(|e| panic!("relay: {program}: {e}"));
-    let (Some(mut to_child), Some(mut from_child)) = (child.stdin.take(), child.stdout.take())
-    else {
+    let (Some(to_child), Some(from_child)) = (child.stdin.take(), child.stdout.take()) else {
         std::process::exit(2);
     };
+    (child, to_child, from_child)
+}
+
+/// A plain byte relay: spawns `command` and copies standard input to it and its output back.
+fn relay(command: &[String]) {
+    let (mut child, mut to_child, mut from_child) = spawned(command);
     // Plain reads and writes, each chunk passed on as it comes (no splicing, no buffering).
     fn pump(from: &mut dyn std::io::Read, to: &mut dyn std::io::Write) {
         let mut buffer = vec![0u8; 64 * 1024];
@@ -643,9 +654,6 @@ fn relay_audited(trail: &str, command: &[String]) {
         #[serde(default)]
         arguments: Option<serde_json::Value>,
     }
-    let Some((program, args)) = command.split_first() else {
-        std::process::exit(2);
-    };
     let sink = JsonlSink::open(trail, FlushPolicy::EveryRecord)
         .unwrap_or_else(|e| panic!("relay: {trail}: {e}"));
     let dispatch = AuditedDispatch::new(Arc::new(sink)).with_budget(Budget {
@@ -658,16 +666,7 @@ fn relay_audited(trail: &str, command: &[String]) {
         .build()
         .unwrap_or_else(|e| panic!("relay: {e}"));
     let ctx = ToolContext::new("operator", "stdio", Ceiling::Unrestricted);
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("relay: {program}: {e}"));
-    let (Some(mut to_child), Some(from_child)) = (child.stdin.take(), child.stdout.take()) else {
-        std::process::exit(2);
-    };
+    let (mut child, mut to_child, from_child) = spawned(command);
     // The id of the call waiting, and the way its answer is told to the reading thread.
     let waiting: Arc<Mutex<Option<String>>> = Arc::default();
     let (answered, answer) = std::sync::mpsc::channel::<()>();

@@ -229,6 +229,22 @@ fn skipped(available: &[u8]) -> (usize, bool) {
     }
 }
 
+/// Writes each line received (whole lines, from a thread that reads a peer) to `to`, an
+/// in-process pipe to rmcp, in order; shuts `to` down when the sender is gone, so rmcp sees
+/// the end of its input.
+pub(crate) async fn forward_lines(
+    mut lines: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    mut to: impl tokio::io::AsyncWrite + Unpin,
+) {
+    use tokio::io::AsyncWriteExt;
+    while let Some(line) = lines.recv().await {
+        if to.write_all(&line).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
 /// rmcp's line transport for `Role`'s side over `read` and `write`, taking a message of up to
 /// the bound ([`max_message_bytes`]) as the rest of the edge does. rmcp's own bound is 16 MiB, and a longer line
 /// it drops without a word: a call whose answer (or a client's call) held 20 MiB would never be

@@ -642,6 +642,47 @@ async fn flooding(name: &str, flags: &[&str]) -> (std::path::PathBuf, Proxied) {
     (trail, Proxied::start(&args).await)
 }
 
+/// The proxy in front of `server` (trusted, role `viewer`), spoken to line by line by a client
+/// that has initialized: the child, its input, and its output (the answer to `initialize` read).
+fn raw_proxy(
+    dir: &Path,
+    server: &support::McpServer,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    use std::io::{BufRead, Write};
+    let trail = dir.join("trail.jsonl");
+    let args = proxy_args(
+        dir,
+        "viewer",
+        server.name,
+        &trail,
+        &["--trust", "trusted"],
+        server,
+    );
+    let mut child = std::process::Command::new(BIN)
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the proxy");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"raw","version":"1"}}}}}}"#
+    )
+    .and_then(|()| writeln!(input, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#))
+    .expect("write");
+    let mut line = String::new();
+    output.read_line(&mut line).expect("initialized");
+    assert!(line.contains(r#""id":0"#), "{line}");
+    (child, input, output)
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_server_writing_a_message_past_the_bound_is_cut_off_and_the_proxy_holds_none_of_it() {
     let (trail, mut proxied) = flooding("server_flood", &[]).await;
@@ -731,34 +772,12 @@ fn a_servers_progress_for_a_client_that_does_not_read_is_held_back_through_rmcp(
         args: vec![dir.join("flooding.py").display().to_string()],
         env: Vec::new(),
     };
-    let trail = dir.join("trail.jsonl");
-    let args = proxy_args(
-        &dir,
-        "viewer",
-        "flooding",
-        &trail,
-        &["--trust", "trusted"],
-        &server,
-    );
-    let mut child = std::process::Command::new(BIN)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the proxy");
-    let mut input = child.stdin.take().expect("stdin");
-    let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let (mut child, mut input, mut output) = raw_proxy(&dir, &server);
     let child = proxy_common::KillOnPanic(&mut child);
     writeln!(
         input,
-        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"raw","version":"1"}}}}}}"#
-    )
-    .and_then(|()| writeln!(input, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#))
-    .and_then(|()| writeln!(
-        input,
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"spam","arguments":{{"count":60000}},"_meta":{{"progressToken":"t"}}}}}}"#
-    ))
+    )
     .expect("write");
     std::thread::sleep(Duration::from_secs(5));
     let peak = proxy_common::peak_kib(child.0.id()).expect("the proxy runs");
@@ -808,37 +827,8 @@ fn a_client_that_does_not_read_its_answers_is_read_no_further_and_gets_them_all(
         ],
         env: Vec::new(),
     };
-    let trail = dir.join("trail.jsonl");
-    let args = proxy_args(
-        &dir,
-        "viewer",
-        "big",
-        &trail,
-        &["--trust", "trusted"],
-        &server,
-    );
-    let mut child = std::process::Command::new(BIN)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the proxy");
-    let mut input = child.stdin.take().expect("stdin");
-    let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    writeln!(
-        input,
-        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"raw","version":"1"}}}}}}"#
-    )
-    .expect("write");
-    writeln!(
-        input,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .expect("write");
+    let (mut child, mut input, mut output) = raw_proxy(&dir, &server);
     let mut line = String::new();
-    output.read_line(&mut line).expect("initialized");
-    assert!(line.contains(r#""id":0"#), "{line}");
 
     const CALLS: usize = 1_000;
     let pad = "p".repeat(40 * 1024);

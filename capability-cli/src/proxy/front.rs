@@ -54,8 +54,13 @@ fn parse_error(error: &serde_json::Error) -> Vec<u8> {
     line
 }
 
-/// The answer to a line longer than the bound: its id cannot be known without reading it.
-fn too_long() -> Vec<u8> {
+/// Answers a line longer than the bound, dropped unread: its id cannot be known without
+/// reading it.
+fn too_long(errors: &Outbox) {
+    crate::proxy::note(format_args!(
+        "a message from the client is longer than {}; dropped unread, answered with an error",
+        max_message()
+    ));
     let answer = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
@@ -71,7 +76,38 @@ fn too_long() -> Vec<u8> {
     });
     let mut line = answer.to_string().into_bytes();
     line.push(b'\n');
-    line
+    let _ = errors.send(line);
+}
+
+/// Whether the client's `line` (read whole) goes on to rmcp, with its newline: not when it is
+/// blank, when `hook` takes it, or when it is not JSON (answered with a parse error). A request
+/// that goes on holds room for its answer.
+fn passes(
+    line: &mut Vec<u8>,
+    hook: Option<&dyn Hook>,
+    errors: &Outbox,
+    in_flight: &InFlight,
+) -> bool {
+    let text = line.trim_ascii();
+    if text.is_empty() {
+        return false;
+    }
+    // A line the hook takes it has read whole: it is JSON.
+    if hook.is_some_and(|hook| hook.take(text, errors)) {
+        return false;
+    }
+    if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
+        crate::proxy::note(format_args!(
+            "a message from the client is not JSON; answered with a parse error"
+        ));
+        let _ = errors.send(parse_error(&error));
+        return false;
+    }
+    in_flight.sent(text, errors);
+    if !line.ends_with(b"\n") {
+        line.push(b'\n');
+    }
+    true
 }
 
 /// What may take a client's message before rmcp does, and answer it itself (the gateway's
@@ -125,41 +161,18 @@ where
                 Ok(Line::End) | Err(_) => break,
                 Ok(Line::Whole) => {}
                 Ok(read @ (Line::TooLong | Line::Overflowing)) => {
-                    crate::proxy::note(format_args!(
-                        "a message from the client is longer than {}; dropped unread, \
-                         answered with an error",
-                        max_message()
-                    ));
                     // Dropped as it comes, to its end: the next line is the client's next.
                     if read == Line::Overflowing
                         && crate::lines::skip_line(&mut input).await.is_err()
                     {
                         break;
                     }
-                    let _ = errors.send(too_long());
+                    too_long(&errors);
                     continue;
                 }
             }
-            let text = line.trim_ascii();
-            if text.is_empty() {
+            if !passes(&mut line, hook.as_deref(), &errors, &in_flight) {
                 continue;
-            }
-            // A line the hook takes it has read whole: it is JSON.
-            if let Some(hook) = &hook
-                && hook.take(text, &errors)
-            {
-                continue;
-            }
-            if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
-                crate::proxy::note(format_args!(
-                    "a message from the client is not JSON; answered with a parse error"
-                ));
-                let _ = errors.send(parse_error(&error));
-                continue;
-            }
-            in_flight.sent(text, &errors);
-            if !line.ends_with(b"\n") {
-                line.push(b'\n');
             }
             if to_rmcp.write_all(&line).await.is_err() {
                 break;
@@ -211,9 +224,9 @@ pub(crate) fn start_threaded(hook: std::sync::Arc<dyn Hook>) -> std::io::Result<
     let direct = super::outbox::Direct::new(output);
     let (out, mut lines) = Outbox::with_direct(direct.clone());
     let (ours, transport) = tokio::io::duplex(PIPE_BYTES);
-    let (from_rmcp, mut to_rmcp) = tokio::io::split(ours);
+    let (from_rmcp, to_rmcp) = tokio::io::split(ours);
     // The client's lines for rmcp, one at a time: the reader waits while rmcp is behind.
-    let (for_rmcp, mut rmcp_lines) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
+    let (for_rmcp, rmcp_lines) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
     let in_flight = std::sync::Arc::new(InFlight::default());
     let answered = in_flight.clone();
     let watching = hook.clone();
@@ -250,36 +263,19 @@ pub(crate) fn start_threaded(hook: std::sync::Arc<dyn Hook>) -> std::io::Result<
                     Ok(Line::End) | Err(_) => break,
                     Ok(Line::Whole) => {}
                     Ok(read @ (Line::TooLong | Line::Overflowing)) => {
-                        crate::proxy::note(format_args!(
-                            "a message from the client is longer than {}; dropped unread, \
-                             answered with an error",
-                            max_message()
-                        ));
                         if read == Line::Overflowing
                             && crate::lines::skip_line_blocking(&mut input).is_err()
                         {
                             break;
                         }
-                        let _ = errors.send(too_long());
+                        too_long(&errors);
                         continue;
                     }
                 }
-                let text = line.trim_ascii();
-                if text.is_empty() || hook.take(text, &errors) {
+                if !passes(&mut line, Some(&*hook), &errors, &in_flight) {
                     continue;
                 }
-                if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
-                    crate::proxy::note(format_args!(
-                        "a message from the client is not JSON; answered with a parse error"
-                    ));
-                    let _ = errors.send(parse_error(&error));
-                    continue;
-                }
-                in_flight.sent(text, &errors);
-                let mut whole = std::mem::take(&mut line);
-                if !whole.ends_with(b"\n") {
-                    whole.push(b'\n');
-                }
+                let whole = std::mem::take(&mut line);
                 if for_rmcp.blocking_send(whole).is_err() {
                     break;
                 }
@@ -287,15 +283,7 @@ pub(crate) fn start_threaded(hook: std::sync::Arc<dyn Hook>) -> std::io::Result<
             // The client's input ended: rmcp sees the end of its input and stops.
         })?;
 
-    tokio::spawn(async move {
-        while let Some(line) = rmcp_lines.recv().await {
-            if to_rmcp.write_all(&line).await.is_err() {
-                break;
-            }
-        }
-        let _ = to_rmcp.shutdown().await;
-    });
-
+    tokio::spawn(crate::lines::forward_lines(rmcp_lines, to_rmcp));
     tokio::spawn(rmcp_to_client(from_rmcp, out, answered, Some(watching)));
     let (read, write) = tokio::io::split(transport);
     Ok(crate::lines::rmcp_lines(read, write))

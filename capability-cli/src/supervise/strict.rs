@@ -143,32 +143,13 @@ where
                 Ok(Line::End) | Err(_) => break,
                 Ok(Line::Whole) => {}
                 Ok(Line::TooLong | Line::Overflowing) => {
-                    let why = format!(
-                        "it wrote a message longer than {} (the most a message may hold); its \
-                         output is read no further",
-                        crate::lines::max_message()
-                    );
-                    note(&format!("the server's output was cut off: {why}"));
-                    cut = Some(why);
+                    cut = Some(cut_off(&note));
                     break;
                 }
             }
-            let body = line.strip_suffix(b"\n").unwrap_or(&line);
-            let written = match check_line(body.trim_ascii()) {
-                Checked::Pass if tap.take(body.trim_ascii()) => Ok(()),
-                Checked::Pass => pipe.write_all(&line).await,
-                Checked::Replace(answer) => {
-                    note("an answer of the server writes a key twice: refused");
-                    if tap.take(answer.trim_ascii()) {
-                        Ok(())
-                    } else {
-                        pipe.write_all(&answer).await
-                    }
-                }
-                Checked::Drop(why) => {
-                    note(&why);
-                    Ok(())
-                }
+            let written = match passed(&mut line, &mut tap, &note) {
+                Some(passed) => pipe.write_all(&passed).await,
+                None => Ok(()),
             };
             if written.is_err() {
                 break;
@@ -193,8 +174,8 @@ pub fn strict_lines_threaded(
     use std::io::BufReader;
 
     let runtime = tokio::runtime::Handle::current();
-    let (for_rmcp, mut pipe) = tokio::io::duplex(PIPE_BYTES);
-    let (to_rmcp, mut lines) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
+    let (for_rmcp, pipe) = tokio::io::duplex(PIPE_BYTES);
+    let (to_rmcp, lines) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
     std::thread::Builder::new()
         .name("server-reader".into())
         .spawn(move || {
@@ -213,29 +194,11 @@ pub fn strict_lines_threaded(
                     Ok(Line::End) | Err(_) => break,
                     Ok(Line::Whole) => {}
                     Ok(Line::TooLong | Line::Overflowing) => {
-                        let why = format!(
-                            "it wrote a message longer than {} (the most a message may hold); \
-                             its output is read no further",
-                            crate::lines::max_message()
-                        );
-                        note(&format!("the server's output was cut off: {why}"));
-                        cut = Some(why);
+                        cut = Some(cut_off(&note));
                         break;
                     }
                 }
-                let body = line.strip_suffix(b"\n").unwrap_or(&line);
-                let passed = match check_line(body.trim_ascii()) {
-                    Checked::Pass if tap.take(body.trim_ascii()) => None,
-                    Checked::Pass => Some(std::mem::take(&mut line)),
-                    Checked::Replace(answer) => {
-                        note("an answer of the server writes a key twice: refused");
-                        (!tap.take(answer.trim_ascii())).then_some(answer)
-                    }
-                    Checked::Drop(why) => {
-                        note(&why);
-                        None
-                    }
-                };
+                let passed = passed(&mut line, &mut tap, &note);
                 if let Some(passed) = passed
                     && to_rmcp.blocking_send(passed).is_err()
                 {
@@ -245,15 +208,37 @@ pub fn strict_lines_threaded(
             tap.end(cut.as_deref());
             // Dropping the sender ends rmcp's input.
         })?;
-    tokio::spawn(async move {
-        while let Some(line) = lines.recv().await {
-            if pipe.write_all(&line).await.is_err() {
-                break;
-            }
-        }
-        let _ = pipe.shutdown().await;
-    });
+    tokio::spawn(crate::lines::forward_lines(lines, pipe));
     Ok(for_rmcp)
+}
+
+/// Says that the server's output is cut off (a line past the bound); why, for the tap.
+fn cut_off(note: &impl Fn(&str)) -> String {
+    let why = format!(
+        "it wrote a message longer than {} (the most a message may hold); its output is read \
+         no further",
+        crate::lines::max_message()
+    );
+    note(&format!("the server's output was cut off: {why}"));
+    why
+}
+
+/// What of the server's `line` (read whole, with its newline) goes on to rmcp: the line, or
+/// the error answer that replaces it, unless the tap takes it; nothing for a line dropped.
+fn passed(line: &mut Vec<u8>, tap: &mut impl Tap, note: &impl Fn(&str)) -> Option<Vec<u8>> {
+    let body = line.strip_suffix(b"\n").unwrap_or(line).trim_ascii();
+    match check_line(body) {
+        Checked::Pass if tap.take(body) => None,
+        Checked::Pass => Some(std::mem::take(line)),
+        Checked::Replace(answer) => {
+            note("an answer of the server writes a key twice: refused");
+            (!tap.take(answer.trim_ascii())).then_some(answer)
+        }
+        Checked::Drop(why) => {
+            note(&why);
+            None
+        }
+    }
 }
 
 #[cfg(test)]
