@@ -297,6 +297,22 @@ impl AuditRecord {
 }
 
 /// Writes a canonical JSON object member by member; the caller gives the keys in sorted order.
+/// Writes `value` in decimal (what `write!` does, without the formatting machinery).
+fn write_u64(out: &mut String, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    // ASCII digits only.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+}
+
 struct Object<'a> {
     out: &'a mut String,
     first: bool,
@@ -308,44 +324,48 @@ impl<'a> Object<'a> {
         Object { out, first: true }
     }
 
-    fn key(&mut self, key: &str) {
+    /// Writes `key` and its colon. The keys are this file's own constants, lowercase names
+    /// with nothing to escape (a debug build checks), so they are written as they are.
+    fn key(&mut self, key: &'static str) {
+        debug_assert!(
+            key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+            "a record key needs no escape: {key}"
+        );
         if !self.first {
             self.out.push(',');
         }
         self.first = false;
-        capability_rules::write_json_string(self.out, key);
-        self.out.push(':');
+        self.out.push('"');
+        self.out.push_str(key);
+        self.out.push_str("\":");
     }
 
-    fn raw(&mut self, key: &str, json: &str) {
+    fn raw(&mut self, key: &'static str, json: &str) {
         self.key(key);
         self.out.push_str(json);
     }
 
-    fn string(&mut self, key: &str, value: &str) {
+    fn string(&mut self, key: &'static str, value: &str) {
         self.key(key);
         capability_rules::write_json_string(self.out, value);
     }
 
-    fn opt_string(&mut self, key: &str, value: Option<&str>) {
+    fn opt_string(&mut self, key: &'static str, value: Option<&str>) {
         match value {
             Some(value) => self.string(key, value),
             None => self.raw(key, "null"),
         }
     }
 
-    fn number(&mut self, key: &str, value: Option<u64>) {
+    fn number(&mut self, key: &'static str, value: Option<u64>) {
         self.key(key);
         match value {
-            Some(value) => {
-                use std::fmt::Write as _;
-                let _ = write!(self.out, "{value}");
-            }
+            Some(value) => write_u64(self.out, value),
             None => self.out.push_str("null"),
         }
     }
 
-    fn reasons(&mut self, key: &str, reasons: &[Reason]) {
+    fn reasons(&mut self, key: &'static str, reasons: &[Reason]) {
         self.key(key);
         self.out.push('[');
         for (i, reason) in reasons.iter().enumerate() {
@@ -360,7 +380,7 @@ impl<'a> Object<'a> {
         self.out.push(']');
     }
 
-    fn principal(&mut self, key: &str, principal: &Principal) {
+    fn principal(&mut self, key: &'static str, principal: &Principal) {
         self.key(key);
         let mut inner = Object::new(self.out);
         if let Some(client_id) = &principal.client_id {
@@ -373,7 +393,7 @@ impl<'a> Object<'a> {
         inner.finish();
     }
 
-    fn value(&mut self, key: &str, value: &Value) {
+    fn value(&mut self, key: &'static str, value: &Value) {
         self.key(key);
         capability_core::json::write_canonical_json(self.out, value);
     }

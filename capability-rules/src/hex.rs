@@ -19,10 +19,15 @@ pub fn encode(bytes: &[u8]) -> String {
 
 /// Appends the bytes to `out` as lowercase hex digits, two per byte.
 pub fn encode_to(out: &mut String, bytes: &[u8]) {
-    out.reserve(bytes.len() * 2);
-    for &byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    // Through a byte buffer: pushing `char`s one at a time checks each for its UTF-8 length.
+    let mut digits = [0u8; 128];
+    for chunk in bytes.chunks(digits.len() / 2) {
+        for (pair, &byte) in digits.chunks_exact_mut(2).zip(chunk) {
+            pair[0] = DIGITS[usize::from(byte >> 4)];
+            pair[1] = DIGITS[usize::from(byte & 0x0f)];
+        }
+        // Hex digits are ASCII.
+        out.push_str(std::str::from_utf8(&digits[..chunk.len() * 2]).unwrap_or_default());
     }
 }
 
@@ -85,6 +90,18 @@ fn value(digit: u8) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_length_is_written_as_two_digits_a_byte() {
+        // Across the encoder's inner buffer: shorter, equal, longer, and a part of it left.
+        for len in 0..=200usize {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            let reference: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let mut out = String::from("x");
+            encode_to(&mut out, &bytes);
+            assert_eq!(out, format!("x{reference}"), "{len} bytes");
+        }
+    }
 
     #[test]
     fn every_byte_round_trips() {

@@ -216,7 +216,21 @@ impl AuditedDispatch {
     /// The session's budget and the decider: `None` when the call may run.
     fn decide(&self, ctx: &(impl Authorize + ?Sized), request: &Request<'_>) -> Option<Early> {
         let mut sessions = lock(&self.sessions);
+        // Looked up by reference first: the session's name is copied once, not every call.
+        if let Some(state) = sessions.get_mut(ctx.session()) {
+            return self.decide_in(state, ctx, request);
+        }
         let state = sessions.entry(ctx.session().to_owned()).or_default();
+        self.decide_in(state, ctx, request)
+    }
+
+    /// [`decide`](Self::decide) under the session's state.
+    fn decide_in(
+        &self,
+        state: &mut SessionState,
+        ctx: &(impl Authorize + ?Sized),
+        request: &Request<'_>,
+    ) -> Option<Early> {
         if state.degraded {
             return Some(Early::Degrade(DegradeReason::AlreadyDegraded));
         }
