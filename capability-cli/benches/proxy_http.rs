@@ -3,8 +3,11 @@
 //! to the server, and through the proxy with OAuth access tokens (JWT, checked against a real
 //! authorization server's keys: `oidc-provider`), with the bearer-token table, and with the
 //! server spawned over stdio behind the proxy; and `capability gateway --listen` over a fleet
-//! of that one server (over HTTP, and spawned over stdio). One client, then 8 clients at once; rounds
-//! interleaved. Prints p50 and p99 per call, calls per second, and the ratios to direct.
+//! of that one server (over HTTP, and spawned over stdio). One client, then 8 clients at once,
+//! the paths measured in turns (every path's clients connected at once, each turn calling every
+//! path once in a shuffled order). Prints p50 and p99 per call, calls per second, the ratios to
+//! direct, and each round's own p50 ratio. The TypeScript SDK's client is then run against
+//! each path in turn (a process per path and round, so one path after the other).
 //!
 //! `cargo bench -p capability-cli --bench proxy_http`
 //!
@@ -75,55 +78,84 @@ async fn client(url: &str, token: Option<&str>) -> RunningService<RoleClient, Cl
         .unwrap_or_else(|e| panic!("{url}: connects: {e}"))
 }
 
-/// `clients` clients at once, each [`CALLS`] timed calls: every latency, and the calls per
-/// second of all of them together.
-async fn measure(url: &str, token: Option<&str>, clients: usize) -> (Vec<Duration>, f64) {
+/// Every path's `clients` clients connected at once, warmed up, then [`CALLS`] turns: each
+/// turn calls every path once (its `clients` clients at once), in an order shuffled each turn,
+/// so whatever the machine does during the round falls on every path alike (measured one
+/// after the other, the same path moved by a third between rounds on this machine). Each
+/// path's latencies, and its calls per second over the time spent in its own turns.
+async fn measure_in_turns(
+    paths: &[(&str, &str, Option<&str>)],
+    clients: usize,
+    seed: &mut u64,
+) -> Vec<(Vec<Duration>, f64)> {
     let mut connected = Vec::new();
-    for _ in 0..clients {
-        connected.push(client(url, token).await);
+    for (_, url, token) in paths {
+        let mut these = Vec::new();
+        for _ in 0..clients {
+            these.push(client(url, *token).await);
+        }
+        connected.push(these);
     }
     let mut echo = CallToolRequestParams::new("echo");
     echo.arguments = serde_json::json!({ "message": "bench" })
         .as_object()
         .cloned();
-    for c in &connected {
-        for _ in 0..WARM_UP {
-            c.peer()
-                .call_tool(echo.clone())
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
+    for these in &connected {
+        for c in these {
+            for _ in 0..WARM_UP {
+                c.peer()
+                    .call_tool(echo.clone())
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
         }
     }
-    let start = Instant::now();
-    let tasks: Vec<_> = connected
-        .iter()
-        .map(|c| {
-            let peer = c.peer().clone();
-            let echo = echo.clone();
-            tokio::spawn(async move {
-                let mut times = Vec::with_capacity(CALLS);
-                for _ in 0..CALLS {
+    let mut measured: Vec<(Vec<Duration>, Duration)> =
+        vec![(Vec::with_capacity(CALLS * clients), Duration::ZERO); paths.len()];
+    let mut order: Vec<usize> = (0..paths.len()).collect();
+    for _ in 0..CALLS {
+        shuffle(&mut order, seed);
+        for &i in &order {
+            let started = Instant::now();
+            let mut calls = tokio::task::JoinSet::new();
+            for c in &connected[i] {
+                let peer = c.peer().clone();
+                let echo = echo.clone();
+                calls.spawn(async move {
                     let t = Instant::now();
-                    let result = peer
-                        .call_tool(echo.clone())
-                        .await
-                        .unwrap_or_else(|e| panic!("{e}"));
+                    let result = peer.call_tool(echo).await.unwrap_or_else(|e| panic!("{e}"));
                     assert_ne!(result.is_error, Some(true), "{result:?}");
-                    times.push(t.elapsed());
-                }
-                times
-            })
+                    t.elapsed()
+                });
+            }
+            while let Some(time) = calls.join_next().await {
+                measured[i].0.push(time.unwrap_or_else(|e| panic!("{e}")));
+            }
+            measured[i].1 += started.elapsed();
+        }
+    }
+    for these in connected {
+        for c in these {
+            let _ = c.cancel().await;
+        }
+    }
+    measured
+        .into_iter()
+        .map(|(times, spent)| {
+            let rate = times.len() as f64 / spent.as_secs_f64();
+            (times, rate)
         })
-        .collect();
-    let mut times = Vec::new();
-    for task in tasks {
-        times.extend(task.await.unwrap_or_else(|e| panic!("{e}")));
+        .collect()
+}
+
+/// Shuffles `order` (Fisher-Yates, xorshift64: the order only needs to change between turns).
+fn shuffle(order: &mut [usize], seed: &mut u64) {
+    for i in (1..order.len()).rev() {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        order.swap(i, (*seed % (i as u64 + 1)) as usize);
     }
-    let rate = times.len() as f64 / start.elapsed().as_secs_f64();
-    for c in connected {
-        let _ = c.cancel().await;
-    }
-    (times, rate)
 }
 
 fn percentile(times: &mut [Duration], p: f64) -> Duration {
@@ -275,12 +307,21 @@ async fn run(servers: &support::Servers, dir: &Path) {
     println!(
         "echo of server-everything over Streamable HTTP, rmcp's client, {ROUNDS} rounds of {CALLS} calls per client"
     );
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
     for clients in [1, 8] {
         let mut results: Vec<(Vec<Duration>, Vec<f64>)> =
             vec![(Vec::new(), Vec::new()); paths.len()];
+        // Each round's p50 of every path over direct's in the same round.
+        let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
         for _ in 0..ROUNDS {
-            for (i, (_, url, token)) in paths.iter().enumerate() {
-                let (times, rate) = measure(url, *token, clients).await;
+            let round = measure_in_turns(&paths, clients, &mut seed).await;
+            let mut direct = round[0].0.clone();
+            let direct_p50 = percentile(&mut direct, 0.50).as_secs_f64();
+            for (i, (mut times, rate)) in round.into_iter().enumerate() {
+                ratios[i].push(percentile(&mut times, 0.50).as_secs_f64() / direct_p50);
                 results[i].0.extend(times);
                 results[i].1.push(rate);
             }
@@ -292,14 +333,17 @@ async fn run(servers: &support::Servers, dir: &Path) {
             summary.push((paths[i].0, p50, p99, rates[rates.len() / 2]));
         }
         let (_, d50, d99, _) = summary[0];
-        for (name, p50, p99, rate) in &summary {
+        for (i, (name, p50, p99, rate)) in summary.iter().enumerate() {
+            ratios[i].sort_by(f64::total_cmp);
+            let rounds: Vec<String> = ratios[i].iter().map(|r| format!("{r:.2}")).collect();
             println!(
-                "{clients} client(s), {name:<40} p50 {:>7.0} us  p99 {:>7.0} us  {:>7.0} calls/s  p50 {:.2}x  p99 {:.2}x direct",
+                "{clients} client(s), {name:<40} p50 {:>7.0} us  p99 {:>7.0} us  {:>7.0} calls/s  p50 {:.2}x  p99 {:.2}x direct  (rounds: {})",
                 p50.as_secs_f64() * 1e6,
                 p99.as_secs_f64() * 1e6,
                 rate,
                 p50.as_secs_f64() / d50.as_secs_f64(),
                 p99.as_secs_f64() / d99.as_secs_f64(),
+                rounds.join(" "),
             );
         }
     }
