@@ -296,7 +296,6 @@ impl AuditRecord {
     }
 }
 
-/// Writes a canonical JSON object member by member; the caller gives the keys in sorted order.
 /// Writes `value` in decimal (what `write!` does, without the formatting machinery).
 fn write_u64(out: &mut String, mut value: u64) {
     let mut digits = [0u8; 20];
@@ -313,6 +312,7 @@ fn write_u64(out: &mut String, mut value: u64) {
     out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
 }
 
+/// Writes a canonical JSON object member by member; the caller gives the keys in sorted order.
 struct Object<'a> {
     out: &'a mut String,
     first: bool,
