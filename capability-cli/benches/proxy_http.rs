@@ -81,7 +81,8 @@ async fn client(url: &str, token: Option<&str>) -> RunningService<RoleClient, Cl
 /// Every path's `clients` clients connected at once, warmed up, then [`CALLS`] turns: each
 /// turn calls every path once (its `clients` clients at once), in an order shuffled each turn,
 /// so whatever the machine does during the round falls on every path alike (measured one
-/// after the other, the same path moved by a third between rounds on this machine). Each
+/// after the other, `gateway_overhead`'s same relay moved by a third between rounds on this
+/// machine). Each
 /// path's latencies, and its calls per second over the time spent in its own turns.
 async fn measure_in_turns(
     paths: &[(&str, &str, Option<&str>)],
