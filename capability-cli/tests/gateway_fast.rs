@@ -20,6 +20,8 @@
 //!   client's is answered unread and the session goes on; the gateway's memory stays well
 //!   below what was written. A server that writes its progress faster than the client reads
 //!   it is held back: none of it piles up in the gateway, and all of it arrives, in order.
+//! - A client that leaves as soon as it has its answer finds the call's outcome on record once
+//!   the gateway has exited (the gateway waits for the call's end before closing the trail).
 
 #![cfg(unix)]
 
@@ -1024,4 +1026,67 @@ fn a_server_that_stops_reading_holds_up_no_other_server() {
             })),
         "the cancelled call's outcome"
     );
+}
+
+/// A client that leaves as soon as it has its answer: the gateway ends only once the call's
+/// end has run, so the call's outcome is on record when the gateway has exited. (The result
+/// is large: its digest takes long enough that, without the wait, the exit wins the race.)
+#[test]
+fn a_client_that_leaves_with_its_answer_leaves_the_calls_outcome_on_record() {
+    let dir = scratch("gateway-fast-leaves", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut child = Command::new(BIN)
+        .arg("gateway")
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .args(["--role", "operator", "--audit"])
+        .arg(dir.join("audit.jsonl"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("gateway");
+    let child = KillOnPanic(&mut child);
+    let mut input = child.0.stdin.take().expect("stdin");
+    let mut output = BufReader::new(child.0.stdout.take().expect("stdout"));
+    let big = "b".repeat(2 << 20);
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "j_echo", "arguments": {"big": big}}}),
+    ];
+    let mut answered = false;
+    for line in &lines {
+        writeln!(input, "{line}").expect("write");
+        input.flush().expect("flush");
+        let Some(id) = line.get("id") else { continue };
+        let mut text = String::new();
+        loop {
+            text.clear();
+            assert!(
+                output.read_line(&mut text).expect("read") > 0,
+                "no answer to {id}"
+            );
+            let message: Value = serde_json::from_str(&text).expect("JSON");
+            if &message["id"] == id {
+                answered = id == 1 && message["result"]["content"][0]["text"].is_string();
+                break;
+            }
+        }
+    }
+    assert!(answered, "the call was answered with its result");
+    // Gone at once: the gateway sees its input end while the outcome is still being made.
+    drop(input);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.0.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "the gateway did not end");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let records = calls_in(&std::fs::read_to_string(dir.join("audit.jsonl")).expect("trail"));
+    let done = outcome(&records, "echo");
+    assert_eq!(done.len(), 1, "the outcome is on record: {records:?}");
+    assert_eq!(done[0]["success"], true);
 }

@@ -25,7 +25,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use ::rmcp::ErrorData;
 use capability::audit::{Outcome, Request};
@@ -58,6 +59,55 @@ pub(super) struct Fast {
     /// The stdio client, as the snapshot it was made from sees it: made again only when a
     /// change, a restart or a reload swaps the snapshot.
     who: Mutex<Option<(Arc<Snapshot>, Arc<Who>)>>,
+    /// The calls written to a server whose end (the client's answer, the outcome, the spans)
+    /// has not run to its last line: the gateway waits for them before it closes the trail.
+    open: Arc<Open>,
+}
+
+/// A count of the lane's calls not ended yet, and a way to wait for none.
+#[derive(Default)]
+pub(super) struct Open {
+    count: Mutex<usize>,
+    none: Condvar,
+}
+
+/// One call counted in [`Open`] until this is dropped (at the end of the call's end, or with
+/// the call when its end never runs).
+pub(super) struct OpenCall(Arc<Open>);
+
+impl Open {
+    fn enter(self: &Arc<Self>) -> OpenCall {
+        *self.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        OpenCall(self.clone())
+    }
+
+    /// Waits until no call is open, or `within` has passed: how many are still open.
+    fn wait(&self, within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        let mut count = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        while *count > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            count = self
+                .none
+                .wait_timeout(count, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        *count
+    }
+}
+
+impl Drop for OpenCall {
+    fn drop(&mut self) {
+        let mut count = self.0.count.lock().unwrap_or_else(PoisonError::into_inner);
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            self.0.none.notify_all();
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -98,7 +148,15 @@ impl Fast {
             version: OnceLock::new(),
             in_flight: Arc::default(),
             who: Mutex::new(None),
+            open: Arc::default(),
         })
+    }
+
+    /// Once the servers are stopped (so that every call written to one has its end: an
+    /// answer, or the server gone), waits until each has run its end (the client answered,
+    /// the outcome recorded, the spans ended), for at most `within`: how many have not.
+    pub(super) fn wait_for_ends(&self, within: Duration) -> usize {
+        self.open.wait(within)
     }
 
     /// The stdio client under `snapshot` (`None` over HTTP).
@@ -235,6 +293,7 @@ impl Fast {
             operation,
             leg,
             _held: held,
+            open: self.open.enter(),
         };
         lane.send(
             lane_id,

@@ -16,7 +16,9 @@
 //! - **`--watch`**: a change of the policy file or of a lockfile (its length, modification time
 //!   or inode, looked at every 200 ms) reloads as `SIGHUP` does; a change that is refused is not
 //!   tried again until the files change again.
-//! - **`SIGTERM`, `SIGINT`**, or the client leaving: the servers are stopped.
+//! - **`SIGTERM`, `SIGINT`**, or the client leaving: the servers are stopped, then the lane's
+//!   calls' ends are waited for (10 s at most: each answers, records its outcome and ends its
+//!   spans on the thread that heard it) before the trail is closed.
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -101,6 +103,8 @@ pub async fn serve(
         format!("{} servers", members.len())
     };
     let mut http_front = None;
+    // The lane's calls, whose ends are waited for once the servers are stopped.
+    let mut lane = None;
     let (client, waiting) = match front {
         Front::Stdio(role) => {
             super::note(format_args!(
@@ -112,6 +116,7 @@ pub async fn serve(
             // handled there), or, where its streams cannot be had as blocking files, on the
             // runtime.
             let fast = super::fast::Fast::new(gateway.clone());
+            lane = Some(fast.clone());
             let transport = match crate::proxy::filter_client_threaded(fast.clone()) {
                 Ok(transport) => transport,
                 Err(_) => {
@@ -220,8 +225,27 @@ pub async fn serve(
         }
     }
     drop(reloading);
+    // The servers are stopped, so every call on the lane has its end (answered, or failed
+    // with its server gone); it runs on the thread that heard it. The trail is closed (and
+    // the process ends) only once each has recorded its outcome and ended its spans: a
+    // client that leaves as soon as it has its answer loses no outcome.
+    if let Some(lane) = lane {
+        let open = tokio::task::spawn_blocking(move || lane.wait_for_ends(ENDS_WITHIN))
+            .await
+            .unwrap_or(0);
+        if open > 0 {
+            super::note(format_args!(
+                "{open} call(s) on the lane had not ended {} s after the servers stopped; \
+                 the trail is closed without their outcomes",
+                ENDS_WITHIN.as_secs()
+            ));
+        }
+    }
     Ok(())
 }
+
+/// How long the gateway waits, once its servers are stopped, for the lane's calls to end.
+const ENDS_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The signals the gateway answers.
 struct Signals {

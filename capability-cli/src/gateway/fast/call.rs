@@ -27,6 +27,8 @@ pub(super) struct Call {
     pub(super) leg: Operation,
     /// The room the call holds until its answer is written.
     pub(super) _held: crate::proxy::Held,
+    /// Counts the call open until its end has run to its last line.
+    pub(super) open: super::OpenCall,
 }
 
 impl Call {
@@ -45,6 +47,7 @@ impl Call {
             operation,
             leg,
             _held,
+            open,
         } = self;
         {
             // Unless a later call took the client's id over.
@@ -85,5 +88,7 @@ impl Call {
                 operation.end(Ending::Failed("cancelled"));
             }
         }
+        // Only now is the call's end whole: the gateway may close the trail.
+        drop(open);
     }
 }
