@@ -25,8 +25,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use ::rmcp::ErrorData;
 use capability::audit::{Outcome, Request};
@@ -41,8 +41,10 @@ use super::lane::Lane;
 use crate::envelope::{Cancelled, Envelope};
 
 mod call;
+mod open;
 use crate::proxy::Outbox;
 use call::Call;
+use open::{Open, OpenCall};
 
 /// The latest revision whose sessions start with `initialize`: a later one is rmcp's.
 const LAST_WITH_INITIALIZE: &str = "2025-11-25";
@@ -62,52 +64,6 @@ pub(super) struct Fast {
     /// The calls written to a server whose end (the client's answer, the outcome, the spans)
     /// has not run to its last line: the gateway waits for them before it closes the trail.
     open: Arc<Open>,
-}
-
-/// A count of the lane's calls not ended yet, and a way to wait for none.
-#[derive(Default)]
-pub(super) struct Open {
-    count: Mutex<usize>,
-    none: Condvar,
-}
-
-/// One call counted in [`Open`] until this is dropped (at the end of the call's end, or with
-/// the call when its end never runs).
-pub(super) struct OpenCall(Arc<Open>);
-
-impl Open {
-    fn enter(self: &Arc<Self>) -> OpenCall {
-        *self.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-        OpenCall(self.clone())
-    }
-
-    /// Waits until no call is open, or `within` has passed: how many are still open.
-    fn wait(&self, within: Duration) -> usize {
-        let deadline = Instant::now() + within;
-        let mut count = self.count.lock().unwrap_or_else(PoisonError::into_inner);
-        while *count > 0 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            count = self
-                .none
-                .wait_timeout(count, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        *count
-    }
-}
-
-impl Drop for OpenCall {
-    fn drop(&mut self) {
-        let mut count = self.0.count.lock().unwrap_or_else(PoisonError::into_inner);
-        *count = count.saturating_sub(1);
-        if *count == 0 {
-            self.0.none.notify_all();
-        }
-    }
 }
 
 #[derive(Deserialize)]
