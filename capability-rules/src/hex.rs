@@ -19,6 +19,7 @@ pub fn encode(bytes: &[u8]) -> String {
 
 /// Appends the bytes to `out` as lowercase hex digits, two per byte.
 pub fn encode_to(out: &mut String, bytes: &[u8]) {
+    out.reserve(bytes.len() * 2);
     // Through a byte buffer: pushing `char`s one at a time checks each for its UTF-8 length.
     let mut digits = [0u8; 128];
     for chunk in bytes.chunks(digits.len() / 2) {
