@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use proxy_common::{BIN, KillOnPanic, calls_in, peak_kib, scratch};
+use proxy_common::{BIN, KillOnPanic, calls_in, peak_kib, records_in, scratch};
 
 /// A stdio MCP server of 2025-11-25 in plain Python: journals every line it reads to
 /// `$JOURNAL`, and misbehaves by tool name.
@@ -1123,4 +1123,113 @@ fn sigterm_with_a_call_in_flight_leaves_its_failure_on_record() {
     let done = outcome(&records, "slow");
     assert_eq!(done.len(), 1, "the outcome is on record: {records:?}");
     assert_eq!(done[0]["success"], false);
+}
+
+/// A client that stops reading while its answer is written holds that call's end (the thread
+/// writing the answer waits for room): on `SIGTERM` the gateway waits for it only up to its
+/// bound (10 s), says how many calls it gave up on, and exits with the trail closed whole (the
+/// call's intent on record, no outcome, every line sealed).
+#[test]
+fn sigterm_with_an_answer_the_client_never_reads_ends_after_the_bound_and_says_so() {
+    let dir = scratch("gateway-fast-unread", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut child = Command::new(BIN)
+        .arg("gateway")
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .args(["--role", "operator", "--audit"])
+        .arg(dir.join("audit.jsonl"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gateway");
+    let child = KillOnPanic(&mut child);
+    let mut input = child.0.stdin.take().expect("stdin");
+    let mut output = BufReader::new(child.0.stdout.take().expect("stdout"));
+    let (said, errors) = mpsc::channel();
+    let stderr = child.0.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            let _ = said.send(line);
+        }
+    });
+    writeln!(
+        input,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+    )
+    .expect("write");
+    input.flush().expect("flush");
+    let mut text = String::new();
+    assert!(output.read_line(&mut text).expect("read") > 0, "no answer");
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .expect("write");
+    // From here on nothing the gateway writes is read: the 2 MiB answer fills the pipe.
+    writeln!(
+        input,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "j_echo", "arguments": {"big": "b".repeat(2 << 20)}}})
+    )
+    .expect("write");
+    input.flush().expect("flush");
+    assert!(
+        wait_for(|| !calls_of(&journal(&dir.join("journal.jsonl")), "echo").is_empty()),
+        "the call reached its server"
+    );
+    // The server answers at once; give the gateway time to be writing that answer.
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = Instant::now();
+    let stopped = Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(stopped.success());
+    let deadline = asked + Duration::from_secs(40);
+    while child.0.try_wait().expect("wait").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the gateway did not end 40 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let waited = asked.elapsed();
+    assert!(
+        waited >= Duration::from_secs(9),
+        "the gateway waited for the call's end before giving up: {waited:?}"
+    );
+    let gave_up = "1 call(s) on the lane had not ended 10 s after the servers stopped";
+    // Every line it wrote to standard error (the channel ends with it).
+    let said: Vec<String> =
+        std::iter::from_fn(|| errors.recv_timeout(Duration::from_secs(5)).ok()).collect();
+    assert!(
+        said.iter().any(|line| line.contains(gave_up)),
+        "the gateway said how many calls it gave up on: {said:?}"
+    );
+    let records = records_in(&std::fs::read_to_string(dir.join("audit.jsonl")).expect("trail"));
+    assert!(
+        records
+            .iter()
+            .any(|r| r["tool"] == "echo" && r["phase"] == "intent"),
+        "the call's intent is on record: {records:?}"
+    );
+    assert!(outcome(&records, "echo").is_empty(), "{records:?}");
+    let verified = Command::new(BIN)
+        .args(["audit", "verify"])
+        .arg(dir.join("audit.jsonl"))
+        .output()
+        .expect("verify");
+    assert!(
+        verified.status.success(),
+        "the trail verifies: {}{}",
+        String::from_utf8_lossy(&verified.stdout),
+        String::from_utf8_lossy(&verified.stderr)
+    );
 }
