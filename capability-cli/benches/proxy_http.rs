@@ -3,11 +3,13 @@
 //! to the server, and through the proxy with OAuth access tokens (JWT, checked against a real
 //! authorization server's keys: `oidc-provider`), with the bearer-token table, and with the
 //! server spawned over stdio behind the proxy; and `capability gateway --listen` over a fleet
-//! of that one server (over HTTP, and spawned over stdio). One client, then 8 clients at once,
-//! the paths measured in turns (every path's clients connected at once, each turn calling every
-//! path once in a shuffled order). Prints p50 and p99 per call, calls per second, the ratios to
-//! direct, and each round's own p50 ratio. The TypeScript SDK's client is then run against
-//! each path in turn (a process per path and round, so one path after the other).
+//! of that one server (over HTTP, and spawned over stdio). One client; 8 clients in lock-step
+//! (each turn, every client calls once, all at once, and the turn waits for the slowest); 8
+//! clients each in its own loop (each turn, every client makes 10 calls back to back). The paths
+//! are measured in turns (every path's clients connected at once, each turn calling every path
+//! in a shuffled order). Prints p50 and p99 per call, calls per second, the ratios to
+//! direct, and each round's own p50 ratio. The TypeScript SDK's client is then run the same
+//! way, one client per path, the paths in turns (a process per round).
 //!
 //! `cargo bench -p capability-cli --bench proxy_http`
 //!
@@ -78,15 +80,18 @@ async fn client(url: &str, token: Option<&str>) -> RunningService<RoleClient, Cl
         .unwrap_or_else(|e| panic!("{url}: connects: {e}"))
 }
 
-/// Every path's `clients` clients connected at once, warmed up, then [`CALLS`] turns: each
-/// turn calls every path once (its `clients` clients at once), in an order shuffled each turn,
-/// so whatever the machine does during the round falls on every path alike (measured one
-/// after the other, `gateway_overhead`'s same relay moved by a third between rounds on this
-/// machine). Each
-/// path's latencies, and its calls per second over the time spent in its own turns.
+/// Every path's `clients` clients connected at once, warmed up, then turns: each turn calls
+/// every path (its `clients` clients at once, each making `in_turn` calls back to back, every
+/// client in its own loop), in an order shuffled each turn, so whatever the machine does during
+/// the round falls on every path alike (measured one after the other, `gateway_overhead`'s same
+/// relay moved by a third between rounds on this machine); [`CALLS`] calls per client in all.
+/// With `in_turn` 1 the clients go in lock-step: their calls arrive together, and a turn waits
+/// for the slowest. Each path's latencies, and its calls per second over the time spent in its
+/// own turns.
 async fn measure_in_turns(
     paths: &[(&str, &str, Option<&str>)],
     clients: usize,
+    in_turn: usize,
     seed: &mut u64,
 ) -> Vec<(Vec<Duration>, f64)> {
     let mut connected = Vec::new();
@@ -114,7 +119,7 @@ async fn measure_in_turns(
     let mut measured: Vec<(Vec<Duration>, Duration)> =
         vec![(Vec::with_capacity(CALLS * clients), Duration::ZERO); paths.len()];
     let mut order: Vec<usize> = (0..paths.len()).collect();
-    for _ in 0..CALLS {
+    for _ in 0..CALLS / in_turn {
         shuffle(&mut order, seed);
         for &i in &order {
             let started = Instant::now();
@@ -123,14 +128,23 @@ async fn measure_in_turns(
                 let peer = c.peer().clone();
                 let echo = echo.clone();
                 calls.spawn(async move {
-                    let t = Instant::now();
-                    let result = peer.call_tool(echo).await.unwrap_or_else(|e| panic!("{e}"));
-                    assert_ne!(result.is_error, Some(true), "{result:?}");
-                    t.elapsed()
+                    let mut times = Vec::with_capacity(in_turn);
+                    for _ in 0..in_turn {
+                        let t = Instant::now();
+                        let result = peer
+                            .call_tool(echo.clone())
+                            .await
+                            .unwrap_or_else(|e| panic!("{e}"));
+                        assert_ne!(result.is_error, Some(true), "{result:?}");
+                        times.push(t.elapsed());
+                    }
+                    times
                 });
             }
-            while let Some(time) = calls.join_next().await {
-                measured[i].0.push(time.unwrap_or_else(|e| panic!("{e}")));
+            while let Some(times) = calls.join_next().await {
+                measured[i]
+                    .0
+                    .extend(times.unwrap_or_else(|e| panic!("{e}")));
             }
             measured[i].1 += started.elapsed();
         }
@@ -312,13 +326,19 @@ async fn run(servers: &support::Servers, dir: &Path) {
         ^ std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64);
-    for clients in [1, 8] {
+    // One client; 8 in lock-step (every turn, each client one call, all at once); 8 each in its
+    // own loop (every turn, each client 10 calls back to back).
+    for (clients, in_turn, load) in [
+        (1, 1, "1 client"),
+        (8, 1, "8 clients in lock-step"),
+        (8, 10, "8 clients in loops"),
+    ] {
         let mut results: Vec<(Vec<Duration>, Vec<f64>)> =
             vec![(Vec::new(), Vec::new()); paths.len()];
         // Each round's p50 of every path over direct's in the same round.
         let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
         for _ in 0..ROUNDS {
-            let round = measure_in_turns(&paths, clients, &mut seed).await;
+            let round = measure_in_turns(&paths, clients, in_turn, &mut seed).await;
             let mut direct = round[0].0.clone();
             let direct_p50 = percentile(&mut direct, 0.50).as_secs_f64();
             for (i, (mut times, rate)) in round.into_iter().enumerate() {
@@ -338,7 +358,7 @@ async fn run(servers: &support::Servers, dir: &Path) {
             ratios[i].sort_by(f64::total_cmp);
             let rounds: Vec<String> = ratios[i].iter().map(|r| format!("{r:.2}")).collect();
             println!(
-                "{clients} client(s), {name:<40} p50 {:>7.0} us  p99 {:>7.0} us  {:>7.0} calls/s  p50 {:.2}x  p99 {:.2}x direct  (rounds: {})",
+                "{load:<22} {name:<40} p50 {:>7.0} us  p99 {:>7.0} us  {:>7.0} calls/s  p50 {:.2}x  p99 {:.2}x direct  (rounds: {})",
                 p50.as_secs_f64() * 1e6,
                 p99.as_secs_f64() * 1e6,
                 rate,
@@ -348,20 +368,35 @@ async fn run(servers: &support::Servers, dir: &Path) {
             );
         }
     }
-    // The official TypeScript SDK client too (Node's fetch), one client, rounds interleaved.
-    println!("the same, the TypeScript SDK's client, {ROUNDS} rounds of {CALLS} calls");
+    // The official TypeScript SDK client too (Node's fetch): one client per path, all in one
+    // process, the calls taken in turns as above; a process per round.
+    println!(
+        "the same, the TypeScript SDK's client, one client per path, in turns, {ROUNDS} rounds of {CALLS} calls"
+    );
+    let commands: Vec<Vec<String>> = paths
+        .iter()
+        .map(|(_, url, token)| {
+            std::iter::once(url.to_string())
+                .chain(token.map(str::to_owned))
+                .collect()
+        })
+        .collect();
+    let commands: Vec<&[String]> = commands.iter().map(Vec::as_slice).collect();
     let mut ts: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); paths.len()];
+    let mut ts_ratios: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
     for _ in 0..ROUNDS {
-        for (i, (_, url, token)) in paths.iter().enumerate() {
-            let output = servers
-                .ts_latency(url, CALLS, *token)
-                .output()
-                .unwrap_or_else(|e| panic!("node: {e}"));
-            let line: serde_json::Value = serde_json::from_slice(&output.stdout)
-                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)));
-            let us = |k: &str| line[k].as_f64().unwrap_or_else(|| panic!("{line}"));
-            ts[i].0.push(us("p50_us"));
-            ts[i].1.push(us("p99_us"));
+        let output = servers
+            .ts_latency_interleaved(CALLS, &commands)
+            .output()
+            .unwrap_or_else(|e| panic!("node: {e}"));
+        let line: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)));
+        let measured = line["paths"].as_array().unwrap_or_else(|| panic!("{line}"));
+        let us = |i: usize, k: &str| measured[i][k].as_f64().unwrap_or_else(|| panic!("{line}"));
+        for i in 0..paths.len() {
+            ts[i].0.push(us(i, "p50_us"));
+            ts[i].1.push(us(i, "p99_us"));
+            ts_ratios[i].push(us(i, "p50_us") / us(0, "p50_us"));
         }
     }
     let median = |v: &mut Vec<f64>| {
@@ -371,11 +406,14 @@ async fn run(servers: &support::Servers, dir: &Path) {
     let (d50, d99) = (median(&mut ts[0].0.clone()), median(&mut ts[0].1.clone()));
     for (i, (p50s, p99s)) in ts.iter_mut().enumerate() {
         let (p50, p99) = (median(p50s), median(p99s));
+        ts_ratios[i].sort_by(f64::total_cmp);
+        let rounds: Vec<String> = ts_ratios[i].iter().map(|r| format!("{r:.2}")).collect();
         println!(
-            "TypeScript client, {:<40} p50 {p50:>7.0} us  p99 {p99:>7.0} us  p50 {:.2}x  p99 {:.2}x direct",
+            "TypeScript client, {:<40} p50 {p50:>7.0} us  p99 {p99:>7.0} us  p50 {:.2}x  p99 {:.2}x direct  (rounds: {})",
             paths[i].0,
             p50 / d50,
-            p99 / d99
+            p99 / d99,
+            rounds.join(" "),
         );
     }
     auth.stop();

@@ -6,6 +6,7 @@
 //   node ts-latency.mjs <url> <calls> [<bearer token>]
 //   node ts-latency.mjs --stdio <calls> <command> [args...]
 //   node ts-latency.mjs --interleaved <calls> -- <command> [args...] [-- <command> [args...]]...
+//   (a command that is an http:// or https:// URL is a Streamable HTTP endpoint: `-- <url> [<token>]`)
 //
 // Prints one JSON line after 50 calls of warm-up: {"calls": n, "p50_us": .., "p99_us": ..,
 // "list_p50_us": ..} (the list timed over n / 10 rounds).
@@ -59,7 +60,7 @@ process.stdout.write(
 );
 await client.close();
 
-// `--interleaved`: one client per command, all connected at once, and the calls taken in turns
+// `--interleaved`: one client per command (or URL), all connected at once, and the calls taken in turns
 // (each turn visits every path once, in an order shuffled anew each turn), so whatever the
 // machine does over the run falls on every path alike. Prints one JSON line: {"calls": n,
 // "paths": [{"p50_us", "p99_us", "list_p50_us", "p50_by_tenth"}, ...]} in the commands' order
@@ -72,13 +73,20 @@ async function interleaved(rest) {
     else if (commands.length) commands[commands.length - 1].push(word);
   }
   if (!Number.isInteger(calls) || calls < 1 || commands.length < 1 || commands.some((c) => !c.length)) {
-    process.stderr.write('usage: node ts-latency.mjs --interleaved <calls> -- <command> [args...] [-- ...]\n');
+    process.stderr.write('usage: node ts-latency.mjs --interleaved <calls> -- <command> [args...] | <url> [<token>] [-- ...]\n');
     process.exit(2);
   }
   const clients = [];
   for (const [command, ...args] of commands) {
     const client = new Client({ name: 'ts-latency', version: '1.0.0' });
-    await client.connect(new StdioClientTransport({ command, args, stderr: 'inherit' }));
+    // A path that is a URL is a Streamable HTTP endpoint (its bearer token, if any, next).
+    const http = /^https?:\/\//.test(command);
+    const headers = http && args[0] ? { Authorization: `Bearer ${args[0]}` } : {};
+    await client.connect(
+      http
+        ? new StreamableHTTPClientTransport(new URL(command), { requestInit: { headers } })
+        : new StdioClientTransport({ command, args, stderr: 'inherit' }),
+    );
     clients.push(client);
   }
   const echo = { name: 'echo', arguments: { message: 'bench' } };

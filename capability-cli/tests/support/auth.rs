@@ -143,28 +143,9 @@ fn encode(text: &str) -> String {
 }
 
 impl Servers {
-    /// The TypeScript SDK client timing `calls` calls of `echo` at `url` (with a bearer token,
-    /// if given): prints `{"calls", "p50_us", "p99_us"}`.
-    pub fn ts_latency(&self, url: &str, calls: usize, token: Option<&str>) -> Command {
-        let script = self
-            .node_modules()
-            .parent()
-            .expect("the install directory")
-            .join(TS_LATENCY);
-        let mut command = Command::new("node");
-        command.arg(script).arg(url).arg(calls.to_string());
-        if let Some(token) = token {
-            command.arg(token);
-        }
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        command
-    }
-
-    /// `ts-latency.mjs --interleaved`: one client per command, the calls taken in turns (each
-    /// turn visits every command once, in a shuffled order), `calls` turns after 50 of warm-up.
+    /// `ts-latency.mjs --interleaved`: one client per command (or per Streamable HTTP endpoint:
+    /// a URL, then its bearer token if any), the calls taken in turns (each turn visits every
+    /// command once, in a shuffled order), `calls` turns after 50 of warm-up.
     pub fn ts_latency_interleaved(&self, calls: usize, commands: &[&[String]]) -> Command {
         let script = self
             .node_modules()
