@@ -304,6 +304,22 @@ impl Drop for Client {
     }
 }
 
+/// The gateway over `dir`'s policy as `operator`, its input and output piped and nothing read
+/// (no handshake): for a client that does what [`Client`] would not.
+fn spawn_bare(dir: &Path, stderr: Stdio) -> Child {
+    Command::new(BIN)
+        .arg("gateway")
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .args(["--role", "operator", "--audit"])
+        .arg(dir.join("audit.jsonl"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("gateway")
+}
+
 fn journal(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -1037,17 +1053,7 @@ fn a_server_that_stops_reading_holds_up_no_other_server() {
 fn a_client_that_leaves_with_its_answer_leaves_the_calls_outcome_on_record() {
     let dir = scratch("gateway-fast-leaves", "");
     std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
-    let mut child = Command::new(BIN)
-        .arg("gateway")
-        .arg("--policy")
-        .arg(dir.join("policy.toml"))
-        .args(["--role", "operator", "--audit"])
-        .arg(dir.join("audit.jsonl"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("gateway");
+    let mut child = spawn_bare(&dir, Stdio::inherit());
     let child = KillOnPanic(&mut child);
     let mut input = child.0.stdin.take().expect("stdin");
     let mut output = BufReader::new(child.0.stdout.take().expect("stdout"));
@@ -1133,17 +1139,7 @@ fn sigterm_with_a_call_in_flight_leaves_its_failure_on_record() {
 fn sigterm_with_an_answer_the_client_never_reads_ends_after_the_bound_and_says_so() {
     let dir = scratch("gateway-fast-unread", "");
     std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
-    let mut child = Command::new(BIN)
-        .arg("gateway")
-        .arg("--policy")
-        .arg(dir.join("policy.toml"))
-        .args(["--role", "operator", "--audit"])
-        .arg(dir.join("audit.jsonl"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("gateway");
+    let mut child = spawn_bare(&dir, Stdio::piped());
     let child = KillOnPanic(&mut child);
     let mut input = child.0.stdin.take().expect("stdin");
     let mut output = BufReader::new(child.0.stdout.take().expect("stdout"));
