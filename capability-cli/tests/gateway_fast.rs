@@ -320,6 +320,18 @@ fn spawn_bare(dir: &Path, stderr: Stdio) -> Child {
         .expect("gateway")
 }
 
+/// Whether a thread of process `pid` waits in the kernel's pipe write (`pipe_write`, or
+/// `anon_pipe_write` on newer kernels), read from `/proc/<pid>/task/*/wchan`.
+fn blocked_writing_a_pipe(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("wchan"))
+            .is_ok_and(|wchan| wchan.contains("pipe_write"))
+    })
+}
+
 fn journal(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -1180,8 +1192,14 @@ fn sigterm_with_an_answer_the_client_never_reads_ends_after_the_bound_and_says_s
         wait_for(|| !calls_of(&journal(&dir.join("journal.jsonl")), "echo").is_empty()),
         "the call reached its server"
     );
-    // The server answers at once; give the gateway time to be writing that answer.
-    std::thread::sleep(Duration::from_millis(500));
+    // The server answers at once: wait until a thread of the gateway is blocked writing that
+    // answer to the full pipe (its `wchan`, where the kernel shows it), so that SIGTERM cannot
+    // come before the server's answer and end the call with a short failure instead.
+    let pid = child.0.id();
+    assert!(
+        wait_for(|| blocked_writing_a_pipe(pid)),
+        "the gateway is writing the answer nobody reads"
+    );
     let asked = Instant::now();
     let stopped = Command::new("kill")
         .args(["-TERM", &child.0.id().to_string()])
