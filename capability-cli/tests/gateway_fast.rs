@@ -320,6 +320,30 @@ fn spawn_bare(dir: &Path, stderr: Stdio) -> Child {
         .expect("gateway")
 }
 
+/// Sends `child` `SIGTERM` and waits for it to exit, at most `within`: how long it took.
+fn terminate(child: &mut Child, within: Duration) -> Duration {
+    let asked = Instant::now();
+    let stopped = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(stopped.success());
+    exits_within(child, within);
+    asked.elapsed()
+}
+
+/// Waits for `child` to exit, at most `within`.
+fn exits_within(child: &mut Child, within: Duration) {
+    let deadline = Instant::now() + within;
+    while child.try_wait().expect("wait").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the gateway did not end within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Whether a thread of process `pid` waits in the kernel's pipe write (`pipe_write`, or
 /// `anon_pipe_write` on newer kernels), read from `/proc/<pid>/task/*/wchan`.
 fn blocked_writing_a_pipe(pid: u32) -> bool {
@@ -1100,11 +1124,7 @@ fn a_client_that_leaves_with_its_answer_leaves_the_calls_outcome_on_record() {
     assert!(answered, "the call was answered with its result");
     // Gone at once: the gateway sees its input end while the outcome is still being made.
     drop(input);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.0.try_wait().expect("wait").is_none() {
-        assert!(Instant::now() < deadline, "the gateway did not end");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    exits_within(&mut *child.0, Duration::from_secs(30));
     let records = calls_in(&std::fs::read_to_string(dir.join("audit.jsonl")).expect("trail"));
     let done = outcome(&records, "echo");
     assert_eq!(done.len(), 1, "the outcome is on record: {records:?}");
@@ -1127,16 +1147,7 @@ fn sigterm_with_a_call_in_flight_leaves_its_failure_on_record() {
         wait_for(|| !calls_of(&journal(&dir.join("journal.jsonl")), "slow").is_empty()),
         "the call reached its server"
     );
-    let stopped = Command::new("kill")
-        .args(["-TERM", &client.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(stopped.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.child.try_wait().expect("wait").is_none() {
-        assert!(Instant::now() < deadline, "the gateway did not end");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    terminate(&mut client.child, Duration::from_secs(30));
     let records = calls_in(&std::fs::read_to_string(dir.join("audit.jsonl")).expect("trail"));
     let done = outcome(&records, "slow");
     assert_eq!(done.len(), 1, "the outcome is on record: {records:?}");
@@ -1198,23 +1209,10 @@ fn sigterm_with_an_answer_the_client_never_reads_ends_after_the_bound_and_says_s
     let pid = child.0.id();
     assert!(
         wait_for(|| blocked_writing_a_pipe(pid)),
-        "the gateway is writing the answer nobody reads"
+        "no thread of the gateway is blocked writing the answer nobody reads (no `pipe_write` \
+         in /proc/{pid}/task/*/wchan)"
     );
-    let asked = Instant::now();
-    let stopped = Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(stopped.success());
-    let deadline = asked + Duration::from_secs(40);
-    while child.0.try_wait().expect("wait").is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "the gateway did not end 40 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let waited = asked.elapsed();
+    let waited = terminate(&mut *child.0, Duration::from_secs(40));
     assert!(
         waited >= Duration::from_secs(9),
         "the gateway waited for the call's end before giving up: {waited:?}"
