@@ -644,29 +644,6 @@ async fn listening_beyond_loopback_is_allowed_with_a_warning() {
     let _ = child.kill().await;
 }
 
-/// `tests/python/big_server.py` serving Streamable HTTP on `port`, once it says it listens.
-async fn big_over_http(port: u16) -> tokio::process::Child {
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/big_server.py");
-    let mut server = tokio::process::Command::new("python3")
-        .arg(script)
-        .arg(port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the Python server");
-    let mut lines = BufReader::new(server.stdout.take().expect("piped")).lines();
-    let said = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the server listens within 30 s");
-    assert!(
-        said.ok().flatten().is_some_and(|l| l.contains("listening")),
-        "the server did not start"
-    );
-    server
-}
-
 /// A call through `client`, failing the test rather than waiting past a minute.
 async fn within_a_minute(client: &Proxied, arguments: Value) -> Result<String, rmcp::ErrorData> {
     tokio::time::timeout(Duration::from_secs(60), client.call("big", arguments))
@@ -688,7 +665,7 @@ fn text_len(answer: &str) -> usize {
 #[tokio::test(flavor = "current_thread")]
 async fn messages_of_20_mib_pass_through_the_proxy_and_100_mib_from_an_http_server_end_it() {
     let port = free_port();
-    let _server = big_over_http(port).await;
+    let _server = support::python_server("big_server.py", port).await;
     let dir = scratch("http_big_proxy", POLICY);
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/python/big_server.py")
@@ -743,7 +720,7 @@ async fn messages_of_20_mib_pass_through_the_proxy_and_100_mib_from_an_http_serv
 #[tokio::test(flavor = "current_thread")]
 async fn an_http_servers_answer_past_the_bound_fails_the_gateways_call_and_is_not_held() {
     let port = free_port();
-    let _server = big_over_http(port).await;
+    let _server = support::python_server("big_server.py", port).await;
     let url = format!("http://127.0.0.1:{port}/mcp");
     let dir = scratch("http_big", POLICY);
     std::fs::write(

@@ -1,7 +1,7 @@
 //! `tools/list` and `tools/call` through rmcp: the role's union of the fleet's tools, and a
 //! call routed to its server, decided, recorded and passed on in an `mcp.client` span; and
 //! [`Gateway::forward`], the decision and the records of every call (rmcp's and the stdio
-//! lane's alike).
+//! lane's alike), and [`Gateway::route`], where a call goes (every path's).
 
 use ::rmcp::RoleServer;
 use ::rmcp::model::{
@@ -14,10 +14,12 @@ use serde_json::Value;
 use capability::mcp::telemetry::{Operation, Transport};
 use capability::rmcp::traced::{self, Target};
 
+use capability::CapabilityManifest;
 use capability::audit::{Consent, Request};
-use capability::authz::Action;
+use capability::authz::{Action, DenyReason, ToolContext};
+use capability::mcp::WithheldReason;
 
-use super::handler::{Answer, Gateway, Route, Snapshot, Who, answered, refused, unanswered};
+use super::handler::{Answer, Gateway, Snapshot, Who, answered, refused, unanswered};
 use crate::proxy::Completed;
 
 impl Gateway {
@@ -162,5 +164,66 @@ impl Gateway {
             .act_async(route.ctx(), caller, &call, run)
             .await;
         answered(outcome, |why| refused(shown, why))
+    }
+}
+
+/// Where a call goes: its server, the tool's own name there, its manifest, and the caller's
+/// decider.
+pub(super) struct Route<'s> {
+    pub(super) server: &'s str,
+    pub(super) tool: &'s str,
+    pub(super) manifest: &'s CapabilityManifest,
+    ctx: &'s ToolContext,
+}
+
+impl Route<'_> {
+    /// The caller's decider.
+    pub(super) fn ctx(&self) -> &ToolContext {
+        self.ctx
+    }
+}
+
+impl Gateway {
+    /// Where the call of `shown` goes, or its refusal (recorded) when it is withheld, not
+    /// listed, or the caller has no role: such a call reaches no server.
+    pub(super) fn route<'s>(
+        &self,
+        snapshot: &'s Snapshot,
+        who: &'s Who,
+        shown: &str,
+        input: &Value,
+    ) -> Result<Route<'s>, ErrorData> {
+        let Some(route) = snapshot.fleet.route(shown) else {
+            let stand_in = CapabilityManifest::builder(shown)
+                .build()
+                .or_else(|_| CapabilityManifest::builder("unlisted_tool").build())
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            let reason = WithheldReason::NotListed.to_deny();
+            let call = Request::mcp("tools/call", Action::CallTool(&stand_in), input);
+            return Err(refused(
+                shown,
+                &self.refuse(snapshot, who, &call, &[reason]),
+            ));
+        };
+        let manifest = route.listed.manifest();
+        let reasons: Vec<DenyReason> = match &who.ctx {
+            _ if !route.listed.is_visible() => route
+                .listed
+                .reasons()
+                .iter()
+                .map(WithheldReason::to_deny)
+                .collect(),
+            None => vec![DenyReason::NoRole],
+            Some(ctx) => {
+                return Ok(Route {
+                    server: route.server,
+                    tool: route.tool,
+                    manifest,
+                    ctx,
+                });
+            }
+        };
+        let call = Request::mcp("tools/call", Action::CallTool(manifest), input);
+        Err(refused(shown, &self.refuse(snapshot, who, &call, &reasons)))
     }
 }

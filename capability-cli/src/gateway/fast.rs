@@ -41,13 +41,14 @@ use super::lane::Lane;
 use crate::envelope::{Cancelled, Envelope};
 
 mod call;
+pub(super) mod front;
 mod open;
 use crate::proxy::Outbox;
 use call::Call;
 use open::{Open, OpenCall};
 
 /// The latest revision whose sessions start with `initialize`: a later one is rmcp's.
-const LAST_WITH_INITIALIZE: &str = "2025-11-25";
+pub(super) const LAST_WITH_INITIALIZE: &str = "2025-11-25";
 
 /// The hook on the stdio client's messages.
 pub(super) struct Fast {
@@ -68,12 +69,12 @@ pub(super) struct Fast {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CallParams<'a> {
-    name: String,
+pub(super) struct CallParams<'a> {
+    pub(super) name: String,
     #[serde(default)]
-    arguments: Option<Map<String, Value>>,
+    pub(super) arguments: Option<Map<String, Value>>,
     #[serde(borrow, default, rename = "_meta")]
-    meta: Option<&'a RawValue>,
+    pub(super) meta: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -171,7 +172,7 @@ impl Fast {
         let input = Value::Object(params.arguments.unwrap_or_default());
         let meta = params.meta.map(RawValue::get);
         let version = self.version.get().map(String::as_str);
-        let operation = server_operation(&id, &shown, version, meta);
+        let operation = server_operation(&id, &shown, version, meta, Transport::Pipe, None);
         // Until the call ends: its answer, once written, takes no more room.
         let held = out.hold_request(params_len);
         // In the call's span: the decision, the records, and the leg to the server.
@@ -287,7 +288,7 @@ impl Fast {
 type InFlight = HashMap<String, (Arc<Lane>, u64)>;
 
 /// The error answered for a call that did not start (refused, or its intent not written).
-fn refusal(outcome: Outcome<(), String>, shown: &str) -> ErrorData {
+pub(super) fn refusal(outcome: Outcome<(), String>, shown: &str) -> ErrorData {
     match answered(outcome, |why| refused(shown, why)) {
         Ok(()) => ErrorData::internal_error("the call did not start", None),
         Err(error) => error,
@@ -335,7 +336,7 @@ impl crate::proxy::FrontHook for Fast {
 
 /// The params written to the server: the tool's own name, the arguments recorded, the
 /// client's `_meta` as it wrote it.
-fn forwarded(
+pub(super) fn forwarded(
     tool: &str,
     arguments: Option<&Value>,
     meta: Option<&str>,
@@ -356,7 +357,7 @@ fn forwarded(
 }
 
 /// The client's answer, one line under its own id.
-fn answer_line(id: &str, answer: Result<&RawValue, ErrorData>) -> Vec<u8> {
+pub(super) fn answer_line(id: &str, answer: Result<&RawValue, ErrorData>) -> Vec<u8> {
     let mut line = match answer {
         Ok(result) => {
             let result = result.get();
@@ -385,10 +386,17 @@ fn answer_line(id: &str, answer: Result<&RawValue, ErrorData>) -> Vec<u8> {
     line
 }
 
-/// The `mcp.server` operation of a client's `tools/call` on this path: `id` and `meta` as the
+/// The `mcp.server` operation of a client's `tools/call` on a lane: `id` and `meta` as the
 /// client wrote them (the `_meta` is read only when a telemetry is installed to adopt its
-/// trace context).
-fn server_operation(id: &str, tool: &str, version: Option<&str>, meta: Option<&str>) -> Operation {
+/// trace context), over `transport`, in `session` (over HTTP).
+pub(super) fn server_operation(
+    id: &str,
+    tool: &str,
+    version: Option<&str>,
+    meta: Option<&str>,
+    transport: Transport,
+    session: Option<&str>,
+) -> Operation {
     let text = id
         .starts_with('"')
         .then(|| serde_json::from_str::<String>(id).ok())
@@ -401,15 +409,16 @@ fn server_operation(id: &str, tool: &str, version: Option<&str>, meta: Option<&s
         id: Some(text.as_deref().unwrap_or(id)),
         tool: Some(tool),
         protocol_version: version,
-        transport: Some(Transport::Pipe),
         meta: meta.as_ref(),
+        transport: Some(transport),
+        session_id: session,
         ..telemetry::Request::default()
     })
 }
 
 /// The `_meta` written to the server: the client's, with the leg's trace context when it has
 /// one (a `_meta` that is not an object is passed on as it was).
-fn with_context<'m>(meta: Option<&'m str>, leg: &Operation) -> Option<Cow<'m, str>> {
+pub(super) fn with_context<'m>(meta: Option<&'m str>, leg: &Operation) -> Option<Cow<'m, str>> {
     let Some(context) = leg.trace_context() else {
         return meta.map(Cow::Borrowed);
     };
@@ -429,7 +438,7 @@ fn with_context<'m>(meta: Option<&'m str>, leg: &Operation) -> Option<Cow<'m, st
 
 /// The `progressToken` of a call's `_meta` (as the client wrote it), keyed as the lane keys
 /// it; read only when the `_meta` names one.
-fn progress_token(meta: &str) -> Option<String> {
+pub(super) fn progress_token(meta: &str) -> Option<String> {
     #[derive(Deserialize)]
     struct Meta {
         #[serde(rename = "progressToken", default)]
@@ -447,7 +456,7 @@ fn progress_token(meta: &str) -> Option<String> {
 /// the lane keeps no JSON-RPC code); whether the result has `isError`. The result is read for
 /// it only when the operation is recorded (a subscriber or a telemetry wants it), not on every
 /// call.
-fn end(leg: Operation, result: Result<&RawValue, ()>) -> bool {
+pub(super) fn end(leg: Operation, result: Result<&RawValue, ()>) -> bool {
     let recorded = !leg.span().is_disabled() || telemetry::installed().is_some();
     let tool_error = recorded && matches!(result, Ok(answer) if is_tool_error(answer));
     leg.end(match result {

@@ -15,17 +15,16 @@ use ::rmcp::model::{
 };
 use ::rmcp::service::RequestContext;
 use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
-use serde_json::{Value, json};
+use serde_json::json;
 
+use capability::Policy;
 use capability::audit::Principal;
 use capability::audit::{AuditedDispatch, Caller, Outcome, Request, Subject};
 use capability::authz::{Action, Authorize, DenyReason, ToolContext};
-use capability::mcp::{Fleet, WithheldReason};
+use capability::mcp::Fleet;
 use capability::rmcp::REFUSED_CODE;
-use capability::rmcp::RoleResolver;
 use capability::rmcp::traced::{Target, serve, server_operation};
-use capability::{CapabilityManifest, Policy};
-use capability_http::EdgeRoles;
+use capability_http::{Authenticated, VerifiedSession};
 
 use super::items::Items;
 use super::lane::Lane;
@@ -47,6 +46,8 @@ pub(super) struct Snapshot {
     pub(super) progress: HashMap<String, crate::proxy::ProgressRelay>,
     /// The forwarding lanes, by server (spawned servers only).
     pub(super) lanes: HashMap<String, Arc<Lane>>,
+    /// The forwarding lanes, by server (HTTP servers only).
+    pub(super) reaches: HashMap<String, Arc<super::reach::Reach>>,
     pub(super) policy: Arc<Policy>,
     pub(super) policy_version: Option<String>,
     /// The approvals of the policy's `[approvals]` table (`approvals.rs`).
@@ -119,19 +120,36 @@ impl Gateway {
         if let Some(who) = self.stdio_client(snapshot) {
             return who;
         }
-        let principal = EdgeRoles.principal(context);
+        let parts = capability::rmcp::http_parts(context);
+        let caller = parts.and_then(|p| p.extensions.get::<Authenticated>());
+        let session = parts.and_then(|p| p.extensions.get::<VerifiedSession>());
+        self.http_caller(snapshot, caller, session.map(|s| s.0.as_str()))
+    }
+
+    /// A caller over HTTP: whom the edge authenticated, in the session it checked was issued
+    /// to them (what [`EdgeRoles`](capability_http::EdgeRoles) reads, from the request's extensions).
+    pub(super) fn http_caller(
+        &self,
+        snapshot: &Snapshot,
+        caller: Option<&Authenticated>,
+        session: Option<&str>,
+    ) -> Who {
+        let (role, scopes) = (
+            caller.and_then(|c| c.role.clone()),
+            caller.and_then(|c| c.scopes.clone()),
+        );
+        let principal = caller.map(|c| c.principal.clone());
         let key = principal
             .as_ref()
             .map_or_else(|| "(none)".to_owned(), Principal::key);
-        let session = match EdgeRoles.session(context) {
+        let session = match session {
             Some(id) => format!("gateway:{key}/{id}"),
             None => format!("gateway:{key}"),
         };
-        let role = EdgeRoles.role(context);
         let ctx = role
             .as_deref()
             .and_then(|role| snapshot.policy.context(role, session.clone()))
-            .map(|ctx| match EdgeRoles.scopes(context) {
+            .map(|ctx| match scopes {
                 Some(scopes) => ctx.within_scopes(&scopes),
                 None => ctx,
             });
@@ -434,66 +452,5 @@ impl ServerHandler for Gateway {
     ) -> Result<CallToolResponse, ErrorData> {
         let operation = server_operation("tools/call", Target::Tool(&request.name), &context);
         serve(operation, self.tool_called(request, &context)).await
-    }
-}
-
-/// Where a call goes: its server, the tool's own name there, its manifest, and the caller's
-/// decider.
-pub(super) struct Route<'s> {
-    pub(super) server: &'s str,
-    pub(super) tool: &'s str,
-    pub(super) manifest: &'s CapabilityManifest,
-    ctx: &'s ToolContext,
-}
-
-impl Route<'_> {
-    /// The caller's decider.
-    pub(super) fn ctx(&self) -> &ToolContext {
-        self.ctx
-    }
-}
-
-impl Gateway {
-    /// Where the call of `shown` goes, or its refusal (recorded) when it is withheld, not
-    /// listed, or the caller has no role: such a call reaches no server.
-    pub(super) fn route<'s>(
-        &self,
-        snapshot: &'s Snapshot,
-        who: &'s Who,
-        shown: &str,
-        input: &Value,
-    ) -> Result<Route<'s>, ErrorData> {
-        let Some(route) = snapshot.fleet.route(shown) else {
-            let stand_in = CapabilityManifest::builder(shown)
-                .build()
-                .or_else(|_| CapabilityManifest::builder("unlisted_tool").build())
-                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-            let reason = WithheldReason::NotListed.to_deny();
-            let call = Request::mcp("tools/call", Action::CallTool(&stand_in), input);
-            return Err(refused(
-                shown,
-                &self.refuse(snapshot, who, &call, &[reason]),
-            ));
-        };
-        let manifest = route.listed.manifest();
-        let reasons: Vec<DenyReason> = match &who.ctx {
-            _ if !route.listed.is_visible() => route
-                .listed
-                .reasons()
-                .iter()
-                .map(WithheldReason::to_deny)
-                .collect(),
-            None => vec![DenyReason::NoRole],
-            Some(ctx) => {
-                return Ok(Route {
-                    server: route.server,
-                    tool: route.tool,
-                    manifest,
-                    ctx,
-                });
-            }
-        };
-        let call = Request::mcp("tools/call", Action::CallTool(manifest), input);
-        Err(refused(shown, &self.refuse(snapshot, who, &call, &reasons)))
     }
 }

@@ -12,7 +12,8 @@ use capability::authz::{Effect, Hold};
 use capability::gate::{Approval, CallTarget, GrantedCall};
 
 use super::approvals::{APPROVAL_META, Approvals, Held, propose, read_approval};
-use super::handler::{Gateway, Route, Snapshot, Who};
+use super::called::Route;
+use super::handler::{Gateway, Snapshot, Who};
 
 /// What a held tool's description starts with in a listing.
 const HELD_NOTE: &str = "[Needs a human's approval of each call: a call without one \

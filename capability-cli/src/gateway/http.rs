@@ -6,7 +6,6 @@
 //! principal's and session's.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ::rmcp::transport::streamable_http_server::StreamableHttpService;
 use ::rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -19,13 +18,15 @@ use capability::mcp::Server;
 use capability_http::{Credentials, Edge, EdgeConfig};
 
 use super::GatewayError;
+use super::fast::front::HttpLane;
 use super::handler::Gateway;
 
 /// The MCP endpoint's path.
 const PATH: &str = "/mcp";
 
-/// The HTTP front's service behind the edge.
-type Service = StreamableHttpService<Gateway, LocalSessionManager>;
+/// The HTTP front's service behind the edge: rmcp's, with `tools/call` on the lane where it can
+/// be ([`HttpLane`]).
+type Service = HttpLane<StreamableHttpService<Gateway, LocalSessionManager>>;
 
 /// The running HTTP front: what a reload changes of it.
 pub(super) struct HttpFront {
@@ -47,6 +48,12 @@ impl HttpFront {
             self.manager.clone(),
         )
         .await
+    }
+
+    /// Closes the sessions idle past the policy's `[http] session_idle_secs` (the gateway's
+    /// tick calls it).
+    pub(super) fn close_idle(&self) {
+        self.edge.close_idle();
     }
 
     /// Serves under `config` from now on (sessions and rates kept).
@@ -95,18 +102,24 @@ pub(super) async fn start(
         .set_nonblocking(true)
         .and_then(|()| tokio::net::TcpListener::from_std(listener))
         .map_err(|e| GatewayError(format!("cannot listen on {address}: {e}")))?;
+    // rmcp does not see the calls the lane answers, so its own inactivity timeout is off: a
+    // session that only calls tools would look idle to it. The edge's counts every request,
+    // and the gateway closes the sessions idle past it ([`HttpFront::close_idle`]).
     let mut manager = LocalSessionManager::default();
-    manager.session_config.keep_alive =
-        Some(Duration::from_secs(policy.http().session_idle_secs()));
+    manager.session_config.keep_alive = None;
     let manager = Arc::new(manager);
     let config = edge_config(policy, gateway, dispatch.clone(), manager.clone())
         .await
         .map_err(GatewayError)?;
     let handler = gateway.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
+    let service = HttpLane::new(
+        StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            Arc::clone(&manager),
+            crate::proxy::http_config(address),
+        ),
+        gateway.clone(),
         Arc::clone(&manager),
-        crate::proxy::http_config(address),
     );
     let edge = Edge::new(service, config);
     let front = HttpFront {

@@ -37,7 +37,7 @@ mod input;
 use input::{Input, copy_lines};
 
 /// What the lane's ids start with.
-const ID_PREFIX: &str = "capability-gateway/";
+pub(super) const ID_PREFIX: &str = "capability-gateway/";
 
 /// How a call through the lane ended.
 pub(super) enum Ended {

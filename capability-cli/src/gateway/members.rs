@@ -201,6 +201,7 @@ pub(super) struct View<'a> {
     pub(super) items: &'a Listed,
     pub(super) peer: ::rmcp::Peer<::rmcp::RoleClient>,
     pub(super) lane: Option<std::sync::Arc<super::lane::Lane>>,
+    pub(super) reach: Option<std::sync::Arc<super::reach::Reach>>,
     pub(super) progress: crate::proxy::ProgressRelay,
 }
 
@@ -214,6 +215,7 @@ impl Member {
             items: &self.items,
             peer: self.connection.peer(),
             lane: self.connection.lane.clone(),
+            reach: self.connection.reach.clone(),
             progress: self.connection.progress(),
         }
     }
@@ -230,6 +232,7 @@ pub(super) fn snapshot<'a>(
     let mut tools = HashMap::new();
     let mut peers = HashMap::new();
     let mut lanes = HashMap::new();
+    let mut reaches = HashMap::new();
     let mut progress = HashMap::new();
     let mut items = Vec::new();
     for member in members {
@@ -257,6 +260,9 @@ pub(super) fn snapshot<'a>(
         if let Some(lane) = member.lane {
             lanes.insert(member.spec.name.clone(), lane);
         }
+        if let Some(reach) = member.reach {
+            reaches.insert(member.spec.name.clone(), reach);
+        }
     }
     let fleet = Fleet::new(listings).map_err(|e| e.to_string())?;
     if let Some(role) = role
@@ -271,6 +277,7 @@ pub(super) fn snapshot<'a>(
         peers,
         progress,
         lanes,
+        reaches,
         policy: std::sync::Arc::new(policy.clone()),
         policy_version: policy.version().map(str::to_owned),
         approvals: None,

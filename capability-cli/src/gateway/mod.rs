@@ -23,6 +23,7 @@ mod http;
 mod items;
 mod lane;
 mod members;
+mod reach;
 mod reload;
 mod serve;
 mod served;

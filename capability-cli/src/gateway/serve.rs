@@ -211,6 +211,9 @@ pub async fn serve(
                 rebuild(&gateway, &reloading.members, &reloading.policy, role, client.as_ref(), &kinds).await;
             }
             _ = tick.tick() => {
+                if let Some(front) = &reloading.http {
+                    front.close_idle();
+                }
                 let back = restart_down(&mut reloading.members, &changed_tx, &reloading.gate, &reloading.policy).await;
                 if !back.is_empty() {
                     rebuild(&gateway, &reloading.members, &reloading.policy, role, client.as_ref(), &Changed::ALL).await;

@@ -15,12 +15,15 @@ use capability::mcp::Server;
 
 use super::items::Listed;
 use super::lane::Lane;
+use super::reach::{Reach, Seen};
 use super::source::ServerSource;
 use crate::proxy::{ProgressRelay, ServerRequests};
 
 /// The handler facing one server: tells the gateway when its tools, resources or prompts change,
 /// and passes the server's requests (sampling, elicitation, roots) to the client only where
-/// the client's role allows them (the policy's `server_requests`), each one on record.
+/// the client's role allows them (the policy's `server_requests`), each one on record. The
+/// HTTP lane ([`Reach`](super::reach::Reach)) hands it what a server sends on a call's stream.
+#[derive(Clone)]
 pub(super) struct Watch {
     server: String,
     changed: mpsc::UnboundedSender<String>,
@@ -110,11 +113,88 @@ impl ClientHandler for Watch {
     }
 }
 
+impl Watch {
+    /// A request the server sent on a lane's call (`message` as written, `id` its id): the
+    /// answer, a JSON-RPC message, as rmcp's connection would give it.
+    pub(super) async fn asked_raw(&self, message: &str, id: &str) -> String {
+        use ::rmcp::model::{ServerJsonRpcMessage, ServerRequest};
+        fn value<T: serde::Serialize>(
+            result: Result<T, ::rmcp::ErrorData>,
+        ) -> Result<serde_json::Value, ::rmcp::ErrorData> {
+            result.and_then(|r| {
+                serde_json::to_value(r)
+                    .map_err(|e| ::rmcp::ErrorData::internal_error(e.to_string(), None))
+            })
+        }
+        let answer = match serde_json::from_str::<ServerJsonRpcMessage>(message) {
+            Ok(ServerJsonRpcMessage::Request(request)) => match (request.request, &self.requests) {
+                (ServerRequest::PingRequest(_), _) => Ok(serde_json::json!({})),
+                (ServerRequest::CreateMessageRequest(r), Some(requests)) => {
+                    value(requests.sample(r.params).await)
+                }
+                (ServerRequest::ElicitRequest(r), Some(requests)) => {
+                    value(requests.elicit(r.params).await)
+                }
+                (ServerRequest::ListRootsRequest(_), Some(requests)) => {
+                    value(requests.roots().await)
+                }
+                (ServerRequest::CustomRequest(r), _) => Err(::rmcp::ErrorData::new(
+                    ::rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                    r.method,
+                    None,
+                )),
+                _ => Err(::rmcp::ErrorData::new(
+                    ::rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                    "a request this connection does not answer",
+                    None,
+                )),
+            },
+            Ok(_) | Err(_) => Err(::rmcp::ErrorData::invalid_request(
+                "the request could not be read",
+                None,
+            )),
+        };
+        let id: serde_json::Value = serde_json::from_str(id).unwrap_or(serde_json::Value::Null);
+        let message = match answer {
+            Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(error) => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        };
+        message.to_string()
+    }
+
+    /// A notification the server sent on a lane's call (`message` as written), where rmcp's
+    /// connection would pass it.
+    pub(super) async fn notified_raw(&self, message: &str) {
+        use ::rmcp::model::{ServerJsonRpcMessage, ServerNotification};
+        let Ok(ServerJsonRpcMessage::Notification(notification)) =
+            serde_json::from_str::<ServerJsonRpcMessage>(message)
+        else {
+            return;
+        };
+        match notification.notification {
+            ServerNotification::ProgressNotification(n) => self.progress.progress(n.params).await,
+            ServerNotification::ResourceUpdatedNotification(n) => {
+                if let Some(requests) = &self.requests {
+                    requests.resource_updated(n.params).await;
+                }
+            }
+            ServerNotification::ToolListChangedNotification(_)
+            | ServerNotification::ResourceListChangedNotification(_)
+            | ServerNotification::PromptListChangedNotification(_) => {
+                let _ = self.changed.send(self.server.clone());
+            }
+            _ => {}
+        }
+    }
+}
+
 /// One live server.
 pub(super) struct Connection {
     pub(super) service: RunningService<RoleClient, Watch>,
     /// The forwarding lane next to rmcp's connection (a spawned server's pipes only).
     pub(super) lane: Option<Arc<Lane>>,
+    /// The forwarding lane on the session of rmcp's connection (an HTTP server only).
+    pub(super) reach: Option<Arc<Reach>>,
     /// The spawned process (killed when dropped).
     pub(super) _child: Option<Child>,
 }
@@ -193,21 +273,28 @@ pub(super) async fn connect(
             Ok(Connection {
                 service,
                 lane: Some(lane),
+                reach: None,
                 _child: Some(child),
             })
         }
         ServerSource::Url(url) => {
-            let transport = crate::proxy::http_transport(
+            let seen = Seen::new(crate::proxy::http_client().map_err(|e| format!("{url}: {e}"))?);
+            let transport = crate::proxy::http_transport_with(
+                seen.clone(),
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()),
-            )
-            .map_err(|e| format!("{url}: {e}"))?;
+            );
+            let reach = Reach::new(server, seen, watch.clone());
             let service = watch
                 .serve_with_lifecycle(transport, crate::proxy::lifecycle())
                 .await
                 .map_err(|e| format!("{url} did not connect: {e}"))?;
+            if let Some(info) = service.peer().peer_info() {
+                reach.agreed(info.protocol_version.to_string());
+            }
             Ok(Connection {
                 service,
                 lane: None,
+                reach: Some(reach),
                 _child: None,
             })
         }

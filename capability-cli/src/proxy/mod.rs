@@ -42,7 +42,7 @@ pub(crate) use front::{
     start_with as filter_client_with,
 };
 pub(crate) use http::{check_credentials, config as http_config};
-pub(crate) use pooled::transport as http_transport;
+pub(crate) use pooled::{client as http_client, transport_with as http_transport_with};
 pub(crate) use progress::{Relay as ProgressRelay, call_tool_once};
 pub(crate) use protocol::lifecycle;
 pub(crate) use upstream::ServerRequests;

@@ -14,7 +14,9 @@
 use std::sync::OnceLock;
 
 use ::rmcp::transport::StreamableHttpClientTransport;
-use ::rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use ::rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpClientTransportConfig,
+};
 
 use crate::lines::max_message_bytes;
 
@@ -34,17 +36,23 @@ const IDLE: std::time::Duration = std::time::Duration::from_secs(4);
 pub(crate) fn transport(
     config: StreamableHttpClientTransportConfig,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    Ok(transport_with(client()?, config))
+}
+
+/// A transport to `config.uri` over `client` (the pooled client, or a wrapper of it), with the
+/// same bounds as [`transport`].
+pub(crate) fn transport_with<C: StreamableHttpClient>(
+    client: C,
+    config: StreamableHttpClientTransportConfig,
+) -> StreamableHttpClientTransport<C> {
     let config = config
         .max_json_response_size(max_message_bytes())
         .max_sse_event_size(max_message_bytes());
-    Ok(StreamableHttpClientTransport::with_client(
-        client()?,
-        config,
-    ))
+    StreamableHttpClientTransport::with_client(client, config)
 }
 
 /// The process's client: built once (a clone shares its pool).
-fn client() -> Result<reqwest::Client, String> {
+pub(crate) fn client() -> Result<reqwest::Client, String> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {

@@ -798,3 +798,28 @@ fn serve_otlp(stream: std::net::TcpStream, kept: &std::sync::Mutex<Vec<Post>>) {
         }
     }
 }
+
+/// A Python server of `tests/python/` (`script`) on `port`, once it says it listens.
+pub async fn python_server(script: &str, port: u16) -> tokio::process::Child {
+    use tokio::io::AsyncBufReadExt as _;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/python")
+        .join(script);
+    let mut server = tokio::process::Command::new("python3")
+        .arg(path)
+        .arg(port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the Python server");
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().expect("piped")).lines();
+    let said = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the server listens within 30 s");
+    assert!(
+        said.ok().flatten().is_some_and(|l| l.contains("listening")),
+        "the server did not start"
+    );
+    server
+}

@@ -317,12 +317,12 @@ where
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
         if declared.is_some_and(|n| n > limit as u64) {
-            return too_large(limit);
+            return respond::too_large(limit);
         }
         let bytes = match Limited::new(body, limit).collect().await {
             Ok(collected) => collected.to_bytes(),
             Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-                return too_large(limit);
+                return respond::too_large(limit);
             }
             Err(error) => {
                 return respond::status(
@@ -475,18 +475,19 @@ where
         response
     }
 
+    /// Closes downstream ([`EdgeConfig::sessions`]) each session idle past its limit: for a
+    /// service that does not see every request (its own idle timeout off, the edge's counts).
+    pub fn close_idle(&self) {
+        for id in self.current().sessions.expire_idle() {
+            self.close(id);
+        }
+    }
+
     fn close(&self, id: String) {
         if let Some(closer) = &self.current().config.closer {
             tokio::spawn(closer(id));
         }
     }
-}
-
-fn too_large(limit: usize) -> EdgeResponse {
-    respond::status(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        &format!("the request body is larger than {limit} bytes ([http] max_body_bytes)"),
-    )
 }
 
 /// Whether `origin` is one of `allowed` (`scheme://host[:port]`, letter case aside).

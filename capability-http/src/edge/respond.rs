@@ -31,6 +31,14 @@ pub(super) fn status(status: StatusCode, message: &str) -> EdgeResponse {
 }
 
 /// `429 Too Many Requests`, `Retry-After: seconds`.
+/// `413`: a body over `[http] max_body_bytes`.
+pub(super) fn too_large(limit: usize) -> EdgeResponse {
+    status(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("the request body is larger than {limit} bytes ([http] max_body_bytes)"),
+    )
+}
+
 pub(super) fn retry_after(seconds: u64, message: &str) -> EdgeResponse {
     let mut answer = status(StatusCode::TOO_MANY_REQUESTS, message);
     answer

@@ -117,16 +117,7 @@ impl Sessions {
     /// their limit are forgotten first, and their ids given back to close them downstream.
     pub(crate) fn admit(&self, principal: &str) -> (Result<Reservation, String>, Vec<String>) {
         let mut table = lock(&self.table);
-        let idle = self.idle;
-        let expired: Vec<String> = table
-            .alive
-            .iter()
-            .filter(|(_, e)| e.last_used.elapsed() > idle)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in &expired {
-            table.alive.remove(id);
-        }
+        let expired = self.forget_idle(&mut table);
         let pending_total: usize = table.pending.values().sum();
         let mine = table
             .alive
@@ -160,6 +151,25 @@ impl Sessions {
             }
         };
         (result, expired)
+    }
+
+    /// Forgets the sessions idle past their limit: their ids, to close them downstream.
+    pub(crate) fn expire_idle(&self) -> Vec<String> {
+        self.forget_idle(&mut lock(&self.table))
+    }
+
+    fn forget_idle(&self, table: &mut Table) -> Vec<String> {
+        let idle = self.idle;
+        let expired: Vec<String> = table
+            .alive
+            .iter()
+            .filter(|(_, e)| e.last_used.elapsed() > idle)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &expired {
+            table.alive.remove(id);
+        }
+        expired
     }
 
     /// The transport issued `id` for the reserved place.
@@ -236,5 +246,11 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         let (_, expired) = sessions.admit("alice");
         assert_eq!(expired, ["s-2"]);
+        let (place, _) = sessions.admit("alice");
+        sessions.issued(place.expect("room"), "s-3");
+        assert_eq!(sessions.expire_idle(), Vec::<String>::new());
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(sessions.expire_idle(), ["s-3"]);
+        assert_eq!(sessions.len(), 0);
     }
 }

@@ -32,10 +32,8 @@ pub(super) struct Call {
 }
 
 impl Call {
-    /// The call ended (on the thread that heard it): the client has its answer, then its
-    /// outcome is recorded. A result is the client's as soon as it is read (the call has
-    /// happened; an outcome that cannot be written is kept and stops the next call until it
-    /// is, it never withholds a result); an error is answered once its outcome is recorded.
+    /// The call ended (on the thread that heard it): the client has its answer and the outcome
+    /// is recorded, in the order [`settle`] says.
     pub(super) fn end(self, ended: Ended) {
         let Call {
             id,
@@ -56,39 +54,82 @@ impl Call {
                 calls.remove(&id);
             }
         }
-        match ended {
-            Ended::Answered(result) => {
-                let tool_error = end(leg, Ok(&result));
-                let _ = out.write_now(&answer_line(&id, Ok(&result)));
-                drop(_held);
-                drop(started.finish::<_, String>(Ok(result)));
-                operation.end(if tool_error {
-                    Ending::ToolError
-                } else {
-                    Ending::Done
-                });
-            }
-            Ended::Failed(why) => {
-                end(leg, Err(()));
-                let outcome = started.finish::<(), String>(Err(why));
-                let error = match answered(outcome, |why| refused(&shown, why)) {
-                    Ok(()) => ErrorData::internal_error("the call failed", None),
-                    Err(error) => error,
-                };
-                operation.end(Ending::Error {
-                    code: error.code.0,
-                    message: &error.message,
-                });
-                let _ = out.write_now(&answer_line(&id, Err(error)));
-            }
-            // No answer: the record says cancelled, and so do the spans.
-            Ended::Cancelled => {
-                drop(leg);
-                drop(started);
-                operation.end(Ending::Failed("cancelled"));
-            }
+        let (answer, record) = settle(ended, &id, &shown, started, operation, leg);
+        if let Some(answer) = answer {
+            let _ = out.write_now(&answer);
+        }
+        drop(_held);
+        if let Some(record) = record {
+            record.record();
         }
         // Only now is the call's end whole: the gateway may close the trail.
         drop(open);
+    }
+}
+
+/// A result's outcome, recorded once the client has the result.
+pub(in crate::gateway) struct Record {
+    started: Started,
+    operation: Operation,
+    result: Box<serde_json::value::RawValue>,
+    tool_error: bool,
+}
+
+impl Record {
+    pub(in crate::gateway) fn record(self) {
+        drop(self.started.finish::<_, String>(Ok(self.result)));
+        self.operation.end(if self.tool_error {
+            Ending::ToolError
+        } else {
+            Ending::Done
+        });
+    }
+}
+
+/// How a call on a lane (stdio's or HTTP's) ended, for its client and its record: the answer
+/// to give the client (the JSON-RPC message and its newline; none when cancelled), and, for a
+/// result, its outcome to record once the answer is given. A result is the client's as soon as
+/// it is read (the call has happened; an outcome that cannot be written is kept and stops the
+/// next call until it is, it never withholds a result); an error is answered once its outcome
+/// is recorded; a cancelled call's record and spans say cancelled.
+pub(in crate::gateway) fn settle(
+    ended: Ended,
+    id: &str,
+    shown: &str,
+    started: Started,
+    operation: Operation,
+    leg: Operation,
+) -> (Option<Vec<u8>>, Option<Record>) {
+    match ended {
+        Ended::Answered(result) => {
+            let tool_error = end(leg, Ok(&result));
+            let answer = answer_line(id, Ok(&result));
+            let record = Record {
+                started,
+                operation,
+                result,
+                tool_error,
+            };
+            (Some(answer), Some(record))
+        }
+        Ended::Failed(why) => {
+            end(leg, Err(()));
+            let outcome = started.finish::<(), String>(Err(why));
+            let error = match answered(outcome, |why| refused(shown, why)) {
+                Ok(()) => ErrorData::internal_error("the call failed", None),
+                Err(error) => error,
+            };
+            operation.end(Ending::Error {
+                code: error.code.0,
+                message: &error.message,
+            });
+            (Some(answer_line(id, Err(error))), None)
+        }
+        Ended::Cancelled => {
+            drop(leg);
+            drop(started);
+            operation.end(Ending::Failed("cancelled"));
+            (None, None)
+        }
     }
 }
