@@ -372,8 +372,9 @@ impl Shared {
 }
 
 /// How many events of a call's stream are held for a client that reads slower than its server
-/// writes progress; then the server's stream is read no further until the client catches up.
-const EVENTS_HELD: usize = 16;
+/// writes progress (each may be as long as `--max-message`): one, then the server's stream is
+/// read no further until the client takes it.
+const EVENTS_HELD: usize = 1;
 
 /// Where a call's answer goes.
 enum Reply {
