@@ -312,10 +312,11 @@ async fn the_typescript_client_calls_through_the_lane() {
     verifies(&dir.join("trail.jsonl"));
 }
 
-/// A result that writes a key twice fails the call (the outcome says so); a role not allowed
-/// the tool is refused on record and the server never hears of the call; a server's request
-/// on the call's stream is answered (over HTTP the gateway refuses it: no one client can be
-/// asked) and the call completes.
+/// A result that writes a key twice fails the call (the outcome says so), as does a failed
+/// request (with the server's JSON-RPC error when it gave one, else its status); a role not
+/// allowed the tool is refused on record and the server never hears of the call; a server's
+/// request on the call's stream is answered (over HTTP the gateway refuses it: no one client
+/// can be asked) and the call completes.
 #[tokio::test(flavor = "current_thread")]
 async fn a_hostile_servers_answers_and_a_refused_call_never_reach_the_client_or_the_server() {
     let (_server, dir, gateway) = fleet_of("lane_server.py", "lane-hostile", "lane", "").await;
@@ -329,6 +330,18 @@ async fn a_hostile_servers_answers_and_a_refused_call_never_reach_the_client_or_
                 .as_str()
                 .is_some_and(|m| m.contains("writes a key twice") && m.contains("isError")),
             "{twice}"
+        );
+        let rejected = json_answer(&viewer.call(7, "rejected", json!({})));
+        assert_eq!(
+            rejected["error"]["message"], "rejected: bad arguments",
+            "the server's own error, from its 400: {rejected}"
+        );
+        let broken = json_answer(&viewer.call(8, "broken", json!({})));
+        assert!(
+            broken["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("`lane` did not answer: HTTP 500")),
+            "{broken}"
         );
         let narrow = Session::open(&url, NARROW_TOKEN);
         let refused = json_answer(&narrow.call(3, "ask", json!({})));

@@ -7,6 +7,7 @@ Tools (all read-only):
   `MCP-Protocol-Version`, as the server received them, its arguments and `_meta`, and how many
   calls of each tool the server has had.
 - `wait`: answers after `seconds`.
+- `rejected`: HTTP 400 with a JSON-RPC error; `broken`: HTTP 500 with a text body.
 - `progress`: on an event stream, progress for the call's token (1 then 2, the first written
   over two lines), progress for another token between them, then the result.
 - `twice`: a result whose JSON writes `isError` twice (false, then true).
@@ -30,7 +31,8 @@ SESSION = "lane-session-1"
 TOOLS = [
     {"name": name, "description": name, "inputSchema": {"type": "object"},
      "annotations": {"readOnlyHint": True}}
-    for name in ["said", "twice", "ask", "slow", "cancelled", "wait", "progress"]
+    for name in ["said", "twice", "ask", "slow", "cancelled", "wait", "progress", "rejected",
+                 "broken"]
 ]
 
 LOCK = threading.Condition()
@@ -132,6 +134,20 @@ class Handler(BaseHTTPRequestHandler):
             return self.whole(
                 ('{"jsonrpc":"2.0","id":%s,"result":{"content":[],"isError":false,"isError":true}}'
                  % json.dumps(id)).encode())
+        if name == "rejected":
+            body = json.dumps({"jsonrpc": "2.0", "id": id,
+                               "error": {"code": -32602, "message": "rejected: bad arguments"}}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            return self.wfile.write(body)
+        if name == "broken":
+            self.send_response(500)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            return self.wfile.write(b"oops")
         if name == "cancelled":
             with LOCK:
                 return self.whole(result(id, json.dumps(CANCELLED)))

@@ -86,6 +86,26 @@ pub(super) fn event(message: &str) -> bytes::Bytes {
     bytes::Bytes::from(event)
 }
 
+/// How much of a failed request's JSON body is read for its JSON-RPC error.
+const ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// A JSON body of at most `limit` bytes, or why it cannot be had.
+async fn read_json(response: &mut reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) if body.len() + chunk.len() > limit => {
+                return Err(format!(
+                    "its answer is longer than {limit} bytes (--max-message)"
+                ));
+            }
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => return Ok(body),
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+}
+
 /// The lane to one HTTP server.
 pub(super) struct Reach {
     server: String,
@@ -182,9 +202,6 @@ impl Reach {
         if status == reqwest::StatusCode::NOT_FOUND {
             return self.failed("its session ended (HTTP 404)");
         }
-        if !status.is_success() {
-            return self.failed(format_args!("HTTP {status}"));
-        }
         let kind = response
             .headers()
             .get(CONTENT_TYPE)
@@ -199,20 +216,24 @@ impl Reach {
             .unwrap_or_default();
         let limit = crate::lines::max_message_bytes();
         let mine = format!("\"{ID_PREFIX}{id}\"");
+        if !status.is_success() {
+            // A failure's JSON-RPC error is the call's (read within a small bound); else its
+            // status is.
+            let error = match kind.as_str() {
+                "application/json" => read_json(&mut response, ERROR_BODY_BYTES).await.ok(),
+                _ => None,
+            };
+            let heard = match error.as_deref().map(std::str::from_utf8) {
+                Some(Ok(text)) => self.heard(text, &mine, &session, progress).await,
+                _ => None,
+            };
+            return heard.unwrap_or_else(|| self.failed(format_args!("HTTP {status}")));
+        }
         if kind == "application/json" {
-            let mut body = Vec::new();
-            loop {
-                match response.chunk().await {
-                    Ok(Some(chunk)) if body.len() + chunk.len() > limit => {
-                        return self.failed(format_args!(
-                            "its answer is longer than {limit} bytes (--max-message)"
-                        ));
-                    }
-                    Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-                    Ok(None) => break,
-                    Err(error) => return self.failed(error),
-                }
-            }
+            let body = match read_json(&mut response, limit).await {
+                Ok(body) => body,
+                Err(why) => return self.failed(why),
+            };
             let Ok(text) = std::str::from_utf8(&body) else {
                 return self.failed("its answer is not UTF-8");
             };
@@ -318,7 +339,11 @@ impl Reach {
             return;
         };
         let body = format!(
-            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":"{ID_PREFIX}{id}","reason":"the client cancelled the call"}}}}"#
+            concat!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","#,
+                r#""params":{{"requestId":"{}{}","reason":"the client cancelled the call"}}}}"#
+            ),
+            ID_PREFIX, id
         );
         if let Err(error) = self.post(&session, body).await {
             super::note(format_args!(
