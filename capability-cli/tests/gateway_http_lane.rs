@@ -42,6 +42,12 @@ async fn fleet_of(
     let port = free_port();
     let server = support::python_server(script, port).await;
     let dir = scratch(dir, "");
+    let gateway = gateway_over(&dir, name, port, extra).await;
+    (server, dir, gateway)
+}
+
+/// A gateway `--listen` (the policy of [`fleet_of`]) in front of the server `name` at `port`.
+async fn gateway_over(dir: &Path, name: &str, port: u16, extra: &str) -> Listening {
     let policy = format!(
         r#"version = "lane-1"
 [roles.viewer]
@@ -63,13 +69,12 @@ prefix = ""
         narrow = capability_rules::sha256_hex(NARROW_TOKEN.as_bytes()),
     );
     std::fs::write(dir.join("policy.toml"), policy).expect("policy");
-    let gateway = Listening::start_args(&proxy_common::gateway_listen(
+    Listening::start_args(&proxy_common::gateway_listen(
         &dir.join("policy.toml"),
         "127.0.0.1:0",
         &dir.join("trail.jsonl"),
     ))
-    .await;
-    (server, dir, gateway)
+    .await
 }
 
 /// A raw client's session with the gateway at `url`, for `token`.
@@ -570,5 +575,38 @@ async fn a_call_hears_its_own_progress_on_the_lane_before_its_answer() {
     .await
     .expect("the client ran");
     assert_eq!(gateway.stop().await.code(), Some(0));
+    verifies(&dir.join("trail.jsonl"));
+}
+
+/// The official TypeScript SDK client's `onprogress` hears a long call of the reference
+/// `server-everything`, itself served over Streamable HTTP behind the gateway: its progress
+/// comes on the call's own stream, through the lane.
+#[tokio::test(flavor = "current_thread")]
+async fn the_typescript_client_hears_the_progress_of_server_everything_over_http() {
+    let Some(servers) =
+        support::require_servers("the_typescript_client_hears_the_progress_of_server_everything")
+    else {
+        return;
+    };
+    let port = free_port();
+    let _upstream = support::everything_over_http(&servers.everything(), port).await;
+    let dir = scratch("lane-everything", "");
+    let gateway = gateway_over(&dir, "everything", port, "").await;
+    let output = servers
+        .ts_client(
+            &support::long_call_with_progress("trigger-long-running-operation"),
+            TsTarget::Http {
+                url: &gateway.url,
+                token: Some(VIEW_TOKEN),
+            },
+        )
+        .output()
+        .expect("runs the client");
+    let lines = support::ts_client_lines(&output).expect("the client ran");
+    support::assert_heard_the_long_calls_progress(&lines[1]);
+    assert_eq!(gateway.stop().await.code(), Some(0));
+    let calls = recorded(&dir.join("trail.jsonl"), "trigger-long-running-operation");
+    assert_eq!(calls.len(), 2, "{calls:#?}");
+    assert_eq!(calls[1]["success"], true, "{calls:#?}");
     verifies(&dir.join("trail.jsonl"));
 }

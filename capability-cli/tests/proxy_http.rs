@@ -286,7 +286,7 @@ async fn a_streamable_http_upstream_behind_the_proxy() {
     let servers = require_servers!("a_streamable_http_upstream_behind_the_proxy");
     let everything = servers.everything();
     let port = free_port();
-    let mut upstream = everything_over_http(&everything, port).await;
+    let mut upstream = support::everything_over_http(&everything, port).await;
 
     let dir = scratch("http_upstream", POLICY);
     let trail = dir.join("trail.jsonl");
@@ -378,7 +378,7 @@ async fn calls_to_an_http_server_reuse_one_connection() {
     let servers = require_servers!("calls_to_an_http_server_reuse_one_connection");
     let everything = servers.everything();
     let port = free_port();
-    let _upstream = everything_over_http(&everything, port).await;
+    let _upstream = support::everything_over_http(&everything, port).await;
     let dir = scratch("http_pooled", POLICY);
     let proxy_via = counting_relay(port).await;
     let gateway_via = counting_relay(port).await;
@@ -416,34 +416,6 @@ async fn calls_to_an_http_server_reuse_one_connection() {
             args[0]
         );
     }
-}
-
-/// server-everything serving Streamable HTTP on `port`, once it says it listens.
-async fn everything_over_http(everything: &support::McpServer, port: u16) -> tokio::process::Child {
-    let mut upstream = tokio::process::Command::new(&everything.program)
-        .arg(&everything.args[0])
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start server-everything");
-    let mut lines = BufReader::new(upstream.stderr.take().expect("piped")).lines();
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            eprintln!("{line}");
-            if line.contains("listening on port") {
-                return;
-            }
-        }
-        panic!("server-everything ended without listening");
-    })
-    .await
-    .expect("server-everything listens within 30 s");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    upstream
 }
 
 /// rmcp's client, told of list changes.

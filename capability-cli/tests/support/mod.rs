@@ -823,3 +823,32 @@ pub async fn python_server(script: &str, port: u16) -> tokio::process::Child {
     );
     server
 }
+
+/// server-everything serving Streamable HTTP on `port`, once it says it listens.
+pub async fn everything_over_http(everything: &McpServer, port: u16) -> tokio::process::Child {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut upstream = tokio::process::Command::new(&everything.program)
+        .arg(&everything.args[0])
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start server-everything");
+    let mut lines = tokio::io::BufReader::new(upstream.stderr.take().expect("piped")).lines();
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+            if line.contains("listening on port") {
+                return;
+            }
+        }
+        panic!("server-everything ended without listening");
+    })
+    .await
+    .expect("server-everything listens within 30 s");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    upstream
+}
