@@ -376,6 +376,16 @@ async fn a_hostile_servers_answers_and_a_refused_call_never_reach_the_client_or_
     let twice = recorded(&trail, "twice");
     assert_eq!(twice.len(), 2, "{twice:#?}");
     assert_eq!(twice[1]["success"], false, "{twice:#?}");
+    let asked = proxy_common::records(&trail)
+        .into_iter()
+        .filter(|r| r["method"] == "roots/list")
+        .collect::<Vec<_>>();
+    assert_eq!(
+        asked.len(),
+        1,
+        "the server's request is on record: {asked:#?}"
+    );
+    assert_eq!(asked[0]["verdict"], "denied", "{asked:#?}");
     let ask = recorded(&trail, "ask");
     assert_ne!(ask[0]["verdict"], "allowed", "{ask:#?}");
     assert_eq!(ask.last().expect("recorded")["success"], true, "{ask:#?}");
@@ -579,8 +589,10 @@ async fn a_call_hears_its_own_progress_on_the_lane_before_its_answer() {
 }
 
 /// The official TypeScript SDK client's `onprogress` hears a long call of the reference
-/// `server-everything`, itself served over Streamable HTTP behind the gateway: its progress
-/// comes on the call's own stream, through the lane.
+/// `server-everything`, itself served over Streamable HTTP behind the gateway. (That a call with
+/// a progress token takes the lane is shown by
+/// `a_call_goes_on_the_servers_session_and_is_answered_as_json`, with a server that says what it
+/// received; this test shows that a real client and server agree with the lane.)
 #[tokio::test(flavor = "current_thread")]
 async fn the_typescript_client_hears_the_progress_of_server_everything_over_http() {
     let Some(servers) =

@@ -148,23 +148,14 @@ impl Fast {
         let Some(who) = self.who(&snapshot) else {
             return false;
         };
-        // A name no server has is refused here too; a routed one only over an agreeing lane.
-        if let Some(route) = snapshot.fleet.route(&params.name) {
-            let agreed = snapshot
+        let agreed = |server: &str| {
+            snapshot
                 .lanes
-                .get(route.server)
-                .is_some_and(|lane| lane.version() == self.version.get().map(String::as_str));
-            if !agreed {
-                return false;
-            }
-            // A call held for approval is rmcp's (`approvals.rs`): rare, and never fast.
-            if snapshot
-                .policy
-                .hold(who.role(), Some(route.server), route.tool)
-                .is_some()
-            {
-                return false;
-            }
+                .get(server)
+                .is_some_and(|lane| lane.version() == self.version.get().map(String::as_str))
+        };
+        if !lane_takes(&snapshot, &who, &params.name, agreed) {
+            return false;
         }
         let id = id.get().to_owned();
         let shown = params.name;
@@ -280,6 +271,28 @@ impl Fast {
                 true
             }
             None => false,
+        }
+    }
+}
+
+/// Whether a lane (stdio's or HTTP's) takes `who`'s call of `shown`: a name no server has, to
+/// refuse it the same way as rmcp's path; a routed one when `agreed` says the lane to its server
+/// agreed the session's revision, and the call is not held for approval (`approvals.rs`: rare,
+/// and never fast).
+pub(super) fn lane_takes(
+    snapshot: &Snapshot,
+    who: &Who,
+    shown: &str,
+    agreed: impl FnOnce(&str) -> bool,
+) -> bool {
+    match snapshot.fleet.route(shown) {
+        None => true,
+        Some(route) => {
+            agreed(route.server)
+                && snapshot
+                    .policy
+                    .hold(who.role(), Some(route.server), route.tool)
+                    .is_none()
         }
     }
 }

@@ -127,7 +127,8 @@ impl Gateway {
     }
 
     /// A caller over HTTP: whom the edge authenticated, in the session it checked was issued
-    /// to them (what [`EdgeRoles`](capability_http::EdgeRoles) reads, from the request's extensions).
+    /// to them (what [`EdgeRoles`](capability_http::EdgeRoles) reads, from the request's
+    /// extensions).
     pub(super) fn http_caller(
         &self,
         snapshot: &Snapshot,

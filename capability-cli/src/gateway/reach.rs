@@ -16,6 +16,7 @@
 mod events;
 mod seen;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -42,7 +43,6 @@ use seen::Session;
 
 use super::lane::{Ended, ID_PREFIX};
 use super::upstream::Watch;
-use crate::envelope::Envelope;
 
 /// Where the server's progress for a call goes: the call's `progressToken` (keyed as
 /// [`progress_key`](super::lane::progress_key) keys it) and the client's event stream.
@@ -116,8 +116,15 @@ pub(super) struct Reach {
     version: OnceLock<String>,
 }
 
+/// A message of the server's, its members as written, read once.
 #[derive(Deserialize)]
-struct Answer<'a> {
+struct Message<'a> {
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
     #[serde(borrow, default)]
     result: Option<&'a RawValue>,
     #[serde(default)]
@@ -126,7 +133,14 @@ struct Answer<'a> {
 
 #[derive(Deserialize)]
 struct ErrorBody {
+    #[serde(default)]
     message: String,
+}
+
+/// The id of a message that cannot be read as one (for its failure's message), as written.
+fn id_of(message: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(message).ok()?;
+    value.get("id").map(ToString::to_string)
 }
 
 impl Reach {
@@ -152,7 +166,7 @@ impl Reach {
 
     /// Whether rmcp's connection has a session the lane can send on.
     pub(super) fn has_session(&self) -> bool {
-        self.seen.session().is_some()
+        self.seen.has_session()
     }
 
     /// A fresh id for a call.
@@ -276,23 +290,26 @@ impl Reach {
         session: &Session,
         progress: Option<&Progress>,
     ) -> Option<Ended> {
-        let envelope = serde_json::from_str::<Envelope<'_>>(message).ok();
-        let (method, id) = match &envelope {
-            Some(envelope) => (envelope.method.as_deref(), envelope.id.map(RawValue::get)),
-            None => (None, None),
-        };
+        // Strictly first: a message that writes a key twice is refused, whoever reads it.
         if let Err(error) = capability::json::no_duplicate_keys(message) {
             let why = format!(
                 "the server's message writes a key twice ({error}); refused: two readers of it \
                  could read two different values"
             );
-            if method.is_none() && id == Some(mine) {
+            if id_of(message).as_deref() == Some(mine) {
                 return Some(Ended::Failed(why));
             }
             super::note(format_args!("server `{}`: {why}", self.server));
             return None;
         }
-        match (method, id) {
+        let parsed = match serde_json::from_str::<Message<'_>>(message) {
+            Ok(parsed) => parsed,
+            Err(error) if id_of(message).as_deref() == Some(mine) => {
+                return Some(self.failed(format_args!("a malformed answer: {error}")));
+            }
+            Err(_) => return None,
+        };
+        match (parsed.method.as_deref(), parsed.id.map(RawValue::get)) {
             (Some(_), Some(id)) => {
                 let answer = self.watch.asked_raw(message, id).await;
                 let sent = self.post(session, answer).await;
@@ -305,7 +322,7 @@ impl Reach {
                 None
             }
             (Some("notifications/progress"), None)
-                if progress.is_some_and(|p| p.is_for(envelope.as_ref().and_then(|e| e.params))) =>
+                if progress.is_some_and(|p| p.is_for(parsed.params)) =>
             {
                 if let Some(progress) = progress {
                     progress.pass(message).await;
@@ -316,19 +333,11 @@ impl Reach {
                 self.watch.notified_raw(message).await;
                 None
             }
-            (None, Some(id)) if id == mine => {
-                let answer = match serde_json::from_str::<Answer<'_>>(message) {
-                    Ok(answer) => answer,
-                    Err(error) => {
-                        return Some(self.failed(format_args!("a malformed answer: {error}")));
-                    }
-                };
-                Some(match (answer.result, answer.error) {
-                    (Some(result), None) => Ended::Answered(result.to_owned()),
-                    (None, Some(error)) => Ended::Failed(error.message),
-                    _ => self.failed("an answer with neither a result nor an error, or both"),
-                })
-            }
+            (None, Some(id)) if id == mine => Some(match (parsed.result, parsed.error) {
+                (Some(result), None) => Ended::Answered(result.to_owned()),
+                (None, Some(error)) => Ended::Failed(error.message),
+                _ => self.failed("an answer with neither a result nor an error, or both"),
+            }),
             _ => None,
         }
     }

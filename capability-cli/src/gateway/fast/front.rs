@@ -47,7 +47,7 @@ use super::super::handler::Gateway;
 use super::super::reach::{Progress, event};
 use super::call::settle;
 use super::{
-    CallParams, LAST_WITH_INITIALIZE, answer_line, forwarded, progress_token, refusal,
+    CallParams, LAST_WITH_INITIALIZE, answer_line, forwarded, lane_takes, progress_token, refusal,
     server_operation, with_context,
 };
 use crate::envelope::Cancelled;
@@ -240,20 +240,14 @@ impl Shared {
         let gateway = &self.gateway;
         let snapshot = gateway.current();
         let who = gateway.http_caller(&snapshot, caller, Some(session));
-        // A name no server has is refused here too; a routed one only over an agreeing lane.
-        if let Some(route) = snapshot.fleet.route(&params.name) {
-            let reach = snapshot.reaches.get(route.server)?;
-            if reach.version() != Some(version) || !reach.has_session() {
-                return None;
-            }
-            // A call held for approval is rmcp's (`approvals.rs`).
-            if snapshot
-                .policy
-                .hold(who.role(), Some(route.server), route.tool)
-                .is_some()
-            {
-                return None;
-            }
+        let agreed = |server: &str| {
+            snapshot
+                .reaches
+                .get(server)
+                .is_some_and(|reach| reach.version() == Some(version) && reach.has_session())
+        };
+        if !lane_takes(&snapshot, &who, &params.name, agreed) {
+            return None;
         }
         let id = id.get().to_owned();
         let shown = params.name;

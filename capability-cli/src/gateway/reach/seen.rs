@@ -28,7 +28,7 @@ pub(in crate::gateway) struct Session {
 #[derive(Clone)]
 pub(in crate::gateway) struct Seen {
     client: reqwest::Client,
-    session: Arc<Mutex<Option<Session>>>,
+    session: Arc<Mutex<Option<Arc<Session>>>>,
 }
 
 impl Seen {
@@ -46,11 +46,19 @@ impl Seen {
 
     /// The session rmcp sends on, once the server issued one (`None` before, after it was
     /// deleted, and for a server that issues none).
-    pub(in crate::gateway) fn session(&self) -> Option<Session> {
+    pub(in crate::gateway) fn session(&self) -> Option<Arc<Session>> {
         self.session
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Whether rmcp sends on a session now.
+    pub(in crate::gateway) fn has_session(&self) -> bool {
+        self.session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
     }
 
     fn saw(
@@ -61,11 +69,13 @@ impl Seen {
         headers: &HashMap<HeaderName, HeaderValue>,
     ) {
         let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
-        *session = id.map(|id| Session {
-            uri: uri.clone(),
-            id: id.clone(),
-            auth: auth.cloned(),
-            headers: headers.clone(),
+        *session = id.map(|id| {
+            Arc::new(Session {
+                uri: uri.clone(),
+                id: id.clone(),
+                auth: auth.cloned(),
+                headers: headers.clone(),
+            })
         });
     }
 }
