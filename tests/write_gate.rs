@@ -967,3 +967,51 @@ fn two_gates_sharing_a_ledger_run_an_approval_once() {
         GateError::Replay(approval.id.clone())
     );
 }
+
+#[test]
+fn an_approval_runs_only_for_its_proposer_and_one_without_a_proposer_is_refused_saying_why() {
+    let s = setup();
+    let approval = sign(&s, &proposal("api-0"));
+    assert_eq!(approval.proposer, "analyst");
+    // The same call proposed by another agent that learnt the approval: refused, not used up.
+    let other = Proposal::new(pod("api-0"), "intern", "me too").expect("serializable");
+    let error = refusal(s.gate.approve(other, Some(&approval)));
+    assert_eq!(
+        error,
+        GateError::OtherProposer {
+            approved: "analyst".into(),
+            caller: "intern".into()
+        }
+    );
+    assert!(error.to_string().contains("runs only for whoever made the proposal"));
+    // Rewriting the proposer in the approval breaks its signature.
+    let mut forged = approval.clone();
+    forged.proposer = "intern".into();
+    let other = Proposal::new(pod("api-0"), "intern", "me too").expect("serializable");
+    let error = refusal(s.gate.approve(other, Some(&forged)));
+    assert_eq!(error, GateError::BadSignature("alice".into()));
+    // The proposer's own call still runs: the refusals used nothing up.
+    assert!(s.gate.approve(proposal("api-0"), Some(&approval)).is_ok());
+
+    // An approval file from before approvals bound their proposer (no `proposer` key): it
+    // reads, and every gate refuses it with the reason, not as a forgery.
+    let mut old: serde_json::Map<String, Value> =
+        serde_json::from_str(&sign(&s, &proposal("api-1")).to_json()).expect("json");
+    old.remove("proposer");
+    let old = Approval::from_json(&Value::Object(old).to_string()).expect("an old approval reads");
+    let error = refusal(s.gate.approve(proposal("api-1"), Some(&old)));
+    assert_eq!(error, GateError::NoProposer(old.id.clone()));
+    assert!(
+        error.to_string().contains("have the proposal signed again"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_proposal_that_names_no_proposer_cannot_be_signed() {
+    let s = setup();
+    let p = Proposal::new(pod("api-0"), " ", "why").expect("serializable");
+    let error = Approval::sign(p.file(), "alice", AUDIENCE, &s.key, NOW, NOW + 60)
+        .expect_err("no proposer");
+    assert!(error.to_string().contains("names no proposer"), "{error}");
+}

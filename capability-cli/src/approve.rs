@@ -110,7 +110,7 @@ fn show(file: &ProposalFile, request: &Request<'_>, expires_at: u64) -> String {
         .map_or(String::new(), |id| format!("  proposal:  {}\n", escape(id)));
     format!(
         "approving:\n{id}  tool:      {}\n  type:      {}\n  provider:  {}\n  audience:  {}{meant}\n  \
-         proposer:  {} (at {})\n  rationale: {}\n  approver:  {}\n  expires:   in {} s (at {expires_at})\n  \
+         proposer:  {} (proposed at {}; signed: the approval runs only for this caller)\n  rationale: {}\n  approver:  {}\n  expires:   in {} s (at {expires_at})\n  \
          arguments:\n    {args}",
         escape(&file.tool),
         escape(&file.tool_type),

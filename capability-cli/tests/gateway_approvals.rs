@@ -749,6 +749,96 @@ confirm = ["git/git_clean"]"#,
     );
 }
 
+/// A second principal of the same role that learns an approval (its JSON, or its id) cannot
+/// run it: the approval binds the proposer the gateway named (`token:<hash>`). The proposer's
+/// own retry then runs once; an approval signed before approvals bound their proposer is
+/// refused, saying why.
+#[tokio::test(flavor = "current_thread")]
+async fn an_approval_runs_only_for_the_principal_that_proposed_it() {
+    let Some(servers) = support::require_servers("gateway_approvals_proposer") else {
+        return;
+    };
+    let dir = setup_holding("gateway-approvals-proposer", r#"approve = ["git/git_reset"]"#);
+    let (proposer, other) = ("the-proposers-token-1", "another-operators-token-2");
+    let hash = |token: &str| capability_rules::sha256_hex(token.as_bytes());
+    let mut policy = std::fs::read_to_string(dir.join("policy.toml")).expect("policy");
+    policy.push_str(&format!(
+        "\n[bearer_tokens]\n\"sha256:{}\" = \"operator\"\n\"sha256:{}\" = \"operator\"\n",
+        hash(proposer),
+        hash(other)
+    ));
+    std::fs::write(dir.join("policy.toml"), policy).expect("policy");
+    let gateway = proxy_common::Listening::start_args(&proxy_common::gateway_listen(
+        &dir.join("policy.toml"),
+        "127.0.0.1:0",
+        &dir.join("state.db"),
+    ))
+    .await;
+    let call_as = |token: &str, meta: Option<Value>| {
+        let mut op = json!({"op": "call", "name": "git_git_reset", "arguments": {"n": 7}});
+        if let Some(meta) = meta {
+            op["meta"] = meta;
+        }
+        let mut command = servers.ts_client(
+            &json!([op]),
+            support::TsTarget::Http {
+                url: &gateway.url,
+                token: Some(token),
+            },
+        );
+        let lines = support::ts_client_lines(&command.output().expect("the client")).expect("ran");
+        lines[1].clone()
+    };
+    let held = call_as(proposer, None);
+    let data = &held["error"]["data"];
+    assert_eq!(
+        data["proposal"]["proposer"],
+        format!("token:{}", &hash(proposer)[..12]),
+        "{held}"
+    );
+    let file = PathBuf::from(data["proposal_file"].as_str().expect("a proposal file"));
+    let approval = approve(&dir, &file, "alice.key", "gw-test", "600");
+    assert_eq!(approval["proposer"], data["proposal"]["proposer"]);
+
+    // The other principal, with the approval's JSON and then its id (its file in the
+    // proposals directory): refused, on record, and nothing reaches the server.
+    let stolen = call_as(other, Some(json!({"capability/approval": approval})));
+    let said = error_of(&stolen);
+    assert!(
+        said.contains("was given to the proposer") && said.contains("runs only for whoever made"),
+        "{stolen}"
+    );
+    let approval_file = file.with_file_name(format!(
+        "{}.approval.json",
+        data["proposal_id"].as_str().unwrap_or_default()
+    ));
+    std::fs::write(&approval_file, approval.to_string()).expect("approval file");
+    let by_id = call_as(other, Some(json!({"capability/approval": approval["id"]})));
+    assert!(
+        error_of(&by_id).contains("was given to the proposer"),
+        "{by_id}"
+    );
+    assert!(sent(&dir, "git_reset").is_empty(), "no call reached the server");
+
+    // An approval from before the change (no proposer in what was signed): refused, saying why.
+    let mut old = approval.clone();
+    old.as_object_mut().expect("an object").remove("proposer");
+    let refused = call_as(proposer, Some(json!({"capability/approval": old})));
+    assert!(
+        error_of(&refused).contains("does not bind its proposer"),
+        "{refused}"
+    );
+    assert!(sent(&dir, "git_reset").is_empty());
+
+    // The proposer's own retry runs, once: the refusals used nothing up.
+    let ran = call_as(proposer, Some(json!({"capability/approval": approval})));
+    assert!(ran["result"].is_object(), "{ran}");
+    assert_eq!(sent(&dir, "git_reset"), [json!({"n": 7})]);
+    let replay = call_as(proposer, Some(json!({"capability/approval": approval})));
+    assert!(error_of(&replay).contains("used already"), "{replay}");
+    assert_eq!(sent(&dir, "git_reset").len(), 1);
+}
+
 #[test]
 fn on_postgresql_four_gateway_processes_race_one_approval_and_exactly_one_call_runs() {
     let Some(servers) = support::require_servers("gateway_approvals_pg") else {

@@ -35,6 +35,17 @@ pub enum GateError {
         /// The proposed type.
         proposed: String,
     },
+    /// The approval was given to another proposer than the caller who presents it: an approval
+    /// runs only for whoever made the proposal it signs.
+    OtherProposer {
+        /// The proposer the approval was signed for.
+        approved: String,
+        /// Who presents it.
+        caller: String,
+    },
+    /// The approval binds no proposer: it was signed by a `capability` from before approvals
+    /// bound their proposer, so whoever learnt it could run it.
+    NoProposer(String),
     /// The arguments differ from the approved ones.
     ArgumentsChanged,
     /// The tool's descriptor changed since the approval.
@@ -141,6 +152,17 @@ impl fmt::Display for GateError {
             GateError::Unsignable { path, why } => {
                 write!(f, "cannot propose these arguments: `{path}`: {why}")
             }
+            GateError::OtherProposer { approved, caller } => write!(
+                f,
+                "not approved: the approval was given to the proposer `{approved}`, and `{caller}` \
+                 presents it; an approval runs only for whoever made the proposal"
+            ),
+            GateError::NoProposer(id) => write!(
+                f,
+                "not approved: approval {id} does not bind its proposer (it was signed by an \
+                 older `capability approve`, before approvals named who may use them); have the \
+                 proposal signed again"
+            ),
             GateError::ArgumentsChanged => f.write_str(
                 "not approved: the arguments differ from the approved ones; sign the new proposal",
             ),

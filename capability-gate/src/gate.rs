@@ -230,6 +230,7 @@ impl WriteGate {
             tool_type: std::any::type_name::<T>(),
             descriptor_hash: manifest.descriptor_hash(),
             args_digest: &args_digest,
+            proposer: &file.proposer,
         };
         let approval = self.genuine(&bound, Some(file), approval)?;
         self.in_time(approval, now, latest)?;
@@ -259,8 +260,9 @@ impl WriteGate {
     /// Approves one call that is not a typed tool of this program (an MCP server's tool behind
     /// a gateway): the approval must be a known approver's, strictly signed, for this gate's
     /// audience, exactly `target`'s tool name, type (a gateway writes `mcp:<server>/<tool>`, so
-    /// the server is bound too), descriptor hash and arguments' digest, in time; then it is
-    /// used up in the ledger. What the caller then runs must be the arguments whose canonical
+    /// the server is bound too), descriptor hash, arguments' digest and proposer (the caller:
+    /// an approval of someone else's proposal is refused), in time; then it is used up in the
+    /// ledger. What the caller then runs must be the arguments whose canonical
     /// JSON has `target.args_digest`.
     ///
     /// The gate's validators and preflights take a typed tool's manifest, so they cannot run
@@ -284,7 +286,10 @@ impl WriteGate {
     /// let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
     /// let approval = Approval::sign(&proposal, "alice", "gw", &key, now, now + 600)?;
     /// let target = CallTarget { tool: "git_reset", tool_type: "mcp:git/git_reset",
-    ///     descriptor_hash: &proposal.descriptor_hash, args_digest: &digest };
+    ///     descriptor_hash: &proposal.descriptor_hash, args_digest: &digest, proposer: "agent" };
+    /// // Another caller that learnt the approval cannot run it.
+    /// let stranger = CallTarget { proposer: "intern", ..target };
+    /// assert!(matches!(gate.approve_call(&stranger, &approval), Err(GateError::OtherProposer { .. })));
     /// assert_eq!(gate.approve_call(&target, &approval)?.approver, "alice");
     /// assert!(matches!(gate.approve_call(&target, &approval), Err(GateError::Replay(_))));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -348,6 +353,11 @@ impl WriteGate {
         let Some(approval) = approval else {
             return Err(GateError::Unsigned);
         };
+        // Before the signature: an approval signed before approvals bound their proposer
+        // fails it too, and its holder is told why rather than that it is forged.
+        if approval.proposer.is_empty() {
+            return Err(GateError::NoProposer(approval.id.clone()));
+        }
         let Some(key) = self.approvers.get(&approval.approver) else {
             return Err(GateError::UnknownApprover(approval.approver.clone()));
         };
@@ -391,6 +401,12 @@ impl WriteGate {
         }
         if approval.descriptor_hash != bound.descriptor_hash {
             return Err(GateError::DescriptorChanged);
+        }
+        if approval.proposer != bound.proposer {
+            return Err(GateError::OtherProposer {
+                approved: approval.proposer.clone(),
+                caller: bound.proposer.to_owned(),
+            });
         }
         Ok(approval)
     }
@@ -443,6 +459,9 @@ pub struct CallTarget<'a> {
     pub descriptor_hash: &'a str,
     /// SHA-256 of the canonical JSON of the arguments that will run ([`args_digest`](crate::args_digest)).
     pub args_digest: &'a str,
+    /// Who makes the call, named as proposals name their proposer (a gateway: `token:<hash>`
+    /// over HTTP, `role:<role>` over stdio): an approval given to another proposer is refused.
+    pub proposer: &'a str,
 }
 
 /// An approval [`WriteGate::approve_call`] accepted, and used up.

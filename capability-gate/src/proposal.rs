@@ -166,8 +166,12 @@ impl ProposalFile {
 }
 
 /// A human's signed approval of one proposal: bound to its arguments' digest, the tool (name,
-/// full type and descriptor hash), the audience (the gate it is for), the approver, when it was
-/// issued and when it expires, and a unique id.
+/// full type and descriptor hash), the audience (the gate it is for), the proposer (who alone
+/// may use it), the approver, when it was issued and when it expires, and a unique id.
+///
+/// An approval file from before approvals bound their proposer reads (its `proposer` is
+/// empty), and every gate refuses it ([`GateError::NoProposer`]) instead of letting whoever
+/// holds it run the call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Approval {
@@ -183,6 +187,11 @@ pub struct Approval {
     pub descriptor_hash: String,
     /// SHA-256 of the approved arguments' canonical JSON.
     pub args_digest: String,
+    /// Who proposed the call, as the proposal names them (a gateway names the caller:
+    /// `token:<hash>`, `role:<role>`): a gate runs the approval only for this caller. Empty in
+    /// an approval signed before approvals bound it, which every gate refuses.
+    #[serde(default)]
+    pub proposer: String,
     /// Who approved, as the gate knows them.
     pub approver: String,
     /// Signed at, in seconds since the Unix epoch.
@@ -194,8 +203,9 @@ pub struct Approval {
 }
 
 impl Approval {
-    /// Signs a proposal file for one audience, valid from `issued_at` to `expires_at`: what
-    /// `capability approve` does. Refused when the proposal names another audience.
+    /// Signs a proposal file for one audience and the proposal's proposer, valid from
+    /// `issued_at` to `expires_at`: what `capability approve` does. Refused when the proposal
+    /// names another audience, or no proposer.
     pub fn sign(
         proposal: &ProposalFile,
         approver: impl Into<String>,
@@ -215,6 +225,13 @@ impl Approval {
                 gate: audience,
             });
         }
+        if proposal.proposer.trim().is_empty() {
+            return Err(GateError::Malformed {
+                what: "the proposal file".to_owned(),
+                why: "it names no proposer, so nothing could tell who may use its approval"
+                    .to_owned(),
+            });
+        }
         let mut id = [0u8; 16];
         getrandom::fill(&mut id).map_err(|e| GateError::Malformed {
             what: "the approval id".to_owned(),
@@ -227,6 +244,7 @@ impl Approval {
             audience,
             descriptor_hash: proposal.descriptor_hash.clone(),
             args_digest: proposal.args_digest.clone(),
+            proposer: proposal.proposer.clone(),
             approver: approver.into(),
             issued_at,
             expires_at,
@@ -236,7 +254,8 @@ impl Approval {
         Ok(approval)
     }
 
-    /// What the signature covers: a domain tag and the canonical JSON of every other field.
+    /// What the signature covers: a domain tag (`capability approval v3`: v2 approvals bound
+    /// no proposer) and the canonical JSON of every other field.
     pub fn signed_bytes(&self) -> Vec<u8> {
         let fields = serde_json::json!({
             "id": self.id,
@@ -245,11 +264,12 @@ impl Approval {
             "audience": self.audience,
             "descriptor_hash": self.descriptor_hash,
             "args_digest": self.args_digest,
+            "proposer": self.proposer,
             "approver": self.approver,
             "issued_at": self.issued_at,
             "expires_at": self.expires_at,
         });
-        let mut bytes = b"capability approval v2\n".to_vec();
+        let mut bytes = b"capability approval v3\n".to_vec();
         bytes.extend_from_slice(capability_core::json::to_canonical_json(&fields).as_bytes());
         bytes
     }

@@ -404,6 +404,7 @@ mod tests {
             tool_type: "mcp:git2/git_reset",
             descriptor_hash: "d",
             args_digest: &call.args_digest,
+            proposer: "role:operator",
         };
         assert!(
             approvals
@@ -415,6 +416,15 @@ mod tests {
             tool_type: "mcp:git/git_reset",
             ..other_server
         };
+        // Another caller presenting the operator's approval runs nothing, and uses nothing up.
+        let stranger = CallTarget {
+            proposer: "role:intern",
+            ..target
+        };
+        assert!(matches!(
+            approvals.gate.approve_call(&stranger, &approval),
+            Err(capability::gate::GateError::OtherProposer { .. })
+        ));
         assert!(approvals.gate.approve_call(&target, &approval).is_ok());
         assert!(approvals.gate.approve_call(&target, &approval).is_err());
     }

@@ -274,6 +274,7 @@ impl Gateway {
             tool_type: &held.tool_type,
             descriptor_hash: held.descriptor_hash,
             args_digest: &held.args_digest,
+            proposer: &held.proposer,
         };
         match approvals.gate.approve_call(&target, &approval) {
             Ok(approved) => {
