@@ -1245,3 +1245,35 @@ fn sigterm_with_an_answer_the_client_never_reads_ends_after_the_bound_and_says_s
         String::from_utf8_lossy(&verified.stderr)
     );
 }
+
+/// Requests rmcp's reader cannot read (a number past `f64`, a lone surrogate, nesting past 128
+/// levels), each large: every one is answered under its id with a JSON-RPC error, none keeps
+/// the room it held (40 of 300 KiB are past the 8 MiB the client may have waiting), and the
+/// session goes on. Before, each went unanswered and after about 30 the client was not read.
+#[test]
+fn requests_rmcp_cannot_read_are_answered_under_their_id_and_give_their_room_back() {
+    let dir = scratch("gateway-fast-unreadable", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let mut client = Client::start(&dir);
+    let pad = "p".repeat(300 * 1024);
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    for n in 0..40u64 {
+        let odd = match n % 3 {
+            0 => "1e400".to_owned(),
+            1 => r#""\ud800""#.to_owned(),
+            _ => deep.clone(),
+        };
+        client.line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{"_meta":{{"pad":"{pad}","odd":{odd}}}}}}}"#,
+            id = 100 + n
+        ));
+    }
+    for n in 0..40u64 {
+        let answer = client.answer(&json!(100 + n));
+        assert_eq!(answer["error"]["code"], -32700, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("Parse error: "), "{answer}");
+    }
+    let after = client.call(2, "j_echo", r#"{"after":true}"#);
+    assert_eq!(after["result"]["content"][0]["text"], r#"{"after": true}"#);
+}

@@ -1,10 +1,11 @@
 //! The client's side of a stdio proxy: a thin line filter between the process's standard
 //! streams and rmcp.
 //!
-//! rmcp ignores a line that is not JSON (as the other MCP SDKs do) and gives the sender no
-//! answer. JSON-RPC 2.0 asks for a `-32700 Parse error` with `id: null`, so the filter answers
-//! such a line itself and passes every other line to rmcp unchanged; a line that is JSON but
-//! not a JSON-RPC message is rmcp's (it answers `-32600 Invalid Request`). A line longer than
+//! rmcp ignores a line it cannot read (as the other MCP SDKs do) and gives the sender no
+//! answer, or answers without its id. JSON-RPC 2.0 asks for a `-32700 Parse error` or a `-32600
+//! Invalid Request`, so the filter reads each request as rmcp would and answers one rmcp cannot
+//! read itself (under its id where it can be read), and passes every other line to rmcp
+//! unchanged. A line longer than
 //! the bound (64 MiB, or `--max-message`) is not held: it is dropped as it is read and answered `-32600` with `id: null`, and
 //! the session goes on. Everything rmcp writes goes out whole lines at a time, through the
 //! one writer that owns standard output; while more than 8 MiB wait there (a client that reads
@@ -13,6 +14,7 @@
 //! flight, a hook's or rmcp's, holds room for its answer until answered: that room holds back
 //! only the client's next line, never the output its answer comes in (`outbox.rs`).
 
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::task::JoinHandle;
 
@@ -42,18 +44,6 @@ pub(crate) struct Filter {
     pub(crate) writer: JoinHandle<()>,
 }
 
-/// The answer to a line that is not JSON.
-fn parse_error(error: &serde_json::Error) -> Vec<u8> {
-    let answer = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": -32700, "message": format!("Parse error: {error}")},
-    });
-    let mut line = answer.to_string().into_bytes();
-    line.push(b'\n');
-    line
-}
-
 /// Answers a line longer than the bound, dropped unread: its id cannot be known without
 /// reading it.
 fn too_long(errors: &Outbox) {
@@ -80,8 +70,8 @@ fn too_long(errors: &Outbox) {
 }
 
 /// Whether the client's `line` (read whole) goes on to rmcp, with its newline: not when it is
-/// blank, when `hook` takes it, or when it is not JSON (answered with a parse error). A request
-/// that goes on holds room for its answer.
+/// blank, when `hook` takes it, or when it is a request rmcp cannot read, which the filter
+/// answers itself ([`unreadable`]). A request that goes on holds room for its answer.
 fn passes(
     line: &mut Vec<u8>,
     hook: Option<&dyn Hook>,
@@ -96,11 +86,8 @@ fn passes(
     if hook.is_some_and(|hook| hook.take(text, errors)) {
         return false;
     }
-    if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
-        crate::proxy::note(format_args!(
-            "a message from the client is not JSON; answered with a parse error"
-        ));
-        let _ = errors.send(parse_error(&error));
+    if let Some(answer) = unreadable(text) {
+        let _ = errors.send(answer);
         return false;
     }
     in_flight.sent(text, errors);
@@ -108,6 +95,49 @@ fn passes(
         line.push(b'\n');
     }
     true
+}
+
+/// The answer to a message rmcp would not read, if it is one: a line that is not JSON, and a
+/// request rmcp's own reader refuses (a number out of range such as `1e400`, a lone surrogate,
+/// nesting past 128 levels, a shape that is not a client's message). rmcp drops such a line
+/// unanswered (or answers without its id), so its client would wait forever and the room it
+/// held would never come back. Answered here, under the request's id where it can be read:
+/// `-32700 Parse error` for what is not JSON to serde_json, `-32600 Invalid Request` for JSON of
+/// another shape. A notification or a response of the client rmcp cannot read goes on as it
+/// is: nothing answers those, and they hold no room.
+fn unreadable(text: &[u8]) -> Option<Vec<u8>> {
+    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+    let error = serde_json::from_slice::<::rmcp::model::ClientJsonRpcMessage>(text).err()?;
+    let envelope = serde_json::from_slice::<crate::envelope::Envelope<'_>>(text).ok();
+    let id = match envelope.map(|e| (e.id, e.method.is_some())) {
+        Some((Some(raw), true)) => serde_json::from_str::<::rmcp::model::RequestId>(raw.get())
+            .ok()
+            .and_then(|id| serde_json::to_value(id).ok())
+            .unwrap_or(Value::Null),
+        // A notification or a response: nothing answers those.
+        Some((None, true) | (Some(_), false)) => return None,
+        // Not an object, or one with neither: answered as rmcp answers one.
+        Some((None, false)) | None => Value::Null,
+    };
+    let (code, kind) = match error.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            (-32700, "Parse error")
+        }
+        serde_json::error::Category::Data | serde_json::error::Category::Io => {
+            (-32600, "Invalid Request")
+        }
+    };
+    crate::proxy::note(format_args!(
+        "a message from the client cannot be read ({kind}: {error}); answered with an error"
+    ));
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": format!("{kind}: {error}")},
+    });
+    let mut line = answer.to_string().into_bytes();
+    line.push(b'\n');
+    Some(line)
 }
 
 /// What may take a client's message before rmcp does, and answer it itself (the gateway's
@@ -388,4 +418,60 @@ fn reactor_stream(fd: std::os::fd::BorrowedFd<'_>) -> Option<Stream> {
         return Some(Stream::Socket(socket));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unreadable;
+    use serde_json::{Value, json};
+
+    fn answer(line: &str) -> Option<Value> {
+        unreadable(line.as_bytes()).map(|a| serde_json::from_slice(&a).expect("JSON"))
+    }
+
+    #[test]
+    fn a_request_rmcp_cannot_read_is_answered_under_its_id() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":"deep","method":"tools/call","params":{{"name":"x","arguments":{}1{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for (line, id, code) in [
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{"n":1e400}}}"#,
+                json!(7),
+                -32700,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"\ud800"}}"#,
+                json!("s"),
+                -32700,
+            ),
+            (deep.as_str(), json!("deep"), -32700),
+            (
+                r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":"not an object"}"#,
+                json!(8),
+                -32600,
+            ),
+            ("[1, 2]", Value::Null, -32600),
+            ("{not json", Value::Null, -32700),
+        ] {
+            let answer = answer(line).unwrap_or_else(|| panic!("answered: {line}"));
+            assert_eq!(answer["id"], id, "{line}: {answer}");
+            assert_eq!(answer["error"]["code"], code, "{line}: {answer}");
+        }
+    }
+
+    #[test]
+    fn what_rmcp_reads_and_what_nobody_answers_goes_on() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{"n":1e300}}}"#,
+            // A notification or a response rmcp cannot read: nothing answers those.
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1e400}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"n":1e400}}"#,
+        ] {
+            assert!(answer(line).is_none(), "{line}");
+        }
+    }
 }
