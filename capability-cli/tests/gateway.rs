@@ -1192,7 +1192,8 @@ async fn with_watch_a_change_of_the_file_reloads_and_a_bad_change_is_refused_onc
     }
     // A bad change: refused, once (not at every look), and what runs keeps running.
     write("[roles.viewer]\nceiling = \"sometimes\"\n".to_owned());
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Settled for a second, then read: refused by now.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     gateway
         .call("echo", json!({"message": "still"}))
         .await
@@ -1218,4 +1219,88 @@ async fn with_watch_a_change_of_the_file_reloads_and_a_bad_change_is_refused_onc
             ("reload_refused".to_owned(), "watch/2".to_owned()),
         ]
     );
+}
+
+/// A policy rewritten in place in two writes, its `deny` line in the second, 600 ms apart:
+/// `--watch` never applies the first half (it parses, and would allow the denied tool). Every
+/// call of the denied tool made between the writes is refused, and the file is reloaded once,
+/// whole.
+#[tokio::test(flavor = "current_thread")]
+async fn with_watch_a_file_written_in_two_parts_is_never_applied_half_written() {
+    use std::io::Write as _;
+    use std::time::{Duration, Instant};
+    let Some(servers) = support::require_servers("gateway_watch_half") else {
+        return;
+    };
+    let dir = scratch("gateway-watch-half", "");
+    let everything = servers.everything();
+    let policy = |version: &str| {
+        format!(
+            "version = \"{version}\"\n\n[servers.everything]\ncommand = {}\ntrust = \"trusted\"\n\
+             prefix = \"\"\n\n[roles.operator]\nceiling = \"unrestricted\"\n\
+             allow = [\"everything/*\"]\ndeny = [\"everything/echo\"]\n",
+            everything.toml_command()
+        )
+    };
+    std::fs::write(dir.join("policy.toml"), policy("half/1")).expect("policy");
+    let trail = dir.join("trail.jsonl");
+    let args =
+        proxy_common::gateway_stdio(&dir.join("policy.toml"), "operator", &trail, &["--watch"]);
+    let gateway = proxy_common::Proxied::start(&args).await;
+    let echo = || gateway.call("echo", json!({"message": "must not run"}));
+    assert!(echo().await.is_err(), "echo is denied");
+
+    // In place: truncated, the part before `deny`, 600 ms of calls, then the rest.
+    let next = policy("half/2");
+    let (first, rest) = next.split_at(next.find("deny").expect("a deny line"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(dir.join("policy.toml"))
+        .expect("open");
+    file.write_all(first.as_bytes()).expect("first part");
+    file.flush().expect("flush");
+    let written = Instant::now();
+    while written.elapsed() < Duration::from_millis(600) {
+        assert!(echo().await.is_err(), "echo ran between the two writes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    file.write_all(rest.as_bytes()).expect("the rest");
+    drop(file);
+    let reloaded = |records: &[Value]| {
+        records
+            .iter()
+            .filter(|r| r["method"] == "gateway/reload")
+            .map(|r| {
+                (
+                    r["reasons"][0]["reason"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    r["policy_version"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reloaded(&proxy_common::records(&trail)).is_empty() {
+        assert!(Instant::now() < deadline, "the whole file is reloaded");
+        assert!(echo().await.is_err(), "echo is denied");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        echo().await.is_err(),
+        "echo is denied under the new file too"
+    );
+    gateway.close().await;
+    let records = proxy_common::records(&trail);
+    assert_eq!(
+        reloaded(&records),
+        [("reloaded".to_owned(), "half/2".to_owned())]
+    );
+    let ran: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["tool"] == "echo" && r["verdict"] == "allowed")
+        .collect();
+    assert!(ran.is_empty(), "{ran:?}");
 }

@@ -1,7 +1,8 @@
 //! Reloading the gateway: on `SIGHUP`, or with `--watch` when the policy file or a lockfile
-//! changes. The new policy and fleet (and over HTTP the edge's credentials and limits) are read,
-//! fetched and started first; only when all of it holds is it swapped in, at once. Each reload,
-//! done or refused, is an audit record (`gateway/reload`) carrying the policy version.
+//! changes and has then stayed the same for [`SETTLE`]. The new policy and fleet (and over HTTP
+//! the edge's credentials and limits) are read, fetched and started first; only when all of it
+//! holds, and the policy file still holds what was read, is it swapped in, at once. Each
+//! reload, done or refused, is an audit record (`gateway/reload`) carrying the policy version.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -30,21 +31,40 @@ pub(super) struct Reloading<'a> {
     pub(super) gate: Gate,
     /// The policy file and lockfiles as last read (or last tried).
     pub(super) stamp: Stamp,
+    /// A change seen and not yet settled (`--watch`): the files as they were, and since when.
+    pub(super) pending: Option<(Stamp, std::time::Instant)>,
     pub(super) policy: Policy,
     pub(super) members: Vec<Member>,
 }
 
+/// How long the policy file and the lockfiles must stay the same before `--watch` reloads them:
+/// a file rewritten in place in several writes is not read between two of them.
+pub(super) const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Reloading<'_> {
-    /// Whether the policy file or a lockfile changed since it was last read or tried.
-    pub(super) fn files_changed(&self) -> bool {
-        Stamp::of(self.path, &self.members) != self.stamp
+    /// Whether the policy file or a lockfile changed since it was last read or tried, and has
+    /// stayed as it is now for [`SETTLE`] (`--watch`): a change still being written waits.
+    pub(super) fn files_settled(&mut self) -> bool {
+        let now = Stamp::of(self.path, &self.members);
+        if now == self.stamp {
+            self.pending = None;
+            return false;
+        }
+        match &self.pending {
+            Some((seen, since)) if *seen == now => since.elapsed() >= SETTLE,
+            _ => {
+                self.pending = Some((now, std::time::Instant::now()));
+                false
+            }
+        }
     }
 }
 
-/// What tells a file's change: its length, modification time and inode, for the policy file and
-/// each server's lockfile (`None` for one that cannot be read).
+/// What tells a file's change: its length, modification time, inode and the SHA-256 of its
+/// bytes (two writes within one tick of the file system's clock, of one length, still differ),
+/// for the policy file and each server's lockfile (`None` for one that cannot be read).
 #[derive(Debug, PartialEq)]
-pub(super) struct Stamp(Vec<Option<(u64, std::time::SystemTime, u64)>>);
+pub(super) struct Stamp(Vec<Option<(u64, std::time::SystemTime, u64, String)>>);
 
 impl Stamp {
     pub(super) fn of(policy: &Path, members: &[Member]) -> Stamp {
@@ -54,7 +74,8 @@ impl Stamp {
             let inode = std::os::unix::fs::MetadataExt::ino(&meta);
             #[cfg(not(unix))]
             let inode = 0;
-            Some((meta.len(), meta.modified().ok()?, inode))
+            let digest = capability_rules::sha256_hex(&std::fs::read(path).ok()?);
+            Some((meta.len(), meta.modified().ok()?, inode, digest))
         };
         let locks = members.iter().filter_map(|m| m.spec.lock.as_deref());
         Stamp(std::iter::once(policy).chain(locks).map(one).collect())
@@ -106,6 +127,7 @@ pub(super) async fn reload_now(state: &mut Reloading<'_>, why: &str) {
         *slot = before;
     }
     state.stamp = now;
+    state.pending = None;
 }
 
 /// Reloads: the new policy and fleet, all of it read, started and put together first (the
@@ -121,7 +143,9 @@ async fn reload(
     gate: &Gate,
     http: Option<&super::http::HttpFront>,
 ) -> Result<(Policy, Snapshot, Option<capability_http::EdgeConfig>), String> {
-    let policy = Policy::from_toml_file(path).map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the policy file `{}`: {e}", path.display()))?;
+    let policy = Policy::from_toml_str(&text).map_err(|e| e.in_file(path).to_string())?;
     if let Some(role) = role
         && policy.context(role, "check").is_none()
     {
@@ -154,6 +178,15 @@ async fn reload(
         Some(front) => Some(front.config(&policy).await?),
         None => None,
     };
+    // Read whole, it must still be what the file holds: a file caught while it is written (it
+    // parsed, but more was coming) is not applied; it is read again once it has settled.
+    if std::fs::read(path).ok().as_deref() != Some(text.as_bytes()) {
+        return Err(format!(
+            "the policy file `{}` changed while it was read; it is read again once it has \
+             settled (write it to another name and rename it over, so it changes at once)",
+            path.display()
+        ));
+    }
     // Everything holds: take over the kept servers, stop the others.
     let mut old: Vec<Option<Member>> = std::mem::take(running).into_iter().map(Some).collect();
     for plan in plans {

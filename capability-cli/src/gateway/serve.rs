@@ -13,9 +13,11 @@
 //!   file, a server that does not start, a role the new file lacks: what runs keeps running, and
 //!   the gateway says why. Each reload, done or refused, is an audit record (`gateway/reload`)
 //!   carrying the policy version.
-//! - **`--watch`**: a change of the policy file or of a lockfile (its length, modification time
-//!   or inode, looked at every 200 ms) reloads as `SIGHUP` does; a change that is refused is not
-//!   tried again until the files change again.
+//! - **`--watch`**: a change of the policy file or of a lockfile (its length, modification time,
+//!   inode or bytes, looked at every 200 ms) reloads as `SIGHUP` does once the files have stayed
+//!   the same for a second, and only if the policy file still holds what was parsed: a file
+//!   written in place in several writes is never applied half-written. A change that is
+//!   refused is not tried again until the files change again.
 //! - **`SIGTERM`, `SIGINT`**, or the client leaving: the servers are stopped, then the lane's
 //!   calls' ends are waited for (10 s at most: each answers, records its outcome and ends its
 //!   spans on the thread that heard it) before the trail is closed.
@@ -165,6 +167,7 @@ pub async fn serve(
         client: client.clone(),
         gate,
         stamp: Stamp::of(policy_path, &members),
+        pending: None,
         policy,
         members,
     };
@@ -221,7 +224,7 @@ pub async fn serve(
                         super::note(format_args!("server `{server}` is back"));
                     }
                 }
-                if watch && reloading.files_changed() {
+                if watch && reloading.files_settled() {
                     reload_now(&mut reloading, "a change of the file").await;
                 }
             }
