@@ -90,7 +90,12 @@ struct Setup {
 async fn setup(name: &str, auth_extra: &str, http: &str, proxy_extra: &[&str]) -> Option<Setup> {
     let servers = support::require_servers(name)?;
     let dir = scratch(name, "");
-    let auth = AuthServer::start(&servers, &dir, &json!({"port": 0, "clients": clients()}));
+    let keys = dir.join("issuer-keys.json");
+    let auth = AuthServer::start(
+        &servers,
+        &dir,
+        &json!({"port": 0, "clients": clients(), "keys": keys}),
+    );
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     std::fs::write(
@@ -287,6 +292,84 @@ fn forged(token: &str, header: &Value, signature: &str) -> String {
         }
     }
     format!("{encoded}.{payload}.{signature}")
+}
+
+/// What else the issuer signs with its key is no access token: a JWT typed `JWT` (an ID token,
+/// say) is refused (RFC 9068), unless `[auth] allow_typ_jwt` says the issuer cannot type its
+/// access tokens; a token without `sub` is refused rather than take its identity from
+/// `client_id`, where it would become the user whose `sub` that is.
+#[tokio::test(flavor = "current_thread")]
+async fn an_issuers_jwt_that_is_not_an_access_token_or_names_no_subject_gets_401() {
+    let Some(s) = setup("oauth-typ", "", "", &[]).await else {
+        return;
+    };
+    let keys = s.dir.join("issuer-keys.json");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    let claims = |sub: Option<&str>| {
+        let mut claims = json!({"iss": s.auth.issuer, "aud": s.url, "client_id": VIEWER.0,
+            "scope": "mcp:read", "iat": now, "exp": now + 300});
+        if let Some(sub) = sub {
+            claims["sub"] = json!(sub);
+        }
+        claims
+    };
+    let mint = |typ: &str, claims: &Value| {
+        AuthServer::mint(
+            &s.servers,
+            &keys,
+            &json!({"alg": "ES256", "typ": typ}),
+            claims,
+        )
+    };
+    // The same claims as an access token, typed `at+jwt`: taken (the key and claims are good).
+    let typed = mint("at+jwt", &claims(Some(VIEWER.0)));
+    assert_eq!(post_as(&s.url, Some(&typed), &initialize()).status, 200);
+    let untyped = mint("JWT", &claims(Some(VIEWER.0)));
+    let answer = post_as(&s.url, Some(&untyped), &call("echo"));
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert!(
+        answer.body.contains("`typ: JWT`, not `at+jwt`"),
+        "{answer:?}"
+    );
+    // No `sub`: its `client_id` would make it another principal.
+    let subjectless = mint("at+jwt", &claims(None));
+    let answer = post_as(&s.url, Some(&subjectless), &call("echo"));
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert!(answer.body.contains("names no subject"), "{answer:?}");
+    let refusals: Vec<String> = calls(&s.trail)
+        .iter()
+        .filter(|r| r["reasons"][0]["reason"] == "unauthenticated")
+        .map(|r| r["reasons"][0].to_string())
+        .collect();
+    assert_eq!(refusals.len(), 2, "each refusal is on record: {refusals:?}");
+    assert!(
+        refusals[0].contains("at+jwt") && refusals[1].contains("no subject"),
+        "{refusals:?}"
+    );
+
+    // An operator who opts in for an issuer that cannot type its tokens.
+    let opted = setup("oauth-typ-allowed", "allow_typ_jwt = true", "", &[]).await;
+    let Some(o) = opted else { return };
+    let claims = json!({"iss": o.auth.issuer, "aud": o.url, "sub": VIEWER.0, "scope": "mcp:read",
+        "iat": now, "exp": now + 300});
+    let keys = o.dir.join("issuer-keys.json");
+    let untyped = AuthServer::mint(
+        &o.servers,
+        &keys,
+        &json!({"alg": "ES256", "typ": "JWT"}),
+        &claims,
+    );
+    assert_eq!(post_as(&o.url, Some(&untyped), &initialize()).status, 200);
+    let other = AuthServer::mint(
+        &o.servers,
+        &keys,
+        &json!({"alg": "ES256", "typ": "dpop+jwt"}),
+        &claims,
+    );
+    assert_eq!(post_as(&o.url, Some(&other), &initialize()).status, 401);
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -706,7 +789,12 @@ async fn a_clients_token_never_reaches_the_upstream_server() {
     )
     .await;
 
-    let auth = AuthServer::start(&servers, &dir, &json!({"port": 0, "clients": clients()}));
+    let keys = dir.join("issuer-keys.json");
+    let auth = AuthServer::start(
+        &servers,
+        &dir,
+        &json!({"port": 0, "clients": clients(), "keys": keys}),
+    );
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     std::fs::write(dir.join("policy.toml"), policy(&auth.issuer, &url, "", "")).expect("policy");
@@ -1084,7 +1172,12 @@ async fn the_gateway_answers_403_insufficient_scope_for_a_fleet_tool_and_records
         return;
     };
     let dir = scratch("gateway-oauth-scope", "");
-    let auth = AuthServer::start(&servers, &dir, &json!({"port": 0, "clients": clients()}));
+    let keys = dir.join("issuer-keys.json");
+    let auth = AuthServer::start(
+        &servers,
+        &dir,
+        &json!({"port": 0, "clients": clients(), "keys": keys}),
+    );
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     std::fs::write(dir.join("scaled.py"), SCALED).expect("server");

@@ -17,6 +17,8 @@ use super::{Servers, raw_request};
 
 /// The authorization server script, copied next to `node_modules`.
 pub(super) const AUTH_SERVER: &str = "auth-server.mjs";
+/// The script that signs a JWT with an authorization server's private keys (its `keys` file).
+pub(super) const MINT_JWT: &str = "mint-jwt.mjs";
 /// The TypeScript SDK's OAuth client script, copied next to `node_modules`.
 pub(super) const TS_OAUTH_CLIENT: &str = "ts-oauth-client.mjs";
 /// The TypeScript SDK client that times calls, for the HTTP benchmark.
@@ -107,6 +109,35 @@ impl AuthServer {
             Some(token) if answer.status == 200 => Ok(token.to_owned()),
             _ => Err(format!("{}: {}", answer.status, answer.body)),
         }
+    }
+
+    /// A JWT signed with the issuer's own private key for `header.alg` (from its `keys` file,
+    /// which the server was started with), with `header` and `claims` as given: what else an
+    /// issuer signs than access tokens (ID tokens), for the resource server's refusals.
+    pub fn mint(
+        servers: &Servers,
+        keys: &Path,
+        header: &serde_json::Value,
+        claims: &serde_json::Value,
+    ) -> String {
+        let script = servers
+            .node_modules()
+            .parent()
+            .expect("the install directory")
+            .join(MINT_JWT);
+        let out = Command::new("node")
+            .arg(script)
+            .arg(keys)
+            .arg(header.to_string())
+            .arg(claims.to_string())
+            .output()
+            .expect("node runs");
+        assert!(
+            out.status.success(),
+            "mint-jwt: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
     /// Stops the server (SIGTERM, then waits).

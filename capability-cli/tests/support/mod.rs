@@ -410,7 +410,12 @@ fn install() -> Result<Servers, String> {
     // Copied on every install check, not stamped: the script is not part of what npm installs.
     write(&dir.join(TS_CLIENT), &read(&source.join(TS_CLIENT))?)?;
     write(&dir.join(DRIFT_SERVER), &read(&source.join(DRIFT_SERVER))?)?;
-    for script in [auth::AUTH_SERVER, auth::TS_OAUTH_CLIENT, auth::TS_LATENCY] {
+    for script in [
+        auth::AUTH_SERVER,
+        auth::MINT_JWT,
+        auth::TS_OAUTH_CLIENT,
+        auth::TS_LATENCY,
+    ] {
         write(&dir.join(script), &read(&source.join(script))?)?;
     }
     let servers = Servers { node_modules };

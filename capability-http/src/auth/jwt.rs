@@ -1,5 +1,6 @@
-//! OAuth 2.1 access tokens as JWTs (RFC 9068): the signature checked against the issuer's keys,
-//! then `iss`, `aud`, `exp` and `nbf`; then who the token is for (`sub`, `client_id`), the scopes
+//! OAuth 2.1 access tokens as JWTs (RFC 9068): typed `at+jwt` (or `JWT` where `[auth]
+//! allow_typ_jwt` says), the signature checked against the issuer's keys, then `iss`, `aud`,
+//! `exp` and `nbf`; then who the token is for (`sub`, never `client_id` in its place), the scopes
 //! it carries, and the role they give under the policy's `[auth]`.
 
 use std::collections::HashSet;
@@ -126,6 +127,19 @@ impl JwtAuth {
         // parse, and the token is refused here.
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| format!("not a signed JWT ({e})"))?;
+        // RFC 9068 section 4: an access token is typed `at+jwt`, so that an ID token or any other
+        // JWT the issuer signs is not taken for one.
+        let typ = header.typ.as_deref().map(str::to_ascii_lowercase);
+        let typed = matches!(typ.as_deref(), Some("at+jwt" | "application/at+jwt"))
+            || (self.settings.allow_typ_jwt() && matches!(typ.as_deref(), None | Some("jwt")));
+        if !typed {
+            return Err(format!(
+                "its header says `typ: {}`, not `at+jwt`: it is not an access token (RFC 9068); \
+                 for an issuer that cannot type its access tokens, set `[auth] allow_typ_jwt = \
+                 true`",
+                header.typ.as_deref().unwrap_or("(none)")
+            ));
+        }
         if !self.algorithms.contains(&header.alg) {
             return Err(format!(
                 "signed with {:?}, which is not among the algorithms taken ({})",
@@ -160,9 +174,14 @@ impl JwtAuth {
     fn identify(&self, claims: &Map<String, Value>) -> Result<Authenticated, AuthFailure> {
         let text = |name: &str| claims.get(name).and_then(Value::as_str).map(str::to_owned);
         let client_id = text("client_id").or_else(|| text("azp"));
-        let Some(subject) = text("sub").or_else(|| client_id.clone()) else {
+        // No identity from `client_id`: a client whose id equals a user's `sub` would become
+        // that user. RFC 9068 access tokens always name their subject (the client itself for a
+        // client credentials grant).
+        let Some(subject) = text("sub").filter(|sub| !sub.is_empty()) else {
             return Err(AuthFailure::Invalid(
-                "it names no subject (`sub`) and no client (`client_id`)".to_owned(),
+                "it names no subject (`sub`), which every access token must (RFC 9068); its \
+                 `client_id` is not taken as one"
+                    .to_owned(),
             ));
         };
         let mut principal = Principal::new(subject).issuer(self.settings.issuer());
