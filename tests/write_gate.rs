@@ -983,7 +983,11 @@ fn an_approval_runs_only_for_its_proposer_and_one_without_a_proposer_is_refused_
             caller: "intern".into()
         }
     );
-    assert!(error.to_string().contains("runs only for whoever made the proposal"));
+    assert!(
+        error
+            .to_string()
+            .contains("runs only for whoever made the proposal")
+    );
     // Rewriting the proposer in the approval breaks its signature.
     let mut forged = approval.clone();
     forged.proposer = "intern".into();

@@ -16,6 +16,7 @@ mod lines;
 pub mod metrics;
 pub mod otlp;
 pub mod proxy;
+pub mod report;
 pub mod supervise;
 pub mod tools_file;
 

@@ -215,6 +215,10 @@ struct ProxyArgs {
     /// Serve Prometheus metrics at `http://ADDRESS/metrics` (as `capability gateway --metrics`).
     #[arg(long, value_name = "ADDRESS")]
     metrics: Option<std::net::SocketAddr>,
+    /// A file holding the token a scrape of `--metrics` must present (as `capability gateway
+    /// --metrics-token-file`).
+    #[arg(long, value_name = "FILE", requires = "metrics")]
+    metrics_token_file: Option<PathBuf>,
     /// Export the MCP spans and durations over OTLP/HTTP (as `capability gateway --otlp`).
     #[arg(long, value_name = "URL")]
     otlp: Option<String>,
@@ -464,6 +468,7 @@ fn proxy(args: ProxyArgs) -> Result<u8, Failure> {
             max_denials: args.max_denials,
         },
         metrics: args.metrics,
+        metrics_token_file: args.metrics_token_file,
         otlp: args.otlp,
         command: args.command,
     };

@@ -49,8 +49,9 @@ pub struct Otlp {
 }
 
 /// Starts exporting to `endpoint` (`http://host:4318`, say) as `service`. Call it before the
-/// async runtime starts (the HTTP client blocks on threads of its own).
-pub fn start(endpoint: &str, service: &str) -> Result<Otlp, String> {
+/// async runtime starts (the HTTP client blocks on threads of its own). The libraries'
+/// warnings go to standard error as `who: ...` ([`crate::report`]) in the same subscriber.
+pub fn start(endpoint: &str, service: &str, who: &'static str) -> Result<Otlp, String> {
     let base = endpoint.trim_end_matches('/');
     if !(base.starts_with("http://") || base.starts_with("https://")) || base.len() < 10 {
         return Err(format!(
@@ -99,11 +100,13 @@ pub fn start(endpoint: &str, service: &str) -> Result<Otlp, String> {
     // events (each audit record is one; the trail holds them, and as span events they cost a
     // third of a traced call).
     let ours = filter::filter_fn(|meta| meta.is_span() && meta.target().starts_with("capability"));
-    let subscriber = tracing_subscriber::registry().with(
-        tracing_opentelemetry::layer()
-            .with_tracer(tracer)
-            .with_filter(ours),
-    );
+    let subscriber = tracing_subscriber::registry()
+        .with(
+            tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(ours),
+        )
+        .with(crate::report::layer(who));
     tracing::subscriber::set_global_default(subscriber)
         .map_err(|e| format!("--otlp: cannot install the tracing subscriber: {e}"))?;
     let meter = metrics.meter("capability");

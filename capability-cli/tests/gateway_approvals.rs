@@ -758,7 +758,10 @@ async fn an_approval_runs_only_for_the_principal_that_proposed_it() {
     let Some(servers) = support::require_servers("gateway_approvals_proposer") else {
         return;
     };
-    let dir = setup_holding("gateway-approvals-proposer", r#"approve = ["git/git_reset"]"#);
+    let dir = setup_holding(
+        "gateway-approvals-proposer",
+        r#"approve = ["git/git_reset"]"#,
+    );
     let (proposer, other) = ("the-proposers-token-1", "another-operators-token-2");
     let hash = |token: &str| capability_rules::sha256_hex(token.as_bytes());
     let mut policy = std::fs::read_to_string(dir.join("policy.toml")).expect("policy");
@@ -818,7 +821,10 @@ async fn an_approval_runs_only_for_the_principal_that_proposed_it() {
         error_of(&by_id).contains("was given to the proposer"),
         "{by_id}"
     );
-    assert!(sent(&dir, "git_reset").is_empty(), "no call reached the server");
+    assert!(
+        sent(&dir, "git_reset").is_empty(),
+        "no call reached the server"
+    );
 
     // An approval from before the change (no proposer in what was signed): refused, saying why.
     let mut old = approval.clone();

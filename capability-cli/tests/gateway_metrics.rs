@@ -27,6 +27,11 @@ fn free_port() -> u16 {
 /// A raw HTTP/1.1 request on loopback: the status code and the body (status 0 when nothing
 /// listens there yet).
 fn http(port: u16, method: &str, path: &str) -> (u16, String) {
+    http_with(port, method, path, "Host: 127.0.0.1\r\n")
+}
+
+/// [`http`], with these header lines (`Host` among them, each ending in CRLF).
+fn http_with(port: u16, method: &str, path: &str, headers: &str) -> (u16, String) {
     let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
         return (0, String::new());
     };
@@ -35,7 +40,7 @@ fn http(port: u16, method: &str, path: &str) -> (u16, String) {
         .expect("timeout");
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\n{headers}Connection: close\r\nContent-Length: 0\r\n\r\n"
     )
     .expect("request");
     let mut response = String::new();
@@ -144,11 +149,20 @@ async fn prometheus_scrapes_the_gateways_calls_denials_and_latencies() {
     .expect("policy");
     let metrics = free_port();
     let trail = dir.join("trail.jsonl");
+    // Scrapes present this token: the labels name roles, servers and tools.
+    let token = "scrape-token-of-the-metrics-test";
+    let token_file = dir.join("metrics.token");
+    std::fs::write(&token_file, format!("{token}\n")).expect("token file");
     let args = proxy_common::gateway_stdio(
         &dir.join("policy.toml"),
         "viewer",
         &trail,
-        &["--metrics", &format!("127.0.0.1:{metrics}")],
+        &[
+            "--metrics",
+            &format!("127.0.0.1:{metrics}"),
+            "--metrics-token-file",
+            &token_file.display().to_string(),
+        ],
     );
     let (_child, client) =
         proxy_common::Proxied::spawn_for(&args, (), rmcp::service::ClientLifecycleMode::Initialize)
@@ -167,8 +181,19 @@ async fn prometheus_scrapes_the_gateways_calls_denials_and_latencies() {
         );
     }
 
-    // The exposition, straight: what the trail holds, counted.
+    // Without the token, with another, or for another Host (DNS rebinding): nothing read.
     let (status, text) = http(metrics, "GET", "/metrics");
+    assert_eq!(status, 401, "{text}");
+    assert!(!text.contains("drift"), "{text}");
+    let bearer = format!("Host: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n");
+    let wrong = "Host: 127.0.0.1\r\nAuthorization: Bearer not-the-scrape-token\r\n";
+    assert_eq!(http_with(metrics, "GET", "/metrics", wrong).0, 401);
+    let rebound = format!("Host: attacker.example:{metrics}\r\nAuthorization: Bearer {token}\r\n");
+    let (status, text) = http_with(metrics, "GET", "/metrics", &rebound);
+    assert_eq!(status, 403, "{text}");
+    assert!(!text.contains("drift"), "{text}");
+    // The exposition, straight: what the trail holds, counted.
+    let (status, text) = http_with(metrics, "GET", "/metrics", &bearer);
     assert_eq!(status, 200, "{text}");
     let allowed =
         r#"capability_calls_total{server="drift",tool="shifty",role="viewer",verdict="allowed"}"#;
@@ -207,8 +232,8 @@ async fn prometheus_scrapes_the_gateways_calls_denials_and_latencies() {
         sample(&text, "capability_audit_write_errors_total"),
         Some(0.0)
     );
-    assert_eq!(http(metrics, "GET", "/").0, 404);
-    assert_eq!(http(metrics, "POST", "/metrics").0, 405);
+    assert_eq!(http_with(metrics, "GET", "/", &bearer).0, 404);
+    assert_eq!(http_with(metrics, "POST", "/metrics", &bearer).0, 405);
 
     // A real Prometheus scrapes it.
     let web = free_port();
@@ -219,7 +244,9 @@ async fn prometheus_scrapes_the_gateways_calls_denials_and_latencies() {
         &config,
         format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  \
-             - job_name: capability\n    static_configs:\n      - targets: ['127.0.0.1:{metrics}']\n"
+             - job_name: capability\n    authorization:\n      credentials_file: {}\n    \
+             static_configs:\n      - targets: ['127.0.0.1:{metrics}']\n",
+            token_file.display()
         ),
     )
     .expect("config");

@@ -15,8 +15,11 @@
 //!   another resource server on the caller's behalf trades the caller's token at the issuer
 //!   for one with the other server's audience; the caller's token itself goes nowhere.
 //! - **Edge hygiene** ([`Edge`]): Origin checked, no session before authentication, sessions
-//!   bound to their principal and capped, bodies bounded, a rate limit per principal, and no
-//!   token passed on.
+//!   bound to their principal and capped, bodies bounded in size and time, a rate limit per
+//!   principal, and no token passed on.
+//! - **One accept loop** ([`listen::serve`]): a request head within seconds, connections capped
+//!   below the descriptor limit with strangers' closed first, a failing `accept` backed off and
+//!   said once per interval; shared by every listener of the `capability` command.
 //!
 //! Who should depend on it: a program that serves a
 //! [`GovernedServer`](capability_mcp::rmcp::GovernedServer) over HTTP (the `capability proxy
@@ -43,6 +46,7 @@
 
 mod auth;
 mod edge;
+pub mod listen;
 mod resolver;
 
 pub use auth::{
@@ -51,4 +55,5 @@ pub use auth::{
     metadata_url,
 };
 pub use edge::{Edge, EdgeConfig, EdgeResponse, VerifiedSession};
+pub use listen::Connection;
 pub use resolver::EdgeRoles;

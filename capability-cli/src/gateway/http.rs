@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use ::rmcp::transport::streamable_http_server::StreamableHttpService;
 use ::rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 
 use capability::Policy;
@@ -128,21 +127,11 @@ pub(super) async fn start(
         dispatch,
         manager,
     };
-    tokio::spawn(async move {
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    let service = TowerToHyperService::new(edge.clone());
-                    tokio::spawn(async move {
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
-                Err(error) => super::note(format_args!("cannot accept a connection: {error}")),
-            }
-        }
-    });
+    tokio::spawn(capability_http::listen::serve(
+        listener,
+        move || TowerToHyperService::new(edge.clone()),
+        capability_http::listen::Limits::of(policy.http()),
+        "the MCP endpoint",
+    ));
     Ok((format!("http://{address}{PATH}"), front))
 }

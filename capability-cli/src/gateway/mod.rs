@@ -87,6 +87,11 @@ pub struct GatewayArgs {
     /// port 0 picks one, printed on standard error).
     #[arg(long, value_name = "ADDRESS", conflicts_with = "check")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// A file holding the token a scrape of `--metrics` must present (`Authorization: Bearer
+    /// <token>`; Prometheus: `authorization: { credentials_file: FILE }`). Without it, anyone
+    /// who reaches the address reads the metrics.
+    #[arg(long, value_name = "FILE", requires = "metrics")]
+    pub metrics_token_file: Option<PathBuf>,
     /// Export the MCP spans (`mcp.server`, `execute_tool`, `mcp.client`, with the client's
     /// trace context from `_meta` and the gateway's passed to the server) and durations over
     /// OTLP/HTTP to this receiver: spans to `URL/v1/traces`, metrics to `URL/v1/metrics`.
@@ -158,24 +163,24 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
         Some(path) => Some(crate::proxy::checkpoint_key(path).map_err(GatewayError)?),
         None => None,
     };
-    let metrics = match args.metrics {
-        Some(address) => {
-            let listener = std::net::TcpListener::bind(address)
-                .map_err(|e| GatewayError(format!("cannot serve the metrics on {address}: {e}")))?;
-            if let Ok(bound) = listener.local_addr() {
-                note(format_args!("metrics on http://{bound}/metrics"));
-            }
-            Some((
-                listener,
-                std::sync::Arc::new(crate::metrics::Metrics::default()),
-            ))
-        }
-        None => None,
-    };
+    let metrics = args
+        .metrics
+        .map(|address| {
+            crate::metrics::Endpoint::bind(
+                address,
+                args.metrics_token_file.as_deref(),
+                "capability gateway",
+            )
+        })
+        .transpose()
+        .map_err(GatewayError)?;
     let mut sink =
         crate::proxy::open_audit(target, "gateway", &writer, signer).map_err(GatewayError)?;
-    if let Some((_, counters)) = &metrics {
-        sink = std::sync::Arc::new(crate::metrics::MeteredSink::new(sink, counters.clone()));
+    if let Some(endpoint) = &metrics {
+        sink = std::sync::Arc::new(crate::metrics::MeteredSink::new(
+            sink,
+            endpoint.counters.clone(),
+        ));
     }
     let dispatch = capability::audit::AuditedDispatch::new(sink.clone()).with_budget(
         capability::audit::Budget {
@@ -186,10 +191,14 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
     // No version on the dispatch: each record carries the version of the policy in force
     // (the role's decider's), which a reload changes.
     let otlp = match &args.otlp {
-        Some(endpoint) => {
-            Some(crate::otlp::start(endpoint, "capability-gateway").map_err(GatewayError)?)
+        Some(endpoint) => Some(
+            crate::otlp::start(endpoint, "capability-gateway", "capability gateway")
+                .map_err(GatewayError)?,
+        ),
+        None => {
+            crate::report::install("capability gateway");
+            None
         }
-        None => None,
     };
     let session = matches!(front, Front::Stdio(_)).then(|| {
         capability::mcp::telemetry::Session::start(
@@ -202,8 +211,8 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
         .build()
         .map_err(|e| GatewayError(format!("cannot start the async runtime: {e}")))?;
     let served = runtime.block_on(async {
-        if let Some((listener, counters)) = metrics {
-            tokio::spawn(crate::metrics::serve(listener, counters));
+        if let Some(endpoint) = metrics {
+            tokio::spawn(endpoint.serve());
         }
         serve(
             policy,

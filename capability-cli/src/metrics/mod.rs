@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use capability::audit::{AuditError, AuditRecord, AuditSink, DigestKey, Phase, Verdict};
 
-pub use serve::serve;
+pub use serve::Endpoint;
 
 /// The label sets each family keeps; more are counted under `(other)`.
 pub const MAX_SERIES: usize = 10_000;

@@ -2,7 +2,7 @@
 //! hyper's HTTP/1.1 connection driver, one governed front for every session, each request's
 //! role from its bearer token.
 
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +10,6 @@ use ::rmcp::transport::streamable_http_server::session::local::LocalSessionManag
 use ::rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService,
 };
-use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 
 use capability::Policy;
@@ -38,37 +37,27 @@ pub(crate) fn check_credentials(policy: &Policy) -> Result<(), String> {
     )
 }
 
-/// The `Host` headers the service accepts: rmcp's loopback names by default (against DNS
-/// rebinding); for an address that is not loopback, that address too; for the unspecified
-/// address (`0.0.0.0`, `::`), any host, since the names clients use are not known here.
-/// rmcp's server settings for `address` (the allowed hosts; a warning off loopback).
+/// rmcp's server settings for `address`: the `Host` names it takes are the edge's
+/// ([`capability_http::listen::allowed_hosts`]: loopback names, the address itself off loopback,
+/// any on the unspecified address), with a warning off loopback.
 pub(crate) fn config(address: SocketAddr) -> StreamableHttpServerConfig {
     let config = StreamableHttpServerConfig::default();
     let ip = address.ip();
-    if ip.is_loopback() {
-        return config;
+    if !ip.is_loopback() {
+        note(format_args!(
+            "warning: listening on {address}, which is not a loopback address: requests and \
+             bearer tokens travel in clear text (no TLS here; put a TLS proxy in front){}",
+            if ip.is_unspecified() {
+                ", and the Host header is not checked"
+            } else {
+                ""
+            }
+        ));
     }
-    let unspecified = ip.is_unspecified();
-    note(format_args!(
-        "warning: listening on {address}, which is not a loopback address: requests and bearer \
-         tokens travel in clear text (no TLS here; put a TLS proxy in front){}",
-        if unspecified {
-            ", and the Host header is not checked"
-        } else {
-            ""
-        }
-    ));
-    if unspecified {
-        return config.disable_allowed_hosts();
+    match capability_http::listen::allowed_hosts(address) {
+        None => config.disable_allowed_hosts(),
+        Some(hosts) => config.with_allowed_hosts(hosts),
     }
-    let shown = match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("[{v6}]"),
-    };
-    let mut hosts = config.allowed_hosts.clone();
-    hosts.push(ip.to_string());
-    hosts.push(shown);
-    config.with_allowed_hosts(hosts)
 }
 
 /// Serves the governed front over Streamable HTTP, behind the edge (who is calling, Origin,
@@ -140,23 +129,18 @@ pub(super) async fn serve(
         connected.listings.tools().len()
     ));
 
+    let accepting = tokio::spawn(capability_http::listen::serve(
+        listener,
+        move || TowerToHyperService::new(edge.clone()),
+        capability_http::listen::Limits::of(proxy.policy.http()),
+        "the MCP endpoint",
+    ));
+    // The accept loop stops with the proxy, however `serve` ends.
+    let _accepting = AbortOnDrop(accepting);
     let signalled = terminated();
     tokio::pin!(signalled);
     let ending = loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    // Small writes go out at once: JSON-RPC answers are one write each.
-                    let _ = stream.set_nodelay(true);
-                    let service = TowerToHyperService::new(edge.clone());
-                    tokio::spawn(async move {
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
-                Err(error) => note(format_args!("cannot accept a connection: {error}")),
-            },
             signal = &mut signalled => break Err(signal),
             why = server_gone(&mut connected.backend, &connected.gone) => break Ok(why),
             _ = &mut connected.upstream_done => break Ok(connected.backend.why_closed().await),
@@ -183,5 +167,14 @@ pub(super) async fn serve(
             Ok(())
         }
         Ok(why) => Err(connected.gone(why, || stop_front.cancel()).await),
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -99,6 +99,8 @@ pub struct Options {
     pub budget: Budget,
     /// Serve Prometheus metrics on this address (`/metrics`, see [`crate::metrics`]).
     pub metrics: Option<SocketAddr>,
+    /// The file holding the token a scrape of the metrics must present, if any.
+    pub metrics_token_file: Option<PathBuf>,
     /// Export the MCP spans and durations to this OTLP/HTTP receiver (see [`crate::otlp`]).
     pub otlp: Option<String>,
     /// The server's command and its arguments (empty with `upstream`).
@@ -147,8 +149,8 @@ pub struct Proxy {
     budget: Budget,
     source: Source,
     exchange: Option<ExchangeOptions>,
-    /// The `--metrics` endpoint's socket and what it serves.
-    metrics: Option<(TcpListener, Arc<crate::metrics::Metrics>)>,
+    /// The `--metrics` endpoint, bound.
+    metrics: Option<crate::metrics::Endpoint>,
     /// The `--otlp` exporters: dropped when the proxy stops, they send what is left.
     otlp: Option<crate::otlp::Otlp>,
 }
@@ -294,25 +296,34 @@ impl Options {
                     .to_owned(),
             ));
         }
-        let metrics = match self.metrics {
-            Some(address) => Some((
-                TcpListener::bind(address)
-                    .map_err(|e| fail(format!("cannot serve the metrics on {address}: {e}")))?,
-                Arc::new(crate::metrics::Metrics::default()),
-            )),
-            None => None,
-        };
+        let metrics = self
+            .metrics
+            .map(|address| {
+                crate::metrics::Endpoint::bind(
+                    address,
+                    self.metrics_token_file.as_deref(),
+                    "capability proxy",
+                )
+            })
+            .transpose()
+            .map_err(fail)?;
         let mut sink = audit::open(&self.audit, &self.server, writer, signer).map_err(fail)?;
-        if let Some((listener, counters)) = &metrics {
-            if let Ok(bound) = listener.local_addr() {
-                eprintln!("capability proxy: metrics on http://{bound}/metrics");
-            }
-            sink = Arc::new(crate::metrics::MeteredSink::new(sink, counters.clone()));
+        if let Some(endpoint) = &metrics {
+            sink = Arc::new(crate::metrics::MeteredSink::new(
+                sink,
+                endpoint.counters.clone(),
+            ));
         }
         // Last, once everything else is known to be right; before the async runtime starts.
         let otlp = match &self.otlp {
-            Some(endpoint) => Some(crate::otlp::start(endpoint, "capability-proxy").map_err(fail)?),
-            None => None,
+            Some(endpoint) => Some(
+                crate::otlp::start(endpoint, "capability-proxy", "capability proxy")
+                    .map_err(fail)?,
+            ),
+            None => {
+                crate::report::install("capability proxy");
+                None
+            }
         };
         Ok(Proxy {
             metrics,
@@ -339,8 +350,8 @@ impl Proxy {
     ///
     /// Call it inside a tokio runtime with the I/O and time drivers enabled.
     pub async fn run(mut self) -> Result<(), RunError> {
-        if let Some((listener, counters)) = self.metrics.take() {
-            tokio::spawn(crate::metrics::serve(listener, counters));
+        if let Some(endpoint) = self.metrics.take() {
+            tokio::spawn(endpoint.serve());
         }
         let otlp = self.otlp.take();
         let session = matches!(self.front, Front::Stdio { .. })

@@ -11,6 +11,7 @@
 //! roles_claim = "roles"                      # optional: a claim naming roles directly
 //! role_precedence = ["operator", "viewer"]   # optional: which role wins when several match
 //! leeway_secs = 30                           # optional: clock skew allowed on exp and nbf
+//! allow_typ_jwt = false                      # optional: also take `typ: JWT` (RFC 9068 wants `at+jwt`)
 //!
 //! [auth.scope_roles]                         # a token holding the scope has the role
 //! "mcp:read" = "viewer"
@@ -24,6 +25,9 @@
 //! max_body_bytes = 4194304                   # a larger request is refused (413)
 //! rate_per_second = 50                       # per principal: sustained rate ...
 //! rate_burst = 100                           # ... and burst (429 with Retry-After beyond)
+//! header_timeout_secs = 5                    # a connection without a request head this long is closed
+//! body_timeout_secs = 30                     # a request body not read this long is refused (408)
+//! max_connections = 1024                     # open at once (kept below the descriptor limit)
 //! ```
 
 use std::collections::BTreeMap;
@@ -51,6 +55,7 @@ pub const SUPPORTED_ALGORITHMS: [&str; 9] = [
 /// roles_claim = "roles"                      # optional: a claim naming roles directly
 /// role_precedence = ["operator", "viewer"]   # optional: which role wins when several match
 /// leeway_secs = 30                           # optional: clock skew allowed on exp and nbf
+/// allow_typ_jwt = false                      # optional: also take `typ: JWT` (RFC 9068 wants `at+jwt`)
 ///
 /// [auth.scope_roles]                         # a token holding the scope has the role
 /// "mcp:read" = "viewer"
@@ -64,6 +69,9 @@ pub const SUPPORTED_ALGORITHMS: [&str; 9] = [
 /// max_body_bytes = 4194304                   # a larger request is refused (413)
 /// rate_per_second = 50                       # per principal: sustained rate ...
 /// rate_burst = 100                           # ... and burst (429 with Retry-After beyond)
+/// header_timeout_secs = 5                    # a connection without a request head this long is closed
+/// body_timeout_secs = 30                     # a request body not read this long is refused (408)
+/// max_connections = 1024                     # open at once (kept below the descriptor limit)
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuthSettings {
@@ -75,6 +83,7 @@ pub struct AuthSettings {
     leeway_secs: u64,
     jwks_refresh_secs: u64,
     algorithms: Vec<String>,
+    allow_typ_jwt: bool,
 }
 
 impl AuthSettings {
@@ -123,6 +132,14 @@ impl AuthSettings {
     pub fn algorithms(&self) -> &[String] {
         &self.algorithms
     }
+
+    /// Whether a token whose header says `typ: JWT` is taken too. RFC 9068 has a resource
+    /// server refuse any access token not typed `at+jwt` (so an ID token or another JWT of the
+    /// issuer is not taken for one); `false` by default, `true` only for an issuer that cannot
+    /// type its access tokens.
+    pub fn allow_typ_jwt(&self) -> bool {
+        self.allow_typ_jwt
+    }
 }
 
 /// The policy's `[http]` table: the limits of the HTTP edge, each with a default (shown on
@@ -136,6 +153,9 @@ pub struct HttpSettings {
     max_body_bytes: usize,
     rate_per_second: u32,
     rate_burst: u32,
+    header_timeout_secs: u64,
+    body_timeout_secs: u64,
+    max_connections: usize,
 }
 
 impl Default for HttpSettings {
@@ -148,6 +168,9 @@ impl Default for HttpSettings {
             max_body_bytes: 4 * 1024 * 1024,
             rate_per_second: 50,
             rate_burst: 100,
+            header_timeout_secs: 5,
+            body_timeout_secs: 30,
+            max_connections: 1024,
         }
     }
 }
@@ -190,6 +213,26 @@ impl HttpSettings {
         self.rate_burst
     }
 
+    /// A connection that has not sent a complete request head this many seconds after it
+    /// opened, or after its last answer, is closed (5 by default): idle and slow connections
+    /// cannot hold the listener's places.
+    pub fn header_timeout_secs(&self) -> u64 {
+        self.header_timeout_secs
+    }
+
+    /// A request whose body has not arrived this many seconds after its head is refused with
+    /// 408 (30 by default).
+    pub fn body_timeout_secs(&self) -> u64 {
+        self.body_timeout_secs
+    }
+
+    /// Connections open at once (1,024 by default, and never more than the process's
+    /// descriptor limit leaves room for). At the cap, the oldest connection that never carried
+    /// an authenticated request is closed first.
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
+    }
+
     /// These settings with `origins` allowed, for a program that sets them in code.
     pub fn with_allowed_origins(mut self, origins: impl IntoIterator<Item = String>) -> Self {
         self.allowed_origins = origins.into_iter().collect();
@@ -210,6 +253,8 @@ pub(super) struct AuthFile {
     leeway_secs: Option<u64>,
     jwks_refresh_secs: Option<u64>,
     algorithms: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    allow_typ_jwt: bool,
 }
 
 #[derive(Deserialize)]
@@ -223,6 +268,9 @@ pub(super) struct HttpFile {
     max_body_bytes: Option<Spanned<u64>>,
     rate_per_second: Option<Spanned<u64>>,
     rate_burst: Option<Spanned<u64>>,
+    header_timeout_secs: Option<Spanned<u64>>,
+    body_timeout_secs: Option<Spanned<u64>>,
+    max_connections: Option<Spanned<u64>>,
 }
 
 /// An absolute `http` or `https` URL with a host and nothing after the path.
@@ -325,6 +373,7 @@ impl AuthFile {
             leeway_secs: self.leeway_secs.unwrap_or(30),
             jwks_refresh_secs: self.jwks_refresh_secs.unwrap_or(30),
             algorithms,
+            allow_typ_jwt: self.allow_typ_jwt,
         })
     }
 }
@@ -394,6 +443,21 @@ impl HttpFile {
                 u64::from(defaults.rate_burst),
                 "rate_burst",
             )?),
+            header_timeout_secs: positive(
+                self.header_timeout_secs,
+                defaults.header_timeout_secs,
+                "header_timeout_secs",
+            )?,
+            body_timeout_secs: positive(
+                self.body_timeout_secs,
+                defaults.body_timeout_secs,
+                "body_timeout_secs",
+            )?,
+            max_connections: size(positive(
+                self.max_connections,
+                defaults.max_connections as u64,
+                "max_connections",
+            )?),
         })
     }
 }
@@ -431,6 +495,15 @@ mod tests {
         let http = p.http();
         assert_eq!(http.allowed_origins(), ["http://localhost:3000"]);
         assert_eq!((http.rate_burst(), http.rate_per_second()), (5, 50));
+        assert_eq!(
+            (
+                http.header_timeout_secs(),
+                http.body_timeout_secs(),
+                http.max_connections()
+            ),
+            (5, 30, 1024)
+        );
+        assert!(!auth.allow_typ_jwt());
         assert!(policy("").expect("valid").auth().is_none());
     }
 
@@ -466,6 +539,8 @@ mod tests {
                 "is not `scheme://host[:port]`",
             ),
             ("[http]\nrate_burst = 0\n", "must be at least 1"),
+            ("[http]\nheader_timeout_secs = 0\n", "must be at least 1"),
+            ("[http]\nmax_connections = 0\n", "must be at least 1"),
             ("[http]\nmax_conns = 3\n", "unknown field"),
         ] {
             let error = policy(extra).expect_err(extra);

@@ -156,9 +156,10 @@ struct Shared {
 /// 1. the protected resource metadata is served at its well-known paths (OAuth mode), and only
 ///    the MCP endpoint is served besides;
 /// 2. a present `Origin` must be allowed (`403`);
-/// 3. the body is read up to its limit (`413`);
+/// 3. the body is read up to its limit (`413`), within its time (`408`);
 /// 4. the caller is authenticated (`401` with `WWW-Authenticate: Bearer resource_metadata=..`,
-///    `403` for a valid token that gives no role, or several);
+///    `403` for a valid token that gives no role, or several), and its connection marked so
+///    ([`Connection::authenticated`](crate::Connection::authenticated));
 /// 5. its rate is checked (`429` with `Retry-After`);
 /// 6. a session id counts only if it was issued to this principal (`404` unknown or expired,
 ///    `403` another's); a new session needs a place under the caps (`429`);
@@ -319,12 +320,23 @@ where
         if declared.is_some_and(|n| n > limit as u64) {
             return respond::too_large(limit);
         }
-        let bytes = match Limited::new(body, limit).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+        let within = Duration::from_secs(shared.config.http.body_timeout_secs());
+        let read = tokio::time::timeout(within, Limited::new(body, limit).collect()).await;
+        let bytes = match read {
+            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
                 return respond::too_large(limit);
             }
-            Err(error) => {
+            Err(_) => {
+                return respond::status(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &format!(
+                        "the request body did not arrive within {} s ([http] body_timeout_secs)",
+                        within.as_secs()
+                    ),
+                );
+            }
+            Ok(Err(error)) => {
                 return respond::status(
                     StatusCode::BAD_REQUEST,
                     &format!("the request body could not be read: {error}"),
@@ -350,7 +362,14 @@ where
             _ => None,
         };
         let caller = match authenticated {
-            Ok(caller) => caller,
+            Ok(caller) => {
+                // The connection carried a known caller: at the listener's cap, strangers'
+                // connections are closed before this one.
+                if let Some(connection) = parts.extensions.get::<crate::Connection>() {
+                    connection.authenticated();
+                }
+                caller
+            }
             Err(failure) => {
                 if let Some(recording) = recording {
                     let why = failure.to_string();
