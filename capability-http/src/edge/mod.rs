@@ -1,8 +1,11 @@
 //! The HTTP edge: [`Edge`] and the steps every request goes through (listed on it).
 
+mod config;
 mod record;
 mod respond;
 mod sessions;
+
+pub use config::EdgeConfig;
 
 pub(crate) mod rate;
 
@@ -13,18 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use capability_audit::AuditedDispatch;
-use capability_core::authz::{DenyReason, HttpSettings};
-use capability_mcp::Server;
-use capability_mcp::rmcp::ToolListings;
+use capability_core::authz::DenyReason;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body::Body;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
-use rmcp::transport::streamable_http_server::SessionManager;
 
-use crate::auth::{AuthFailure, Credentials};
-use record::{Peek, Recording};
+use crate::auth::AuthFailure;
+use record::Peek;
 use respond::json;
 use sessions::{Known, Sessions};
 
@@ -40,103 +39,7 @@ pub type EdgeResponse = Response<BoxBody<Bytes, Infallible>>;
 type CloseFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Closes a session downstream (rmcp's session manager) when the edge lets it expire.
-type Closer = Arc<dyn Fn(String) -> CloseFuture + Send + Sync>;
-
-/// How an [`Edge`] works: the credentials it takes, its limits, and where it records refusals.
-pub struct EdgeConfig {
-    credentials: Credentials,
-    http: HttpSettings,
-    endpoint: String,
-    recording: Option<Recording>,
-    closer: Option<Closer>,
-    keep_subject_token: bool,
-}
-
-impl EdgeConfig {
-    /// An edge taking `credentials`, within the limits of `http`, serving the MCP endpoint at
-    /// `/mcp`.
-    pub fn new(credentials: Credentials, http: HttpSettings) -> Self {
-        EdgeConfig {
-            credentials,
-            http,
-            endpoint: "/mcp".to_owned(),
-            recording: None,
-            closer: None,
-            keep_subject_token: false,
-        }
-    }
-
-    /// Keeps an authenticated caller's access token in the request's extensions, as a
-    /// [`SubjectToken`](crate::SubjectToken), for a server behind the edge that exchanges it at
-    /// the issuer ([`TokenExchange`](crate::TokenExchange)). The `Authorization` header is
-    /// still removed: the token goes no further than this process and its issuer.
-    pub fn keep_subject_token(mut self) -> Self {
-        self.keep_subject_token = true;
-        self
-    }
-
-    /// Serves the MCP endpoint at `path` instead.
-    pub fn endpoint(mut self, path: impl Into<String>) -> Self {
-        self.endpoint = path.into();
-        self
-    }
-
-    /// Records each call, read or get the edge refuses, through `dispatch`, as a request to
-    /// `server`, decided under the policy `version` (the governed server's own dispatch: one
-    /// trail, one budget per session).
-    pub fn recording(
-        mut self,
-        dispatch: Arc<AuditedDispatch>,
-        server: &Server,
-        version: Option<&str>,
-    ) -> Self {
-        let listings = self.recording.take().and_then(|r| r.listings);
-        self.recording = Some(Recording {
-            dispatch,
-            server: server.name().to_owned(),
-            policy_version: version.map(str::to_owned),
-            listings,
-        });
-        self
-    }
-
-    /// Reads the scopes a tool requires from the governed server's listing
-    /// ([`GovernedServer::listings`](capability_mcp::rmcp::GovernedServer::listings)), so that a
-    /// `tools/call` whose token lacks one is answered `403 insufficient_scope` (needs
-    /// [`recording`](Self::recording) first).
-    pub fn tools(self, listings: ToolListings) -> Self {
-        self.tool_manifests(move |name| listings.manifest(name))
-    }
-
-    /// Finds the manifest of the tool a `tools/call` names with `find` (the name as the client
-    /// sent it; for a gateway, its shown name), for its required scopes (a token lacking one is
-    /// answered `403 insufficient_scope`) and for the record of a refusal (its provider and own
-    /// name). Needs [`recording`](Self::recording) first.
-    pub fn tool_manifests(
-        mut self,
-        find: impl Fn(&str) -> Option<capability_core::manifest::CapabilityManifest>
-        + Send
-        + Sync
-        + 'static,
-    ) -> Self {
-        if let Some(recording) = &mut self.recording {
-            recording.listings = Some(Arc::new(find));
-        }
-        self
-    }
-
-    /// Closes, in `manager`, the sessions the edge lets expire (its `SessionConfig::keep_alive`
-    /// at the same limit, or off and [`Edge::close_idle`] on a timer if some requests skip it).
-    pub fn sessions<M: SessionManager>(mut self, manager: Arc<M>) -> Self {
-        self.closer = Some(Arc::new(move |id: String| {
-            let manager = Arc::clone(&manager);
-            Box::pin(async move {
-                let _ = manager.close_session(&id.into()).await;
-            })
-        }));
-        self
-    }
-}
+pub(super) type Closer = Arc<dyn Fn(String) -> CloseFuture + Send + Sync>;
 
 struct Shared {
     config: EdgeConfig,

@@ -1,0 +1,3 @@
+//! The subcommands that have a file of their own.
+
+pub mod proxy;

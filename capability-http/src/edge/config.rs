@@ -1,0 +1,110 @@
+//! [`EdgeConfig`]: how an [`Edge`](super::Edge) works (its credentials, limits, endpoint, where
+//! it records refusals, how it closes sessions downstream).
+
+use std::sync::Arc;
+
+use capability_audit::AuditedDispatch;
+use capability_core::authz::HttpSettings;
+use capability_mcp::Server;
+use capability_mcp::rmcp::ToolListings;
+use rmcp::transport::streamable_http_server::SessionManager;
+
+use super::Closer;
+use super::record::Recording;
+use crate::auth::Credentials;
+
+/// How an [`Edge`](super::Edge) works: the credentials it takes, its limits, and where it records refusals.
+pub struct EdgeConfig {
+    pub(super) credentials: Credentials,
+    pub(super) http: HttpSettings,
+    pub(super) endpoint: String,
+    pub(super) recording: Option<Recording>,
+    pub(super) closer: Option<Closer>,
+    pub(super) keep_subject_token: bool,
+}
+
+impl EdgeConfig {
+    /// An edge taking `credentials`, within the limits of `http`, serving the MCP endpoint at
+    /// `/mcp`.
+    pub fn new(credentials: Credentials, http: HttpSettings) -> Self {
+        EdgeConfig {
+            credentials,
+            http,
+            endpoint: "/mcp".to_owned(),
+            recording: None,
+            closer: None,
+            keep_subject_token: false,
+        }
+    }
+
+    /// Keeps an authenticated caller's access token in the request's extensions, as a
+    /// [`SubjectToken`](crate::SubjectToken), for a server behind the edge that exchanges it at
+    /// the issuer ([`TokenExchange`](crate::TokenExchange)). The `Authorization` header is
+    /// still removed: the token goes no further than this process and its issuer.
+    pub fn keep_subject_token(mut self) -> Self {
+        self.keep_subject_token = true;
+        self
+    }
+
+    /// Serves the MCP endpoint at `path` instead.
+    pub fn endpoint(mut self, path: impl Into<String>) -> Self {
+        self.endpoint = path.into();
+        self
+    }
+
+    /// Records each call, read or get the edge refuses, through `dispatch`, as a request to
+    /// `server`, decided under the policy `version` (the governed server's own dispatch: one
+    /// trail, one budget per session).
+    pub fn recording(
+        mut self,
+        dispatch: Arc<AuditedDispatch>,
+        server: &Server,
+        version: Option<&str>,
+    ) -> Self {
+        let listings = self.recording.take().and_then(|r| r.listings);
+        self.recording = Some(Recording {
+            dispatch,
+            server: server.name().to_owned(),
+            policy_version: version.map(str::to_owned),
+            listings,
+        });
+        self
+    }
+
+    /// Reads the scopes a tool requires from the governed server's listing
+    /// ([`GovernedServer::listings`](capability_mcp::rmcp::GovernedServer::listings)), so that a
+    /// `tools/call` whose token lacks one is answered `403 insufficient_scope` (needs
+    /// [`recording`](Self::recording) first).
+    pub fn tools(self, listings: ToolListings) -> Self {
+        self.tool_manifests(move |name| listings.manifest(name))
+    }
+
+    /// Finds the manifest of the tool a `tools/call` names with `find` (the name as the client
+    /// sent it; for a gateway, its shown name), for its required scopes (a token lacking one is
+    /// answered `403 insufficient_scope`) and for the record of a refusal (its provider and own
+    /// name). Needs [`recording`](Self::recording) first.
+    pub fn tool_manifests(
+        mut self,
+        find: impl Fn(&str) -> Option<capability_core::manifest::CapabilityManifest>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        if let Some(recording) = &mut self.recording {
+            recording.listings = Some(Arc::new(find));
+        }
+        self
+    }
+
+    /// Closes, in `manager`, the sessions the edge lets expire (its `SessionConfig::keep_alive`
+    /// at the same limit, or off and [`Edge::close_idle`] on a timer if some requests skip it).
+    pub fn sessions<M: SessionManager>(mut self, manager: Arc<M>) -> Self {
+        self.closer = Some(Arc::new(move |id: String| {
+            let manager = Arc::clone(&manager);
+            Box::pin(async move {
+                let _ = manager.close_session(&id.into()).await;
+            })
+        }));
+        self
+    }
+}
