@@ -97,7 +97,7 @@ impl EdgeConfig {
     }
 
     /// Closes, in `manager`, the sessions the edge lets expire (its `SessionConfig::keep_alive`
-    /// at the same limit, or off and [`Edge::close_idle`] on a timer if some requests skip it).
+    /// at the same limit, or off and [`Edge::close_idle`](super::Edge::close_idle) on a timer if some requests skip it).
     pub fn sessions<M: SessionManager>(mut self, manager: Arc<M>) -> Self {
         self.closer = Some(Arc::new(move |id: String| {
             let manager = Arc::clone(&manager);
