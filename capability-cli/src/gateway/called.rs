@@ -19,7 +19,7 @@ use capability::audit::{Consent, Request};
 use capability::authz::{Action, DenyReason, ToolContext};
 use capability::mcp::WithheldReason;
 
-use super::handler::{Answer, Gateway, Snapshot, Who, answered, refused, unanswered};
+use super::handler::{Answer, Gateway, Snapshot, Unanswered, Who, answered, refused, unanswered};
 use crate::proxy::Completed;
 
 impl Gateway {
@@ -60,7 +60,7 @@ impl Gateway {
         let shown = request.name.to_string();
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let route = self.route(&snapshot, &who, &shown, &input)?;
-        let Some(peer) = snapshot.peers.get(route.server).cloned() else {
+        let Some(connection) = self.leg(&snapshot, route.server, context).await else {
             return Err(ErrorData::internal_error(
                 format!("no connection to `{}`", route.server),
                 None,
@@ -91,12 +91,8 @@ impl Gateway {
                     context,
                     &mut forwarded.meta,
                 );
-                let call = async {
-                    match snapshot.progress.get(server) {
-                        Some(relay) => relay.call_tool(&peer, forwarded, context).await,
-                        None => crate::proxy::call_tool_once(&peer, forwarded).await,
-                    }
-                };
+                let call =
+                    self.call_server(&snapshot, &who, server, &connection, forwarded, context);
                 traced::send(leg, call)
                     .await
                     .map(Answer)
@@ -145,14 +141,14 @@ pub(super) fn transport(snapshot: &Snapshot, server: &str) -> Transport {
 impl Gateway {
     /// Decides the call on its tool's manifest and records it (intent before `run`, outcome
     /// after); runs `run` only when it is allowed. The error is what the client is answered.
-    pub(super) async fn forward<O: serde::Serialize>(
+    pub(super) async fn forward<O: serde::Serialize, E: std::fmt::Display + Into<Unanswered>>(
         &self,
         who: &Who,
         shown: &str,
         route: &Route<'_>,
         input: &Value,
         consent: Option<&Consent>,
-        run: impl std::future::Future<Output = Result<O, String>>,
+        run: impl std::future::Future<Output = Result<O, E>>,
     ) -> Result<O, ErrorData> {
         let call = Request::mcp("tools/call", Action::CallTool(route.manifest), input);
         let caller = match consent {

@@ -115,7 +115,15 @@ async fn list(
     let listing = async {
         // Nothing listens to list changes here; a server's requests are refused.
         let (changed, _unheard) = tokio::sync::mpsc::unbounded_channel();
-        let connection = super::upstream::connect(name, source, entry.env(), changed, None).await?;
+        let connection = super::upstream::connect(
+            name,
+            source,
+            entry.env(),
+            changed,
+            None,
+            super::relay::Levels::default(),
+        )
+        .await?;
         let peer = connection.peer();
         let tools = super::upstream::list(&peer, &Server::untrusted(name)).await?;
         let items = super::upstream::list_items(&peer, name).await;

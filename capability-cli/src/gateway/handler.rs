@@ -44,6 +44,10 @@ pub(super) struct Snapshot {
     pub(super) peers: HashMap<String, Peer<RoleClient>>,
     /// The relays of the servers' progress for the calls passed on through rmcp, by server.
     pub(super) progress: HashMap<String, crate::proxy::ProgressRelay>,
+    /// The calls in flight through rmcp, by server (`relay.rs`).
+    pub(super) calls: HashMap<String, super::relay::Calls>,
+    /// The sessions of 2025-11-25 next to connections of 2026-07-28, by server (`legacy.rs`).
+    pub(super) legacy: HashMap<String, Arc<super::legacy::Legacy>>,
     /// The forwarding lanes, by server (spawned servers only).
     pub(super) lanes: HashMap<String, Arc<Lane>>,
     /// The forwarding lanes, by server (HTTP servers only).
@@ -75,6 +79,9 @@ pub(super) struct Gateway {
     pub(super) clients: Option<crate::proxy::Clients>,
     /// Where the tool versions it sees are recorded (`versions.rs`).
     pub(super) versions: Option<Arc<dyn capability_store::Store>>,
+    /// The log level each client asked for (`logging/setLevel`), shared with the servers'
+    /// handlers.
+    pub(super) levels: super::relay::Levels,
 }
 
 impl Gateway {
@@ -180,13 +187,13 @@ impl Gateway {
 
     /// Decides `request` for `who` and records it (intent before `run`, outcome after); runs
     /// `run` only when it is allowed. `refused` words a refusal for the client.
-    pub(super) async fn act<O: serde::Serialize>(
+    pub(super) async fn act<O: serde::Serialize, E: std::fmt::Display + Into<Unanswered>>(
         &self,
         snapshot: &Snapshot,
         who: &Who,
         request: &Request<'_>,
         refused: impl Fn(&str) -> ErrorData,
-        run: impl std::future::Future<Output = Result<O, String>>,
+        run: impl std::future::Future<Output = Result<O, E>>,
     ) -> Result<O, ErrorData> {
         let Some(ctx) = &who.ctx else {
             return Err(refused(&self.refuse(
@@ -205,6 +212,12 @@ impl Gateway {
 }
 
 impl Who {
+    /// The session its requests are counted in (`gateway:<role>` over stdio,
+    /// `gateway:<principal>/<session id>` over HTTP).
+    pub(super) fn session(&self) -> &str {
+        &self.session
+    }
+
     /// The role (`(none)` for a caller without one).
     pub(super) fn role(&self) -> &str {
         &self.role
@@ -234,11 +247,46 @@ pub(super) fn may(who: &Who, action: &Action<'_>) -> bool {
         .is_some_and(|ctx| ctx.decide_action(action).is_allowed())
 }
 
+/// Why a request passed on to a server did not succeed: the server's own error, kept whole (its
+/// code and data reach the client as the server gave them: `-32021` with the capabilities it
+/// requires, say), or why no answer came.
+#[derive(Debug)]
+pub(super) enum Unanswered {
+    /// The server answered with this error.
+    Server(ErrorData),
+    /// No answer: the server is gone, the connection failed, the call was cancelled.
+    Gone(String),
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unanswered::Server(error) => f.write_str(&error.message),
+            Unanswered::Gone(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for Unanswered {
+    fn from(why: String) -> Self {
+        Unanswered::Gone(why)
+    }
+}
+
+impl From<Unanswered> for ErrorData {
+    fn from(unanswered: Unanswered) -> Self {
+        match unanswered {
+            Unanswered::Server(error) => error,
+            Unanswered::Gone(why) => ErrorData::internal_error(why, None),
+        }
+    }
+}
+
 /// What a server's failure to answer tells the client.
-pub(super) fn unanswered(server: &str) -> impl Fn(::rmcp::ServiceError) -> String + '_ {
+pub(super) fn unanswered(server: &str) -> impl Fn(::rmcp::ServiceError) -> Unanswered + '_ {
     move |e| match e {
-        ::rmcp::ServiceError::McpError(error) => error.message.to_string(),
-        other => format!("the MCP server `{server}` did not answer: {other}"),
+        ::rmcp::ServiceError::McpError(error) => Unanswered::Server(error),
+        other => Unanswered::Gone(format!("the MCP server `{server}` did not answer: {other}")),
     }
 }
 
@@ -258,13 +306,13 @@ impl serde::Serialize for Answer<CallToolResponse> {
 
 /// The client's answer to a call's `outcome`: its output, the tool's error, or the refusal
 /// `refused` words.
-pub(super) fn answered<O>(
-    outcome: Outcome<O, String>,
+pub(super) fn answered<O, E: Into<Unanswered>>(
+    outcome: Outcome<O, E>,
     refused: impl Fn(&str) -> ErrorData,
 ) -> Result<O, ErrorData> {
     match outcome {
         Outcome::Done(output) => Ok(output),
-        Outcome::Failed(error) => Err(ErrorData::internal_error(error, None)),
+        Outcome::Failed(error) => Err(error.into().into()),
         Outcome::Denied(denial) => Err(refused(&denial.to_string())),
         Outcome::Degrade(reason) => Err(refused(&reason.to_string())),
         Outcome::AuditFailed(error) => Err(refused(&format!(
@@ -288,6 +336,8 @@ pub(super) fn refused_item(kind: &str, shown: &str, why: &str) -> ErrorData {
 }
 
 impl ServerHandler for Gateway {
+    // `enable_logging`: rmcp marks logging deprecated (SEP-2577); clients of 2025-11-25 use it.
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -297,6 +347,7 @@ impl ServerHandler for Gateway {
                 .enable_resources_subscribe()
                 .enable_resources_list_changed()
                 .enable_completions()
+                .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -444,6 +495,16 @@ impl ServerHandler for Gateway {
     ) -> Result<::rmcp::model::CompleteResult, ErrorData> {
         let operation = server_operation("completion/complete", Target::None, &context);
         serve(operation, self.completion(request, &context)).await
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: ::rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let operation = server_operation("logging/setLevel", Target::None, &context);
+        serve(operation, self.level_set(request, &context)).await
     }
 
     async fn call_tool(

@@ -33,6 +33,7 @@ pub(super) struct HttpFront {
     gateway: Gateway,
     dispatch: Arc<AuditedDispatch>,
     manager: Arc<LocalSessionManager>,
+    address: std::net::SocketAddr,
 }
 
 impl HttpFront {
@@ -45,6 +46,7 @@ impl HttpFront {
             &self.gateway,
             self.dispatch.clone(),
             self.manager.clone(),
+            self.address,
         )
         .await
     }
@@ -68,12 +70,14 @@ async fn edge_config(
     gateway: &Gateway,
     dispatch: Arc<AuditedDispatch>,
     manager: Arc<LocalSessionManager>,
+    address: std::net::SocketAddr,
 ) -> Result<EdgeConfig, String> {
     crate::proxy::check_credentials(policy)?;
     let credentials = Credentials::from_policy(policy).await?;
     let listed = gateway.clone();
     Ok(EdgeConfig::new(credentials, policy.http().clone())
         .endpoint(PATH)
+        .hosts(capability_http::listen::allowed_hosts(address))
         .recording(dispatch, &Server::untrusted("gateway"), policy.version())
         // A call of a tool whose scopes the token lacks is answered `403 insufficient_scope`
         // here, with the tool's own manifest (its server, its name) on record.
@@ -107,7 +111,7 @@ pub(super) async fn start(
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = None;
     let manager = Arc::new(manager);
-    let config = edge_config(policy, gateway, dispatch.clone(), manager.clone())
+    let config = edge_config(policy, gateway, dispatch.clone(), manager.clone(), address)
         .await
         .map_err(GatewayError)?;
     let handler = gateway.clone();
@@ -126,6 +130,7 @@ pub(super) async fn start(
         gateway: gateway.clone(),
         dispatch,
         manager,
+        address,
     };
     tokio::spawn(capability_http::listen::serve(
         listener,

@@ -110,6 +110,8 @@ pub(super) struct Gate {
     pub(super) front: std::sync::Arc<std::sync::OnceLock<::rmcp::Peer<::rmcp::RoleServer>>>,
     /// The `--audit` target: the approval ledger when `[approvals]` names none.
     pub(super) audit: std::sync::Arc<str>,
+    /// The log level each client asked for (`logging/setLevel`).
+    pub(super) levels: super::relay::Levels,
 }
 
 impl Gate {
@@ -159,6 +161,7 @@ impl Member {
                 &spec.env,
                 changed,
                 Some(requests.clone()),
+                gate.levels.clone(),
             )
             .await?;
             let tools = list(&connection.peer(), &server).await?;
@@ -203,6 +206,8 @@ pub(super) struct View<'a> {
     pub(super) lane: Option<std::sync::Arc<super::lane::Lane>>,
     pub(super) reach: Option<std::sync::Arc<super::reach::Reach>>,
     pub(super) progress: crate::proxy::ProgressRelay,
+    pub(super) calls: super::relay::Calls,
+    pub(super) legacy: Option<std::sync::Arc<super::legacy::Legacy>>,
 }
 
 impl Member {
@@ -217,6 +222,8 @@ impl Member {
             lane: self.connection.lane.clone(),
             reach: self.connection.reach.clone(),
             progress: self.connection.progress(),
+            calls: self.connection.calls(),
+            legacy: self.connection.legacy.clone(),
         }
     }
 }
@@ -234,6 +241,8 @@ pub(super) fn snapshot<'a>(
     let mut lanes = HashMap::new();
     let mut reaches = HashMap::new();
     let mut progress = HashMap::new();
+    let mut calls = HashMap::new();
+    let mut legacy = HashMap::new();
     let mut items = Vec::new();
     for member in members {
         items.push((
@@ -257,6 +266,10 @@ pub(super) fn snapshot<'a>(
         }
         peers.insert(member.spec.name.clone(), member.peer);
         progress.insert(member.spec.name.clone(), member.progress);
+        calls.insert(member.spec.name.clone(), member.calls);
+        if let Some(session) = member.legacy {
+            legacy.insert(member.spec.name.clone(), session);
+        }
         if let Some(lane) = member.lane {
             lanes.insert(member.spec.name.clone(), lane);
         }
@@ -276,6 +289,8 @@ pub(super) fn snapshot<'a>(
         tools,
         peers,
         progress,
+        calls,
+        legacy,
         lanes,
         reaches,
         policy: std::sync::Arc::new(policy.clone()),

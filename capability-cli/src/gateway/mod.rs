@@ -13,6 +13,7 @@
 //! them. Not in this build: resource subscriptions and completion across servers.
 
 mod approvals;
+mod bridge;
 mod called;
 mod check;
 mod fast;
@@ -22,8 +23,11 @@ mod held;
 mod http;
 mod items;
 mod lane;
+mod legacy;
+mod logging;
 mod members;
 mod reach;
+mod relay;
 mod reload;
 mod serve;
 mod served;
@@ -37,6 +41,7 @@ use std::path::PathBuf;
 pub use check::check;
 pub use fleet::{FleetServer, read_fleet};
 pub use handler::GATEWAY_NAME;
+pub(crate) use relay::at_or_above;
 pub use serve::{Front, serve};
 pub use source::ServerSource;
 

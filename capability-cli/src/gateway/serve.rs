@@ -76,6 +76,7 @@ pub async fn serve(
         dispatch: dispatch.clone(),
         front: Arc::default(),
         audit: Arc::from(audit),
+        levels: super::relay::Levels::default(),
     };
     // Before any server starts: a gateway that cannot keep approvals once serves nothing.
     let approvals = Approvals::open(&policy, &base, Some(audit)).map_err(GatewayError)?;
@@ -97,6 +98,7 @@ pub async fn serve(
         current: Arc::new(RwLock::new(Arc::new(first))),
         clients: role.is_none().then(crate::proxy::Clients::default),
         versions: super::versions::store_of(audit),
+        levels: gate.levels.clone(),
     };
     gateway.saw_tools(&gateway.current());
     let servers = if members.len() == 1 {

@@ -228,6 +228,12 @@ impl Gateway {
         let input = json!({"uri": uri});
         let route = snapshot.items.route(&uri);
         let (server, peer) = self.routed(&snapshot, &who, method, &uri, route, &input)?;
+        // A client of 2025-11-25 subscribes on the server's session of that revision, which
+        // keeps subscriptions (2026-07-28 has none).
+        let peer = match self.leg(&snapshot, server, context).await {
+            Some(leg) => leg.peer,
+            None => peer,
+        };
         let call = Request::mcp(method, Action::Resource { server, uri: &uri }, &input);
         let refused = |why: &str| refused_item("resource", &uri, why);
         let run = async {

@@ -16,8 +16,15 @@ use capability::mcp::Server;
 use super::items::Listed;
 use super::lane::Lane;
 use super::reach::{Reach, Seen};
+use super::relay::{Calls, Levels};
 use super::source::ServerSource;
 use crate::proxy::{ProgressRelay, ServerRequests};
+use capability::authz::ServerRequestKind;
+
+/// Why a server's request on a call of the HTTP lane has no client to go to: the lane takes
+/// only the calls of roles that allow the server no request (the others go through rmcp's
+/// path, which relays them), so such a request is one the role does not allow.
+const LANE_UNNAMED: &str = "it came on a call whose role allows the server no request";
 
 /// The handler facing one server: tells the gateway when its tools, resources or prompts change,
 /// and passes the server's requests (sampling, elicitation, roots) to the client only where
@@ -30,7 +37,11 @@ pub(super) struct Watch {
     /// `None` for a connection that only lists (`--check`): every request refused.
     requests: Option<Arc<ServerRequests>>,
     /// The server's progress for the calls passed on through rmcp, back to their clients.
-    progress: ProgressRelay,
+    pub(super) progress: ProgressRelay,
+    /// The calls in flight through rmcp, where the server's requests and log messages go.
+    pub(super) calls: Calls,
+    /// The stdio client's log level, for a log message while no call is in flight.
+    levels: Levels,
 }
 
 #[allow(deprecated)]
@@ -45,10 +56,18 @@ impl ClientHandler for Watch {
     async fn create_message(
         &self,
         params: ::rmcp::model::CreateMessageRequestParams,
-        _context: ::rmcp::service::RequestContext<RoleClient>,
+        context: ::rmcp::service::RequestContext<RoleClient>,
     ) -> Result<::rmcp::model::CreateMessageResult, ::rmcp::ErrorData> {
+        let input = serde_json::to_value(&params).unwrap_or_default();
+        let unnamed = match self
+            .relayed(&context, ServerRequestKind::Sampling, input)
+            .await
+        {
+            Ok(answer) => return answer,
+            Err(why) => why,
+        };
         match &self.requests {
-            Some(requests) => requests.sample(params).await,
+            Some(requests) => requests.sample(params, &unnamed).await,
             None => Err(::rmcp::ErrorData::method_not_found::<
                 ::rmcp::model::CreateMessageRequestMethod,
             >()),
@@ -58,10 +77,18 @@ impl ClientHandler for Watch {
     async fn create_elicitation(
         &self,
         params: ::rmcp::model::ElicitRequestParams,
-        _context: ::rmcp::service::RequestContext<RoleClient>,
+        context: ::rmcp::service::RequestContext<RoleClient>,
     ) -> Result<::rmcp::model::ElicitResult, ::rmcp::ErrorData> {
+        let input = serde_json::to_value(&params).unwrap_or_default();
+        let unnamed = match self
+            .relayed(&context, ServerRequestKind::Elicitation, input)
+            .await
+        {
+            Ok(answer) => return answer,
+            Err(why) => why,
+        };
         match &self.requests {
-            Some(requests) => requests.elicit(params).await,
+            Some(requests) => requests.elicit(params, &unnamed).await,
             None => Err(::rmcp::ErrorData::method_not_found::<
                 ::rmcp::model::ElicitationCreateRequestMethod,
             >()),
@@ -70,13 +97,35 @@ impl ClientHandler for Watch {
 
     async fn list_roots(
         &self,
-        _context: ::rmcp::service::RequestContext<RoleClient>,
+        context: ::rmcp::service::RequestContext<RoleClient>,
     ) -> Result<::rmcp::model::ListRootsResult, ::rmcp::ErrorData> {
+        let input = serde_json::json!({});
+        let unnamed = match self
+            .relayed(&context, ServerRequestKind::Roots, input)
+            .await
+        {
+            Ok(answer) => return answer,
+            Err(why) => why,
+        };
         match &self.requests {
-            Some(requests) => requests.roots().await,
+            Some(requests) => requests.roots(&unnamed).await,
             None => Err(::rmcp::ErrorData::method_not_found::<
                 ::rmcp::model::ListRootsRequestMethod,
             >()),
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: ::rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if self.calls.log(params.clone()).await {
+            return;
+        }
+        // No one client's call in flight: over stdio, the one client, at its level.
+        if let Some(requests) = &self.requests {
+            requests.log(params, self.levels.single()).await;
         }
     }
 
@@ -114,6 +163,38 @@ impl ClientHandler for Watch {
 }
 
 impl Watch {
+    /// The same handler for another connection to the same server: its requests decided as
+    /// this one's, its progress and calls its own.
+    pub(super) fn fresh(&self) -> Watch {
+        Watch {
+            progress: ProgressRelay::default(),
+            calls: Calls::default(),
+            ..self.clone()
+        }
+    }
+
+    /// A server's request relayed to the client of the call it belongs to (decided there for
+    /// that client's role, and recorded): its answer; `Err` with why no call can be named.
+    async fn relayed<T: serde::de::DeserializeOwned>(
+        &self,
+        context: &::rmcp::service::RequestContext<RoleClient>,
+        kind: ServerRequestKind,
+        input: serde_json::Value,
+    ) -> Result<Result<T, ::rmcp::ErrorData>, String> {
+        let origin = context
+            .extensions
+            .get::<::rmcp::service::InboundStreamOrigin>();
+        let answer = self.calls.ask(origin, kind, input).await?;
+        Ok(answer.and_then(|value| {
+            serde_json::from_value(value).map_err(|e| {
+                ::rmcp::ErrorData::internal_error(
+                    format!("the client's answer to `{}` is not one: {e}", kind.method()),
+                    None,
+                )
+            })
+        }))
+    }
+
     /// A request the server sent on a lane's call (`message` as written, `id` its id): the
     /// answer, a JSON-RPC message, as rmcp's connection would give it.
     pub(super) async fn asked_raw(&self, message: &str, id: &str) -> String {
@@ -130,13 +211,13 @@ impl Watch {
             Ok(ServerJsonRpcMessage::Request(request)) => match (request.request, &self.requests) {
                 (ServerRequest::PingRequest(_), _) => Ok(serde_json::json!({})),
                 (ServerRequest::CreateMessageRequest(r), Some(requests)) => {
-                    value(requests.sample(r.params).await)
+                    value(requests.sample(r.params, LANE_UNNAMED).await)
                 }
                 (ServerRequest::ElicitRequest(r), Some(requests)) => {
-                    value(requests.elicit(r.params).await)
+                    value(requests.elicit(r.params, LANE_UNNAMED).await)
                 }
                 (ServerRequest::ListRootsRequest(_), Some(requests)) => {
-                    value(requests.roots().await)
+                    value(requests.roots(LANE_UNNAMED).await)
                 }
                 (ServerRequest::CustomRequest(r), _) => Err(::rmcp::ErrorData::new(
                     ::rmcp::model::ErrorCode::METHOD_NOT_FOUND,
@@ -173,6 +254,11 @@ impl Watch {
         };
         match notification.notification {
             ServerNotification::ProgressNotification(n) => self.progress.progress(n.params).await,
+            ServerNotification::LoggingMessageNotification(n) => {
+                if let Some(requests) = &self.requests {
+                    requests.log(n.params, self.levels.single()).await;
+                }
+            }
             ServerNotification::ResourceUpdatedNotification(n) => {
                 if let Some(requests) = &self.requests {
                     requests.resource_updated(n.params).await;
@@ -195,6 +281,8 @@ pub(super) struct Connection {
     pub(super) lane: Option<Arc<Lane>>,
     /// The forwarding lane on the session of rmcp's connection (an HTTP server only).
     pub(super) reach: Option<Arc<Reach>>,
+    /// The session of 2025-11-25 next to a connection of 2026-07-28 (an HTTP server only).
+    pub(super) legacy: Option<Arc<super::legacy::Legacy>>,
     /// The spawned process (killed when dropped).
     pub(super) _child: Option<Child>,
 }
@@ -208,6 +296,11 @@ impl Connection {
     pub(super) fn progress(&self) -> ProgressRelay {
         self.service.service().progress.clone()
     }
+
+    /// The calls in flight through rmcp, where the server's requests and log messages go.
+    pub(super) fn calls(&self) -> Calls {
+        self.service.service().calls.clone()
+    }
 }
 
 /// Starts (or reaches) `server` from `source` and connects to it.
@@ -217,12 +310,15 @@ pub(super) async fn connect(
     env: &[(String, String)],
     changed: mpsc::UnboundedSender<String>,
     requests: Option<Arc<ServerRequests>>,
+    levels: Levels,
 ) -> Result<Connection, String> {
     let watch = Watch {
         server: server.to_owned(),
         changed,
         requests,
         progress: ProgressRelay::default(),
+        calls: Calls::default(),
+        levels,
     };
     match source {
         ServerSource::Command(words) => {
@@ -274,6 +370,7 @@ pub(super) async fn connect(
                 service,
                 lane: Some(lane),
                 reach: None,
+                legacy: None,
                 _child: Some(child),
             })
         }
@@ -284,17 +381,23 @@ pub(super) async fn connect(
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()),
             );
             let reach = Reach::new(server, seen, watch.clone());
+            let spare = watch.fresh();
             let service = watch
                 .serve_with_lifecycle(transport, crate::proxy::lifecycle())
                 .await
                 .map_err(|e| format!("{url} did not connect: {e}"))?;
+            let mut legacy = None;
             if let Some(info) = service.peer().peer_info() {
                 reach.agreed(info.protocol_version.to_string());
+                if !info.protocol_version.has_initialize() {
+                    legacy = Some(super::legacy::Legacy::new(server, url, spare));
+                }
             }
             Ok(Connection {
                 service,
                 lane: None,
                 reach: Some(reach),
+                legacy,
                 _child: None,
             })
         }

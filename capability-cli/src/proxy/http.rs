@@ -105,7 +105,8 @@ pub(super) async fn serve(
         Credentials::Jwt(jwt) => format!("OAuth access tokens of {}", jwt.settings().issuer()),
         Credentials::Tokens(_) => "the policy's [bearer_tokens]".to_owned(),
     };
-    let mut edge_config = EdgeConfig::new(credentials, limits);
+    let mut edge_config =
+        EdgeConfig::new(credentials, limits).hosts(capability_http::listen::allowed_hosts(address));
     if on_behalf {
         // Kept for the exchange at the issuer; the header is still removed at the edge.
         edge_config = edge_config.keep_subject_token();

@@ -43,9 +43,9 @@ pub(crate) use front::{
 };
 pub(crate) use http::{check_credentials, config as http_config};
 pub(crate) use pooled::{client as http_client, transport_with as http_transport_with};
-pub(crate) use progress::{Relay as ProgressRelay, call_tool_once};
+pub(crate) use progress::{Relay as ProgressRelay, send_call};
 pub(crate) use protocol::lifecycle;
-pub(crate) use upstream::ServerRequests;
+pub(crate) use upstream::{ServerRequests, ask_client};
 mod run;
 pub mod secrets;
 #[cfg(unix)]

@@ -124,7 +124,7 @@ impl Relay {
         let _ = sink.client.notify_progress(params).await;
     }
 
-    /// `tools/call` at `server` ([`call_tool_once`]), with the server's progress passed to
+    /// `tools/call` at `server`, with the server's progress passed to
     /// the client of `context` when the client gave a `progressToken`.
     pub(crate) async fn call_tool(
         &self,
@@ -141,28 +141,50 @@ impl Relay {
     }
 }
 
-/// `tools/call` at `server`, as [`Peer::call_tool_once`] does it, except that the id rmcp sends
-/// it under is the current span's `jsonrpc.request.id` (the leg's, in [`traced::send`]: rmcp
-/// numbers a request inside its peer, so only its handle says which). Dropped before its
-/// answer, the call is cancelled at the server.
-///
-/// [`traced::send`]: capability::rmcp::traced::send
-pub(crate) async fn call_tool_once(
-    server: &Peer<RoleClient>,
-    params: CallToolRequestParams,
-) -> Result<CallToolResponse, ServiceError> {
-    call(server, params, None).await
-}
-
 async fn call(
     server: &Peer<RoleClient>,
     params: CallToolRequestParams,
     progress: Option<(&Relay, Sink)>,
 ) -> Result<CallToolResponse, ServiceError> {
+    send(server, params, PeerRequestOptions::no_options(), progress)
+        .await?
+        .answer()
+        .await
+}
+
+/// `tools/call` at `server` with `options` (its `_meta`: what the server is told of the
+/// caller), the server's progress passed to the client of `context` when it gave a
+/// `progressToken`: the call sent, whose id names it while it is in flight ([`Sent::id`]) and
+/// whose answer is [`Sent::answer`].
+pub(crate) async fn send_call<'a>(
+    server: &'a Peer<RoleClient>,
+    params: CallToolRequestParams,
+    options: PeerRequestOptions,
+    progress: Option<(&'a Relay, &RequestContext<RoleServer>)>,
+) -> Result<Sent<'a>, ServiceError> {
+    let sink = progress.and_then(|(relay, context)| {
+        context.meta.get_progress_token().map(|token| {
+            (
+                relay,
+                Sink {
+                    token,
+                    client: context.peer.clone(),
+                    delivering: Arc::default(),
+                },
+            )
+        })
+    });
+    send(server, params, options, sink).await
+}
+
+async fn send<'a>(
+    server: &'a Peer<RoleClient>,
+    params: CallToolRequestParams,
+    options: PeerRequestOptions,
+    progress: Option<(&'a Relay, Sink)>,
+) -> Result<Sent<'a>, ServiceError> {
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let handle = server
-        .send_request_with_option(request, PeerRequestOptions::no_options())
-        .await?;
+    let handle = server.send_request_with_option(request, options).await?;
     let leg = tracing::Span::current();
     if !leg.is_disabled() {
         leg.record("jsonrpc.request.id", tracing::field::display(&handle.id));
@@ -178,20 +200,48 @@ async fn call(
             .insert(handle.progress_token.clone(), sink);
         (relay, handle.progress_token.clone())
     });
-    let mut waiting = Waiting {
+    let waiting = Waiting {
         relayed,
         server,
         unanswered: Some(handle.id.clone()),
     };
-    let answer = handle.await_response().await;
-    // Answered, or the connection lost: nothing to cancel. The progress read before the
-    // answer reaches the client first.
-    waiting.unanswered = None;
-    if let Some(delivering) = &delivering {
-        delivering.at_most(0).await;
+    Ok(Sent {
+        handle,
+        waiting,
+        delivering,
+    })
+}
+
+/// A call sent and not yet answered: dropped, it is cancelled at the server.
+pub(crate) struct Sent<'a> {
+    handle: ::rmcp::service::RequestHandle<RoleClient>,
+    waiting: Waiting<'a>,
+    delivering: Option<Arc<Passing>>,
+}
+
+impl Sent<'_> {
+    /// The id rmcp sent the call under.
+    pub(crate) fn id(&self) -> &RequestId {
+        &self.handle.id
     }
-    drop(waiting);
-    completed(answer?)
+
+    /// The server's answer.
+    pub(crate) async fn answer(self) -> Result<CallToolResponse, ServiceError> {
+        let Sent {
+            handle,
+            mut waiting,
+            delivering,
+        } = self;
+        let answer = handle.await_response().await;
+        // Answered, or the connection lost: nothing to cancel. The progress read before the
+        // answer reaches the client first.
+        waiting.unanswered = None;
+        if let Some(delivering) = &delivering {
+            delivering.at_most(0).await;
+        }
+        drop(waiting);
+        completed(answer?)
+    }
 }
 
 /// A call in flight: dropped, its progress token is forgotten, and, unanswered, the call is

@@ -90,7 +90,9 @@ impl ClientHandler for Upstream {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        self.requests.sample(params).await
+        self.requests
+            .sample(params, "the proxy serves many clients")
+            .await
     }
 
     async fn create_elicitation(
@@ -98,14 +100,16 @@ impl ClientHandler for Upstream {
         params: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        self.requests.elicit(params).await
+        self.requests
+            .elicit(params, "the proxy serves many clients")
+            .await
     }
 
     async fn list_roots(
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        self.requests.roots().await
+        self.requests.roots("the proxy serves many clients").await
     }
 }
 
@@ -141,11 +145,33 @@ struct Decided {
     /// cannot be tied to one of the clients.
     decider: Option<ToolContext>,
     policy_version: Option<String>,
+    /// The requests some role of the policy may be asked by this server (what an HTTP front,
+    /// whose callers' roles differ, tells the server it can do: each request is decided for
+    /// the caller of the call it belongs to).
+    any_role: Vec<ServerRequestKind>,
 }
 
-/// Why a server's request over an HTTP front is refused.
-const NO_CLIENT: &str = "many clients are served over Streamable HTTP, and a server's request \
-                         cannot be tied to one of them";
+/// The requests of `server` that some role of `policy` allows.
+fn any_role(server: &str, policy: &Policy) -> Vec<ServerRequestKind> {
+    ServerRequestKind::ALL
+        .into_iter()
+        .filter(|kind| {
+            policy.roles().any(|role| {
+                policy.context(role, "server-requests").is_some_and(|ctx| {
+                    ctx.decide_action(&Action::ServerRequest {
+                        server,
+                        kind: *kind,
+                    })
+                    .is_allowed()
+                })
+            })
+        })
+        .collect()
+}
+
+/// Why a server's request over an HTTP front is refused when it cannot be tied to a call.
+const NO_CLIENT: &str = "many clients are served over Streamable HTTP, and this request cannot be \
+                         tied to one of them";
 
 impl ServerRequests {
     /// The gate for the one client of role `role` (over stdio), or for the clients of an HTTP
@@ -179,6 +205,7 @@ impl ServerRequests {
             decided: RwLock::new(Decided {
                 decider: role.and_then(|role| policy.context(role, session.clone())),
                 policy_version: policy.version().map(str::to_owned),
+                any_role: any_role(server, policy),
             }),
             stdio_role: role.map(str::to_owned),
             role: role_name,
@@ -196,6 +223,7 @@ impl ServerRequests {
                 .as_deref()
                 .and_then(|role| policy.context(role, self.session.clone())),
             policy_version: policy.version().map(str::to_owned),
+            any_role: any_role(&self.server, policy),
         };
     }
 
@@ -236,15 +264,38 @@ impl ServerRequests {
         }
     }
 
+    /// The server's `notifications/message`, to the stdio client when it asked for messages at
+    /// its level or above (`level`); over HTTP, to no one (it cannot be tied to one client).
+    pub(crate) async fn log(
+        &self,
+        params: ::rmcp::model::LoggingMessageNotificationParam,
+        level: Option<::rmcp::model::LoggingLevel>,
+    ) -> bool {
+        let Some(level) = level.filter(|_| self.stdio_role.is_some()) else {
+            return false;
+        };
+        if !crate::gateway::at_or_above(params.level, level) {
+            return false;
+        }
+        match self.front.get() {
+            Some(peer) => peer.notify_logging_message(params).await.is_ok(),
+            None => false,
+        }
+    }
+
     /// `sampling/createMessage`, decided, recorded, sent to the client when allowed.
     pub(crate) async fn sample(
         &self,
         params: CreateMessageRequestParams,
+        unnamed: &str,
     ) -> Result<CreateMessageResult, ErrorData> {
         let input = serde_json::to_value(&params).unwrap_or(Value::Null);
-        self.forward(ServerRequestKind::Sampling, &input, |peer| async move {
-            peer.create_message(params).await
-        })
+        self.forward(
+            ServerRequestKind::Sampling,
+            &input,
+            unnamed,
+            |peer| async move { peer.create_message(params).await },
+        )
         .await
         .map_err(|e| e.or(ErrorData::method_not_found::<CreateMessageRequestMethod>()))
     }
@@ -253,35 +304,43 @@ impl ServerRequests {
     pub(crate) async fn elicit(
         &self,
         params: ElicitRequestParams,
+        unnamed: &str,
     ) -> Result<ElicitResult, ErrorData> {
         let input = serde_json::to_value(&params).unwrap_or(Value::Null);
-        self.forward(ServerRequestKind::Elicitation, &input, |peer| async move {
-            peer.create_elicitation(params).await
-        })
+        self.forward(
+            ServerRequestKind::Elicitation,
+            &input,
+            unnamed,
+            |peer| async move { peer.create_elicitation(params).await },
+        )
         .await
         .map_err(|e| e.or(ErrorData::method_not_found::<ElicitationCreateRequestMethod>()))
     }
 
     /// `roots/list`, decided, recorded, sent to the client when allowed.
-    pub(crate) async fn roots(&self) -> Result<ListRootsResult, ErrorData> {
-        self.forward(ServerRequestKind::Roots, &json!({}), |peer| async move {
-            peer.list_roots().await
-        })
+    pub(crate) async fn roots(&self, unnamed: &str) -> Result<ListRootsResult, ErrorData> {
+        self.forward(
+            ServerRequestKind::Roots,
+            &json!({}),
+            unnamed,
+            |peer| async move { peer.list_roots().await },
+        )
         .await
         .map_err(|e| e.or(ErrorData::method_not_found::<ListRootsRequestMethod>()))
     }
 
-    /// What the proxy tells the server it can do: the server requests the role allows.
+    /// What the proxy tells the server it can do: the server requests the role allows (over
+    /// HTTP, those some role allows).
     fn capabilities(&self) -> ClientCapabilities {
         let decided = self.decided.read().unwrap_or_else(PoisonError::into_inner);
-        let allows = |kind| {
-            decided.decider.as_ref().is_some_and(|d| {
-                d.decide_action(&Action::ServerRequest {
+        let allows = |kind| match &decided.decider {
+            Some(decider) => decider
+                .decide_action(&Action::ServerRequest {
                     server: &self.server,
                     kind,
                 })
-                .is_allowed()
-            })
+                .is_allowed(),
+            None => decided.any_role.contains(&kind),
         };
         let mut capabilities = ClientCapabilities::default();
         if allows(ServerRequestKind::Sampling) {
@@ -302,11 +361,13 @@ impl ServerRequests {
         capabilities
     }
 
-    /// Decides the request, records it, and sends it to the client when allowed.
+    /// Decides the request, records it, and sends it to the client when allowed. Refused (and
+    /// recorded) over HTTP, where no client can be named: `unnamed` says why.
     async fn forward<O, F, Fut>(
         &self,
         kind: ServerRequestKind,
         input: &Value,
+        unnamed: &str,
         send: F,
     ) -> Result<O, NotSent>
     where
@@ -314,57 +375,81 @@ impl ServerRequests {
         F: FnOnce(Peer<RoleServer>) -> Fut,
         Fut: std::future::Future<Output = Result<O, ::rmcp::ServiceError>>,
     {
-        let action = Action::ServerRequest {
-            server: &self.server,
-            kind,
-        };
-        let request = Request::mcp(kind.method(), action, input);
-        let agent = format!("server:{}", self.server);
-        let caller = Caller::new(&agent);
         let (decider, policy_version) = {
             let decided = self.decided.read().unwrap_or_else(PoisonError::into_inner);
             (decided.decider.clone(), decided.policy_version.clone())
         };
         let Some(decider) = &decider else {
+            let action = Action::ServerRequest {
+                server: &self.server,
+                kind,
+            };
+            let request = Request::mcp(kind.method(), action, input);
+            let agent = format!("server:{}", self.server);
             let reason = DenyReason::Undecidable {
-                why: NO_CLIENT.to_owned(),
+                why: format!("{NO_CLIENT}: {unnamed}"),
             };
             let subject =
                 Subject::new(&self.role, &self.session).policy_version(policy_version.as_deref());
-            self.dispatch
-                .refuse(&subject, caller, &request, std::slice::from_ref(&reason));
+            self.dispatch.refuse(
+                &subject,
+                Caller::new(&agent),
+                &request,
+                std::slice::from_ref(&reason),
+            );
             return Err(NotSent(Some(refused(self.by, kind, &reason.to_string()))));
         };
-        let run = async {
-            let peer = self
-                .front
-                .get()
-                .cloned()
-                .ok_or_else(|| "the client has not connected".to_owned())?;
-            send(peer).await.map_err(|e| e.to_string())
-        };
-        match self
-            .dispatch
-            .act_async(decider, caller, &request, run)
-            .await
-        {
-            Outcome::Done(answer) => Ok(answer),
-            Outcome::Failed(error) => Err(NotSent(Some(ErrorData::internal_error(
-                format!("the client did not answer `{}`: {error}", kind.method()),
-                None,
-            )))),
-            Outcome::Denied(denial) => {
-                Err(NotSent(Some(refused(self.by, kind, &denial.to_string()))))
-            }
-            Outcome::Degrade(reason) => {
-                Err(NotSent(Some(refused(self.by, kind, &reason.to_string()))))
-            }
-            Outcome::AuditFailed(error) => Err(NotSent(Some(refused(
-                self.by,
-                kind,
-                &format!("its audit record could not be written: {error}"),
-            )))),
-        }
+        let front = self.front.get().cloned();
+        ask_client(
+            &self.dispatch,
+            self.by,
+            &self.server,
+            kind,
+            input,
+            decider,
+            async {
+                let peer = front.ok_or_else(|| "the client has not connected".to_owned())?;
+                send(peer).await.map_err(|e| e.to_string())
+            },
+        )
+        .await
+        .map_err(|e| NotSent(Some(e)))
+    }
+}
+
+/// A server's request to a client: decided for the client's role (`decider`: the policy's
+/// `server_requests`), recorded (intent, then outcome), and sent (`send`) only when allowed;
+/// the client's answer, or the error the server gets. `by` names who refuses.
+pub(crate) async fn ask_client<O, Fut>(
+    dispatch: &AuditedDispatch,
+    by: &str,
+    server: &str,
+    kind: ServerRequestKind,
+    input: &Value,
+    decider: &ToolContext,
+    send: Fut,
+) -> Result<O, ErrorData>
+where
+    O: Serialize,
+    Fut: std::future::Future<Output = Result<O, String>>,
+{
+    let action = Action::ServerRequest { server, kind };
+    let request = Request::mcp(kind.method(), action, input);
+    let agent = format!("server:{server}");
+    let caller = Caller::new(&agent);
+    match dispatch.act_async(decider, caller, &request, send).await {
+        Outcome::Done(answer) => Ok(answer),
+        Outcome::Failed(error) => Err(ErrorData::internal_error(
+            format!("the client did not answer `{}`: {error}", kind.method()),
+            None,
+        )),
+        Outcome::Denied(denial) => Err(refused(by, kind, &denial.to_string())),
+        Outcome::Degrade(reason) => Err(refused(by, kind, &reason.to_string())),
+        Outcome::AuditFailed(error) => Err(refused(
+            by,
+            kind,
+            &format!("its audit record could not be written: {error}"),
+        )),
     }
 }
 

@@ -295,9 +295,7 @@ fn python_env() -> Result<PathBuf, String> {
 fn install_python() -> Result<PathBuf, String> {
     let requirements = workspace().join("tests/python/requirements.txt");
     let wanted = fs::read(&requirements).map_err(|e| format!("{}: {e}", requirements.display()))?;
-    let dir = super::install_dir()
-        .parent()
-        .map_or_else(|| PathBuf::from("python-mcp"), |p| p.join("python-mcp"));
+    let dir = super::install_dir("python-mcp");
     let python = dir.join("bin/python");
     let stamp = dir.join(".installed");
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;

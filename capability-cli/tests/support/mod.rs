@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 pub mod auth;
+pub mod conformance;
 pub mod fake;
 
 use std::fs::{self, File, OpenOptions};
@@ -382,14 +383,44 @@ macro_rules! require_servers {
 // Install
 
 fn install() -> Result<Servers, String> {
-    check_tools()?;
     let source = source_dir();
-    let dir = install_dir();
+    let node_modules = npm_install(
+        &source,
+        &install_dir("mcp-servers"),
+        &[
+            TS_CLIENT,
+            DRIFT_SERVER,
+            auth::AUTH_SERVER,
+            auth::MINT_JWT,
+            auth::TS_OAUTH_CLIENT,
+            auth::TS_LATENCY,
+        ],
+    )?;
+    let servers = Servers { node_modules };
+    for package in [FILESYSTEM, MEMORY, EVERYTHING, SDK] {
+        let entry = PathBuf::from(servers.entry(package));
+        if !entry.is_file() {
+            return Err(format!(
+                "{} is missing after `npm ci`: is {SCOPE}/{package} in {}?",
+                entry.display(),
+                source.join(PACKAGE_JSON).display()
+            ));
+        }
+    }
+    Ok(servers)
+}
+
+/// `npm ci` of the `package.json` and `package-lock.json` of `source` into `dir` (again only
+/// when either changed, one process at a time), then `scripts` of `source` copied next to
+/// `node_modules` (ES modules resolve packages from the importing file's folder): the
+/// `node_modules` folder.
+pub fn npm_install(source: &Path, dir: &Path, scripts: &[&str]) -> Result<PathBuf, String> {
+    check_tools()?;
     let package_json = read(&source.join(PACKAGE_JSON))?;
     let package_lock = read(&source.join(PACKAGE_LOCK))?;
-    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
 
-    let _lock = InstallLock::acquire(&dir)?;
+    let _lock = InstallLock::acquire(dir)?;
     // What the stamp holds: both files, so a change to either reinstalls.
     let mut wanted = package_lock.clone();
     wanted.extend_from_slice(b"\n\0\n");
@@ -403,34 +434,14 @@ fn install() -> Result<Servers, String> {
         remove_if_present(&dir.join(STAMP))?;
         write(&dir.join(PACKAGE_JSON), &package_json)?;
         write(&dir.join(PACKAGE_LOCK), &package_lock)?;
-        npm_ci(&dir)?;
+        npm_ci(dir)?;
         write(&dir.join(STAMP), &wanted)?;
     }
-
-    // Copied on every install check, not stamped: the script is not part of what npm installs.
-    write(&dir.join(TS_CLIENT), &read(&source.join(TS_CLIENT))?)?;
-    write(&dir.join(DRIFT_SERVER), &read(&source.join(DRIFT_SERVER))?)?;
-    for script in [
-        auth::AUTH_SERVER,
-        auth::MINT_JWT,
-        auth::TS_OAUTH_CLIENT,
-        auth::TS_LATENCY,
-    ] {
+    // Copied on every install check, not stamped: the scripts are not part of what npm installs.
+    for script in scripts {
         write(&dir.join(script), &read(&source.join(script))?)?;
     }
-    let servers = Servers { node_modules };
-    for package in [FILESYSTEM, MEMORY, EVERYTHING, SDK] {
-        let entry = PathBuf::from(servers.entry(package));
-        if !entry.is_file() {
-            return Err(format!(
-                "{} is missing after `npm ci` in {}: is {SCOPE}/{package} in {}?",
-                entry.display(),
-                dir.display(),
-                source.join(PACKAGE_JSON).display()
-            ));
-        }
-    }
-    Ok(servers)
+    Ok(node_modules)
 }
 
 /// `node` (new enough) and `npm` answer `--version`.
@@ -596,7 +607,7 @@ fn is_stale(lock: &Path) -> bool {
 /// The workspace root: the nearest directory at or above this crate's that holds
 /// `tests/mcp-servers/package.json` (this module is also included, by `#[path]`, from test files
 /// of other workspace members and of the root package).
-fn workspace_root() -> PathBuf {
+pub fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest_dir
         .ancestors()
@@ -615,15 +626,15 @@ fn source_dir() -> PathBuf {
     workspace_root().join("tests").join("mcp-servers")
 }
 
-/// `<target dir>/mcp-servers`. The target directory is the parent of `CARGO_TARGET_TMPDIR`
+/// `<target dir>/<name>`. The target directory is the parent of `CARGO_TARGET_TMPDIR`
 /// (`<target>/tmp`, set by Cargo when it builds an integration test), else `CARGO_TARGET_DIR`,
 /// else `<workspace>/target`.
-fn install_dir() -> PathBuf {
+pub fn install_dir(name: &str) -> PathBuf {
     let target = option_env!("CARGO_TARGET_TMPDIR")
         .and_then(|tmp| Path::new(tmp).parent().map(Path::to_path_buf))
         .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(|dir| absolute(Path::new(&dir))))
         .unwrap_or_else(|| workspace_root().join("target"));
-    target.join("mcp-servers")
+    target.join(name)
 }
 
 /// `path` made absolute against the current directory (left as it is if that is unknown).

@@ -21,6 +21,7 @@ pub struct EdgeConfig {
     pub(super) recording: Option<Recording>,
     pub(super) closer: Option<Closer>,
     pub(super) keep_subject_token: bool,
+    pub(super) hosts: Option<Vec<String>>,
 }
 
 impl EdgeConfig {
@@ -34,7 +35,17 @@ impl EdgeConfig {
             recording: None,
             closer: None,
             keep_subject_token: false,
+            hosts: None,
         }
+    }
+
+    /// The `Host` names the edge answers ([`crate::listen::allowed_hosts`] of the address
+    /// listened on: `None` for any); a request for another gets `403` before anything else.
+    /// Given them, the edge also takes a request whose `Origin` is its own (the same
+    /// `host[:port]` as its checked `Host`).
+    pub fn hosts(mut self, hosts: Option<Vec<String>>) -> Self {
+        self.hosts = hosts;
+        self
     }
 
     /// Keeps an authenticated caller's access token in the request's extensions, as a

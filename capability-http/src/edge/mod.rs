@@ -58,7 +58,9 @@ struct Shared {
 ///
 /// 1. the protected resource metadata is served at its well-known paths (OAuth mode), and only
 ///    the MCP endpoint is served besides;
-/// 2. a present `Origin` must be allowed (`403`);
+/// 2. the `Host` must be one of the listener's names, when it gave them
+///    ([`EdgeConfig::hosts`]), and a present `Origin` must be allowed, or the request's own
+///    origin on such a Host (`403`);
 /// 3. the body is read up to its limit (`413`), within its time (`408`);
 /// 4. the caller is authenticated (`401` with `WWW-Authenticate: Bearer resource_metadata=..`,
 ///    `403` for a valid token that gives no role, or several), and its connection marked so
@@ -206,8 +208,26 @@ where
                 &format!("not found: the MCP endpoint is {}", shared.config.endpoint),
             );
         }
+        // The Host first (against DNS rebinding; rmcp's service checks it again), when the
+        // listener's names are known.
+        if !crate::listen::host_allowed(&parts.headers, shared.config.hosts.as_deref()) {
+            return respond::status(
+                StatusCode::FORBIDDEN,
+                "this Host is not served here: the endpoint answers the names of the address it \
+                 listens on",
+            );
+        }
         if let Some(origin) = parts.headers.get(header::ORIGIN)
-            && !origin_allowed(origin, shared.config.http.allowed_origins())
+            && !origin_allowed(
+                origin,
+                shared.config.http.allowed_origins(),
+                shared
+                    .config
+                    .hosts
+                    .is_some()
+                    .then(|| parts.headers.get(header::HOST))
+                    .flatten(),
+            )
         {
             return respond::status(
                 StatusCode::FORBIDDEN,
@@ -412,11 +432,27 @@ where
     }
 }
 
-/// Whether `origin` is one of `allowed` (`scheme://host[:port]`, letter case aside).
-fn origin_allowed(origin: &http::HeaderValue, allowed: &[String]) -> bool {
+/// Whether `origin` is one of `allowed` (`scheme://host[:port]`, letter case aside), or the
+/// request's own origin: the same `host[:port]` as its `Host`, given only when that Host was
+/// checked against the listener's names (a page of `http://localhost:8931` calling the gateway
+/// at `localhost:8931` is no rebinding: an attacker's name fails the Host check).
+fn origin_allowed(
+    origin: &http::HeaderValue,
+    allowed: &[String],
+    checked_host: Option<&http::HeaderValue>,
+) -> bool {
     let Ok(origin) = origin.to_str() else {
         return false;
     };
     let origin = origin.trim().to_ascii_lowercase();
-    allowed.contains(&origin)
+    if allowed.contains(&origin) {
+        return true;
+    }
+    let Some(host) = checked_host.and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let host = host.trim().to_ascii_lowercase();
+    ["http://", "https://"]
+        .iter()
+        .any(|scheme| origin.strip_prefix(scheme) == Some(host.as_str()))
 }

@@ -1,0 +1,173 @@
+//! The official MCP conformance suite through the gateway: its runner
+//! (`@modelcontextprotocol/conformance`, pinned in `tests/conformance/`) runs the server
+//! scenarios each revision requires (`--requirements 2025-11-25` and `2026-07-28`) against the
+//! conformance project's own reference server, straight and through `capability gateway
+//! --listen` with a role that allows everything. Every scenario that passes straight must pass
+//! through the gateway: a governance layer that breaks what its policy allows is one users take
+//! out. And a policy that refuses something still refuses it.
+
+#![cfg(unix)]
+
+mod proxy_common;
+mod support;
+
+use std::path::Path;
+
+use proxy_common::{Listening, scratch};
+use support::conformance::{self, Reference, Summary};
+
+const TOKEN: &str = "the-conformance-runners-token";
+
+/// The one check the gateway fails by choice: the reference server answers its diagnostic tool
+/// `test_streaming_elicitation` with two JSON messages, one per line, under `Content-Type:
+/// application/json`, where Streamable HTTP allows one JSON object (or an event stream). The
+/// runner reads lines and passes it straight; the gateway reads a server strictly and refuses
+/// an answer it cannot read as one message rather than guess where messages end.
+const REFUSED_BY_CHOICE: (&str, &str, &str) = (
+    "2026-07-28",
+    "server-stateless",
+    "sep-2575-http-server-no-independent-requests-on-stream",
+);
+const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
+
+/// The gateway in front of the reference server, for the token's role: `all` (everything,
+/// every server request) or `tools_only` (no server request allowed).
+fn policy(dir: &Path, url: &str, role: &str) -> std::path::PathBuf {
+    let hash = capability_rules::sha256_hex(TOKEN.as_bytes());
+    let policy = format!(
+        r#"version = "conformance"
+
+[servers.everything]
+url = "{url}"
+trust = "trusted"
+prefix = ""
+
+[roles.all]
+ceiling = "unrestricted"
+allow = ["*"]
+resources = ["*"]
+prompts = ["*"]
+server_requests = ["everything/sampling", "everything/elicitation", "everything/roots"]
+
+[roles.tools_only]
+ceiling = "unrestricted"
+allow = ["*"]
+resources = ["*"]
+prompts = ["*"]
+
+[bearer_tokens]
+"sha256:{hash}" = "{role}"
+
+# The runner sends about 170 requests a second from one token.
+[http]
+rate_per_second = 100000
+rate_burst = 100000
+"#
+    );
+    let path = dir.join(format!("policy-{role}.toml"));
+    std::fs::write(&path, policy).expect("policy");
+    path
+}
+
+/// A gateway of its own for one run (its rates and sessions start afresh).
+async fn gateway(dir: &Path, policy: &Path, name: &str) -> Listening {
+    Listening::start_args(&proxy_common::gateway_listen(
+        policy,
+        "127.0.0.1:0",
+        &dir.join(format!("{name}.jsonl")),
+    ))
+    .await
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_scenario_that_passes_straight_passes_through_the_gateway() {
+    let Some(suite) = conformance::require("conformance") else {
+        return;
+    };
+    let dir = scratch("conformance", "");
+    let server = Reference::start(&suite);
+    let all = policy(&dir, &server.url, "all");
+    let mut broken = Vec::new();
+    for revision in REVISIONS {
+        let straight = conformance::run(
+            &suite,
+            &server.url,
+            revision,
+            None,
+            &dir.join(format!("straight-{revision}.json")),
+        );
+        let gw = gateway(&dir, &all, &format!("trail-{revision}")).await;
+        let through = conformance::run(
+            &suite,
+            &gw.url,
+            revision,
+            Some(TOKEN),
+            &dir.join(format!("gateway-{revision}.json")),
+        );
+        let ((s, total), (g, _)) = (straight.counts(), through.counts());
+        eprintln!(
+            "conformance {revision}: {s}/{total} scored scenarios pass straight to the reference \
+             server, {g}/{total} through the gateway"
+        );
+        for scenario in straight.passed() {
+            let (rev, name, check) = REFUSED_BY_CHOICE;
+            let by_choice =
+                revision == rev && scenario == name && through.failing_checks(&scenario) == [check];
+            if !through.did_pass(&scenario) && !by_choice {
+                broken.push(format!(
+                    "{revision} {scenario}:\n      {}",
+                    through.failures(&scenario)
+                ));
+            }
+        }
+        gw.stop().await;
+    }
+    assert!(
+        broken.is_empty(),
+        "scenarios that pass straight but fail through the gateway:\n  {}",
+        broken.join("\n  ")
+    );
+}
+
+/// The same suite through a role that allows no server request: the server's sampling request
+/// made while serving a call never reaches the client, and the refusal is on record.
+#[tokio::test(flavor = "current_thread")]
+async fn a_policy_that_refuses_server_requests_still_refuses_them() {
+    let Some(suite) = conformance::require("conformance_refusal") else {
+        return;
+    };
+    let dir = scratch("conformance-refusal", "");
+    let server = Reference::start(&suite);
+    let tools_only = policy(&dir, &server.url, "tools_only");
+    let gw = gateway(&dir, &tools_only, "trail").await;
+    let through: Summary = conformance::run(
+        &suite,
+        &gw.url,
+        "2025-11-25",
+        Some(TOKEN),
+        &dir.join("gateway.json"),
+    );
+    gw.stop().await;
+    for scenario in ["tools-call-sampling", "tools-call-elicitation"] {
+        assert!(
+            !through.did_pass(scenario),
+            "{scenario} passed: {:?}",
+            through.0
+        );
+    }
+    assert!(through.did_pass("tools-call-simple-text"));
+    let records = proxy_common::records(&dir.join("trail.jsonl"));
+    let refused: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| {
+            r["verdict"] == "denied"
+                && r["method"]
+                    .as_str()
+                    .is_some_and(|m| m == "sampling/createMessage" || m == "elicitation/create")
+        })
+        .collect();
+    assert!(
+        refused.len() >= 2,
+        "the refusals are on record: {records:?}"
+    );
+}
