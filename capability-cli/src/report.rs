@@ -1,6 +1,7 @@
 //! What the libraries report, on standard error: their `tracing` events at `warn` and above
-//! (targets `capability*`: the HTTP edge's accept loop, the gateway's library parts), each as
-//! one line `capability <command>: <message>`, as the command's own notes are written.
+//! (targets `capability*`: the HTTP edge's accept loop) and the engine's notes to its operator
+//! (`capability_cli::gateway`, `info`), each as one line `capability <command>: <message>`, as
+//! the command's own notes are written.
 //!
 //! The filter is `tracing-subscriber`'s `Targets`, whose interest is decided once per callsite:
 //! the `info` events of the audit path (one per record) cost nothing here.
@@ -19,7 +20,12 @@ pub fn layer<S>(who: &'static str) -> impl Layer<S> + Send + Sync
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
-    Stderr { who }.with_filter(Targets::new().with_target("capability", tracing::Level::WARN))
+    Stderr { who }.with_filter(
+        Targets::new()
+            .with_target("capability", tracing::Level::WARN)
+            // The engine's notes to its operator.
+            .with_target("capability_cli::gateway", tracing::Level::INFO),
+    )
 }
 
 /// Installs [`layer`] as the process's subscriber (when nothing else is: `--otlp` installs its

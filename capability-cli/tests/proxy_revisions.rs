@@ -26,7 +26,7 @@ fn sh_server(handshake: &str, calls: &std::path::Path, result_extra: &str) -> su
     let script = format!(
         r#"reply() {{ printf '{{"jsonrpc":"2.0","id":%s,%s}}\n' "$1" "$2"; }}
 while IFS= read -r line; do
-  id=$(printf '%s\n' "$line" | sed -n 's/^[^{{]*{{[^{{]*"id":\([0-9][0-9]*\).*/\1/p')
+  id=$(printf '%s\n' "$line" | sed -n 's/^[^{{]*{{[^{{]*"id":\([0-9][0-9]*\|"[^"]*"\).*/\1/p')
   case "$line" in
 {handshake}
     *'"method":"tools/list"'*) reply "$id" '"result":{{{result_extra}"tools":{TOOLS}}}' ;;

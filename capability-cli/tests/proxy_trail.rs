@@ -43,11 +43,13 @@ fn sh_server(tools: &str, listed: &Path, on_call: &str) -> support::McpServer {
     let script = format!(
         r#"reply() {{ printf '{{"jsonrpc":"2.0","id":%s,%s}}\n' "$1" "$2"; }}
 while IFS= read -r line; do
-  id=$(printf '%s\n' "$line" | sed -n 's/^[^{{]*{{[^{{]*"id":\([0-9][0-9]*\).*/\1/p')
+  id=$(printf '%s\n' "$line" | sed -n 's/^[^{{]*{{[^{{]*"id":\([0-9][0-9]*\|"[^"]*"\).*/\1/p')
   case "$line" in
     *'"method":"initialize"'*) reply "$id" '"result":{{"protocolVersion":"2025-11-25","capabilities":{{"tools":{{"listChanged":true}},"resources":{{"subscribe":true}}}},"serverInfo":{{"name":"sh","version":"1.0.0"}}}}' ;;
     *'"method":"server/discover"'*) reply "$id" '"error":{{"code":-32601,"message":"Method not found"}}' ;;
     *'"method":"tools/list"'*) echo x >> '{listed}'; reply "$id" "\"result\":{{\"tools\":$(cat tools.json)}}" ;;
+    *'"method":"resources/list"'*) reply "$id" '"result":{{"resources":[]}}' ;;
+    *'"method":"resources/templates/list"'*) reply "$id" '"result":{{"resourceTemplates":[]}}' ;;
     *'"method":"tools/call"'*) {on_call} reply "$id" '"result":{{"content":[{{"type":"text","text":"called"}}]}}' ;;
   esac
 done"#,

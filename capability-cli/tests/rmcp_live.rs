@@ -32,7 +32,7 @@ async fn sh_server_after(
         r#"reply() {{ printf '{{"jsonrpc":"2.0","id":%s,%s}}\n' "$1" "$2"; }}
 {prelude}
 while IFS= read -r line; do
-  id=$(printf '%s\n' "$line" | sed -n 's/^[^{{]*{{[^{{]*"id":\([0-9][0-9]*\).*/\1/p')
+  id=$(printf '%s\n' "$line" | sed -n 's/^[^{{]*{{[^{{]*"id":\([0-9][0-9]*\|"[^"]*"\).*/\1/p')
   case "$line" in
 {body}
   esac

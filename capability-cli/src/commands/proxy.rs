@@ -88,67 +88,207 @@ pub struct ProxyArgs {
     command: Vec<OsString>,
 }
 
-/// `capability proxy`: everything is read and checked before the server is spawned.
+/// `capability proxy`: a gateway of one server (`--server`, spawned from the command after `--`
+/// or reached at `--upstream`), served as the engine serves a fleet: the lanes, approvals,
+/// reloads, transparency across revisions. Everything is read and checked before the server is
+/// spawned; when the server goes, the proxy stops with an error saying why (its client sees its
+/// one server go, as it would straight).
 pub fn run(args: ProxyArgs) -> Result<u8, Failure> {
-    use capability_cli::proxy::{ExchangeOptions, Options, RunError, secrets};
+    use capability_cli::gateway::{
+        Engine, Exchange, Front, Secret, ServerSource, ServerSpec, Servers, Serving, run_engine,
+    };
+    use capability_cli::proxy::secrets;
     let input = |why: String| Failure::input(format!("proxy: {why}"));
     let upstream_token =
         secrets::upstream_token(args.upstream_token_file.as_deref()).map_err(input)?;
     let exchange = match args.upstream_exchange_client {
-        Some(client_id) => Some(ExchangeOptions {
+        Some(client_id) => Some(Exchange {
             client_id,
-            client_secret: secrets::client_secret(args.upstream_exchange_secret_file.as_deref())
-                .map_err(input)?,
+            client_secret: Secret(
+                secrets::client_secret(args.upstream_exchange_secret_file.as_deref())
+                    .map_err(input)?,
+            ),
             audience: args.upstream_audience,
         }),
         None => None,
     };
     if upstream_token.is_some() && args.upstream.is_none() {
-        return Err(Failure::input(
-            "proxy: CAPABILITY_UPSTREAM_TOKEN is for --upstream <url>; a server spawned over \
-             stdio takes no token"
+        return Err(input(
+            "CAPABILITY_UPSTREAM_TOKEN is for --upstream <url>; a server spawned over stdio \
+             takes no token"
                 .to_owned(),
         ));
     }
     args.bound.apply();
-    let options = Options {
-        policy: args.policy,
-        role: args.role,
-        listen: args.listen,
-        upstream: args.upstream,
-        upstream_token,
-        exchange,
-        server: args.server,
+    let source = match (args.command.split_first(), &args.upstream) {
+        (Some(_), Some(url)) => {
+            return Err(input(format!(
+                "give the server either as a command after `--` or as `--upstream {url}`, not \
+                 both"
+            )));
+        }
+        (None, None) => {
+            return Err(input(
+                "no server: give its command after `--`, e.g. `-- npx -y \
+                 @modelcontextprotocol/server-memory`, or its URL with `--upstream \
+                 http://127.0.0.1:3001/mcp`"
+                    .to_owned(),
+            ));
+        }
+        (Some(_), None) => {
+            let mut words = Vec::with_capacity(args.command.len());
+            for word in &args.command {
+                words.push(word.to_str().map(str::to_owned).ok_or_else(|| {
+                    input(format!("the server's command word {word:?} is not UTF-8"))
+                })?);
+            }
+            ServerSource::Command(words)
+        }
+        (None, Some(url)) => ServerSource::Url(check_url(url).map_err(input)?),
+    };
+    let policy =
+        capability::Policy::from_toml_file(&args.policy).map_err(|e| input(e.to_string()))?;
+    let front = match (args.listen, &args.role) {
+        (Some(_), Some(role)) => {
+            return Err(input(format!(
+                "`--role {role}` is not used with `--listen`: each request's role comes from \
+                 its bearer token, through the policy's `[auth]` (OAuth access tokens) or \
+                 `[bearer_tokens]`"
+            )));
+        }
+        (Some(address), None) => {
+            capability_cli::proxy::check_credentials(&policy)
+                .map_err(|e| input(format!("{}: {e}", args.policy.display())))?;
+            Front::Http(
+                std::net::TcpListener::bind(address)
+                    .map_err(|e| input(format!("cannot listen on {address}: {e}")))?,
+            )
+        }
+        (None, None) => {
+            return Err(input(
+                "give the client's role with `--role`, or `--listen <address>` to serve \
+                 Streamable HTTP with roles from bearer tokens"
+                    .to_owned(),
+            ));
+        }
+        (None, Some(role)) => {
+            if !policy.roles().any(|r| r == role) {
+                let roles: Vec<&str> = policy.roles().collect();
+                return Err(input(format!(
+                    "role `{role}` is not in the policy {} (it has: {})",
+                    args.policy.display(),
+                    roles.join(", ")
+                )));
+            }
+            Front::Stdio(role.clone())
+        }
+    };
+    if let Err(error) = capability::CapabilityManifest::builder("tool")
+        .provider(&args.server)
+        .build()
+    {
+        return Err(input(format!(
+            "`--server {}` is not a valid server name: {error}",
+            args.server
+        )));
+    }
+    if let Some(path) = &args.lock {
+        let lock = capability::mcp::Lockfile::load(path)
+            .map_err(|e| input(e.to_string()))?
+            .ok_or_else(|| input(format!("{}: no such lockfile", path.display())))?;
+        if lock.server(&args.server).is_none() {
+            return Err(input(format!(
+                "{} pins no tool of server `{}`: every tool would be hidden; pin them with \
+                 `capability pin --server {} --lock {} -- <command>`",
+                path.display(),
+                args.server,
+                args.server,
+                path.display()
+            )));
+        }
+    }
+    if exchange.is_some()
+        && !(matches!(front, Front::Http(_))
+            && matches!(source, ServerSource::Url(_))
+            && policy.auth().is_some())
+    {
+        return Err(input(
+            "`--upstream-exchange-client` exchanges callers' OAuth access tokens: it needs \
+             `--listen`, the policy's `[auth]` and `--upstream <url>`"
+                .to_owned(),
+        ));
+    }
+    // The policy's `[servers.<name>]` entry says whether resources and prompts go through.
+    let entry = policy.servers().iter().find(|e| e.name() == args.server);
+    let spec = ServerSpec {
+        name: args.server.clone(),
+        source,
+        env: Vec::new(),
         trusted: args.trust == TrustArg::Trusted,
-        lock: args.lock,
-        audit: args.audit,
-        checkpoint_key: args.checkpoint_key,
+        lock: args.lock.clone(),
+        prefix: String::new(),
+        token: upstream_token.map(Secret),
+        exchange,
+        resources: entry.is_some_and(|e| e.forwards_resources()),
+        prompts: entry.is_some_and(|e| e.forwards_prompts()),
+    };
+    let engine = Engine {
+        name: capability_cli::proxy::PROXY_NAME,
+        servers: Servers::Given(vec![spec]),
+        restart: false,
+    };
+    let serving = Serving {
+        policy,
+        policy_path: &args.policy,
+        front,
+        audit: &args.audit,
+        trail_name: &args.server,
+        checkpoint_key: args.checkpoint_key.as_deref(),
         budget: capability::audit::Budget {
             max_calls: args.max_calls,
             max_denials: args.max_denials,
         },
         metrics: args.metrics,
-        metrics_token_file: args.metrics_token_file,
-        otlp: args.otlp,
-        command: args.command,
+        metrics_token_file: args.metrics_token_file.as_deref(),
+        otlp: args.otlp.as_deref(),
+        watch: false,
+        service: "capability-proxy",
+        who: "capability proxy",
     };
-    let proxy = options
-        .prepare()
-        .map_err(|e| Failure::input(format!("proxy: {e}")))?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::input(format!("proxy: cannot start the async runtime: {e}")))?;
-    let result = runtime.block_on(proxy.run());
-    // A read of standard input may still be blocked in a thread of the runtime: do not wait.
-    runtime.shutdown_background();
-    match result {
-        Ok(()) => Ok(0),
-        Err(error @ RunError::Spawn(_)) => Err(Failure::input(format!("proxy: {error}"))),
-        Err(error) => Err(Failure {
+    match run_engine(&engine, serving) {
+        Ok(capability_cli::gateway::Ended::Stopped) => Ok(0),
+        Ok(capability_cli::gateway::Ended::ServerGone(why)) => Err(Failure {
             code: 1,
-            message: format!("proxy: {error}"),
+            message: format!("proxy: the MCP server is gone: {why}"),
             closed_pipe: false,
         }),
+        // A server that was started and did not connect is a failure of the run (1), as when
+        // it goes later; anything else is the input's (2).
+        Err(capability_cli::gateway::GatewayError::Server(why))
+            if !why.contains("cannot start") =>
+        {
+            Err(Failure {
+                code: 1,
+                message: format!("proxy: {why}"),
+                closed_pipe: false,
+            })
+        }
+        Err(error) => Err(input(error.to_string())),
     }
+}
+
+/// Checks an `--upstream` URL: `http://` or `https://`, with a host.
+fn check_url(url: &str) -> Result<String, String> {
+    let bad = |why: &str| {
+        format!("`--upstream {url}` is not a server's URL: {why} (e.g. http://127.0.0.1:3001/mcp)")
+    };
+    let uri: http::Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => return Err(bad("it must start with http:// or https://")),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(bad("it names no host"));
+    }
+    Ok(url.to_owned())
 }

@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use capability::authz::{Action, Authorize, ServerRequestKind};
 
-use super::handler::{GATEWAY_NAME, Gateway, Snapshot, Who};
+use super::handler::{Gateway, Snapshot, Who};
 use super::legacy::Leg;
 use super::relay::Ask;
 
@@ -47,6 +47,13 @@ pub(super) fn modern(context: &RequestContext<RoleServer>) -> bool {
 }
 
 impl Gateway {
+    /// Whether `who`'s role allows `server` any request to the client.
+    pub(super) fn allows_any_request(&self, who: &Who, server: &str) -> bool {
+        ServerRequestKind::ALL
+            .into_iter()
+            .any(|kind| self.allows(who, server, kind))
+    }
+
     /// Which of `server`'s requests `who`'s role allows.
     fn allows(&self, who: &Who, server: &str, kind: ServerRequestKind) -> bool {
         who.ctx.as_ref().is_some_and(|ctx| {
@@ -109,7 +116,7 @@ impl Gateway {
         let input = params.clone();
         crate::proxy::ask_client(
             &self.dispatch,
-            GATEWAY_NAME,
+            self.name,
             server,
             kind,
             &input,
@@ -143,20 +150,33 @@ impl Gateway {
     /// The connection to `server` for the client of `context`: the server's session of
     /// 2025-11-25 for a client of that revision where the server has one (`legacy.rs`), else
     /// its first connection.
+    /// A server called on the caller's behalf (`delegate.rs`) is reached over the caller's own
+    /// connection.
     pub(super) async fn leg(
         &self,
         snapshot: &Snapshot,
         server: &str,
         context: &RequestContext<RoleServer>,
-    ) -> Option<Leg> {
+    ) -> Result<Leg, ErrorData> {
+        if let Some(delegated) = snapshot.delegated.get(server) {
+            let (peer, progress) = delegated.peer(context).await?;
+            return Ok(Leg {
+                peer,
+                progress,
+                calls: super::relay::Calls::default(),
+            });
+        }
         if !modern(context)
             && let Some(legacy) = snapshot.legacy.get(server)
             && let Some(leg) = legacy.leg().await
         {
-            return Some(leg);
+            return Ok(leg);
         }
-        Some(Leg {
-            peer: snapshot.peers.get(server)?.clone(),
+        let peer = snapshot.peers.get(server).ok_or_else(|| {
+            ErrorData::internal_error(format!("no connection to `{server}`"), None)
+        })?;
+        Ok(Leg {
+            peer: peer.clone(),
             progress: snapshot.progress.get(server).cloned().unwrap_or_default(),
             calls: snapshot.calls.get(server).cloned().unwrap_or_default(),
         })
@@ -189,6 +209,16 @@ impl Gateway {
             let answer = loop {
                 tokio::select! {
                     answer = &mut answer => break answer?,
+                    // rmcp does not drop a handler's future when the client cancels: it cancels
+                    // the request's token. The call is dropped here, which tells the server
+                    // (`notifications/cancelled`), and its outcome says cancelled.
+                    () = context.ct.cancelled() => {
+                        return Err(ServiceError::McpError(ErrorData::internal_error(
+                            "cancelled by the client; the MCP server was told \
+                             (notifications/cancelled)",
+                            None,
+                        )));
+                    }
                     Some(Ask { kind, params, answer: reply }) = asks.recv() => {
                         let result = self.serve_ask(snapshot, who, server, context, kind, params).await;
                         let _ = reply.send(result);

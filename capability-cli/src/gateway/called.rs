@@ -19,7 +19,7 @@ use capability::audit::{Consent, Request};
 use capability::authz::{Action, DenyReason, ToolContext};
 use capability::mcp::WithheldReason;
 
-use super::handler::{Answer, Gateway, Snapshot, Unanswered, Who, answered, refused, unanswered};
+use super::handler::{Answer, Gateway, Snapshot, Unanswered, Who, answered, unanswered};
 use crate::proxy::Completed;
 
 impl Gateway {
@@ -60,12 +60,7 @@ impl Gateway {
         let shown = request.name.to_string();
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let route = self.route(&snapshot, &who, &shown, &input)?;
-        let Some(connection) = self.leg(&snapshot, route.server, context).await else {
-            return Err(ErrorData::internal_error(
-                format!("no connection to `{}`", route.server),
-                None,
-            ));
-        };
+        let connection = self.leg(&snapshot, route.server, context).await?;
         let mut forwarded = request.clone();
         forwarded.name = route.tool.to_owned().into();
         let (consent, input) = self
@@ -93,14 +88,44 @@ impl Gateway {
                 );
                 let call =
                     self.call_server(&snapshot, &who, server, &connection, forwarded, context);
-                traced::send(leg, call)
-                    .await
-                    .map(Answer)
-                    .map_err(unanswered(server))
+                let result = traced::send(leg, call).await;
+                match result {
+                    Ok(answer) => Ok(Answer(answer)),
+                    Err(::rmcp::ServiceError::McpError(error)) => Err(Unanswered::Server(error)),
+                    Err(error) => {
+                        // The caller's own connection failed: the next call opens another.
+                        if let Some(delegated) = snapshot.delegated.get(server) {
+                            delegated.failed(context).await;
+                        }
+                        Err(self.gone(&snapshot, server, error).await)
+                    }
+                }
             })
             .await?;
         // `resultType` for a client of 2026-07-28 when the server (of 2025-11-25) left it out.
         Ok(answered.0.completed())
+    }
+}
+
+impl Gateway {
+    /// Why `server` did not answer a request: how the server ended, when it did (its exit
+    /// comes a moment after its connection closes), else the connection's error.
+    pub(super) async fn gone(
+        &self,
+        snapshot: &Snapshot,
+        server: &str,
+        error: ::rmcp::ServiceError,
+    ) -> Unanswered {
+        let ended = match snapshot.exits.get(server) {
+            Some(exit) => exit.wait(super::process::LEARN_WHY).await,
+            None => None,
+        };
+        match ended {
+            Some(why) => {
+                Unanswered::Gone(format!("the MCP server `{server}` did not answer: {why}"))
+            }
+            None => unanswered(server)(error),
+        }
     }
 }
 
@@ -159,7 +184,7 @@ impl Gateway {
             .dispatch
             .act_async(route.ctx(), caller, &call, run)
             .await;
-        answered(outcome, |why| refused(shown, why))
+        answered(outcome, |why| self.refused(shown, &why.of_who(who)))
     }
 }
 
@@ -196,10 +221,7 @@ impl Gateway {
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
             let reason = WithheldReason::NotListed.to_deny();
             let call = Request::mcp("tools/call", Action::CallTool(&stand_in), input);
-            return Err(refused(
-                shown,
-                &self.refuse(snapshot, who, &call, &[reason]),
-            ));
+            return Err(self.refused(shown, &self.refuse(snapshot, who, &call, &[reason])));
         };
         let manifest = route.listed.manifest();
         let reasons: Vec<DenyReason> = match &who.ctx {
@@ -220,6 +242,6 @@ impl Gateway {
             }
         };
         let call = Request::mcp("tools/call", Action::CallTool(manifest), input);
-        Err(refused(shown, &self.refuse(snapshot, who, &call, &reasons)))
+        Err(self.refused(shown, &self.refuse(snapshot, who, &call, &reasons)))
     }
 }

@@ -18,12 +18,13 @@ use capability::authz::{Action, Authorize};
 /// Reads the policy, starts and lists every server, and prints each role's view (text, or JSON
 /// with `--json`): exit 0, or 1 when tools of two servers would share a shown name.
 pub fn check(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> {
-    let policy = Policy::from_toml_file(&args.policy).map_err(|e| GatewayError(e.to_string()))?;
+    let policy =
+        Policy::from_toml_file(&args.policy).map_err(|e| GatewayError::Config(e.to_string()))?;
     let roles: Vec<String> = match &args.role {
         Some(role) if policy.roles().any(|r| r == role) => vec![role.clone()],
         Some(role) => {
             let roles: Vec<&str> = policy.roles().collect();
-            return Err(GatewayError(format!(
+            return Err(GatewayError::Config(format!(
                 "role `{role}` is not in the policy (it has: {})",
                 roles.join(", ")
             )));
@@ -33,7 +34,7 @@ pub fn check(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| GatewayError(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| GatewayError::Config(format!("cannot start the async runtime: {e}")))?;
     let (fleet, servers) = runtime.block_on(read_fleet(
         &policy,
         &args.policy,
@@ -62,12 +63,12 @@ pub fn check(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError
         let mut serializer =
             serde_json::Serializer::with_formatter(&mut text, crate::escape::JsonEscaped::new());
         serde::Serialize::serialize(&report, &mut serializer)
-            .map_err(|e| GatewayError(format!("cannot write the report: {e}")))?;
+            .map_err(|e| GatewayError::Config(format!("cannot write the report: {e}")))?;
         out.write_all(&text).and_then(|()| writeln!(out))
     } else {
         text_report(out, &fleet, &items, &servers, &views, &policy)
     };
-    written.map_err(|e| GatewayError(format!("cannot write the report: {e}")))?;
+    written.map_err(|e| GatewayError::Config(format!("cannot write the report: {e}")))?;
     Ok(u8::from(
         !fleet.collisions().is_empty() || !items.collisions().is_empty(),
     ))

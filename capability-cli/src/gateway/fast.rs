@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::handler::{Gateway, Snapshot, Who, answered, refused};
+use super::handler::{Gateway, Snapshot, Who, answered, refused_by};
 use super::lane::Lane;
 use crate::envelope::{Cancelled, Envelope};
 
@@ -178,7 +178,7 @@ impl Fast {
                 .gateway
                 .dispatch
                 .start::<(), String>(route.ctx(), who.caller(), &request)
-                .map_err(|outcome| refusal(outcome, &shown))?;
+                .map_err(|outcome| refusal(self.gateway.name, &who, outcome, &shown))?;
             let leg = started.span().in_scope(|| {
                 Operation::client(&telemetry::Request {
                     method: "tools/call",
@@ -234,6 +234,7 @@ impl Fast {
         let ending = Call {
             id,
             shown,
+            by: self.gateway.name,
             lane_id,
             out: out.clone(),
             in_flight: self.in_flight.clone(),
@@ -289,6 +290,8 @@ pub(super) fn lane_takes(
         None => true,
         Some(route) => {
             agreed(route.server)
+                // A server called on the caller's behalf takes the caller's own connection.
+                && !snapshot.delegated.contains_key(route.server)
                 && snapshot
                     .policy
                     .hold(who.role(), Some(route.server), route.tool)
@@ -301,8 +304,10 @@ pub(super) fn lane_takes(
 type InFlight = HashMap<String, (Arc<Lane>, u64)>;
 
 /// The error answered for a call that did not start (refused, or its intent not written).
-pub(super) fn refusal(outcome: Outcome<(), String>, shown: &str) -> ErrorData {
-    match answered(outcome, |why| refused(shown, why)) {
+pub(super) fn refusal(by: &str, who: &Who, outcome: Outcome<(), String>, shown: &str) -> ErrorData {
+    match answered(outcome, |why| {
+        refused_by(by, "tool", shown, &why.of_who(who))
+    }) {
         Ok(()) => ErrorData::internal_error("the call did not start", None),
         Err(error) => error,
     }

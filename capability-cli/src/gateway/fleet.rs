@@ -49,7 +49,7 @@ pub async fn read_fleet(
             continue;
         };
         let name = entry.name();
-        let fail = |why: String| GatewayError(format!("server `{name}`: {why}"));
+        let fail = |why: String| GatewayError::Config(format!("server `{name}`: {why}"));
         let (tools, items) = list(&source, entry, timeout).await.map_err(fail)?;
         let trusted = entry.trusted().unwrap_or(false);
         let server = if trusted {
@@ -89,12 +89,12 @@ pub async fn read_fleet(
         members.push((listing, entry.prefix()));
     }
     if members.is_empty() {
-        return Err(GatewayError(format!(
+        return Err(GatewayError::Config(format!(
             "{}: the policy's [servers] name no server with a `command`, a `url` or a `file`",
             policy_path.display()
         )));
     }
-    let fleet = Fleet::new(members).map_err(|e| GatewayError(e.to_string()))?;
+    let fleet = Fleet::new(members).map_err(|e| GatewayError::Config(e.to_string()))?;
     Ok((fleet, servers))
 }
 
@@ -119,6 +119,7 @@ async fn list(
             name,
             source,
             entry.env(),
+            None,
             changed,
             None,
             super::relay::Levels::default(),

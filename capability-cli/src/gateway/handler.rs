@@ -15,7 +15,7 @@ use ::rmcp::model::{
 };
 use ::rmcp::service::RequestContext;
 use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use capability::Policy;
 use capability::audit::Principal;
@@ -48,6 +48,10 @@ pub(super) struct Snapshot {
     pub(super) calls: HashMap<String, super::relay::Calls>,
     /// The sessions of 2025-11-25 next to connections of 2026-07-28, by server (`legacy.rs`).
     pub(super) legacy: HashMap<String, Arc<super::legacy::Legacy>>,
+    /// The servers called on the caller's behalf (`delegate.rs`), by server.
+    pub(super) delegated: HashMap<String, Arc<super::delegate::Delegated>>,
+    /// How each spawned server ended, once it did (`process.rs`), by server.
+    pub(super) exits: HashMap<String, Arc<super::process::Exit>>,
     /// The forwarding lanes, by server (spawned servers only).
     pub(super) lanes: HashMap<String, Arc<Lane>>,
     /// The forwarding lanes, by server (HTTP servers only).
@@ -56,6 +60,10 @@ pub(super) struct Snapshot {
     pub(super) policy_version: Option<String>,
     /// The approvals of the policy's `[approvals]` table (`approvals.rs`).
     pub(super) approvals: Option<Arc<super::approvals::Approvals>>,
+    /// Whether some server's resources are served.
+    pub(super) resources: bool,
+    /// Whether some server's prompts are served.
+    pub(super) prompts: bool,
 }
 
 /// Who asks: over stdio the one client of the gateway's role; over HTTP, whom the edge
@@ -82,6 +90,11 @@ pub(super) struct Gateway {
     /// The log level each client asked for (`logging/setLevel`), shared with the servers'
     /// handlers.
     pub(super) levels: super::relay::Levels,
+    /// The name it gives itself (to clients and servers, and in its refusals).
+    pub(super) name: &'static str,
+    /// What its sessions are named under (`mcp:<scope>/<role>/...`): `gateway`, or a proxy's
+    /// one server.
+    pub(super) scope: Arc<str>,
 }
 
 impl Gateway {
@@ -104,7 +117,7 @@ impl Gateway {
     /// The stdio client, of the gateway's role (`None` over HTTP).
     pub(super) fn stdio_client(&self, snapshot: &Snapshot) -> Option<Who> {
         let role = self.role.as_ref()?;
-        let session = format!("gateway:{role}");
+        let session = format!("mcp:{}/{role}", self.scope);
         Some(Who {
             role: role.clone(),
             ctx: snapshot.policy.context(role, session.clone()),
@@ -150,9 +163,12 @@ impl Gateway {
         let key = principal
             .as_ref()
             .map_or_else(|| "(none)".to_owned(), Principal::key);
+        // The role and the principal are part of the session, so that callers of one role, or
+        // two principals of it, never spend (or degrade) each other's budget.
+        let role_name = role.as_deref().unwrap_or("(none)");
         let session = match session {
-            Some(id) => format!("gateway:{key}/{id}"),
-            None => format!("gateway:{key}"),
+            Some(id) => format!("mcp:{}/{role_name}/{key}/{id}", self.scope),
+            None => format!("mcp:{}/{role_name}/{key}", self.scope),
         };
         let ctx = role
             .as_deref()
@@ -169,20 +185,19 @@ impl Gateway {
         }
     }
 
-    /// Records a request refused before it could be decided or forwarded; the refusal's text.
+    /// Records a request refused before it could be decided or forwarded: why, for the client.
     pub(super) fn refuse(
         &self,
         snapshot: &Snapshot,
         who: &Who,
         request: &Request<'_>,
         reasons: &[DenyReason],
-    ) -> String {
+    ) -> Why {
         let subject = Subject::new(&who.role, &who.session)
             .policy_version(snapshot.policy_version.as_deref());
         self.dispatch
             .refuse(&subject, who.caller(), request, reasons);
-        let texts: Vec<String> = reasons.iter().map(ToString::to_string).collect();
-        texts.join("; ")
+        Why::of(who, reasons)
     }
 
     /// Decides `request` for `who` and records it (intent before `run`, outcome after); runs
@@ -192,7 +207,7 @@ impl Gateway {
         snapshot: &Snapshot,
         who: &Who,
         request: &Request<'_>,
-        refused: impl Fn(&str) -> ErrorData,
+        refused: impl Fn(&Why) -> ErrorData,
         run: impl std::future::Future<Output = Result<O, E>>,
     ) -> Result<O, ErrorData> {
         let Some(ctx) = &who.ctx else {
@@ -308,51 +323,153 @@ impl serde::Serialize for Answer<CallToolResponse> {
 /// `refused` words.
 pub(super) fn answered<O, E: Into<Unanswered>>(
     outcome: Outcome<O, E>,
-    refused: impl Fn(&str) -> ErrorData,
+    refused: impl Fn(&Why) -> ErrorData,
 ) -> Result<O, ErrorData> {
     match outcome {
         Outcome::Done(output) => Ok(output),
         Outcome::Failed(error) => Err(error.into().into()),
-        Outcome::Denied(denial) => Err(refused(&denial.to_string())),
-        Outcome::Degrade(reason) => Err(refused(&reason.to_string())),
-        Outcome::AuditFailed(error) => Err(refused(&format!(
+        Outcome::Denied(denial) => Err(refused(&Why::denied(&denial))),
+        Outcome::Degrade(reason) => Err(refused(&Why::dispatch(reason.to_string()))),
+        Outcome::AuditFailed(error) => Err(refused(&Why::dispatch(format!(
             "its audit record could not be written: {error}"
-        ))),
+        )))),
     }
 }
 
-pub(super) fn refused(shown: &str, why: &str) -> ErrorData {
-    refused_item("tool", shown, why)
+/// Why a request is refused, as its client is told: the decision's reasons (each with its
+/// code), or the dispatcher's own word (a degraded session, a trail that cannot be written);
+/// and whose request it was.
+#[derive(Clone, Debug)]
+pub(super) struct Why {
+    text: String,
+    role: Option<String>,
+    principal: Option<Principal>,
+    reasons: Vec<Value>,
+    dispatch: Option<String>,
 }
 
-/// The error of a refused `kind` (`tool`, `resource`, `prompt`) shown as `shown`.
-pub(super) fn refused_item(kind: &str, shown: &str, why: &str) -> ErrorData {
+impl Why {
+    /// `who`'s request refused for `reasons`.
+    pub(super) fn of(who: &Who, reasons: &[DenyReason]) -> Why {
+        Why {
+            text: reasons
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+            role: Some(who.role.clone()),
+            principal: who.principal.clone(),
+            reasons: reasons.iter().map(reason_json).collect(),
+            dispatch: None,
+        }
+    }
+
+    /// A refusal the decision gave.
+    fn denied(denial: &capability::authz::Denial) -> Why {
+        let value = serde_json::to_value(denial).unwrap_or(Value::Null);
+        let reasons: Vec<Value> = value["reasons"].as_array().cloned().unwrap_or_default();
+        Why {
+            text: denial.to_string(),
+            role: value["role"].as_str().map(str::to_owned),
+            principal: None,
+            reasons,
+            dispatch: None,
+        }
+    }
+
+    /// A refusal of the dispatcher's own.
+    pub(super) fn dispatch(text: String) -> Why {
+        Why {
+            dispatch: Some(text.clone()),
+            text,
+            role: None,
+            principal: None,
+            reasons: Vec::new(),
+        }
+    }
+
+    /// This refusal, of `who`'s request (its role and principal named).
+    pub(super) fn of_who(&self, who: &Who) -> Why {
+        Why {
+            role: self.role.clone().or_else(|| Some(who.role.clone())),
+            principal: self.principal.clone().or_else(|| who.principal.clone()),
+            ..self.clone()
+        }
+    }
+}
+
+/// A reason as data: its tagged JSON (`{"reason": "not_allowed", ...}`) and its words.
+fn reason_json(reason: &DenyReason) -> Value {
+    let mut value = serde_json::to_value(reason).unwrap_or(Value::Null);
+    if let Value::Object(object) = &mut value {
+        object.insert("message".to_owned(), Value::String(reason.to_string()));
+    }
+    value
+}
+
+/// The error of a refused `kind` (`tool`, `resource`, `prompt`) shown as `shown`, refused by
+/// `by` (the engine's name: `capability-gateway`, `capability-proxy`): its message says why,
+/// its data names what was asked, the caller's role and principal, and every reason with its
+/// code (as `GovernedServer` answers).
+pub(super) fn refused_by(by: &str, kind: &str, shown: &str, why: &Why) -> ErrorData {
     let key = if kind == "resource" { "uri" } else { kind };
+    let mut data = serde_json::Map::new();
+    data.insert(key.to_owned(), json!(shown));
+    data.insert("role".to_owned(), json!(why.role));
+    if let Some(principal) = &why.principal {
+        data.insert("principal".to_owned(), json!(principal));
+    }
+    data.insert("reasons".to_owned(), Value::Array(why.reasons.clone()));
+    if let Some(dispatch) = &why.dispatch {
+        data.insert("dispatch".to_owned(), json!(dispatch));
+    }
     ErrorData::new(
         ErrorCode(REFUSED_CODE),
-        format!("{kind} `{shown}` refused by {GATEWAY_NAME}: {why}"),
-        Some(json!({ key: shown })),
+        format!("{kind} `{shown}` refused by {by}: {}", why.text),
+        Some(Value::Object(data)),
     )
+}
+
+impl Gateway {
+    /// The error of a refused tool shown as `shown`.
+    pub(super) fn refused(&self, shown: &str, why: &Why) -> ErrorData {
+        refused_by(self.name, "tool", shown, why)
+    }
+
+    /// The error of a refused `kind` (`tool`, `resource`, `prompt`) shown as `shown`.
+    pub(super) fn refused_item(&self, kind: &str, shown: &str, why: &Why) -> ErrorData {
+        refused_by(self.name, kind, shown, why)
+    }
 }
 
 impl ServerHandler for Gateway {
     // `enable_logging`: rmcp marks logging deprecated (SEP-2577); clients of 2025-11-25 use it.
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_prompts()
-                .enable_prompts_list_changed()
-                .enable_resources()
-                .enable_resources_subscribe()
-                .enable_resources_list_changed()
-                .enable_completions()
-                .enable_logging()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new(GATEWAY_NAME, env!("CARGO_PKG_VERSION")))
+        let snapshot = self.current();
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_completions()
+            .enable_logging()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        // What no server's items are served for is not said (a proxy of tools only).
+        if !snapshot.resources {
+            capabilities.resources = None;
+        }
+        if !snapshot.prompts {
+            capabilities.prompts = None;
+        }
+        if !snapshot.resources && !snapshot.prompts {
+            capabilities.completions = None;
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(self.name, env!("CARGO_PKG_VERSION")))
     }
 
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {

@@ -177,7 +177,7 @@ impl Gateway {
             input,
         );
         let why = self.refuse(snapshot, who, &call, reasons);
-        let mut error = super::handler::refused_item("tool", shown, &why);
+        let mut error = self.refused_item("tool", shown, &why);
         if let (Some(Value::Object(data)), Some(Value::Object(more))) = (&mut error.data, data) {
             data.extend(more);
         }

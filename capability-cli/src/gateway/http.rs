@@ -75,10 +75,19 @@ async fn edge_config(
     crate::proxy::check_credentials(policy)?;
     let credentials = Credentials::from_policy(policy).await?;
     let listed = gateway.clone();
-    Ok(EdgeConfig::new(credentials, policy.http().clone())
+    let mut config = EdgeConfig::new(credentials, policy.http().clone());
+    if !gateway.current().delegated.is_empty() {
+        // Kept for the exchange at the issuer; the header is still taken off at the edge.
+        config = config.keep_subject_token();
+    }
+    Ok(config
         .endpoint(PATH)
         .hosts(capability_http::listen::allowed_hosts(address))
-        .recording(dispatch, &Server::untrusted("gateway"), policy.version())
+        .recording(
+            dispatch,
+            &Server::untrusted(gateway.scope.as_ref()),
+            policy.version(),
+        )
         // A call of a tool whose scopes the token lacks is answered `403 insufficient_scope`
         // here, with the tool's own manifest (its server, its name) on record.
         .tool_manifests(move |shown| {
@@ -100,11 +109,11 @@ pub(super) async fn start(
 ) -> Result<(String, HttpFront), GatewayError> {
     let address = listener
         .local_addr()
-        .map_err(|e| GatewayError(format!("cannot read the address listened on: {e}")))?;
+        .map_err(|e| GatewayError::Config(format!("cannot read the address listened on: {e}")))?;
     let listener = listener
         .set_nonblocking(true)
         .and_then(|()| tokio::net::TcpListener::from_std(listener))
-        .map_err(|e| GatewayError(format!("cannot listen on {address}: {e}")))?;
+        .map_err(|e| GatewayError::Config(format!("cannot listen on {address}: {e}")))?;
     // rmcp does not see the calls the lane answers, so its own inactivity timeout is off: a
     // session that only calls tools would look idle to it. The edge's counts every request,
     // and the gateway closes the sessions idle past it ([`HttpFront::close_idle`]).
@@ -113,7 +122,7 @@ pub(super) async fn start(
     let manager = Arc::new(manager);
     let config = edge_config(policy, gateway, dispatch.clone(), manager.clone(), address)
         .await
-        .map_err(GatewayError)?;
+        .map_err(GatewayError::Config)?;
     let handler = gateway.clone();
     let service = HttpLane::new(
         StreamableHttpService::new(

@@ -286,9 +286,13 @@ impl Items {
             })
             .map(|m| m.server.as_str())
             .collect();
-        match servers.as_slice() {
-            [] => UriRoute::Unknown,
-            [one] => UriRoute::Server(one),
+        match (servers.as_slice(), self.members.as_slice()) {
+            // One server serves resources: a URI it does not list goes to it, as to a proxy's
+            // one server (no other could answer, so nothing depends on order), and is decided
+            // in its resolved form.
+            ([], [only]) => UriRoute::Server(only.server.as_str()),
+            ([], _) => UriRoute::Unknown,
+            ([one], _) => UriRoute::Server(one),
             _ => UriRoute::Shared(servers),
         }
     }
@@ -306,9 +310,13 @@ impl Items {
                 .map(|m| m.server.as_str())
                 .collect(),
         };
-        match servers.as_slice() {
-            [] => UriRoute::Unknown,
-            [one] => UriRoute::Server(one),
+        match (servers.as_slice(), self.members.as_slice()) {
+            // One server serves resources: a URI it does not list goes to it, as to a proxy's
+            // one server (no other could answer, so nothing depends on order), and is decided
+            // in its resolved form.
+            ([], [only]) => UriRoute::Server(only.server.as_str()),
+            ([], _) => UriRoute::Unknown,
+            ([one], _) => UriRoute::Server(one),
             _ => UriRoute::Shared(servers),
         }
     }

@@ -57,6 +57,8 @@ pub(super) type Answered = Box<dyn FnOnce(Ended) + Send>;
 /// The lane to one server.
 pub(super) struct Lane {
     server: String,
+    /// How the server ended, for the calls it leaves unanswered.
+    exit: Arc<super::process::Exit>,
     input: Arc<Input>,
     pending: Arc<Mutex<Pending>>,
     next: AtomicU64,
@@ -145,10 +147,12 @@ impl Lane {
     pub(super) fn new(
         server: &str,
         input: tokio::process::ChildStdin,
+        exit: Arc<super::process::Exit>,
     ) -> std::io::Result<Arc<Lane>> {
         let input = Input::start(input)?;
         Ok(Arc::new(Lane {
             server: server.to_owned(),
+            exit,
             input,
             pending: Arc::default(),
             next: AtomicU64::new(1),
@@ -172,6 +176,7 @@ impl Lane {
             server: self.server.clone(),
             pending: self.pending.clone(),
             relay,
+            exit: self.exit.clone(),
         }
     }
 
@@ -266,10 +271,11 @@ impl Lane {
     }
 
     fn gone(&self) -> String {
-        format!(
-            "the MCP server `{}` did not answer: its connection closed",
-            self.server
-        )
+        let why = self
+            .exit
+            .get()
+            .unwrap_or_else(|| "its connection closed".to_owned());
+        format!("the MCP server `{}` did not answer: {why}", self.server)
     }
 }
 
@@ -278,6 +284,8 @@ pub(super) struct LaneTap {
     server: String,
     pending: Arc<Mutex<Pending>>,
     relay: crate::proxy::ProgressRelay,
+    /// How the server ended, for the calls it leaves unanswered.
+    exit: Arc<super::process::Exit>,
 }
 
 impl LaneTap {
@@ -399,9 +407,13 @@ impl Tap for LaneTap {
                 .map(|(_, answered)| answered)
                 .collect()
         };
-        // Every call waiting hears why there is no answer: the connection closed, or the
-        // server's output was cut off.
-        let why = why.unwrap_or("its connection closed");
+        // Every call waiting hears why there is no answer: the server's output was cut off, or
+        // how it ended (its exit comes a moment after its output closes).
+        let exited = match why {
+            None if !waiting.is_empty() => self.exit.wait_blocking(super::process::LEARN_WHY),
+            _ => None,
+        };
+        let why = why.or(exited.as_deref()).unwrap_or("its connection closed");
         for answered in waiting {
             answered(Ended::Failed(format!(
                 "the MCP server `{}` did not answer: {why}",

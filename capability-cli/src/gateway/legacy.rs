@@ -38,6 +38,7 @@ pub(super) struct Leg {
 pub(super) struct Legacy {
     server: String,
     url: String,
+    token: Option<super::spec::Secret>,
     watch: Watch,
     opened: OnceCell<Option<RunningService<RoleClient, Watch>>>,
 }
@@ -45,10 +46,16 @@ pub(super) struct Legacy {
 impl Legacy {
     /// For `server` at `url`, whose handler is `watch` (its requests decided as the first
     /// connection's are; its progress and calls its own).
-    pub(super) fn new(server: &str, url: &str, watch: Watch) -> Arc<Legacy> {
+    pub(super) fn new(
+        server: &str,
+        url: &str,
+        token: Option<super::spec::Secret>,
+        watch: Watch,
+    ) -> Arc<Legacy> {
         Arc::new(Legacy {
             server: server.to_owned(),
             url: url.to_owned(),
+            token,
             watch,
             opened: OnceCell::new(),
         })
@@ -63,10 +70,11 @@ impl Legacy {
                 let client = crate::proxy::http_client()
                     .map_err(|e| super::note(format_args!("server `{}`: {e}", self.server)))
                     .ok()?;
-                let transport = crate::proxy::http_transport_with(
-                    client,
-                    StreamableHttpClientTransportConfig::with_uri(self.url.as_str()),
-                );
+                let mut config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str());
+                if let Some(token) = &self.token {
+                    config = config.auth_header(token.0.clone());
+                }
+                let transport = crate::proxy::http_transport_with(client, config);
                 match self
                     .watch
                     .clone()

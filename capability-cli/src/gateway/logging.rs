@@ -42,10 +42,7 @@ impl Gateway {
                 Reason::note("refused", why.clone()),
             );
             return Err(ErrorData::invalid_request(
-                format!(
-                    "`logging/setLevel` refused by {}: {why}",
-                    super::GATEWAY_NAME
-                ),
+                format!("`logging/setLevel` refused by {}: {why}", self.name),
                 None,
             ));
         }
@@ -69,7 +66,7 @@ impl Gateway {
         for server in snapshot.peers.keys() {
             // The connection this client's calls take: a session of 2025-11-25 takes the level
             // itself; on 2026-07-28 it goes with each request instead.
-            let Some(leg) = self.leg(&snapshot, server, context).await else {
+            let Ok(leg) = self.leg(&snapshot, server, context).await else {
                 continue;
             };
             let session = leg

@@ -2,7 +2,6 @@
 //! and put together (with the role's decider) into what the client is served from.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ::rmcp::model::Tool;
@@ -10,13 +9,11 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use capability::Policy;
-use capability::authz::ServerEntry;
 use capability::mcp::{Fleet, Listing, Lockfile, Server};
 
 use super::handler::{Gateway, Snapshot};
 use super::items::{Items, Listed};
-use super::source::{ServerSource, source_of};
-use super::upstream::{Connection, connect, list, list_items};
+use super::upstream::{Connection, connect, list, list_served_items};
 use crate::proxy::Changed;
 use crate::proxy::ServerRequests;
 
@@ -27,79 +24,8 @@ pub(super) const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest wait between two starts of a server that keeps dying.
 pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
-/// What an entry says about a server: a reload keeps a server whose spec did not change.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Spec {
-    pub(super) name: String,
-    pub(super) source: ServerSource,
-    pub(super) env: Vec<(String, String)>,
-    pub(super) trusted: bool,
-    pub(super) lock: Option<std::path::PathBuf>,
-    pub(super) prefix: String,
-}
-
-impl Spec {
-    /// The live servers of `policy`, in name order; an entry with only a recorded list is an
-    /// error (a gateway serves live servers).
-    pub(super) fn all(policy: &Policy, base: &Path) -> Result<Vec<Spec>, String> {
-        let mut specs = Vec::new();
-        for entry in policy.servers() {
-            let Some(source) = source_of(entry, base) else {
-                continue;
-            };
-            if let ServerSource::File(_) = source {
-                return Err(format!(
-                    "server `{}` has only a recorded tool list (`file`); a gateway serves live \
-                     servers: give its `command` or `url`",
-                    entry.name()
-                ));
-            }
-            specs.push(Spec::of(entry, source, base));
-        }
-        if specs.is_empty() {
-            return Err(
-                "the policy's [servers] name no live server (`command` or `url`)".to_owned(),
-            );
-        }
-        Ok(specs)
-    }
-
-    fn of(entry: &ServerEntry, source: ServerSource, base: &Path) -> Spec {
-        Spec {
-            name: entry.name().to_owned(),
-            source,
-            env: entry.env().to_vec(),
-            trusted: entry.trusted().unwrap_or(false),
-            lock: entry.lock().map(|l| base.join(l)),
-            prefix: entry.prefix(),
-        }
-    }
-
-    fn server(&self) -> Server {
-        if self.trusted {
-            Server::trusted(&self.name)
-        } else {
-            Server::untrusted(&self.name)
-        }
-    }
-
-    /// The server's lockfile, read now.
-    pub(super) fn read_lock(&self) -> Result<Option<Lockfile>, String> {
-        let Some(path) = &self.lock else {
-            return Ok(None);
-        };
-        let lock = Lockfile::load(path)
-            .map_err(|e| format!("server `{}`: {e}", self.name))?
-            .ok_or_else(|| {
-                format!(
-                    "server `{}`: {}: no such lockfile",
-                    self.name,
-                    path.display()
-                )
-            })?;
-        Ok(Some(lock))
-    }
-}
+/// What a server is: its spec (`spec.rs`).
+pub(super) type Spec = super::spec::ServerSpec;
 
 /// What the servers' requests to the client are decided with: the client's role (over stdio),
 /// the trail, and the client once it connected (shared by every server).
@@ -112,13 +38,15 @@ pub(super) struct Gate {
     pub(super) audit: std::sync::Arc<str>,
     /// The log level each client asked for (`logging/setLevel`).
     pub(super) levels: super::relay::Levels,
+    /// The engine's name, for the servers' errors and what they are told of their client.
+    pub(super) name: &'static str,
 }
 
 impl Gate {
     fn requests(&self, server: &str, policy: &Policy) -> std::sync::Arc<ServerRequests> {
         std::sync::Arc::new(ServerRequests::of(
             server,
-            super::GATEWAY_NAME,
+            self.name,
             policy,
             self.role.as_deref(),
             self.dispatch.clone(),
@@ -140,6 +68,8 @@ pub(super) struct Member {
     pub(super) items: Listed,
     /// While it is down: when to start it again, and the wait after that.
     pub(super) retry: Option<(Instant, Duration)>,
+    /// Calls on the caller's behalf (its `exchange`), over a connection of each caller's own.
+    pub(super) delegated: Option<std::sync::Arc<super::delegate::Delegated>>,
 }
 
 impl Member {
@@ -159,13 +89,17 @@ impl Member {
                 &spec.name,
                 &spec.source,
                 &spec.env,
+                spec.token.as_ref(),
                 changed,
                 Some(requests.clone()),
                 gate.levels.clone(),
             )
             .await?;
             let tools = list(&connection.peer(), &server).await?;
-            let items = list_items(&connection.peer(), &spec.name).await;
+            review(&server, lock.as_ref(), &tools);
+            let items =
+                list_served_items(&connection.peer(), &spec.name, spec.resources, spec.prompts)
+                    .await;
             Ok::<_, String>((connection, tools, items))
         };
         let (connection, tools, items) = tokio::time::timeout(START_TIMEOUT, starting)
@@ -177,6 +111,23 @@ impl Member {
                 ))
             })?
             .map_err(fail)?;
+        let delegated = match (&spec.exchange, &spec.source) {
+            (Some(exchange), super::source::ServerSource::Url(url)) => {
+                let issuer = policy.auth().map(|auth| auth.issuer()).ok_or_else(|| {
+                    fail(
+                        "`exchange` trades callers' OAuth access tokens: it needs the policy's \
+                         `[auth]` (and a front over HTTP)"
+                            .to_owned(),
+                    )
+                })?;
+                Some(std::sync::Arc::new(
+                    super::delegate::Delegated::discover(exchange, issuer, url)
+                        .await
+                        .map_err(fail)?,
+                ))
+            }
+            _ => None,
+        };
         Ok(Member {
             spec,
             server,
@@ -186,12 +137,28 @@ impl Member {
             tools,
             items,
             retry: None,
+            delegated,
         })
     }
 
     /// Whether the connection to the server has ended (it exited, or stopped answering).
     pub(super) fn is_down(&self) -> bool {
         self.connection.peer().is_transport_closed()
+    }
+
+    /// Why the server is down: how its process ended, or that its connection ended.
+    pub(super) fn why_down(&self) -> String {
+        self.connection
+            .exit
+            .get()
+            .unwrap_or_else(|| format!("the connection to server `{}` ended", self.spec.name))
+    }
+
+    /// Stops the server: a spawned one is killed and waited for.
+    pub(super) async fn stop(&mut self) {
+        if let Some(process) = self.connection.process.as_mut() {
+            process.stop().await;
+        }
     }
 }
 
@@ -208,6 +175,9 @@ pub(super) struct View<'a> {
     pub(super) progress: crate::proxy::ProgressRelay,
     pub(super) calls: super::relay::Calls,
     pub(super) legacy: Option<std::sync::Arc<super::legacy::Legacy>>,
+    pub(super) delegated: Option<std::sync::Arc<super::delegate::Delegated>>,
+    /// How a spawned server ended, once it did (none for an HTTP server).
+    pub(super) exit: Option<std::sync::Arc<super::process::Exit>>,
 }
 
 impl Member {
@@ -224,6 +194,12 @@ impl Member {
             progress: self.connection.progress(),
             calls: self.connection.calls(),
             legacy: self.connection.legacy.clone(),
+            delegated: self.delegated.clone(),
+            exit: self
+                .connection
+                .process
+                .is_some()
+                .then(|| self.connection.exit.clone()),
         }
     }
 }
@@ -243,13 +219,21 @@ pub(super) fn snapshot<'a>(
     let mut progress = HashMap::new();
     let mut calls = HashMap::new();
     let mut legacy = HashMap::new();
+    let mut delegated = HashMap::new();
+    let mut exits = HashMap::new();
     let mut items = Vec::new();
+    let (mut resources, mut prompts) = (false, false);
     for member in members {
-        items.push((
-            member.spec.name.clone(),
-            member.spec.prefix.clone(),
-            member.items.clone(),
-        ));
+        resources |= member.spec.resources;
+        prompts |= member.spec.prompts;
+        // A server none of whose items are served takes no resource's or prompt's request.
+        if member.spec.resources || member.spec.prompts {
+            items.push((
+                member.spec.name.clone(),
+                member.spec.prefix.clone(),
+                member.items.clone(),
+            ));
+        }
         let values: Vec<Value> = member
             .tools
             .iter()
@@ -269,6 +253,12 @@ pub(super) fn snapshot<'a>(
         calls.insert(member.spec.name.clone(), member.calls);
         if let Some(session) = member.legacy {
             legacy.insert(member.spec.name.clone(), session);
+        }
+        if let Some(exit) = member.exit {
+            exits.insert(member.spec.name.clone(), exit);
+        }
+        if let Some(exchanging) = member.delegated {
+            delegated.insert(member.spec.name.clone(), exchanging);
         }
         if let Some(lane) = member.lane {
             lanes.insert(member.spec.name.clone(), lane);
@@ -291,11 +281,15 @@ pub(super) fn snapshot<'a>(
         progress,
         calls,
         legacy,
+        delegated,
+        exits,
         lanes,
         reaches,
         policy: std::sync::Arc::new(policy.clone()),
         policy_version: policy.version().map(str::to_owned),
         approvals: None,
+        resources,
+        prompts,
     })
 }
 
@@ -411,4 +405,42 @@ pub(super) async fn restart_down(
         }
     }
     back
+}
+
+/// Says which of `server`'s tools drifted from its lockfile (they are hidden) and which pinned
+/// ones it no longer lists: at start, and each time it lists again.
+pub(super) fn review(server: &Server, lock: Option<&Lockfile>, tools: &[Tool]) {
+    use crate::escape::escape;
+    use capability::mcp::DriftStatus;
+    let Some(lock) = lock else { return };
+    let json: Result<Vec<_>, _> = tools.iter().map(capability::rmcp::tool_json).collect();
+    let review = json
+        .map_err(|e| e.to_string())
+        .and_then(|json| lock.review(server, &json).map_err(|e| e.to_string()));
+    match review {
+        Ok(review) => {
+            for tool in review.tools() {
+                if *tool.status() != DriftStatus::Unchanged {
+                    super::note(format_args!(
+                        "drift: `{}/{}` {} since it was pinned; it is hidden until pinned again",
+                        server.name(),
+                        escape(tool.manifest().name()),
+                        escape(&tool.status().to_string())
+                    ));
+                }
+            }
+            for name in review.removed() {
+                super::note(format_args!(
+                    "drift: `{}/{}` is pinned but no longer listed",
+                    server.name(),
+                    escape(name)
+                ));
+            }
+        }
+        Err(error) => super::note(format_args!(
+            "server `{}`: its tools cannot be reviewed against its lockfile: {}",
+            server.name(),
+            escape(&error)
+        )),
+    }
 }

@@ -16,6 +16,7 @@ mod approvals;
 mod bridge;
 mod called;
 mod check;
+mod delegate;
 mod fast;
 mod fleet;
 mod handler;
@@ -26,12 +27,14 @@ mod lane;
 mod legacy;
 mod logging;
 mod members;
+mod process;
 mod reach;
 mod relay;
 mod reload;
 mod serve;
 mod served;
 mod source;
+mod spec;
 mod upstream;
 mod versions;
 
@@ -42,8 +45,9 @@ pub use check::check;
 pub use fleet::{FleetServer, read_fleet};
 pub use handler::GATEWAY_NAME;
 pub(crate) use relay::at_or_above;
-pub use serve::{Front, serve};
+pub use serve::{Ended, Engine, Front, serve};
 pub use source::ServerSource;
+pub use spec::{Exchange, Secret, ServerSpec, Servers, read_secret};
 
 /// What `capability gateway` takes.
 #[derive(clap::Args, Debug)]
@@ -110,13 +114,22 @@ pub struct GatewayArgs {
     pub json: bool,
 }
 
-/// Why the gateway did not do what it was asked: bad input, a server that cannot be listed.
+/// Why the engine did not do what it was asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GatewayError(pub String);
+#[non_exhaustive]
+pub enum GatewayError {
+    /// The configuration is refused (the policy, a role, an address, the trail, the
+    /// exporters): nothing was served.
+    Config(String),
+    /// A server could not be started, reached or listed: nothing was served.
+    Server(String),
+}
 
 impl std::fmt::Display for GatewayError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            GatewayError::Config(why) | GatewayError::Server(why) => f.write_str(why),
+        }
     }
 }
 
@@ -129,19 +142,19 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
         return check(args, out);
     }
     let Some(target) = &args.audit else {
-        return Err(GatewayError(
+        return Err(GatewayError::Config(
             "give `--check` to check the fleet, or `--role <role> --audit <trail>` (or \
              `--listen <address> --audit <trail>`) to serve it"
                 .to_owned(),
         ));
     };
     let policy = capability::Policy::from_toml_file(&args.policy)
-        .map_err(|e| GatewayError(e.to_string()))?;
+        .map_err(|e| GatewayError::Config(e.to_string()))?;
     let front = match (&args.role, args.listen) {
         (Some(role), None) => {
             if !policy.roles().any(|r| r == role) {
                 let roles: Vec<&str> = policy.roles().collect();
-                return Err(GatewayError(format!(
+                return Err(GatewayError::Config(format!(
                     "role `{role}` is not in the policy (it has: {})",
                     roles.join(", ")
                 )));
@@ -150,58 +163,121 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
         }
         (None, Some(address)) => Front::Http(
             std::net::TcpListener::bind(address)
-                .map_err(|e| GatewayError(format!("cannot listen on {address}: {e}")))?,
+                .map_err(|e| GatewayError::Config(format!("cannot listen on {address}: {e}")))?,
         ),
         _ => {
-            return Err(GatewayError(
+            return Err(GatewayError::Config(
                 "give the client's role with `--role` (stdio), or `--listen <address>` to serve \
                  Streamable HTTP with roles from tokens"
                     .to_owned(),
             ));
         }
     };
+    let engine = Engine {
+        name: GATEWAY_NAME,
+        servers: Servers::Policy,
+        restart: true,
+    };
+    let serving = Serving {
+        policy,
+        policy_path: &args.policy,
+        front,
+        audit: target,
+        trail_name: "gateway",
+        checkpoint_key: args.checkpoint_key.as_deref(),
+        budget: capability::audit::Budget {
+            max_calls: args.max_calls,
+            max_denials: args.max_denials,
+        },
+        metrics: args.metrics,
+        metrics_token_file: args.metrics_token_file.as_deref(),
+        otlp: args.otlp.as_deref(),
+        watch: args.watch,
+        service: "capability-gateway",
+        who: "capability gateway",
+    };
+    run_engine(&engine, serving).map(|_| 0)
+}
+
+/// What a command asks of the engine besides its servers: its policy and front, its trail and
+/// budget, its exporters.
+#[derive(Debug)]
+pub struct Serving<'a> {
+    /// The policy, read.
+    pub policy: capability::Policy,
+    /// Its file (read again on a reload; relative paths in it are relative to its folder).
+    pub policy_path: &'a std::path::Path,
+    /// Where the clients are.
+    pub front: Front,
+    /// The audit trail: a JSON Lines file, or a SQLite or PostgreSQL store.
+    pub audit: &'a str,
+    /// The name of the trail's writer (`gateway`, or the proxy's server).
+    pub trail_name: &'a str,
+    /// The key that signs the trail's checkpoints.
+    pub checkpoint_key: Option<&'a std::path::Path>,
+    /// The budget of each client's session.
+    pub budget: capability::audit::Budget,
+    /// Where to serve Prometheus metrics.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// The token a scrape must present.
+    pub metrics_token_file: Option<&'a std::path::Path>,
+    /// Where to export spans and durations (OTLP/HTTP).
+    pub otlp: Option<&'a str>,
+    /// Reload when the policy file or a lockfile changes.
+    pub watch: bool,
+    /// The service name of the exported spans.
+    pub service: &'static str,
+    /// Who speaks on standard error (`capability gateway`).
+    pub who: &'static str,
+}
+
+/// Runs `engine` as `serving` says until its stdio client goes, a signal stops it, or (when it
+/// does not start servers again) a server goes: why it ended.
+pub fn run_engine(engine: &Engine, serving: Serving<'_>) -> Result<Ended, GatewayError> {
+    let Serving {
+        policy,
+        policy_path,
+        front,
+        audit: target,
+        trail_name,
+        checkpoint_key,
+        budget,
+        metrics,
+        metrics_token_file,
+        otlp,
+        watch,
+        service,
+        who,
+    } = serving;
     let writer = match &front {
         Front::Stdio(role) => role.clone(),
         Front::Http(_) => "http".to_owned(),
     };
-    let signer = match &args.checkpoint_key {
-        Some(path) => Some(crate::proxy::checkpoint_key(path).map_err(GatewayError)?),
+    let signer = match checkpoint_key {
+        Some(path) => Some(crate::proxy::checkpoint_key(path).map_err(GatewayError::Config)?),
         None => None,
     };
-    let metrics = args
-        .metrics
-        .map(|address| {
-            crate::metrics::Endpoint::bind(
-                address,
-                args.metrics_token_file.as_deref(),
-                "capability gateway",
-            )
-        })
+    let metrics = metrics
+        .map(|address| crate::metrics::Endpoint::bind(address, metrics_token_file, who))
         .transpose()
-        .map_err(GatewayError)?;
-    let mut sink =
-        crate::proxy::open_audit(target, "gateway", &writer, signer).map_err(GatewayError)?;
+        .map_err(GatewayError::Config)?;
+    let mut sink = crate::proxy::open_audit(target, trail_name, &writer, signer)
+        .map_err(GatewayError::Config)?;
     if let Some(endpoint) = &metrics {
         sink = std::sync::Arc::new(crate::metrics::MeteredSink::new(
             sink,
             endpoint.counters.clone(),
         ));
     }
-    let dispatch = capability::audit::AuditedDispatch::new(sink.clone()).with_budget(
-        capability::audit::Budget {
-            max_calls: args.max_calls,
-            max_denials: args.max_denials,
-        },
-    );
+    let dispatch = capability::audit::AuditedDispatch::new(sink.clone()).with_budget(budget);
     // No version on the dispatch: each record carries the version of the policy in force
     // (the role's decider's), which a reload changes.
-    let otlp = match &args.otlp {
-        Some(endpoint) => Some(
-            crate::otlp::start(endpoint, "capability-gateway", "capability gateway")
-                .map_err(GatewayError)?,
-        ),
+    let otlp = match otlp {
+        Some(endpoint) => {
+            Some(crate::otlp::start(endpoint, service, who).map_err(GatewayError::Config)?)
+        }
         None => {
-            crate::report::install("capability gateway");
+            crate::report::install(who);
             None
         }
     };
@@ -214,31 +290,37 @@ pub fn run(args: &GatewayArgs, out: &mut dyn Write) -> Result<u8, GatewayError> 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| GatewayError(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| GatewayError::Config(format!("cannot start the async runtime: {e}")))?;
     let served = runtime.block_on(async {
         if let Some(endpoint) = metrics {
             tokio::spawn(endpoint.serve());
         }
         serve(
+            engine,
             policy,
-            &args.policy,
+            policy_path,
             front,
             std::sync::Arc::new(dispatch),
-            args.watch,
+            watch,
             target,
         )
         .await
     });
+    // A read of standard input may still be blocked in a thread of the runtime: do not wait.
+    runtime.shutdown_background();
     // The session's duration, then the last spans and durations sent.
     drop(session);
     drop(otlp);
     let closed = sink.close();
-    served?;
-    closed.map_err(|e| GatewayError(format!("the audit trail could not be closed: {e}")))?;
-    Ok(0)
+    let ended = served?;
+    closed
+        .map_err(|e| GatewayError::Config(format!("the audit trail could not be closed: {e}")))?;
+    Ok(ended)
 }
 
-/// A message on standard error, prefixed with `capability gateway:`.
+/// What the engine says to its operator: a `tracing` event (target `capability_cli::gateway`,
+/// `info`), which the command prints on standard error as `<who>: <message>`
+/// ([`crate::report`]).
 pub(crate) fn note(message: std::fmt::Arguments<'_>) {
-    let _ = writeln!(std::io::stderr().lock(), "capability gateway: {message}");
+    tracing::info!(target: "capability_cli::gateway", "{message}");
 }

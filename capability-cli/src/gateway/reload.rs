@@ -5,17 +5,16 @@
 //! reload, done or refused, is an audit record (`gateway/reload`) carrying the policy version.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use capability::Policy;
-use capability::audit::{AuditedDispatch, Caller, Reason, Subject};
+use capability::audit::{Caller, Reason, Subject};
 use capability::mcp::Lockfile;
 
 use super::handler::{Gateway, Snapshot};
-use super::members::{Gate, Member, Spec, View, names, report_collisions, snapshot, tell};
+use super::members::{Gate, Member, View, names, report_collisions, snapshot, tell};
 use crate::proxy::Changed;
 
 /// What a reload reads and changes.
@@ -26,7 +25,6 @@ pub(super) struct Reloading<'a> {
     pub(super) changed: mpsc::UnboundedSender<String>,
     pub(super) http: Option<super::http::HttpFront>,
     pub(super) gateway: Gateway,
-    pub(super) dispatch: Arc<AuditedDispatch>,
     pub(super) client: Option<::rmcp::Peer<::rmcp::RoleServer>>,
     pub(super) gate: Gate,
     /// The policy file and lockfiles as last read (or last tried).
@@ -35,6 +33,8 @@ pub(super) struct Reloading<'a> {
     pub(super) pending: Option<(Stamp, std::time::Instant)>,
     pub(super) policy: Policy,
     pub(super) members: Vec<Member>,
+    /// Where the servers come from (the policy's `[servers]`, read again; or given).
+    pub(super) servers: &'a super::spec::Servers,
 }
 
 /// How long the policy file and the lockfiles must stay the same before `--watch` reloads them:
@@ -88,6 +88,7 @@ pub(super) async fn reload_now(state: &mut Reloading<'_>, why: &str) {
     let done = reload(
         state.path,
         state.base,
+        state.servers,
         state.role,
         &mut state.members,
         &state.changed,
@@ -104,12 +105,7 @@ pub(super) async fn reload_now(state: &mut Reloading<'_>, why: &str) {
             }
             state.policy = next_policy;
             let names = names(&state.members);
-            record_reload(
-                &state.dispatch,
-                &state.policy,
-                state.role,
-                Ok(names.clone()),
-            );
+            record_reload(&state.gateway, &state.policy, state.role, Ok(names.clone()));
             super::note(format_args!("{why}: reloaded: serving {names}"));
             tell(&state.gateway, state.client.as_ref(), &Changed::ALL).await;
         }
@@ -117,7 +113,7 @@ pub(super) async fn reload_now(state: &mut Reloading<'_>, why: &str) {
             super::note(format_args!(
                 "{why}: not reloaded, what runs keeps running: {refused}"
             ));
-            record_reload(&state.dispatch, &state.policy, state.role, Err(refused));
+            record_reload(&state.gateway, &state.policy, state.role, Err(refused));
         }
     }
     // Not tried again until a file changes again: the policy file as it was before it was read
@@ -134,9 +130,11 @@ pub(super) async fn reload_now(state: &mut Reloading<'_>, why: &str) {
 /// servers whose entry did not change are kept, their lockfiles read again, the others
 /// started); only then is `running` replaced (the servers no longer named are stopped). On an
 /// error nothing running has changed.
+#[allow(clippy::too_many_arguments)] // what a reload reads and changes
 async fn reload(
     path: &Path,
     base: &Path,
+    servers: &super::spec::Servers,
     role: Option<&str>,
     running: &mut Vec<Member>,
     changed: &mpsc::UnboundedSender<String>,
@@ -156,7 +154,7 @@ async fn reload(
         Start(Box<Member>),
     }
     let mut plans = Vec::new();
-    for spec in Spec::all(&policy, base)? {
+    for spec in servers.specs(&policy, base)? {
         match running.iter().position(|m| m.spec == spec && !m.is_down()) {
             Some(i) => plans.push(Plan::Keep(i, spec.read_lock()?)),
             None => plans.push(Plan::Start(Box::new(
@@ -205,13 +203,14 @@ async fn reload(
 }
 
 fn record_reload(
-    dispatch: &AuditedDispatch,
+    gateway: &Gateway,
     policy: &Policy,
     role: Option<&str>,
     done: Result<String, String>,
 ) {
+    let dispatch = &gateway.dispatch;
     let role = role.unwrap_or("(gateway)");
-    let session = format!("gateway:{role}");
+    let session = format!("mcp:{}/{role}", gateway.scope);
     let subject = Subject::new(role, &session).policy_version(policy.version());
     let (input, reason) = match done {
         Ok(servers) => (

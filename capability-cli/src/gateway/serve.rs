@@ -35,17 +35,17 @@ use capability::audit::AuditedDispatch;
 use super::GatewayError;
 use super::approvals::Approvals;
 use super::handler::Gateway;
+use super::spec::Servers;
 use crate::proxy::Changed;
 
-use super::members::{
-    Gate, Member, Spec, names, rebuild, report_collisions, restart_down, snapshot,
-};
+use super::members::{Gate, Member, names, rebuild, report_collisions, restart_down, snapshot};
 use super::reload::{Reloading, Stamp, reload_now};
 
 /// How often servers that are down are looked at.
 const TICK: Duration = Duration::from_millis(200);
 
 /// Where the gateway's clients are.
+#[derive(Debug)]
 pub enum Front {
     /// One client on standard input and output, of this role.
     Stdio(String),
@@ -54,16 +54,44 @@ pub enum Front {
     Http(std::net::TcpListener),
 }
 
+/// How the engine runs beyond its policy: what a command chooses.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    /// The name it gives itself, to clients and servers and in its refusals
+    /// (`capability-gateway`, `capability-proxy`).
+    pub name: &'static str,
+    /// Where its servers come from.
+    pub servers: Servers,
+    /// Whether a server that dies is started again (with backoff); else the engine stops,
+    /// with an error saying why (`capability proxy`, whose client sees its one server go).
+    pub restart: bool,
+}
+
+impl Engine {
+    /// What sessions are named under: a proxy's one server, else `gateway`.
+    pub fn scope(&self) -> &str {
+        match &self.servers {
+            Servers::Given(specs) if specs.len() == 1 && self.name != super::GATEWAY_NAME => {
+                &specs[0].name
+            }
+            _ => "gateway",
+        }
+    }
+}
+
 /// Starts every server, serves the clients until the stdio client goes (or a signal), then
 /// stops the servers.
+#[allow(clippy::too_many_arguments)] // what one run is made of; called by the two commands
 pub async fn serve(
+    engine: &Engine,
     policy: Policy,
     policy_path: &Path,
     front: Front,
     dispatch: Arc<AuditedDispatch>,
     watch: bool,
     audit: &str,
-) -> Result<(), GatewayError> {
+) -> Result<Ended, GatewayError> {
+    let servers = &engine.servers;
     let base = policy_path.parent().unwrap_or(Path::new(".")).to_owned();
     let role = match &front {
         Front::Stdio(role) => Some(role.clone()),
@@ -77,19 +105,23 @@ pub async fn serve(
         front: Arc::default(),
         audit: Arc::from(audit),
         levels: super::relay::Levels::default(),
+        name: engine.name,
     };
     // Before any server starts: a gateway that cannot keep approvals once serves nothing.
-    let approvals = Approvals::open(&policy, &base, Some(audit)).map_err(GatewayError)?;
+    let approvals = Approvals::open(&policy, &base, Some(audit)).map_err(GatewayError::Config)?;
     let mut members = Vec::new();
-    for spec in Spec::all(&policy, &base).map_err(GatewayError)? {
+    for spec in servers
+        .specs(&policy, &base)
+        .map_err(GatewayError::Config)?
+    {
         members.push(
             Member::start(spec, changed_tx.clone(), &gate, &policy)
                 .await
-                .map_err(GatewayError)?,
+                .map_err(GatewayError::Server)?,
         );
     }
     let mut first =
-        snapshot(members.iter().map(Member::view), &policy, role).map_err(GatewayError)?;
+        snapshot(members.iter().map(Member::view), &policy, role).map_err(GatewayError::Config)?;
     first.approvals = approvals;
     report_collisions(&first);
     let gateway = Gateway {
@@ -99,9 +131,11 @@ pub async fn serve(
         clients: role.is_none().then(crate::proxy::Clients::default),
         versions: super::versions::store_of(audit),
         levels: gate.levels.clone(),
+        name: engine.name,
+        scope: Arc::from(engine.scope()),
     };
     gateway.saw_tools(&gateway.current());
-    let servers = if members.len() == 1 {
+    let count = if members.len() == 1 {
         "1 server".to_owned()
     } else {
         format!("{} servers", members.len())
@@ -112,7 +146,7 @@ pub async fn serve(
     let (client, waiting) = match front {
         Front::Stdio(role) => {
             super::note(format_args!(
-                "serving {servers} ({}) to a client of role `{role}` on standard input and output",
+                "serving {count} ({}) to a client of role `{role}` on standard input and output",
                 names(&members)
             ));
             // `tools/call` takes the forwarding lane where it can; everything else is rmcp's.
@@ -128,11 +162,10 @@ pub async fn serve(
                     crate::proxy::filter_client_with(input, output, Some(fast)).transport
                 }
             };
-            let running = gateway
-                .clone()
-                .serve(transport)
-                .await
-                .map_err(|e| GatewayError(format!("the client did not connect: {e}")))?;
+            let running =
+                gateway.clone().serve(transport).await.map_err(|e| {
+                    GatewayError::Config(format!("the client did not connect: {e}"))
+                })?;
             let client = running.peer().clone();
             // The servers' requests go to this client from now on (where its role allows).
             let _ = gate.front.set(client.clone());
@@ -147,7 +180,7 @@ pub async fn serve(
                 super::http::start(&gateway, &policy, listener, dispatch.clone()).await?;
             http_front = Some(front);
             super::note(format_args!(
-                "serving {servers} ({}) over Streamable HTTP; listening on {served}",
+                "serving {count} ({}) over Streamable HTTP; listening on {served}",
                 names(&members)
             ));
             let waiting: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
@@ -156,6 +189,7 @@ pub async fn serve(
         }
     };
     let mut waiting = waiting;
+    let mut gone = None;
     let mut signals = Signals::new();
     let mut tick = tokio::time::interval(TICK);
     let mut reloading = Reloading {
@@ -165,13 +199,13 @@ pub async fn serve(
         changed: changed_tx.clone(),
         http: http_front,
         gateway: gateway.clone(),
-        dispatch,
         client: client.clone(),
         gate,
         stamp: Stamp::of(policy_path, &members),
         pending: None,
         policy,
         members,
+        servers,
     };
     loop {
         tokio::select! {
@@ -194,13 +228,15 @@ pub async fn serve(
                     let peer = member.connection.peer();
                     match super::upstream::list(&peer, &member.server).await {
                         Ok(tools) if tools != member.tools => {
+                            super::members::review(&member.server, member.lock.as_ref(), &tools);
                             member.tools = tools;
                             kinds.push(Changed::Tools);
                         }
                         Ok(_) => {}
                         Err(why) => super::note(format_args!("server `{}`: {why}", member.spec.name)),
                     }
-                    let items = super::upstream::list_items(&peer, &member.spec.name).await;
+                    let spec = &member.spec;
+                    let items = super::upstream::list_served_items(&peer, &spec.name, spec.resources, spec.prompts).await;
                     if items.resources != member.items.resources
                         || items.templates != member.items.templates
                     {
@@ -219,6 +255,14 @@ pub async fn serve(
                 if let Some(front) = &reloading.http {
                     front.close_idle();
                 }
+                if !engine.restart
+                    && let Some(member) = reloading.members.iter().find(|m| m.is_down())
+                {
+                    let why = member.why_down();
+                    super::note(format_args!("the MCP server is gone: {why}; stopping"));
+                    gone = Some(why);
+                    break;
+                }
                 let back = restart_down(&mut reloading.members, &changed_tx, &reloading.gate, &reloading.policy).await;
                 if !back.is_empty() {
                     rebuild(&gateway, &reloading.members, &reloading.policy, role, client.as_ref(), &Changed::ALL).await;
@@ -231,6 +275,10 @@ pub async fn serve(
                 }
             }
         }
+    }
+    // Every server is killed and waited for: none outlives the engine.
+    for member in &mut reloading.members {
+        member.stop().await;
     }
     drop(reloading);
     // The servers are stopped, so every call on the lane has its end (answered, or failed
@@ -249,7 +297,20 @@ pub async fn serve(
             ));
         }
     }
-    Ok(())
+    Ok(match gone {
+        Some(why) => Ended::ServerGone(why),
+        None => Ended::Stopped,
+    })
+}
+
+/// Why [`serve`] returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The stdio client left, or a signal asked the engine to stop.
+    Stopped,
+    /// A server went away and the engine does not start servers again
+    /// ([`Engine::restart`]): why.
+    ServerGone(String),
 }
 
 /// How long the gateway waits, once its servers are stopped, for the lane's calls to end.

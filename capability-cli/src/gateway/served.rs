@@ -8,7 +8,7 @@ use ::rmcp::model::{
     ReadResourceResponse, Reference, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use ::rmcp::service::RequestContext;
-use ::rmcp::{ErrorData, Peer, RoleClient, RoleServer};
+use ::rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 use capability::audit::Request;
@@ -16,7 +16,7 @@ use capability::authz::{Action, DenyReason};
 use capability::rmcp::traced::{self, Target};
 
 use super::called::leg;
-use super::handler::{Answer, Gateway, Snapshot, Who, may, refused_item, unanswered};
+use super::handler::{Answer, Gateway, Snapshot, Who, Why, may, unanswered};
 use super::items::{UriRoute, shown};
 use crate::proxy::Completed;
 
@@ -66,9 +66,10 @@ impl Gateway {
         let who = self.who(&snapshot, context);
         let uri = request.uri.clone();
         let input = json!({"uri": uri});
-        let refused = |why: &str| refused_item("resource", &uri, why);
+        let refused = |why: &Why| self.refused_item("resource", &uri, &why.of_who(&who));
         let route = snapshot.items.route(&uri);
-        let (server, peer) = self.routed(&snapshot, &who, "resources/read", &uri, route, &input)?;
+        let server = self.routed(&snapshot, &who, "resources/read", &uri, route, &input)?;
+        let peer = self.leg(&snapshot, server, context).await?.peer;
         let call = Request::mcp(
             "resources/read",
             Action::Resource { server, uri: &uri },
@@ -119,7 +120,7 @@ impl Gateway {
         let who = self.who(&snapshot, context);
         let shown = request.name.clone();
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let refused = |why: &str| refused_item("prompt", &shown, why);
+        let refused = |why: &Why| self.refused_item("prompt", &shown, &why.of_who(&who));
         let Some((server, name)) = snapshot.items.prompt(&shown) else {
             let why = match snapshot.items.prompt_claimed_by(&shown) {
                 Some(by) => format!(
@@ -141,12 +142,7 @@ impl Gateway {
                 &[DenyReason::Withheld { why }],
             )));
         };
-        let Some(peer) = snapshot.peers.get(server).cloned() else {
-            return Err(ErrorData::internal_error(
-                format!("no connection to `{server}`"),
-                None,
-            ));
-        };
+        let peer = self.leg(&snapshot, server, context).await?.peer;
         let input = json!({"name": name, "arguments": arguments});
         let call = Request::mcp("prompts/get", Action::Prompt { server, name }, &input);
         let mut forwarded = request.clone();
@@ -182,12 +178,12 @@ impl Gateway {
         uri: &str,
         route: UriRoute<'s>,
         input: &Value,
-    ) -> Result<(&'s str, Peer<RoleClient>), ErrorData> {
+    ) -> Result<&'s str, ErrorData> {
         let withheld = |why: String| {
             let action = Action::Resource { server: "", uri };
             let call = Request::mcp(method, action, input);
             let why = self.refuse(snapshot, who, &call, &[DenyReason::Withheld { why }]);
-            refused_item("resource", uri, &why)
+            self.refused_item("resource", uri, &why)
         };
         let server = match route {
             UriRoute::Server(server) => server,
@@ -203,10 +199,7 @@ impl Gateway {
                 ));
             }
         };
-        let peer = snapshot.peers.get(server).cloned().ok_or_else(|| {
-            ErrorData::internal_error(format!("no connection to `{server}`"), None)
-        })?;
-        Ok((server, peer))
+        Ok(server)
     }
 
     /// `resources/subscribe` and `resources/unsubscribe`: routed to the server that serves the
@@ -227,15 +220,12 @@ impl Gateway {
         let who = self.who(&snapshot, context);
         let input = json!({"uri": uri});
         let route = snapshot.items.route(&uri);
-        let (server, peer) = self.routed(&snapshot, &who, method, &uri, route, &input)?;
+        let server = self.routed(&snapshot, &who, method, &uri, route, &input)?;
         // A client of 2025-11-25 subscribes on the server's session of that revision, which
         // keeps subscriptions (2026-07-28 has none).
-        let peer = match self.leg(&snapshot, server, context).await {
-            Some(leg) => leg.peer,
-            None => peer,
-        };
+        let peer = self.leg(&snapshot, server, context).await?.peer;
         let call = Request::mcp(method, Action::Resource { server, uri: &uri }, &input);
-        let refused = |why: &str| refused_item("resource", &uri, why);
+        let refused = |why: &Why| self.refused_item("resource", &uri, &why.of_who(&who));
         let run = async {
             let target = Target::Resource(&uri);
             #[allow(deprecated)]
@@ -293,11 +283,9 @@ impl Gateway {
                         why: why.to_owned(),
                     }];
                     let refused = self.refuse(&snapshot, &who, &call, &reasons);
-                    return Err(refused_item("prompt", &prompt.name, &refused));
+                    return Err(self.refused_item("prompt", &prompt.name, &refused));
                 };
-                let peer = snapshot.peers.get(server).cloned().ok_or_else(|| {
-                    ErrorData::internal_error(format!("no connection to `{server}`"), None)
-                })?;
+                let peer = self.leg(&snapshot, server, context).await?.peer;
                 let mut own = prompt.clone();
                 name.clone_into(&mut own.name);
                 forwarded.r#ref = Reference::Prompt(own);
@@ -306,8 +294,8 @@ impl Gateway {
             }
             Reference::Resource(template) => {
                 let route = snapshot.items.template_route(&template.uri);
-                let (server, peer) =
-                    self.routed(&snapshot, &who, METHOD, &template.uri, route, &input)?;
+                let server = self.routed(&snapshot, &who, METHOD, &template.uri, route, &input)?;
+                let peer = self.leg(&snapshot, server, context).await?.peer;
                 let action = Action::Resource {
                     server,
                     uri: &template.uri,
@@ -322,7 +310,7 @@ impl Gateway {
                 ));
             }
         };
-        let refused = |why: &str| refused_item(named.0, named.1, why);
+        let refused = |why: &Why| self.refused_item(named.0, named.1, &why.of_who(&who));
         let run = async {
             let leg = leg(
                 &snapshot,

@@ -8,7 +8,7 @@ use ::rmcp::model::Tool;
 use ::rmcp::service::{ClientServiceExt, NotificationContext, RunningService};
 use ::rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use ::rmcp::{ClientHandler, Peer, RoleClient};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::sync::mpsc;
 
 use capability::mcp::Server;
@@ -283,8 +283,10 @@ pub(super) struct Connection {
     pub(super) reach: Option<Arc<Reach>>,
     /// The session of 2025-11-25 next to a connection of 2026-07-28 (an HTTP server only).
     pub(super) legacy: Option<Arc<super::legacy::Legacy>>,
-    /// The spawned process (killed when dropped).
-    pub(super) _child: Option<Child>,
+    /// The spawned process, watched (killed when dropped).
+    pub(super) process: Option<super::process::Process>,
+    /// How the server ended, once it did.
+    pub(super) exit: Arc<super::process::Exit>,
 }
 
 impl Connection {
@@ -304,10 +306,12 @@ impl Connection {
 }
 
 /// Starts (or reaches) `server` from `source` and connects to it.
+#[allow(clippy::too_many_arguments)] // what a connection is made of, from its spec
 pub(super) async fn connect(
     server: &str,
     source: &ServerSource,
     env: &[(String, String)],
+    token: Option<&super::spec::Secret>,
     changed: mpsc::UnboundedSender<String>,
     requests: Option<Arc<ServerRequests>>,
     levels: Levels,
@@ -339,12 +343,14 @@ pub(super) async fn connect(
             // nor the lane. The server's output is read on a thread of its own (the lane's
             // answers are handled there).
             let cannot = |e: std::io::Error| format!("cannot start `{program}`: {e}");
-            let lane = Lane::new(server, stdin).map_err(cannot)?;
+            let exit = Arc::new(super::process::Exit::default());
+            let lane = Lane::new(server, stdin, Arc::clone(&exit)).map_err(cannot)?;
             let output = stdout
                 .into_owned_fd()
                 .and_then(crate::blocking::file)
                 .map_err(cannot)?;
             let name = server.to_owned();
+            let cut = Arc::clone(&exit);
             let stdout = crate::supervise::strict::strict_lines_threaded(
                 output,
                 move |why| {
@@ -352,6 +358,10 @@ pub(super) async fn connect(
                         "server `{name}`: {}",
                         crate::escape::escape(why)
                     ));
+                    // Its output cut off is how it ended: said before the exit it leads to.
+                    if let Some(cut_off) = why.strip_prefix("the server's ") {
+                        cut.set(cut_off.to_owned());
+                    }
                 },
                 lane.tap(watch.progress.clone()),
             )
@@ -371,15 +381,21 @@ pub(super) async fn connect(
                 lane: Some(lane),
                 reach: None,
                 legacy: None,
-                _child: Some(child),
+                process: Some(super::process::Process::watch(
+                    child,
+                    program,
+                    Arc::clone(&exit),
+                )),
+                exit,
             })
         }
         ServerSource::Url(url) => {
             let seen = Seen::new(crate::proxy::http_client().map_err(|e| format!("{url}: {e}"))?);
-            let transport = crate::proxy::http_transport_with(
-                seen.clone(),
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()),
-            );
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            if let Some(token) = token {
+                config = config.auth_header(token.0.clone());
+            }
+            let transport = crate::proxy::http_transport_with(seen.clone(), config);
             let reach = Reach::new(server, seen, watch.clone());
             let spare = watch.fresh();
             let service = watch
@@ -390,7 +406,12 @@ pub(super) async fn connect(
             if let Some(info) = service.peer().peer_info() {
                 reach.agreed(info.protocol_version.to_string());
                 if !info.protocol_version.has_initialize() {
-                    legacy = Some(super::legacy::Legacy::new(server, url, spare));
+                    legacy = Some(super::legacy::Legacy::new(
+                        server,
+                        url,
+                        token.cloned(),
+                        spare,
+                    ));
                 }
             }
             Ok(Connection {
@@ -398,7 +419,8 @@ pub(super) async fn connect(
                 lane: None,
                 reach: Some(reach),
                 legacy,
-                _child: None,
+                process: None,
+                exit: Arc::default(),
             })
         }
         ServerSource::File(path) => Err(format!(
@@ -411,6 +433,10 @@ pub(super) async fn connect(
 /// The most pages a server's list of resources, templates or prompts may take.
 const MAX_PAGES: usize = 100;
 
+/// How long one page of such a list may take: a server that does not answer serves none of
+/// that kind, rather than keep the fleet from starting.
+const PAGE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Every page of one list: `page` asks for the page at a cursor and answers its items and the
 /// next cursor. A cursor seen twice (a loop) or more than [`MAX_PAGES`] pages is an error.
 async fn pages<T, F, Fut>(what: &str, mut page: F) -> Result<Vec<T>, String>
@@ -422,8 +448,9 @@ where
     let mut cursor = None;
     let mut seen = std::collections::HashSet::new();
     for _ in 0..MAX_PAGES {
-        let (more, next) = page(cursor.take())
+        let (more, next) = tokio::time::timeout(PAGE_WITHIN, page(cursor.take()))
             .await
+            .map_err(|_| format!("did not list its {what} within {} s", PAGE_WITHIN.as_secs()))?
             .map_err(|e| format!("did not list its {what}: {e}"))?;
         items.extend(more);
         match next {
@@ -444,11 +471,21 @@ where
 /// The resources, resource templates and prompts of `peer`'s server, each kind listed only
 /// when the server says it has it. A kind that cannot be listed is served empty, and said.
 pub(super) async fn list_items(peer: &Peer<RoleClient>, server: &str) -> Listed {
+    list_served_items(peer, server, true, true).await
+}
+
+/// [`list_items`], of the kinds served (`resources`, `prompts`): the others are not asked.
+pub(super) async fn list_served_items(
+    peer: &Peer<RoleClient>,
+    server: &str,
+    resources: bool,
+    prompts: bool,
+) -> Listed {
     use ::rmcp::model::PaginatedRequestParams;
     let params = |cursor| Some(PaginatedRequestParams::default().with_cursor(cursor));
     let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
-    let has_resources = capabilities.as_ref().is_some_and(|c| c.resources.is_some());
-    let has_prompts = capabilities.as_ref().is_some_and(|c| c.prompts.is_some());
+    let has_resources = resources && capabilities.as_ref().is_some_and(|c| c.resources.is_some());
+    let has_prompts = prompts && capabilities.as_ref().is_some_and(|c| c.prompts.is_some());
     fn kept<T>(server: &str, listed: Result<Vec<T>, String>) -> Vec<T> {
         listed.unwrap_or_else(|why| {
             super::note(format_args!(

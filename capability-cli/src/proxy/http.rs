@@ -25,7 +25,7 @@ pub(super) const PATH: &str = "/mcp";
 
 /// Whether the policy says who may call over HTTP: `[auth]` (an OAuth 2.1 authorization
 /// server) or `[bearer_tokens]`. A policy with neither is refused: nobody could call.
-pub(crate) fn check_credentials(policy: &Policy) -> Result<(), String> {
+pub fn check_credentials(policy: &Policy) -> Result<(), String> {
     if policy.auth().is_some() || policy.bearer_tokens().len() > 0 {
         return Ok(());
     }

@@ -41,9 +41,10 @@ pub(crate) use front::{
     Held, Hook as FrontHook, Outbox, standard_streams, start_threaded as filter_client_threaded,
     start_with as filter_client_with,
 };
-pub(crate) use http::{check_credentials, config as http_config};
+pub use http::check_credentials;
+pub(crate) use http::config as http_config;
 pub(crate) use pooled::{client as http_client, transport_with as http_transport_with};
-pub(crate) use progress::{Relay as ProgressRelay, send_call};
+pub(crate) use progress::{Relay as ProgressRelay, Relaying, send_call};
 pub(crate) use protocol::lifecycle;
 pub(crate) use upstream::{ServerRequests, ask_client};
 mod run;
@@ -390,8 +391,8 @@ impl fmt::Display for RunError {
 
 impl std::error::Error for RunError {}
 
-/// A message on standard error, prefixed with `capability proxy:`.
+/// What the engine says to its operator (see [`crate::gateway`]'s `note`): printed by the
+/// command as `<who>: <message>`.
 pub(crate) fn note(message: fmt::Arguments<'_>) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "capability proxy: {message}");
+    crate::gateway::note(message);
 }

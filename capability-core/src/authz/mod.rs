@@ -48,7 +48,7 @@ pub use items::{Action, ItemPattern, ServerRequestKind, resolve_uri};
 pub use pattern::Pattern;
 pub use policy::{Policy, PolicyError};
 pub use rules::{Assertions, Rules};
-pub use servers::ServerEntry;
+pub use servers::{ExchangeEntry, ServerEntry};
 
 use crate::manifest::CapabilityManifest;
 

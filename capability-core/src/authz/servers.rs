@@ -32,7 +32,12 @@ use crate::toml_file::TomlError;
 /// `url` (a Streamable HTTP endpoint, instead of `command`), `env` (variables for the spawned
 /// command), `trust` (`"trusted"` or `"untrusted"`, the default: whether the server's
 /// annotations are believed), `lock` (its lockfile, relative to the policy file) and `prefix`
-/// (what its tool names are shown with; default `<name>_`, `""` for none).
+/// (what its tool names are shown with; default `<name>_`, `""` for none). For a server reached
+/// over HTTP that is itself an OAuth resource server: `token_file` (a file holding the bearer
+/// token the gateway presents: its own credential, never a client's), or `exchange` (each
+/// caller's access token exchanged at the issuer of the policy's `[auth]`, RFC 8693, for one
+/// whose audience is the server: `{ client_id = "...", secret_file = "...", audience = "..." }`,
+/// the audience defaulting to the URL).
 ///
 /// ```toml
 /// [servers.git]
@@ -73,6 +78,35 @@ pub struct ServerEntry {
     trusted: Option<bool>,
     lock: Option<String>,
     prefix: Option<String>,
+    token_file: Option<String>,
+    exchange: Option<ExchangeEntry>,
+}
+
+/// A server's `exchange` table: the gateway's client at the issuer of the policy's `[auth]`,
+/// which exchanges each caller's access token for one whose audience is the server.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeEntry {
+    client_id: String,
+    secret_file: String,
+    audience: Option<String>,
+}
+
+impl ExchangeEntry {
+    /// The gateway's client id at the issuer.
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// The file holding the client's secret, as written (relative to the policy file).
+    pub fn secret_file(&self) -> &str {
+        &self.secret_file
+    }
+
+    /// The server's audience in exchanged tokens, if the entry names one (else its URL).
+    pub fn audience(&self) -> Option<&str> {
+        self.audience.as_deref()
+    }
 }
 
 #[derive(Deserialize)]
@@ -86,6 +120,8 @@ pub(super) struct ServerFile {
     trust: Option<Spanned<String>>,
     lock: Option<Spanned<String>>,
     prefix: Option<Spanned<String>>,
+    token_file: Option<Spanned<String>>,
+    exchange: Option<Spanned<ExchangeEntry>>,
 }
 
 /// The longest tool-name prefix (MCP tool names are at most 128 characters).
@@ -127,7 +163,9 @@ impl ServerEntry {
                 || entry.url.is_some()
                 || entry.trust.is_some()
                 || entry.lock.is_some()
-                || entry.prefix.is_some();
+                || entry.prefix.is_some()
+                || entry.token_file.is_some()
+                || entry.exchange.is_some();
             if !says_something {
                 return Err(at(
                     key.span().start,
@@ -168,6 +206,8 @@ impl ServerEntry {
                 trusted: fleet.trusted,
                 lock: fleet.lock,
                 prefix: fleet.prefix,
+                token_file: fleet.token_file,
+                exchange: fleet.exchange,
             });
         }
         Ok(entries)
@@ -222,6 +262,18 @@ impl ServerEntry {
         self.lock.as_deref()
     }
 
+    /// The file holding the bearer token the gateway presents to this HTTP server
+    /// (`token_file`), as written (relative to the policy file).
+    pub fn token_file(&self) -> Option<&str> {
+        self.token_file.as_deref()
+    }
+
+    /// Calls on the caller's behalf (`exchange`): each caller's access token exchanged for one
+    /// whose audience is this HTTP server.
+    pub fn exchange(&self) -> Option<&ExchangeEntry> {
+        self.exchange.as_ref()
+    }
+
     /// What the server's tool, resource and prompt names are shown with behind one listing of
     /// many servers: `prefix` as written, else `<name>_`.
     pub fn prefix(&self) -> String {
@@ -254,6 +306,8 @@ struct FleetKeys {
     trusted: Option<bool>,
     lock: Option<String>,
     prefix: Option<String>,
+    token_file: Option<String>,
+    exchange: Option<ExchangeEntry>,
 }
 
 fn fleet_keys(
@@ -328,6 +382,33 @@ fn fleet_keys(
             format!("server `{name}`: `lock` is empty"),
         ));
     }
+    for (key, span) in [
+        (
+            "token_file",
+            entry.token_file.as_ref().map(|t| t.span().start),
+        ),
+        ("exchange", entry.exchange.as_ref().map(|e| e.span().start)),
+    ] {
+        if let Some(start) = span
+            && entry.url.is_none()
+        {
+            return Err(at(
+                start,
+                format!(
+                    "server `{name}`: `{key}` is for a server reached over HTTP; give its `url`"
+                ),
+            ));
+        }
+    }
+    if let (Some(_), Some(exchange)) = (&entry.token_file, &entry.exchange) {
+        return Err(at(
+            exchange.span().start,
+            format!(
+                "server `{name}`: give `token_file` (the gateway's own token) or `exchange` (each \
+                 caller's token exchanged), not both"
+            ),
+        ));
+    }
     if let Some(prefix) = &entry.prefix {
         let text = prefix.get_ref();
         let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
@@ -357,5 +438,7 @@ fn fleet_keys(
         trusted,
         lock: entry.lock.as_ref().map(|l| l.get_ref().clone()),
         prefix: entry.prefix.as_ref().map(|p| p.get_ref().clone()),
+        token_file: entry.token_file.as_ref().map(|t| t.get_ref().clone()),
+        exchange: entry.exchange.as_ref().map(|e| e.get_ref().clone()),
     })
 }

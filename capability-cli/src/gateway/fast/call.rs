@@ -9,7 +9,7 @@ use ::rmcp::ErrorData;
 use capability::audit::Started;
 use capability::mcp::telemetry::{Ending, Operation};
 
-use super::super::handler::{answered, refused};
+use super::super::handler::{answered, refused_by};
 use super::super::lane::Ended;
 use super::{InFlight, answer_line, end};
 use crate::proxy::Outbox;
@@ -19,6 +19,8 @@ pub(super) struct Call {
     /// The client's id, as it wrote it.
     pub(super) id: String,
     pub(super) shown: String,
+    /// Who refuses (the engine's name).
+    pub(super) by: &'static str,
     pub(super) lane_id: u64,
     pub(super) out: Outbox,
     pub(super) in_flight: Arc<Mutex<InFlight>>,
@@ -38,6 +40,7 @@ impl Call {
         let Call {
             id,
             shown,
+            by,
             lane_id,
             out,
             in_flight,
@@ -54,7 +57,7 @@ impl Call {
                 calls.remove(&id);
             }
         }
-        let (answer, record) = settle(ended, &id, &shown, started, operation, leg);
+        let (answer, record) = settle(ended, &id, by, &shown, started, operation, leg);
         if let Some(answer) = answer {
             let _ = out.write_now(&answer);
         }
@@ -95,6 +98,7 @@ impl Record {
 pub(in crate::gateway) fn settle(
     ended: Ended,
     id: &str,
+    by: &str,
     shown: &str,
     started: Started,
     operation: Operation,
@@ -115,7 +119,7 @@ pub(in crate::gateway) fn settle(
         Ended::Failed(why) => {
             end(leg, Err(()));
             let outcome = started.finish::<(), String>(Err(why));
-            let error = match answered(outcome, |why| refused(shown, why)) {
+            let error = match answered(outcome, |why| refused_by(by, "tool", shown, why)) {
                 Ok(()) => ErrorData::internal_error("the call failed", None),
                 Err(error) => error,
             };

@@ -240,11 +240,17 @@ impl Shared {
         let gateway = &self.gateway;
         let snapshot = gateway.current();
         let who = gateway.http_caller(&snapshot, caller, Some(session));
+        // Nothing the server may send back during the call needs the gateway's relay to this
+        // caller (`relay.rs`): no request its role allows, no log level it asked for. Those
+        // calls go through rmcp's path, which relays them.
+        let relayed = gateway.levels.of(who.session()).is_some();
         let agreed = |server: &str| {
-            snapshot
-                .reaches
-                .get(server)
-                .is_some_and(|reach| reach.version() == Some(version) && reach.has_session())
+            !relayed
+                && !gateway.allows_any_request(&who, server)
+                && snapshot
+                    .reaches
+                    .get(server)
+                    .is_some_and(|reach| reach.version() == Some(version) && reach.has_session())
         };
         if !lane_takes(&snapshot, &who, &params.name, agreed) {
             return None;
@@ -272,7 +278,7 @@ impl Shared {
             let started = gateway
                 .dispatch
                 .start::<(), String>(route.ctx(), who.caller(), &request)
-                .map_err(|outcome| refusal(outcome, &shown))?;
+                .map_err(|outcome| refusal(gateway.name, &who, outcome, &shown))?;
             let leg = started.span().in_scope(|| {
                 Operation::client(&telemetry::Request {
                     method: "tools/call",
@@ -331,6 +337,7 @@ impl Shared {
             }
         };
         let shared = Arc::clone(self);
+        let by = gateway.name;
         // The call goes on whether or not the client waits for it: its outcome is recorded.
         tokio::spawn(async move {
             let ended = reach
@@ -345,7 +352,7 @@ impl Shared {
                     calls.remove(&key);
                 }
             }
-            let (answer, record) = settle(ended, &key.1, &shown, started, operation, leg);
+            let (answer, record) = settle(ended, &key.1, by, &shown, started, operation, leg);
             match answer {
                 Some(answer) => reply.send(answer).await,
                 None => drop(reply),

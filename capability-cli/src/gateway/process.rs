@@ -1,0 +1,139 @@
+//! A spawned server's process, watched from the moment it starts: how it ended is known as soon
+//! as it does (its output cut off past the bound, said first; then its exit status), so that a
+//! call it leaves unanswered can say why; stopped, it is killed and waited for, so that no
+//! server outlives the engine that spawned it.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::process::Child;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+/// How long a call the server left unanswered waits to learn why (its exit comes a moment
+/// after its output closes).
+pub(super) const LEARN_WHY: Duration = Duration::from_millis(800);
+
+/// How long stopping a server waits for it to exit once killed.
+const STOP_WITHIN: Duration = Duration::from_secs(5);
+
+/// How a server ended, once it did.
+#[derive(Default)]
+pub(super) struct Exit {
+    why: Mutex<Option<String>>,
+    said: Condvar,
+    notify: Notify,
+}
+
+impl Exit {
+    /// Says how the server ended; the first word stays (its output cut off comes before the
+    /// exit it leads to, and says more).
+    pub(super) fn set(&self, why: String) {
+        let mut kept = self.why.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.is_none() {
+            *kept = Some(why);
+        }
+        drop(kept);
+        self.said.notify_all();
+        self.notify.notify_waiters();
+    }
+
+    /// How it ended, if it did.
+    pub(super) fn get(&self) -> Option<String> {
+        self.why
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How it ended, waiting up to `within` for it (a thread's wait).
+    pub(super) fn wait_blocking(&self, within: Duration) -> Option<String> {
+        let kept = self.why.lock().unwrap_or_else(PoisonError::into_inner);
+        let (kept, _) = self
+            .said
+            .wait_timeout_while(kept, within, |why| why.is_none())
+            .unwrap_or_else(PoisonError::into_inner);
+        kept.clone()
+    }
+
+    /// How it ended, waiting up to `within` for it (a task's wait).
+    pub(super) async fn wait(&self, within: Duration) -> Option<String> {
+        let waiting = async {
+            loop {
+                let notified = self.notify.notified();
+                if let Some(why) = self.get() {
+                    return why;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(within, waiting).await.ok()
+    }
+}
+
+/// A spawned server's process, watched by a task of its own. Dropped, it is killed (without
+/// waiting); [`Process::stop`] kills it and waits.
+pub(super) struct Process {
+    stop: Option<oneshot::Sender<()>>,
+    watching: Option<JoinHandle<()>>,
+}
+
+impl Process {
+    /// Watches `child` (started as `program`): how it ends is said in `exit`.
+    pub(super) fn watch(mut child: Child, program: &str, exit: Arc<Exit>) -> Process {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let program = program.to_owned();
+        let said = Arc::clone(&exit);
+        let watching = tokio::spawn(async move {
+            tokio::select! {
+                status = child.wait() => {
+                    said.set(match status {
+                        Ok(status) => format!("`{program}` exited ({status})"),
+                        Err(e) => format!("`{program}` could not be waited for: {e}"),
+                    });
+                }
+                // Asked to stop, or the handle dropped: killed, and reaped.
+                _ = stopped => {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                    said.set(format!("`{program}` was stopped"));
+                }
+            }
+        });
+        Process {
+            stop: Some(stop),
+            watching: Some(watching),
+        }
+    }
+
+    /// Kills the server and waits for it to exit (a few seconds at most).
+    pub(super) async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(watching) = self.watching.take() {
+            let _ = tokio::time::timeout(STOP_WITHIN, watching).await;
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // The watching task kills it when the sender goes.
+        self.stop.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_word_of_how_it_ended_stays() {
+        let exit = Exit::default();
+        assert_eq!(exit.wait_blocking(Duration::from_millis(1)), None);
+        exit.set("its output was cut off".to_owned());
+        exit.set("`x` exited (exit status: 1)".to_owned());
+        assert_eq!(exit.get().as_deref(), Some("its output was cut off"));
+    }
+}
