@@ -1,7 +1,7 @@
 //! A server's requests to the client behind `capability proxy`: sampling, elicitation and roots
 //! are refused unless the client's role allows them (`server_requests`), each one allowed is
-//! passed to the client and recorded, each one refused is recorded; over Streamable HTTP, where
-//! a request cannot be tied to one client, every one is refused.
+//! passed to the client and recorded, each one refused is recorded; over Streamable HTTP, each
+//! goes to the client whose call the server is serving, decided for that client's role.
 //!
 //! The server is a small `sh` server of protocol 2025-11-25 (the revision that has these
 //! requests): its tool `ask` sends all three, and it writes every answer it gets to a file.
@@ -269,9 +269,9 @@ async fn server_requests_are_refused_unless_the_role_allows_them() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn over_http_every_server_request_is_refused_even_for_a_role_that_allows_it() {
-    // `interactive` allows elicitation and roots over stdio; over HTTP, one server is shared by
-    // every client, and which of them would answer is not the server's to choose.
+async fn over_http_a_servers_requests_go_to_the_client_of_the_call_as_its_role_allows() {
+    // Over HTTP one server serves many clients: a request the server makes while it serves a
+    // call goes to the client that made that call (on its own stream), decided for its role.
     let policy = format!(
         "{POLICY}\n[bearer_tokens]\n\"sha256:fd0e9cd416c210e78ebfba1df5dc3752b4f59c9763d9f05a59fb64501aaf5878\" = \"interactive\"\n"
     );
@@ -286,12 +286,17 @@ async fn over_http_every_server_request_is_refused_even_for_a_role_that_allows_i
         &asker(&answers),
     )
     .await;
-    let client = proxy_common::http_client(&proxy.url, Some("interactive-token")).await;
-    let asked = client
-        .peer()
-        .call_tool(rmcp::model::CallToolRequestParams::new("ask"))
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = StreamableHttpClientTransportConfig::with_uri(proxy.url.as_str())
+        .auth_header("interactive-token");
+    let client = Answering
+        .serve(StreamableHttpClientTransport::from_config(config))
         .await
-        .expect("the tool runs");
+        .expect("MCP handshake over HTTP");
+    let asked = ask(&client).await;
     assert_eq!(
         asked.content[0].as_text().map(|t| t.text.as_str()),
         Some("asked")
@@ -302,22 +307,44 @@ async fn over_http_every_server_request_is_refused_even_for_a_role_that_allows_i
         assert!(std::time::Instant::now() < deadline, "answers: {}", read());
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    for line in read().lines() {
-        let answer: Value = serde_json::from_str(line).expect("a JSON line");
-        let message = answer["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("refused by capability-proxy"), "{answer}");
-    }
+    let by_id = |id: &str| {
+        read()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+            .find(|v| v["id"] == id)
+            .unwrap_or_default()
+    };
+    // Sampling is not the role's: refused. Elicitation and roots: answered by that client.
+    assert!(
+        by_id("s1")["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("refused by capability-proxy")),
+        "{}",
+        by_id("s1")
+    );
+    assert_eq!(by_id("s2")["result"]["content"]["pod"], "api-0");
+    assert_eq!(by_id("s3")["result"]["roots"][0]["uri"], "file:///srv/app");
     let _ = client.cancel().await;
     assert!(proxy.stop().await.success());
-    let refused = calls(&trail)
+    let mut recorded = calls(&trail)
         .into_iter()
         .filter(|r| r["agent"] == "server:asker")
-        .map(|r| r["verdict"].as_str().unwrap_or_default().to_owned())
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap_or_default().to_owned(),
+                r["verdict"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
         .collect::<Vec<_>>();
+    recorded.sort();
     assert_eq!(
-        refused,
-        ["denied", "denied", "denied"],
-        "each refusal on record"
+        recorded,
+        [
+            ("elicitation/create".to_owned(), "allowed".to_owned()),
+            ("roots/list".to_owned(), "allowed".to_owned()),
+            ("sampling/createMessage".to_owned(), "denied".to_owned()),
+        ],
+        "each one on record"
     );
 }
 

@@ -60,7 +60,6 @@ impl Gateway {
         let shown = request.name.to_string();
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let route = self.route(&snapshot, &who, &shown, &input)?;
-        let connection = self.leg(&snapshot, route.server, context).await?;
         let mut forwarded = request.clone();
         forwarded.name = route.tool.to_owned().into();
         let (consent, input) = self
@@ -77,6 +76,12 @@ impl Gateway {
         let server = route.server;
         let answered = self
             .forward(&who, &shown, &route, &input, consent.as_ref(), async {
+                // Inside the call, after its intent: a caller's token that cannot be exchanged
+                // for the server is the call's failure, on record.
+                let connection = self
+                    .leg(&snapshot, server, context)
+                    .await
+                    .map_err(Unanswered::Server)?;
                 // In the call's span: the leg to the server is its child.
                 let leg = leg(
                     &snapshot,
@@ -117,7 +122,7 @@ impl Gateway {
         error: ::rmcp::ServiceError,
     ) -> Unanswered {
         let ended = match snapshot.exits.get(server) {
-            Some(exit) => exit.wait(super::process::LEARN_WHY).await,
+            Some(ended) => ended.why(&error).await,
             None => None,
         };
         match ended {

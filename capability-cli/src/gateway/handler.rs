@@ -50,8 +50,8 @@ pub(super) struct Snapshot {
     pub(super) legacy: HashMap<String, Arc<super::legacy::Legacy>>,
     /// The servers called on the caller's behalf (`delegate.rs`), by server.
     pub(super) delegated: HashMap<String, Arc<super::delegate::Delegated>>,
-    /// How each spawned server ended, once it did (`process.rs`), by server.
-    pub(super) exits: HashMap<String, Arc<super::process::Exit>>,
+    /// How each server ended, once it did (`process.rs`), by server.
+    pub(super) exits: HashMap<String, super::process::Ended>,
     /// The forwarding lanes, by server (spawned servers only).
     pub(super) lanes: HashMap<String, Arc<Lane>>,
     /// The forwarding lanes, by server (HTTP servers only).

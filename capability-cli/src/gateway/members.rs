@@ -143,7 +143,9 @@ impl Member {
 
     /// Whether the connection to the server has ended (it exited, or stopped answering).
     pub(super) fn is_down(&self) -> bool {
-        self.connection.peer().is_transport_closed()
+        // An HTTP server's connection stays open when the server goes: a failed request says
+        // it is gone (`Exit` set by the call that failed).
+        self.connection.peer().is_transport_closed() || self.connection.exit.get().is_some()
     }
 
     /// Why the server is down: how its process ended, or that its connection ended.
@@ -176,8 +178,9 @@ pub(super) struct View<'a> {
     pub(super) calls: super::relay::Calls,
     pub(super) legacy: Option<std::sync::Arc<super::legacy::Legacy>>,
     pub(super) delegated: Option<std::sync::Arc<super::delegate::Delegated>>,
-    /// How a spawned server ended, once it did (none for an HTTP server).
-    pub(super) exit: Option<std::sync::Arc<super::process::Exit>>,
+    /// How the server ended, once it did: a spawned server's process, an HTTP server's
+    /// connection.
+    pub(super) exit: super::process::Ended,
 }
 
 impl Member {
@@ -195,11 +198,12 @@ impl Member {
             calls: self.connection.calls(),
             legacy: self.connection.legacy.clone(),
             delegated: self.delegated.clone(),
-            exit: self
-                .connection
-                .process
-                .is_some()
-                .then(|| self.connection.exit.clone()),
+            exit: match &self.spec.source {
+                super::source::ServerSource::Url(url) => {
+                    super::process::Ended::Http(self.connection.exit.clone(), url.clone())
+                }
+                _ => super::process::Ended::Spawned(self.connection.exit.clone()),
+            },
         }
     }
 }
@@ -254,9 +258,7 @@ pub(super) fn snapshot<'a>(
         if let Some(session) = member.legacy {
             legacy.insert(member.spec.name.clone(), session);
         }
-        if let Some(exit) = member.exit {
-            exits.insert(member.spec.name.clone(), exit);
-        }
+        exits.insert(member.spec.name.clone(), member.exit);
         if let Some(exchanging) = member.delegated {
             delegated.insert(member.spec.name.clone(), exchanging);
         }

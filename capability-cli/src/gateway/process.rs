@@ -71,6 +71,38 @@ impl Exit {
     }
 }
 
+/// How one server ends: a spawned one's process, said when it exits; an HTTP one's
+/// connection, said by the first request that finds it gone.
+#[derive(Clone)]
+pub(super) enum Ended {
+    /// A spawned server.
+    Spawned(Arc<Exit>),
+    /// A server at this URL.
+    Http(Arc<Exit>, String),
+}
+
+impl Ended {
+    /// Why a request to the server got no answer (`error`, from its connection): how the
+    /// server ended, when it did. A spawned server's exit comes a moment after its output
+    /// closes, so it is waited for ([`LEARN_WHY`]); an HTTP server is gone when a request
+    /// cannot reach it, which this says from now on (the engine then stops, or reconnects).
+    pub(super) async fn why(&self, error: &rmcp::ServiceError) -> Option<String> {
+        match self {
+            Ended::Spawned(exit) => exit.wait(LEARN_WHY).await,
+            Ended::Http(exit, url) => {
+                let transport = matches!(
+                    error,
+                    rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
+                );
+                if transport {
+                    exit.set(format!("the connection to {url} failed: {error}"));
+                }
+                exit.get()
+            }
+        }
+    }
+}
+
 /// A spawned server's process, watched by a task of its own. Dropped, it is killed (without
 /// waiting); [`Process::stop`] kills it and waits.
 pub(super) struct Process {
