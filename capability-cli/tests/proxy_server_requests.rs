@@ -37,14 +37,18 @@ server_requests = ["asker/elicitation", "asker/roots"]
 /// The server: `initialize` (2025-11-25), one tool `ask` (its requests' ids numbers or strings:
 /// the gateway's forwarding lane numbers its own with strings); calling it sends the client
 /// `sampling/createMessage` (id "s1"), `elicitation/create` ("s2") and `roots/list` ("s3"),
-/// and every line that answers them goes to `answers`.
+/// and every line that answers them goes to `answers`; the call is answered once all three are,
+/// as a server that waits for its client does.
 fn asker(answers: &Path) -> support::McpServer {
     let script = format!(
         r#"reply() {{ printf '{{"jsonrpc":"2.0","id":%s,%s}}\n' "$1" "$2"; }}
 while IFS= read -r line; do
   id=$(printf '%s\n' "$line" | sed -n 's/^[^{{]*{{[^{{]*"id":\([0-9][0-9]*\|"[^"]*"\).*/\1/p')
   case "$line" in
-    *'"id":"s'*) printf '%s\n' "$line" >> '{answers}' ;;
+    *'"id":"s'*)
+      printf '%s\n' "$line" >> '{answers}'
+      pending=$((pending - 1))
+      if [ "$pending" -eq 0 ]; then reply "$call" '"result":{{"content":[{{"type":"text","text":"asked"}}]}}'; fi ;;
     *'"method":"initialize"'*) reply "$id" '"result":{{"protocolVersion":"2025-11-25","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"asker","version":"1.0.0"}}}}' ;;
     *'"method":"server/discover"'*) reply "$id" '"error":{{"code":-32601,"message":"Method not found"}}' ;;
     *'"method":"tools/list"'*) reply "$id" '"result":{{"tools":[{{"name":"ask","inputSchema":{{"type":"object"}}}}]}}' ;;
@@ -52,7 +56,7 @@ while IFS= read -r line; do
       printf '%s\n' '{{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{{"messages":[{{"role":"user","content":{{"type":"text","text":"write a haiku"}}}}],"maxTokens":20}}}}'
       printf '%s\n' '{{"jsonrpc":"2.0","id":"s2","method":"elicitation/create","params":{{"message":"Which pod?","requestedSchema":{{"type":"object","properties":{{"pod":{{"type":"string"}}}}}}}}}}'
       printf '%s\n' '{{"jsonrpc":"2.0","id":"s3","method":"roots/list"}}'
-      reply "$id" '"result":{{"content":[{{"type":"text","text":"asked"}}]}}' ;;
+      call="$id"; pending=3 ;;
   esac
 done"#,
         answers = answers.display()

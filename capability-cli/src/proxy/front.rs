@@ -16,7 +16,6 @@
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
-use tokio::task::JoinHandle;
 
 use super::outbox::InFlight;
 pub(crate) use super::outbox::{Held, Outbox};
@@ -38,10 +37,6 @@ pub(crate) struct Filter {
     /// rmcp's end: what the client sent (filtered), and where rmcp's answers go; it takes a
     /// line up to the bound, as the filter does.
     pub(crate) transport: Rmcp,
-    /// Reads the client's lines until its input ends.
-    pub(crate) reader: JoinHandle<()>,
-    /// Writes everything to the client; ends once rmcp's end is dropped and the reader is done.
-    pub(crate) writer: JoinHandle<()>,
 }
 
 /// Answers a line longer than the bound, dropped unread: its id cannot be known without
@@ -151,16 +146,8 @@ pub(crate) trait Hook: Send + Sync + 'static {
     fn wrote(&self, line: &[u8]);
 }
 
-/// Starts the filter between `input` (the client's messages) and `output` (to the client).
-pub(crate) fn start<R, W>(input: R, output: W) -> Filter
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    start_with(input, output, None)
-}
-
-/// [`start`], with `hook` offered every message of the client first.
+/// Starts the filter between `input` (the client's messages) and `output` (to the client),
+/// with `hook` offered every message of the client first.
 pub(crate) fn start_with<R, W>(
     input: R,
     output: W,
@@ -181,7 +168,7 @@ where
     // The requests passed to rmcp, holding room until answered.
     let in_flight = std::sync::Arc::new(InFlight::default());
     let answered = in_flight.clone();
-    let reader = tokio::spawn(async move {
+    tokio::spawn(async move {
         let mut input = BufReader::new(input);
         let mut line = Vec::new();
         loop {
@@ -214,7 +201,7 @@ where
 
     tokio::spawn(rmcp_to_client(from_rmcp, out, answered, watching));
 
-    let writer = tokio::spawn(async move {
+    tokio::spawn(async move {
         let mut output = output;
         while let Some(line) = lines.recv().await {
             if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
@@ -233,8 +220,6 @@ where
             let (read, write) = tokio::io::split(transport);
             crate::lines::rmcp_lines(read, write)
         },
-        reader,
-        writer,
     }
 }
 

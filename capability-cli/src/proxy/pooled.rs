@@ -26,19 +26,6 @@ const MAX_REDIRECTS: usize = 10;
 /// How long an idle connection is kept for the next request.
 const IDLE: std::time::Duration = std::time::Duration::from_secs(4);
 
-/// A transport to `config.uri` over the process's one pooled client; an error saying why
-/// when the client cannot be built (its TLS backend did not start).
-///
-/// An answer may hold as much as a message over stdio may ([`max_message_bytes`]: 64 MiB
-/// unless `--max-message` says otherwise; rmcp's own bound is
-/// 16 MiB), as a JSON body or as one event of a stream; a longer one is not read on and fails
-/// the connection.
-pub(crate) fn transport(
-    config: StreamableHttpClientTransportConfig,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
-    Ok(transport_with(client()?, config))
-}
-
 /// A transport to `config.uri` over `client` (the pooled client, or a wrapper of it), with the
 /// same bounds as [`transport`].
 pub(crate) fn transport_with<C: StreamableHttpClient>(

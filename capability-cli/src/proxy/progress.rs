@@ -123,33 +123,6 @@ impl Relay {
         // A client gone has nothing to hear.
         let _ = sink.client.notify_progress(params).await;
     }
-
-    /// `tools/call` at `server`, with the server's progress passed to
-    /// the client of `context` when the client gave a `progressToken`.
-    pub(crate) async fn call_tool(
-        &self,
-        server: &Peer<RoleClient>,
-        params: CallToolRequestParams,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ServiceError> {
-        let sink = context.meta.get_progress_token().map(|token| Sink {
-            token,
-            client: context.peer.clone(),
-            delivering: Arc::default(),
-        });
-        call(server, params, sink.map(|sink| (self, sink))).await
-    }
-}
-
-async fn call(
-    server: &Peer<RoleClient>,
-    params: CallToolRequestParams,
-    progress: Option<(&Relay, Sink)>,
-) -> Result<CallToolResponse, ServiceError> {
-    send(server, params, PeerRequestOptions::no_options(), progress)
-        .await?
-        .answer()
-        .await
 }
 
 /// `tools/call` at `server` with `options` (its `_meta`: what the server is told of the

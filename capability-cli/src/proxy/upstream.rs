@@ -15,103 +15,14 @@ use ::rmcp::model::{
     CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCreateRequestMethod,
     Implementation, ListRootsRequestMethod, ListRootsResult, ResourceUpdatedNotificationParam,
 };
-use ::rmcp::service::{NotificationContext, RequestContext};
-use ::rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
+use ::rmcp::{ErrorData, Peer, RoleServer};
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use capability::Policy;
 use capability::audit::{AuditedDispatch, Caller, Outcome, Request, Subject};
 use capability::authz::{Action, Authorize, DenyReason, ServerRequestKind, ToolContext};
 use capability::rmcp::REFUSED_CODE;
-
-use super::forward::{Changed, PROXY_NAME};
-
-/// What the server told the proxy.
-#[derive(Debug)]
-pub(crate) enum Event {
-    /// One of its lists changed.
-    Changed(Changed),
-    /// A resource it was subscribed to changed.
-    ResourceUpdated(ResourceUpdatedNotificationParam),
-}
-
-/// The client handler facing the server.
-pub(crate) struct Upstream {
-    pub(crate) events: mpsc::UnboundedSender<Event>,
-    pub(crate) requests: Arc<ServerRequests>,
-    /// The server's progress for the calls passed on, back to their clients.
-    pub(crate) progress: super::progress::Relay,
-}
-
-impl Upstream {
-    fn send(&self, event: Event) {
-        // The receiver is gone only when the proxy is shutting down.
-        let _ = self.events.send(event);
-    }
-}
-
-impl ClientHandler for Upstream {
-    fn get_info(&self) -> ClientConfig {
-        self.requests.client_config()
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.send(Event::Changed(Changed::Tools));
-    }
-
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.send(Event::Changed(Changed::Resources));
-    }
-
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.send(Event::Changed(Changed::Prompts));
-    }
-
-    async fn on_progress(
-        &self,
-        params: ::rmcp::model::ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.progress.progress(params).await;
-    }
-
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.send(Event::ResourceUpdated(params));
-    }
-
-    async fn create_message(
-        &self,
-        params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<CreateMessageResult, ErrorData> {
-        self.requests
-            .sample(params, "the proxy serves many clients")
-            .await
-    }
-
-    async fn create_elicitation(
-        &self,
-        params: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        self.requests
-            .elicit(params, "the proxy serves many clients")
-            .await
-    }
-
-    async fn list_roots(
-        &self,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ListRootsResult, ErrorData> {
-        self.requests.roots("the proxy serves many clients").await
-    }
-}
 
 /// Why a server's request was not answered by the client: refused (with the error to send),
 /// or not sent for want of a client.
@@ -174,17 +85,6 @@ const NO_CLIENT: &str = "many clients are served over Streamable HTTP, and this 
                          tied to one of them";
 
 impl ServerRequests {
-    /// The gate for the one client of role `role` (over stdio), or for the clients of an HTTP
-    /// front (`role` `None`): every request refused.
-    pub(crate) fn new(
-        server: &str,
-        policy: &Policy,
-        role: Option<&str>,
-        dispatch: Arc<AuditedDispatch>,
-    ) -> Self {
-        Self::of(server, PROXY_NAME, policy, role, dispatch, Arc::default())
-    }
-
     /// The gate of `server` when `by` (a gateway) serves it, to the client that `front` will
     /// hold once it connected (shared by every server of the gateway).
     pub(crate) fn of(
@@ -225,11 +125,6 @@ impl ServerRequests {
             policy_version: policy.version().map(str::to_owned),
             any_role: any_role(&self.server, policy),
         };
-    }
-
-    /// The client, once it connected.
-    pub(crate) fn connected(&self, peer: Peer<RoleServer>) {
-        let _ = self.front.set(peer);
     }
 
     /// What to tell the server of the client: the server requests the role allows.
