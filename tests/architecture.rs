@@ -10,8 +10,13 @@
 //!    every file can be read in one sitting.
 //! 3. **`capability-core` is at most 35% of the library code** (about a third), so the core
 //!    stays small and the rest lives in crates that are reviewed and built on their own.
-//! 4. **No library crate enables tokio's `process` feature**: spawning and supervising
-//!    processes is the command line's job (`capability-cli`), never a library's.
+//! 4. **No library crate but the engine enables tokio's `process` feature**: spawning and
+//!    supervising processes is `capability-gateway`'s job (one spawn-and-stop helper), never
+//!    another library's.
+//! 5. **Each file ends with its tests**: no code after a `#[cfg(test)] mod tests { ... }`,
+//!    where a reader (and rule 1, before) would not look for it.
+//! 6. **The command line is thin**: `capability-cli/src` under 4,000 lines, the engine in
+//!    `capability-gateway`, which has no `proxy` module and does not depend on the command.
 //!
 //! Crates and modules are discovered from the file system (the workspace members in the root
 //! `Cargo.toml`, each crate's `src/`, the `mod` declarations and `use` re-exports of
@@ -116,8 +121,62 @@ fn core_is_at_most_35_percent_of_the_library_code() {
     println!("Non-test lines of library code per crate:\n{table}");
 }
 
-/// The one crate that may spawn processes: the command line supervises live MCP servers.
-const SPAWNS_PROCESSES: &str = "capability-cli";
+/// The one crate that may spawn processes: the engine starts and supervises MCP servers.
+const SPAWNS_PROCESSES: &str = "capability-gateway";
+
+/// The command line's crate, and the most lines its `src/` may hold (tests included).
+const COMMAND_LINE: (&str, usize) = ("capability-cli", 4000);
+
+#[test]
+fn every_file_ends_with_its_tests() {
+    let offenders: Vec<String> = library_crates()
+        .iter()
+        .flat_map(|krate| &krate.files)
+        .filter_map(|file| {
+            file.code_after_tests
+                .map(|line| format!("    {}:{line}", file.path))
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "\ncode after a `#[cfg(test)] mod tests {{ ... }}` (move it above the tests):\n{}\n",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn the_command_line_is_thin_and_the_engine_knows_nothing_of_it() {
+    let crates = library_crates();
+    let (name, most) = COMMAND_LINE;
+    let cli = crates
+        .iter()
+        .find(|k| k.name == name)
+        .unwrap_or_else(|| panic!("no crate named `{name}`"));
+    let lines: usize = cli.files.iter().map(|f| f.all_lines).sum();
+    assert!(
+        lines < most,
+        "\n{name}/src has {lines} lines, {most} at most: the engine belongs in \
+         `{SPAWNS_PROCESSES}`, the command keeps its arguments and its output"
+    );
+    let engine = crates
+        .iter()
+        .find(|k| k.name == SPAWNS_PROCESSES)
+        .unwrap_or_else(|| panic!("no crate named `{SPAWNS_PROCESSES}`"));
+    let proxy: Vec<&str> = engine
+        .files
+        .iter()
+        .filter(|f| f.module.iter().any(|m| m == "proxy"))
+        .map(|f| f.path.as_str())
+        .collect();
+    assert!(
+        proxy.is_empty(),
+        "the engine has a `proxy` module: {proxy:?}"
+    );
+    assert!(
+        !toml_section(&engine.manifest, "dependencies").contains(name),
+        "{SPAWNS_PROCESSES} depends on {name}"
+    );
+}
 
 #[test]
 fn no_library_crate_enables_tokio_process() {
@@ -322,6 +381,10 @@ struct SourceFile {
     is_root: bool,
     /// Non-test lines.
     lines: usize,
+    /// Every line, tests included.
+    all_lines: usize,
+    /// The first line of code after the test module, if any (each file ends with its tests).
+    code_after_tests: Option<usize>,
     /// The non-test code as tokens, comments and literals left out.
     tokens: Vec<Token>,
 }
@@ -330,6 +393,7 @@ impl SourceFile {
     /// `in_src` is the path under `src/`, e.g. `x/mod.rs`.
     fn new(in_src: &str, path: &str, text: &str) -> SourceFile {
         let code = without_tests(text);
+        let code = code.as_str();
         let mut module: Vec<String> = in_src
             .trim_end_matches(".rs")
             .split(['/', '\\'])
@@ -344,28 +408,69 @@ impl SourceFile {
             module,
             is_root,
             lines: code.lines().count(),
+            all_lines: text.lines().count(),
+            code_after_tests: code_after_tests(text),
             tokens: tokenize(&blank_comments_and_literals(code)),
         }
     }
 }
 
-/// The text before a `#[cfg(test)]` line that is followed by `mod tests`.
-fn without_tests(text: &str) -> &str {
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let mut offset = 0;
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim() == "#[cfg(test)]" {
-            let next = lines[i + 1..]
+/// Where a file's `#[cfg(test)] mod tests { ... }` is: its first and last line (0-based,
+/// inclusive), the braces matched on the code with comments and literals blanked.
+fn tests_section(text: &str) -> Option<(usize, usize)> {
+    let blanked = blank_comments_and_literals(text);
+    let lines: Vec<&str> = blanked.lines().collect();
+    let start = (0..lines.len()).find(|&i| {
+        lines[i].trim() == "#[cfg(test)]"
+            && lines[i + 1..]
                 .iter()
                 .map(|l| l.trim())
-                .find(|l| !l.is_empty() && !l.starts_with("#["));
-            if next.is_some_and(is_tests_module) {
-                return &text[..offset];
+                .find(|l| !l.is_empty() && !l.starts_with("#["))
+                .is_some_and(|l| is_tests_module(l) && !l.ends_with(';'))
+    })?;
+    let mut depth = 0usize;
+    let mut opened = false;
+    for (i, line) in lines.iter().enumerate().skip(start) {
+        for c in line.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => depth = depth.saturating_sub(1),
+                _ => {}
             }
         }
-        offset += line.len();
+        if opened && depth == 0 {
+            return Some((start, i));
+        }
     }
-    text
+    Some((start, lines.len().saturating_sub(1)))
+}
+
+/// The text without its `#[cfg(test)] mod tests { ... }` section (code after it is kept, and
+/// scanned: a file cannot hide imports behind its tests).
+fn without_tests(text: &str) -> String {
+    let Some((start, end)) = tests_section(text) else {
+        return text.to_owned();
+    };
+    text.split_inclusive('\n')
+        .enumerate()
+        .filter(|(i, _)| *i < start || *i > end)
+        .map(|(_, line)| line)
+        .collect()
+}
+
+/// The first line (1-based) of code after a file's test module, if there is any.
+fn code_after_tests(text: &str) -> Option<usize> {
+    let (_, end) = tests_section(text)?;
+    let blanked = blank_comments_and_literals(text);
+    blanked
+        .lines()
+        .enumerate()
+        .skip(end + 1)
+        .find(|(_, line)| !line.trim().is_empty())
+        .map(|(i, _)| i + 1)
 }
 
 fn is_tests_module(line: &str) -> bool {
@@ -1023,10 +1128,16 @@ mod checker {
             "use crate::b::X;\n\nfn f() {}\n#[cfg(test)]\nmod tests {\n    use crate::c::Y;\n}\n";
         let source = file("a.rs", text);
         assert_eq!(source.lines, 3);
-        assert_eq!(paths(without_tests(text)), ["crate::b::X"]);
+        assert_eq!(paths(&without_tests(text)), ["crate::b::X"]);
         // `#[cfg(test)]` on anything else is code.
         let other = "#[cfg(test)]\nfn helper() { crate::c::f(); }\n";
         assert_eq!(without_tests(other), other);
+        // Code after the test module is code: counted, scanned, and a finding.
+        let after = "use crate::b::X;\n#[cfg(test)]\nmod tests {\n    fn t() { let _ = \"}\"; }\n}\n\nuse crate::c::Y;\n";
+        assert_eq!(paths(&without_tests(after)), ["crate::b::X", "crate::c::Y"]);
+        assert_eq!(file("a.rs", after).lines, 3);
+        assert_eq!(code_after_tests(after), Some(7));
+        assert_eq!(code_after_tests(text), None);
         assert_eq!(
             without_tests("#[cfg(test)]\nmod tests_data;\n")
                 .lines()

@@ -24,18 +24,18 @@
 
 #![forbid(unsafe_code)]
 
-mod approve;
-mod audit;
 mod commands;
+mod engine;
 mod failure;
-mod grant;
 mod help;
-mod history;
+mod metrics;
+mod otlp;
 mod out;
 mod output;
-mod proposals;
-mod replay;
+mod report;
 mod source;
+
+use commands::{approve, audit, grant, proposals, replay, tools as history};
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -92,35 +92,7 @@ enum Command {
     ///
     /// Shows the proposal (control and bidirectional characters escaped as `\u{..}`) and asks
     /// on the terminal; without a terminal, `--yes` is required.
-    Approve {
-        /// The approver's secret key file (from `capability keygen`).
-        #[arg(long, value_name = "FILE")]
-        key: PathBuf,
-        /// The approver's name, as the write gate knows them.
-        #[arg(long)]
-        approver: String,
-        /// The write gate the approval is for (its `WriteGate::new` audience, e.g. `prod-eu`);
-        /// any other gate refuses it.
-        #[arg(long)]
-        audience: String,
-        /// How long the approval stays valid, in seconds (at most 86400, 24 hours).
-        #[arg(long, default_value_t = 3600, value_name = "SECONDS")]
-        expires_in: u64,
-        /// Sign without asking (required when standard input is not a terminal). Review the
-        /// proposal first.
-        #[arg(long)]
-        yes: bool,
-        /// Where to write the approval (default: standard output). An existing file is refused
-        /// unless `--force` is given; a symbolic link is never written through.
-        #[arg(long, value_name = "FILE")]
-        out: Option<PathBuf>,
-        /// Replace the `--out` file if it exists (a symbolic link there is replaced, not
-        /// followed).
-        #[arg(long)]
-        force: bool,
-        /// The proposal file.
-        proposal: PathBuf,
-    },
+    Approve(approve::Request),
     /// The versions of tools a gateway saw or an operator pinned, from a store.
     #[command(subcommand)]
     Tools(history::ToolsCommand),
@@ -147,7 +119,7 @@ enum Command {
     Proxy(commands::proxy::ProxyArgs),
     /// Many MCP servers (the policy's [servers]) behind one listing: served to one client over
     /// stdio (`--role`, `--audit`), or checked (`--check`: what each role would see).
-    Gateway(capability_cli::gateway::GatewayArgs),
+    Gateway(commands::gateway::GatewayArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -256,7 +228,7 @@ fn main() -> ExitCode {
             // escaped, line by line.
             out::note(format_args!(
                 "capability: {}",
-                capability_cli::escape::escape_lines(&failure.message)
+                capability_gateway::escape::escape_lines(&failure.message)
             ));
             ExitCode::from(failure.code)
         }
@@ -290,14 +262,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             let Some(policy) = load_policy(&common)? else {
                 return Err(Failure::input("`check` needs `--policy <FILE>`"));
             };
-            if !policy.roles().any(|r| r == role) {
-                let roles: Vec<&str> = policy.roles().collect();
-                return Err(Failure::input(format!(
-                    "role `{role}` is not in the policy (it has: {}); an unknown role is denied \
-                     everything",
-                    roles.join(", ")
-                )));
-            }
+            known_role(&policy, &role).map_err(Failure::input)?;
             let loaded = Source::from_args(&common)?.load(&common, Some(&policy))?;
             output::check(&loaded, &policy, &role, &common, out)
         }
@@ -307,28 +272,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             let loaded = Source::from_args(&common)?.load(&common, policy.as_ref())?;
             output::verify(&loaded, &common, out)
         }
-        Command::Approve {
-            key,
-            approver,
-            audience,
-            expires_in,
-            yes,
-            out: out_file,
-            force,
-            proposal,
-        } => approve::approve(
-            &approve::Request {
-                key: &key,
-                approver: &approver,
-                audience: &audience,
-                expires_in,
-                yes,
-                approval_file: out_file.as_deref(),
-                force,
-                proposal: &proposal,
-            },
-            out,
-        ),
+        Command::Approve(request) => approve::approve(&request, out),
         Command::Keygen { out: key_file } => approve::keygen(&key_file, out),
         Command::Grant(args) => grant::run(args, out),
         Command::Tools(command) => history::run(&command, out),
@@ -344,8 +288,9 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         }) => replay::replay(&target, &session, json, out),
         Command::Db(DbCommand::Migrate { target }) => audit::migrate(&target, out),
         Command::Proxy(args) => commands::proxy::run(args),
-        Command::Gateway(args) => capability_cli::gateway::run(&args, out)
-            .map_err(|e| Failure::input(format!("gateway: {e}"))),
+        Command::Gateway(args) => {
+            commands::gateway::run(&args, out).map_err(|e| Failure::input(format!("gateway: {e}")))
+        }
     }
 }
 
@@ -358,4 +303,16 @@ fn load_policy(common: &Common) -> Result<Option<capability::Policy>, Failure> {
             capability::Policy::from_toml_file(path).map_err(|e| Failure::input(e.to_string()))
         })
         .transpose()
+}
+
+/// Nothing if `policy` has `role`; else why it will not do.
+pub(crate) fn known_role(policy: &capability::Policy, role: &str) -> Result<(), String> {
+    if policy.roles().any(|r| r == role) {
+        return Ok(());
+    }
+    let roles: Vec<&str> = policy.roles().collect();
+    Err(format!(
+        "role `{role}` is not in the policy (it has: {}); an unknown role is denied everything",
+        roles.join(", ")
+    ))
 }

@@ -9,7 +9,7 @@
 use std::fmt::Display;
 use std::io::{self, BufWriter, IsTerminal, Stdout, Write};
 
-use capability_cli::escape::JsonEscaped;
+use capability_gateway::escape::JsonEscaped;
 
 /// Standard output, buffered: `writeln!(out, ..)?` in the commands, [`Out::flush`] at the end.
 ///

@@ -7,7 +7,7 @@ use capability::mcp::{DriftStatus, Lockfile, Trust, Visibility};
 use capability::{CapabilityManifest, Policy};
 use serde_json::{Value, json};
 
-use capability_cli::escape::escape;
+use capability_gateway::escape::escape;
 
 use crate::out::Out;
 use crate::source::Loaded;
@@ -285,7 +285,7 @@ pub fn verify(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Fai
 fn write_lock(lock: &Lockfile, common: &Common) -> Result<(), Failure> {
     // Written beside the target and renamed over it: a crash never leaves half a lockfile, and
     // a symbolic link there (or planted beside it) is replaced, never written through.
-    capability_cli::files::replace_file(&common.lock, lock.to_toml_string().as_bytes())
+    capability_gateway::files::replace_file(&common.lock, lock.to_toml_string().as_bytes())
         .map_err(|e| Failure::input(e.to_string()))
 }
 

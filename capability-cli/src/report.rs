@@ -1,6 +1,6 @@
 //! What the libraries report, on standard error: their `tracing` events at `warn` and above
 //! (targets `capability*`: the HTTP edge's accept loop) and the engine's notes to its operator
-//! (`capability_cli::gateway`, `info`), each as one line `capability <command>: <message>`, as
+//! (`capability_gateway`, `info`), each as one line `capability <command>: <message>`, as
 //! the command's own notes are written.
 //!
 //! The filter is `tracing-subscriber`'s `Targets`, whose interest is decided once per callsite:
@@ -24,7 +24,7 @@ where
         Targets::new()
             .with_target("capability", tracing::Level::WARN)
             // The engine's notes to its operator.
-            .with_target("capability_cli::gateway", tracing::Level::INFO),
+            .with_target("capability_gateway", tracing::Level::INFO),
     )
 }
 

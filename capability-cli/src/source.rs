@@ -132,7 +132,7 @@ impl Source {
                     Some(declared) => format!(
                         "the server calls itself `{}`, which selects no policy pattern, \
                          assertion or pin",
-                        capability_cli::escape::escape(declared)
+                        capability_gateway::escape::escape(declared)
                     ),
                     None => "the server gives no name of its own".to_owned(),
                 }
@@ -279,9 +279,9 @@ impl Source {
     }
 }
 
-/// [`capability_cli::tools_file::parse_tools`], as the command line's failure.
+/// [`capability_gateway::parse_tools`], as the command line's failure.
 fn parse_tools(text: &str, origin: &str) -> Result<(Option<String>, Vec<Value>), Failure> {
-    capability_cli::tools_file::parse_tools(text, origin).map_err(Failure::input)
+    capability_gateway::parse_tools(text, origin).map_err(Failure::input)
 }
 
 fn file_stem(path: &Path) -> String {
@@ -318,13 +318,13 @@ fn fetch_live(
     program: &OsString,
     args: &[OsString],
     timeout: u64,
-) -> Result<capability_cli::supervise::LiveTools, Failure> {
+) -> Result<capability_gateway::live::LiveTools, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::input(format!("cannot start the async runtime: {e}")))?;
     runtime
-        .block_on(capability_cli::supervise::list_server_tools(
+        .block_on(capability_gateway::live::list_server_tools(
             program,
             args,
             &[],
@@ -349,24 +349,5 @@ mod tests {
         );
         assert_eq!(provider_name("@scope/x"), "scope-x");
         assert_eq!(provider_name("///"), "server");
-    }
-
-    #[test]
-    fn tool_lists_in_every_shape() {
-        let tools = r#"[{"name": "a", "inputSchema": {"type": "object"}}]"#;
-        assert_eq!(parse_tools(tools, "x").map(|(_, t)| t.len()).ok(), Some(1));
-        let result = format!(r#"{{"tools": {tools}, "server": {{"name": "s"}}}}"#);
-        assert_eq!(
-            parse_tools(&result, "x").map(|(n, t)| (n, t.len())).ok(),
-            Some((Some("s".to_owned()), 1))
-        );
-        let rpc = format!(r#"{{"jsonrpc": "2.0", "id": 1, "result": {{"tools": {tools}}}}}"#);
-        assert_eq!(parse_tools(&rpc, "x").map(|(_, t)| t.len()).ok(), Some(1));
-        let bad = parse_tools(r#"{"nope": 1}"#, "`f.json`")
-            .err()
-            .map(|f| f.message);
-        assert!(bad.is_some_and(|m| m.contains("expected an MCP tools/list result")));
-        let bad = parse_tools("{", "`f.json`").err().map(|f| f.message);
-        assert!(bad.is_some_and(|m| m.starts_with("`f.json` is not JSON")));
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::engine::ServeArgs;
 use crate::{Failure, TrustArg};
 
 #[derive(Args, Debug)]
@@ -58,31 +59,9 @@ pub struct ProxyArgs {
     /// migrate`).
     #[arg(long, value_name = "PATH_OR_URL")]
     audit: String,
-    /// A secret key file (from `capability keygen`) that signs checkpoints of the trail (every
-    /// 1,000 records or 10 seconds, and when the proxy stops), so that `capability audit
-    /// verify --key <FILE>.pub` detects records cut off its end.
-    #[arg(long, value_name = "FILE")]
-    checkpoint_key: Option<PathBuf>,
-    /// Tool calls the client's session may make; then every call is refused until the proxy
-    /// restarts.
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
-    max_calls: u32,
-    /// Refused calls tolerated; the next one degrades the session: every call is then refused
-    /// until the proxy restarts.
-    #[arg(long, default_value_t = 100, value_name = "N")]
-    max_denials: u32,
-    /// Serve Prometheus metrics at `http://ADDRESS/metrics` (as `capability gateway --metrics`).
-    #[arg(long, value_name = "ADDRESS")]
-    metrics: Option<std::net::SocketAddr>,
-    /// A file holding the token a scrape of `--metrics` must present (as `capability gateway
-    /// --metrics-token-file`).
-    #[arg(long, value_name = "FILE", requires = "metrics")]
-    metrics_token_file: Option<PathBuf>,
-    /// Export the MCP spans and durations over OTLP/HTTP (as `capability gateway --otlp`).
-    #[arg(long, value_name = "URL")]
-    otlp: Option<String>,
+    /// Trail, budget, reloads, exporters, message bound.
     #[command(flatten)]
-    bound: capability_cli::MessageBound,
+    serve: ServeArgs,
     /// The server: `-- <command> [args]`, spoken to over stdio (or --upstream).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -94,10 +73,11 @@ pub struct ProxyArgs {
 /// spawned; when the server goes, the proxy stops with an error saying why (its client sees its
 /// one server go, as it would straight).
 pub fn run(args: ProxyArgs) -> Result<u8, Failure> {
-    use capability_cli::gateway::{
-        Engine, Exchange, Front, Secret, ServerSource, ServerSpec, Servers, Serving, run_engine,
+    use crate::engine::{Serving, run_engine};
+    use capability_gateway::secrets;
+    use capability_gateway::{
+        Exchange, Front, GatewayError, Secret, ServerSource, ServerSpec, Servers,
     };
-    use capability_cli::proxy::secrets;
     let input = |why: String| Failure::input(format!("proxy: {why}"));
     let upstream_token =
         secrets::upstream_token(args.upstream_token_file.as_deref()).map_err(input)?;
@@ -119,7 +99,7 @@ pub fn run(args: ProxyArgs) -> Result<u8, Failure> {
                 .to_owned(),
         ));
     }
-    args.bound.apply();
+    args.serve.apply_bound();
     let source = match (args.command.split_first(), &args.upstream) {
         (Some(_), Some(url)) => {
             return Err(input(format!(
@@ -157,7 +137,7 @@ pub fn run(args: ProxyArgs) -> Result<u8, Failure> {
             )));
         }
         (Some(address), None) => {
-            capability_cli::proxy::check_credentials(&policy)
+            capability_gateway::check_credentials(&policy)
                 .map_err(|e| input(format!("{}: {e}", args.policy.display())))?;
             Front::Http(
                 std::net::TcpListener::bind(address)
@@ -172,14 +152,7 @@ pub fn run(args: ProxyArgs) -> Result<u8, Failure> {
             ));
         }
         (None, Some(role)) => {
-            if !policy.roles().any(|r| r == role) {
-                let roles: Vec<&str> = policy.roles().collect();
-                return Err(input(format!(
-                    "role `{role}` is not in the policy {} (it has: {})",
-                    args.policy.display(),
-                    roles.join(", ")
-                )));
-            }
+            crate::known_role(&policy, role).map_err(input)?;
             Front::Stdio(role.clone())
         }
     };
@@ -232,47 +205,31 @@ pub fn run(args: ProxyArgs) -> Result<u8, Failure> {
         resources: entry.is_some_and(|e| e.forwards_resources()),
         prompts: entry.is_some_and(|e| e.forwards_prompts()),
     };
-    let engine = Engine {
-        name: capability_cli::proxy::PROXY_NAME,
+    let serving = Serving {
+        name: capability_gateway::PROXY_NAME,
         servers: Servers::Given(vec![spec]),
         restart: false,
-    };
-    let serving = Serving {
         policy,
         policy_path: &args.policy,
         front,
         audit: &args.audit,
         trail_name: &args.server,
-        checkpoint_key: args.checkpoint_key.as_deref(),
-        budget: capability::audit::Budget {
-            max_calls: args.max_calls,
-            max_denials: args.max_denials,
-        },
-        metrics: args.metrics,
-        metrics_token_file: args.metrics_token_file.as_deref(),
-        otlp: args.otlp.as_deref(),
-        watch: false,
-        service: "capability-proxy",
         who: "capability proxy",
     };
-    match run_engine(&engine, serving) {
-        Ok(capability_cli::gateway::Ended::Stopped) => Ok(0),
-        Ok(capability_cli::gateway::Ended::ServerGone(why)) => Err(Failure {
+    match run_engine(serving, &args.serve) {
+        Ok(capability_gateway::Ended::Stopped) => Ok(0),
+        Ok(capability_gateway::Ended::ServerGone(why)) => Err(Failure {
             code: 1,
             message: format!("proxy: the MCP server is gone: {why}"),
             closed_pipe: false,
         }),
         // A server that was started and did not connect is a failure of the run (1), as when
         // it goes later; anything else is the input's (2).
-        Err(capability_cli::gateway::GatewayError::Server(why))
-            if !why.contains("cannot start") =>
-        {
-            Err(Failure {
-                code: 1,
-                message: format!("proxy: {why}"),
-                closed_pipe: false,
-            })
-        }
+        Err(GatewayError::Server(why)) => Err(Failure {
+            code: 1,
+            message: format!("proxy: {why}"),
+            closed_pipe: false,
+        }),
         Err(error) => Err(input(error.to_string())),
     }
 }
@@ -282,7 +239,7 @@ fn check_url(url: &str) -> Result<String, String> {
     let bad = |why: &str| {
         format!("`--upstream {url}` is not a server's URL: {why} (e.g. http://127.0.0.1:3001/mcp)")
     };
-    let uri: http::Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
+    let uri: hyper::Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
     match uri.scheme_str() {
         Some("http" | "https") => {}
         _ => return Err(bad("it must start with http:// or https://")),

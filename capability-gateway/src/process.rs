@@ -1,0 +1,171 @@
+//! A spawned server's process, watched from the moment it starts: how it ended is known as soon
+//! as it does (its output cut off past the bound, said first; then its exit status), so that a
+//! call it leaves unanswered can say why; stopped, it is killed and waited for, so that no
+//! server outlives the engine that spawned it.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::process::Child;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+/// How long a call the server left unanswered waits to learn why (its exit comes a moment
+/// after its output closes).
+pub(crate) const LEARN_WHY: Duration = Duration::from_millis(800);
+
+/// How long stopping a server waits for it to exit once killed.
+const STOP_WITHIN: Duration = Duration::from_secs(5);
+
+/// How a server ended, once it did.
+#[derive(Default)]
+pub(crate) struct Exit {
+    why: Mutex<Option<String>>,
+    said: Condvar,
+    notify: Notify,
+}
+
+impl Exit {
+    /// Says how the server ended; the first word stays (its output cut off comes before the
+    /// exit it leads to, and says more).
+    pub(crate) fn set(&self, why: String) {
+        let mut kept = self.why.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.is_none() {
+            *kept = Some(why);
+        }
+        drop(kept);
+        self.said.notify_all();
+        self.notify.notify_waiters();
+    }
+
+    /// How it ended, if it did.
+    pub(crate) fn get(&self) -> Option<String> {
+        self.why
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How it ended, waiting up to `within` for it (a thread's wait).
+    pub(crate) fn wait_blocking(&self, within: Duration) -> Option<String> {
+        let kept = self.why.lock().unwrap_or_else(PoisonError::into_inner);
+        let (kept, _) = self
+            .said
+            .wait_timeout_while(kept, within, |why| why.is_none())
+            .unwrap_or_else(PoisonError::into_inner);
+        kept.clone()
+    }
+
+    /// How it ended, waiting up to `within` for it (a task's wait).
+    pub(crate) async fn wait(&self, within: Duration) -> Option<String> {
+        let waiting = async {
+            loop {
+                let notified = self.notify.notified();
+                if let Some(why) = self.get() {
+                    return why;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(within, waiting).await.ok()
+    }
+}
+
+/// How one server ends: a spawned one's process, said when it exits; an HTTP one's
+/// connection, said by the first request that finds it gone.
+#[derive(Clone)]
+pub(crate) enum Ended {
+    /// A spawned server.
+    Spawned(Arc<Exit>),
+    /// A server at this URL.
+    Http(Arc<Exit>, String),
+}
+
+impl Ended {
+    /// Why a request to the server got no answer (`error`, from its connection): how the
+    /// server ended, when it did. A spawned server's exit comes a moment after its output
+    /// closes, so it is waited for ([`LEARN_WHY`]); an HTTP server is gone when a request
+    /// cannot reach it, which this says from now on (the engine then stops, or reconnects).
+    pub(crate) async fn why(&self, error: &rmcp::ServiceError) -> Option<String> {
+        match self {
+            Ended::Spawned(exit) => exit.wait(LEARN_WHY).await,
+            Ended::Http(exit, url) => {
+                let transport = matches!(
+                    error,
+                    rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
+                );
+                if transport {
+                    exit.set(format!("the connection to {url} failed: {error}"));
+                }
+                exit.get()
+            }
+        }
+    }
+}
+
+/// A spawned server's process, watched by a task of its own. Dropped, it is killed (without
+/// waiting); [`Process::stop`] kills it and waits.
+pub(crate) struct Process {
+    stop: Option<oneshot::Sender<()>>,
+    watching: Option<JoinHandle<()>>,
+}
+
+impl Process {
+    /// Watches `child` (started as `program`): how it ends is said in `exit`.
+    pub(crate) fn watch(mut child: Child, program: &str, exit: Arc<Exit>) -> Process {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let program = program.to_owned();
+        let said = Arc::clone(&exit);
+        let watching = tokio::spawn(async move {
+            tokio::select! {
+                status = child.wait() => {
+                    said.set(match status {
+                        Ok(status) => format!("`{program}` exited ({status})"),
+                        Err(e) => format!("`{program}` could not be waited for: {e}"),
+                    });
+                }
+                // Asked to stop, or the handle dropped: killed, and reaped.
+                _ = stopped => {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                    said.set(format!("`{program}` was stopped"));
+                }
+            }
+        });
+        Process {
+            stop: Some(stop),
+            watching: Some(watching),
+        }
+    }
+
+    /// Kills the server and waits for it to exit (a few seconds at most).
+    pub(crate) async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(watching) = self.watching.take() {
+            let _ = tokio::time::timeout(STOP_WITHIN, watching).await;
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // The watching task kills it when the sender goes.
+        self.stop.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_word_of_how_it_ended_stays() {
+        let exit = Exit::default();
+        assert_eq!(exit.wait_blocking(Duration::from_millis(1)), None);
+        exit.set("its output was cut off".to_owned());
+        exit.set("`x` exited (exit status: 1)".to_owned());
+        assert_eq!(exit.get().as_deref(), Some("its output was cut off"));
+    }
+}

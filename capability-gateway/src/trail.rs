@@ -1,0 +1,88 @@
+//! The engine's audit trail: a JSON Lines file, or a store (SQLite, PostgreSQL), opened the way
+//! `capability audit verify` reads them, signing checkpoints when given a key.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use capability::audit::{AuditSink, CheckpointEvery, CheckpointSigner, FlushPolicy, JsonlSink};
+use capability::gate::SecretKey;
+use capability_store::{SinkOptions, TargetKind, redact_url, target_kind};
+
+use crate::GatewayError;
+
+/// Reads the secret key that signs the trail's checkpoints (from `capability keygen`).
+pub fn checkpoint_key(path: &Path) -> Result<Arc<dyn CheckpointSigner>, GatewayError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        GatewayError::Config(format!(
+            "cannot read the checkpoint key {}: {e}",
+            path.display()
+        ))
+    })?;
+    let key = SecretKey::from_text(&text).map_err(|e| {
+        GatewayError::Config(format!(
+            "{} is not a secret key from `capability keygen`: {e}",
+            path.display()
+        ))
+    })?;
+    Ok(Arc::new(key))
+}
+
+/// Opens the trail `target` names for the engine of `server` (`gateway`, or a proxy's server)
+/// and `role`, signing checkpoints
+/// with `signer` when there is one.
+///
+/// A JSON Lines file holds one writer's chain, so its writer is stable across runs:
+/// `proxy:<server>/<role>`; the file is locked while the proxy runs, so a second proxy given
+/// the same file is refused. A store keeps one chain per writer, and two live writers must not
+/// share one: there the writer also names this process and its start,
+/// `proxy:<server>/<role>/<pid>-<start>`. A store must exist and be migrated (`capability db
+/// migrate`): the proxy creates no database.
+pub fn open(
+    target: &str,
+    server: &str,
+    role: &str,
+    signer: Option<Arc<dyn CheckpointSigner>>,
+) -> Result<Arc<dyn AuditSink>, GatewayError> {
+    opened(target, server, role, signer).map_err(GatewayError::Config)
+}
+
+fn opened(
+    target: &str,
+    server: &str,
+    role: &str,
+    signer: Option<Arc<dyn CheckpointSigner>>,
+) -> Result<Arc<dyn AuditSink>, String> {
+    let writer = format!("proxy:{server}/{role}");
+    match target_kind(target) {
+        TargetKind::Jsonl => {
+            let mut sink = JsonlSink::open(target, FlushPolicy::EveryRecord)
+                .and_then(|sink| sink.with_writer(writer))
+                .map_err(|e| format!("cannot open the audit trail {target}: {e}"))?;
+            if let Some(signer) = signer {
+                sink = sink.with_checkpoints(signer, CheckpointEvery::default());
+            }
+            Ok(Arc::new(sink))
+        }
+        kind => {
+            let shown = redact_url(target);
+            if kind == TargetKind::Sqlite && !Path::new(target).exists() {
+                return Err(format!(
+                    "the audit trail {shown} does not exist: give a `.jsonl` file, or create a \
+                     database with `capability db migrate {shown}`"
+                ));
+            }
+            let store = capability_store::open(target)
+                .map_err(|e| format!("cannot open the audit trail {shown}: {e}"))?;
+            let start = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let mut options =
+                SinkOptions::writer(format!("{writer}/{}-{start}", std::process::id()));
+            options.checkpoints = signer.map(|s| (s, CheckpointEvery::default()));
+            store
+                .audit_sink(options)
+                .map_err(|e| format!("cannot write the audit trail {shown}: {e}"))
+        }
+    }
+}
