@@ -300,3 +300,93 @@ async fn the_audit_trail_can_be_a_sqlite_store() {
     assert!(replay.contains("toggle-simulated-logging"), "{replay}");
     assert!(replay.contains("denied"), "{replay}");
 }
+
+/// `POLICY` with `everything/echo` denied to the viewer, version `2026-11-deny`.
+fn denying_echo() -> String {
+    POLICY.replace("version = \"2026-11\"", "version = \"2026-11-deny\"")
+        .replace(
+            "[roles.viewer]\nceiling = \"read-only\"\nallow = [\"*\"]",
+            "[roles.viewer]\nceiling = \"read-only\"\nallow = [\"*\"]\ndeny = [\"everything/echo\"]",
+        )
+}
+
+/// Calls `echo` until it is refused (within 10 s): the policy in force changed.
+async fn until_echo_is_refused(proxy: &Proxied) {
+    let since = std::time::Instant::now();
+    while proxy.call("echo", json!({"message": "hi"})).await.is_ok() {
+        assert!(
+            since.elapsed() < std::time::Duration::from_secs(10),
+            "the new policy was not applied"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_proxy_reloads_its_policy_on_sighup_and_with_watch() {
+    let servers = require_servers!("the_proxy_reloads_its_policy_on_sighup_and_with_watch");
+    let everything = servers.everything();
+    // As editors save: the whole file at once.
+    let write = |dir: &std::path::Path, text: &str| {
+        std::fs::write(dir.join("policy.toml.new"), text).expect("policy");
+        std::fs::rename(dir.join("policy.toml.new"), dir.join("policy.toml")).expect("policy");
+    };
+    assert_ne!(denying_echo(), POLICY, "the replacement applies");
+
+    // Without --watch: a changed file is applied at SIGHUP, not before (the proxy used to stop).
+    let dir = scratch("reload_sighup", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "everything",
+        &trail,
+        &["--trust", "trusted"],
+        &everything,
+    );
+    let proxy = Proxied::start(&args).await;
+    proxy
+        .call("echo", json!({"message": "hi"}))
+        .await
+        .expect("echo is allowed");
+    write(&dir, &denying_echo());
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    proxy
+        .call("echo", json!({"message": "hi"}))
+        .await
+        .expect("no reload without a signal");
+    let pid = proxy.child.id().expect("the proxy runs").to_string();
+    proxy_common::hangup(&pid);
+    until_echo_is_refused(&proxy).await;
+    assert!(
+        proxy.close().await.success(),
+        "SIGHUP reloads, it does not stop the proxy"
+    );
+    let reloads: Vec<String> = proxy_common::records(&trail)
+        .iter()
+        .filter(|r| r["method"] == "gateway/reload")
+        .filter_map(|r| r["policy_version"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(reloads, ["2026-11-deny"]);
+
+    // With --watch: the change itself is enough.
+    let dir = scratch("reload_watch", POLICY);
+    let trail = dir.join("trail.jsonl");
+    let args = proxy_args(
+        &dir,
+        "viewer",
+        "everything",
+        &trail,
+        &["--trust", "trusted", "--watch"],
+        &everything,
+    );
+    let proxy = Proxied::start(&args).await;
+    proxy
+        .call("echo", json!({"message": "hi"}))
+        .await
+        .expect("echo is allowed");
+    write(&dir, &denying_echo());
+    until_echo_is_refused(&proxy).await;
+    assert!(proxy.close().await.success());
+    verifies(&trail);
+}
