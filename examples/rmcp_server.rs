@@ -45,7 +45,7 @@ use capability::gate::SecretKey;
 use capability::{Policy, Registry, Server};
 // In your crate: `capability = { features = ["rmcp-server"] }` and `capability::rmcp::...`.
 use capability_http::{Credentials, Edge, EdgeConfig, EdgeRoles};
-use capability_mcp::rmcp::{BearerRoles, FixedRole, GovernedServer};
+use capability_mcp::rmcp::{BearerRoles, ByTable, FixedRole, GovernedServer};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -465,7 +465,8 @@ enum Caller {
 }
 
 async fn serve_stdio(server: impl ServerHandler) -> Result<(), Failure> {
-    let running = server
+    // The method table is the door: a method without a row never reaches the server.
+    let running = ByTable::new(server)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| Failure::Runtime(format!("stdio: {e}")))?;
@@ -482,6 +483,7 @@ where
         .map_err(|e| Failure::Runtime(format!("cannot listen on {address}: {e}")))?;
     let bound = listener.local_addr().map_err(runtime)?;
     let manager = Arc::new(LocalSessionManager::default());
+    let server = ByTable::new(server);
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::clone(&manager),

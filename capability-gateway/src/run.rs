@@ -163,7 +163,8 @@ pub(crate) async fn serve(
                 }
             };
             let running =
-                gateway.clone().serve(transport).await.map_err(|e| {
+                // Every message rmcp's path takes goes through the method table first.
+                capability::rmcp::ByTable::new(gateway.clone()).serve(transport).await.map_err(|e| {
                     GatewayError::Config(format!("the client did not connect: {e}"))
                 })?;
             let client = running.peer().clone();

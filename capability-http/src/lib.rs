@@ -34,7 +34,8 @@
 //!
 //! let policy = Arc::new(Policy::from_toml_file("policy.toml")?);
 //! let credentials = Credentials::from_policy(&policy).await?; // [auth] or [bearer_tokens]
-//! // Your GovernedServer gets `EdgeRoles` as its resolver; rmcp's service goes behind the edge:
+//! // Your GovernedServer gets `EdgeRoles` as its resolver and is served behind the method table
+//! // (`ByTable::new(governed)`); rmcp's service goes behind the edge:
 //! // let edge = Edge::new(streamable_http_service, EdgeConfig::new(credentials, policy.http().clone())
 //! //     .recording(dispatch, governed.server(), policy.version())
 //! //     .tools(governed.listings().clone()));

@@ -55,7 +55,7 @@ pub use lock::{
     DriftStatus, LOCKFILE_VERSION, LockError, LockedTool, Lockfile, Part, PartHashes, PinError,
     Review, ReviewedTool,
 };
-pub use methods::{Direction, Handling, METHODS, McpMethod, method};
+pub use methods::{Destination, Direction, Handling, METHODS, McpMethod, REVISIONS, method};
 pub use server::{Server, Trust};
 pub use visibility::{HiddenTool, ListedTool, Visibility, WithheldReason};
 

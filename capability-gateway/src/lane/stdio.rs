@@ -169,9 +169,7 @@ impl Fast {
                 })
             });
             // The server's progress for the client's token comes back to the client.
-            let progress = meta
-                .and_then(progress_token)
-                .map(|token| (token, out.clone()));
+            let progress = meta.and_then(progress_token);
             // The leg names itself as the parent in the `_meta` the server is sent.
             let forwarded = forwarded(
                 route.tool,
@@ -227,6 +225,7 @@ impl Fast {
             lane_id,
             &forwarded,
             &leg_span,
+            out.clone(),
             progress,
             Box::new(move |ended| ending.end(ended)),
         );

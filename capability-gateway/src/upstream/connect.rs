@@ -81,7 +81,7 @@ pub(crate) async fn connect(
                         cut.set(cut_off.to_owned());
                     }
                 },
-                lane.tap(watch.progress.clone()),
+                lane.tap(watch.progress.clone(), watch.levels.clone()),
             )
             .map_err(cannot)?;
             let service = watch

@@ -88,6 +88,6 @@ pub use connect::{ListError, connect_client, list_tools};
 pub use convert::{manifest_from_rmcp, to_rmcp_annotations, to_rmcp_tool, tool_json};
 #[cfg(feature = "rmcp-server")]
 pub use server::{
-    BearerRoles, FixedRole, GovernedServer, REFUSED_CODE, RoleResolver, TokenHashError,
-    ToolListings, bearer_token, http_parts, www_authenticate,
+    BearerRoles, ByTable, FixedRole, GovernedServer, REFUSED_CODE, RoleResolver, TokenHashError,
+    ToolListings, bearer_token, http_parts, not_found, www_authenticate,
 };

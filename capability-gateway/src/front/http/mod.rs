@@ -27,7 +27,8 @@ const PATH: &str = "/mcp";
 
 /// The HTTP front's service behind the edge: rmcp's, with `tools/call` on the lane where it can
 /// be ([`HttpLane`]).
-type Service = HttpLane<StreamableHttpService<Gateway, LocalSessionManager>>;
+type Service =
+    HttpLane<StreamableHttpService<capability::rmcp::ByTable<Gateway>, LocalSessionManager>>;
 
 /// The running HTTP front: what a reload changes of it.
 pub(crate) struct HttpFront {
@@ -125,7 +126,8 @@ pub(crate) async fn start(
     let config = edge_config(policy, gateway, dispatch.clone(), manager.clone(), address)
         .await
         .map_err(GatewayError::Config)?;
-    let handler = gateway.clone();
+    // Every request rmcp's path takes goes through the method table first.
+    let handler = capability::rmcp::ByTable::new(gateway.clone());
     let service = HttpLane::new(
         StreamableHttpService::new(
             move || Ok(handler.clone()),

@@ -19,9 +19,11 @@
 //! client wrote it) has its server's `notifications/progress` for that token passed to the
 //! client, as the server wrote them, from the server the call went to and only until its
 //! answer: written to the client by the thread that reads them, before the answer, which that
-//! thread writes after them. Progress for any other token is rmcp's (`proxy::progress`). A
+//! thread writes after them. Progress for any other token is rmcp's (`upstream::progress`). A
 //! server that writes progress faster than its client reads is held back: the thread waits
-//! for the client, and reads nothing more of the server meanwhile.
+//! for the client, and reads nothing more of the server meanwhile. So are the server's
+//! `notifications/message` while a call of the lane waits: to its client, at or above the
+//! level that client set, in order with the answer; with none waiting they are rmcp's.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -69,6 +71,9 @@ pub(crate) struct Lane {
 #[derive(Default)]
 struct Pending {
     waiting: HashMap<u64, Answered>,
+    /// The client's writer of each call waiting: a log message the server writes while it
+    /// serves one goes there, before the call's answer.
+    clients: HashMap<u64, Client>,
     /// The progress tokens of the calls waiting (the token's JSON, written canonically): the
     /// call's id and the client's writer its progress goes to.
     progress: HashMap<String, (u64, Client)>,
@@ -92,10 +97,6 @@ impl Pending {
 
 /// The client's writer: the lines sent are written to the client, in order.
 pub(crate) type Client = crate::wire::outbox::Outbox;
-
-/// Where a call's progress goes: the client's `progressToken` (its JSON, written canonically:
-/// [`progress_key`]) and the client's writer.
-pub(crate) type Progress = (String, Client);
 
 /// What the lane reads of a line from the server, once: whose answer it is, and the answer.
 #[derive(Deserialize)]
@@ -122,6 +123,22 @@ struct ProgressLine<'a> {
 struct ProgressParams {
     #[serde(rename = "progressToken")]
     progress_token: serde_json::Value,
+}
+
+/// What the lane reads of a `notifications/message` from the server: its level.
+// rmcp marks logging deprecated (SEP-2577); servers of both revisions still send messages.
+#[allow(deprecated)]
+#[derive(Deserialize)]
+struct LogLine<'a> {
+    #[serde(borrow)]
+    method: std::borrow::Cow<'a, str>,
+    params: LogParams,
+}
+
+#[allow(deprecated)]
+#[derive(Deserialize)]
+struct LogParams {
+    level: ::rmcp::model::LoggingLevel,
 }
 
 /// A progress token as the lane keys it: its JSON written canonically, so the token the
@@ -171,11 +188,19 @@ impl Lane {
 
     /// What takes the lane's answers off the server's output; it reads on only while the
     /// progress `relay` passes on through rmcp is not piling up for a client that is behind.
-    pub(crate) fn tap(&self, relay: crate::upstream::progress::Relay) -> LaneTap {
+    /// A log message the server writes while a call of the lane waits goes to that call's
+    /// client at or above the level in `levels` (the stdio session's), in order with the
+    /// call's answer.
+    pub(crate) fn tap(
+        &self,
+        relay: crate::upstream::progress::Relay,
+        levels: crate::upstream::relay::Levels,
+    ) -> LaneTap {
         LaneTap {
             server: self.server.clone(),
             pending: self.pending.clone(),
             relay,
+            levels,
             exit: self.exit.clone(),
         }
     }
@@ -201,14 +226,15 @@ impl Lane {
     /// when `leg` is recorded. A call that cannot be written (the server is gone) is
     /// `answered` before this returns.
     ///
-    /// With `progress`, the server's `notifications/progress` for that token are passed to the
-    /// client until the answer (the lane's doc).
+    /// With `progress`, the server's `notifications/progress` for that token are passed to
+    /// `client` until the answer (the lane's doc), and so are its log messages.
     pub(crate) fn send(
         &self,
         id: u64,
         params: &str,
         leg: &tracing::Span,
-        progress: Option<Progress>,
+        client: Client,
+        progress: Option<String>,
         answered: Answered,
     ) {
         if !leg.is_disabled() {
@@ -217,7 +243,7 @@ impl Lane {
                 tracing::field::display(format_args!("{ID_PREFIX}{id}")),
             );
         }
-        let token = progress.as_ref().map(|(token, _)| token.clone());
+        let token = progress.clone();
         {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             if pending.ended {
@@ -226,9 +252,10 @@ impl Lane {
                 return;
             }
             pending.waiting.insert(id, answered);
-            if let Some((token, client)) = progress {
-                pending.progress.insert(token, (id, client));
+            if let Some(token) = progress {
+                pending.progress.insert(token, (id, client.clone()));
             }
+            pending.clients.insert(id, client);
         }
         let mut line = String::with_capacity(97 + params.len());
         line.push_str(r#"{"jsonrpc":"2.0","id":""#);
@@ -242,6 +269,7 @@ impl Lane {
             let answered = {
                 let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
                 pending.forget_progress(token.as_deref(), id);
+                pending.clients.remove(&id);
                 pending.waiting.remove(&id)
             };
             if let Some(answered) = answered {
@@ -256,6 +284,7 @@ impl Lane {
         let answered = {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             pending.progress.retain(|_, (owner, _)| *owner != id);
+            pending.clients.remove(&id);
             pending.waiting.remove(&id)
         };
         let Some(answered) = answered else {
@@ -284,11 +313,41 @@ pub(crate) struct LaneTap {
     server: String,
     pending: Arc<Mutex<Pending>>,
     relay: crate::upstream::progress::Relay,
+    /// The log level the stdio client asked for.
+    levels: crate::upstream::relay::Levels,
     /// How the server ended, for the calls it leaves unanswered.
     exit: Arc<crate::process::Exit>,
 }
 
 impl LaneTap {
+    /// Passes a `notifications/message` written while a call of the lane waits to that call's
+    /// client, at or above its level (below it, it is dropped); whether it was the lane's to
+    /// take (no call waiting: rmcp's handler relays it).
+    fn log(&self, line: &[u8]) -> bool {
+        let Ok(message) = serde_json::from_slice::<LogLine<'_>>(line) else {
+            return false;
+        };
+        if message.method != "notifications/message" {
+            return false;
+        }
+        let client = {
+            let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            match pending.clients.values().next() {
+                Some(client) => client.clone(),
+                None => return false,
+            }
+        };
+        let wanted = self.levels.single();
+        if wanted.is_some_and(|wanted| crate::at_or_above(message.params.level, wanted)) {
+            let mut forwarded = Vec::with_capacity(line.len() + 1);
+            forwarded.extend_from_slice(line.trim_ascii_end());
+            forwarded.push(b'\n');
+            // Before the call's answer, which this thread writes after it.
+            let _ = client.write_now(&forwarded);
+        }
+        true
+    }
+
     /// Passes a `notifications/progress` for a token of a call waiting to that call's client;
     /// whether it did.
     fn progress(&self, line: &[u8]) -> bool {
@@ -330,8 +389,11 @@ impl Tap for LaneTap {
             std::sync::LazyLock::new(|| memchr::memmem::Finder::new(ID_PREFIX.as_bytes()));
         static PROGRESS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
             std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"notifications/progress"));
+        static MESSAGE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"notifications/message"));
         if ID.find(line).is_none() {
-            return PROGRESS.find(line).is_some() && self.progress(line);
+            return (PROGRESS.find(line).is_some() && self.progress(line))
+                || (MESSAGE.find(line).is_some() && self.log(line));
         }
         let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(line) else {
             return false;
@@ -351,6 +413,7 @@ impl Tap for LaneTap {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             // No progress of this call reaches the client after its answer.
             pending.progress.retain(|_, (owner, _)| *owner != id);
+            pending.clients.remove(&id);
             pending.waiting.remove(&id)
         };
         match waiting {

@@ -7,11 +7,11 @@ use std::borrow::Cow;
 
 use ::rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CancelledNotificationParam,
-    CompleteRequestParams, CompleteResult, CustomNotification, CustomRequest, CustomResult,
-    DiscoverResult, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
-    GetSkillResult, GetTaskParams, GetTaskResult, InitializeRequestParams, InitializeResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+    CompleteRequestParams, CompleteResult, CustomRequest, CustomResult, DiscoverResult,
+    GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
+    GetTaskParams, GetTaskResult, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
     ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams,
     ReadResourceResponse, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
     UnsubscribeRequestParams, UpdateTaskParams,
@@ -207,13 +207,9 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
         request: CustomRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        let _ = (request, context);
-        Err(ErrorData::new(
-            ::rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-            "not governed, so not passed on: the governed server answers only the methods of \
-             MCP it decides",
-            None,
-        ))
+        // Not governed, so not passed on: no row of the table.
+        let _ = context;
+        Err(super::by_table::not_found(&request.method))
     }
 
     async fn on_cancelled(
@@ -238,15 +234,6 @@ impl<H: ServerHandler> ServerHandler for GovernedServer<H> {
 
     async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
         self.inner.on_roots_list_changed(context).await
-    }
-
-    async fn on_custom_notification(
-        &self,
-        notification: CustomNotification,
-        context: NotificationContext<RoleServer>,
-    ) {
-        // Not governed, so not passed on.
-        let _ = (notification, context);
     }
 
     async fn get_task(

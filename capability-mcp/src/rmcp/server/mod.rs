@@ -8,7 +8,9 @@
 //! - `handler.rs`: the `ServerHandler` impl, one method per line of
 //!   [`METHODS`](crate::methods::METHODS).
 //! - `refusal.rs`: the JSON-RPC error of a refusal; `resolve.rs`: who is calling.
+//! - `by_table.rs`: [`ByTable`], the method table as the door of any server.
 
+mod by_table;
 mod handler;
 mod items;
 mod listing;
@@ -34,6 +36,7 @@ use crate::visibility::WithheldReason;
 
 use refusal::{Asked, Refusal};
 
+pub use by_table::{ByTable, not_found};
 pub use listing::ToolListings;
 pub use refusal::{REFUSED_CODE, www_authenticate};
 pub use resolve::{BearerRoles, FixedRole, RoleResolver, TokenHashError, bearer_token, http_parts};
