@@ -1130,3 +1130,104 @@ fn the_grafana_dashboards_panels_run_on_a_trail_of_real_calls() {
         }
     }
 }
+
+/// A `tools/call` of `tool` with `params` added, posted as a client of 2026-07-28 (no session:
+/// each request says its revision in its headers and `_meta`) with `token`.
+fn call_2026(url: &str, token: &str, tool: &str, params: Value) -> Value {
+    let mut params_all = json!({"name": tool, "arguments": {"n": 7}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}});
+    if let (Some(all), Value::Object(more)) = (params_all.as_object_mut(), params) {
+        all.extend(more);
+    }
+    let bearer = format!("Bearer {token}");
+    let raw = support::raw_post(
+        url,
+        &[
+            ("Authorization", bearer.as_str()),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", tool),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params_all}),
+    );
+    let body = raw.body.trim();
+    let text = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|d| !d.is_empty())
+        .unwrap_or(body);
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {raw:?}"))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_of_2026_07_28_is_asked_for_the_approval_as_its_revision_asks_for_input() {
+    let dir = setup_holding("gateway-approvals-2026", r#"approve = ["git/git_reset"]"#);
+    let token = "a-2026-operators-token";
+    let mut policy = std::fs::read_to_string(dir.join("policy.toml")).expect("policy");
+    policy.push_str(&format!(
+        "\n[bearer_tokens]\n\"sha256:{}\" = \"operator\"\n",
+        capability_rules::sha256_hex(token.as_bytes())
+    ));
+    std::fs::write(dir.join("policy.toml"), policy).expect("policy");
+    let gateway = proxy_common::Listening::start_args(&proxy_common::gateway_listen(
+        &dir.join("policy.toml"),
+        "127.0.0.1:0",
+        &dir.join("state.db"),
+    ))
+    .await;
+
+    // Held: not an error but the revision's input-required result, its one request asking for
+    // the signed approval, the proposal in its `_meta`.
+    let asked = call_2026(&gateway.url, token, "git_git_reset", json!({}));
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let request = &result["inputRequests"]["capability/approval"];
+    assert_eq!(request["method"], "elicitation/create", "{asked}");
+    let proposal = &result["_meta"]["capability/proposal"];
+    let id = proposal["proposal_id"].as_str().expect("a proposal id");
+    assert!(
+        request["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(id)),
+        "{asked}"
+    );
+    let state = result["requestState"].as_str().expect("a request state");
+    assert!(
+        sent(&dir, "git_reset").is_empty(),
+        "held: nothing reached the server"
+    );
+
+    // Declined: refused, on record, nothing sent.
+    let declined = call_2026(
+        &gateway.url,
+        token,
+        "git_git_reset",
+        json!({"inputResponses": {"capability/approval": {"action": "decline"}},
+               "requestState": state}),
+    );
+    assert!(error_of(&declined).contains("decline"), "{declined}");
+    assert!(sent(&dir, "git_reset").is_empty());
+
+    // Signed and given back as the answer: the call runs once, the server hears none of it.
+    let file = PathBuf::from(proposal["proposal_file"].as_str().expect("a proposal file"));
+    let approval = approve(&dir, &file, "alice.key", "gw-test", "600");
+    let ran = call_2026(
+        &gateway.url,
+        token,
+        "git_git_reset",
+        json!({"inputResponses": {"capability/approval": {"action": "accept",
+                   "content": {"approval": approval.to_string()}}},
+               "requestState": state}),
+    );
+    assert_eq!(ran["result"]["resultType"], "complete", "{ran}");
+    assert_eq!(sent(&dir, "git_reset"), [json!({"n": 7})]);
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
+    assert!(
+        !journal.contains("inputResponses") && !journal.contains("capability/approval"),
+        "{journal}"
+    );
+    gateway.stop().await;
+}

@@ -51,6 +51,21 @@ impl Gateway {
         page
     }
 
+    /// The tool shown as `shown` (its server's, under the shown name), whoever asks: rmcp checks
+    /// a request's `Mcp-Param-*` headers (SEP-2243) against its input schema before the call
+    /// is routed, and asks without a caller. What the caller may see and call is decided by
+    /// the listing and the call, not here.
+    pub(crate) fn tool_shown(&self, shown: &str) -> Option<::rmcp::model::Tool> {
+        let snapshot = self.current();
+        let route = snapshot.fleet.route(shown)?;
+        let mut tool = snapshot
+            .tools
+            .get(&(route.server.to_owned(), route.tool.to_owned()))?
+            .clone();
+        tool.name = shown.to_owned().into();
+        Some(tool)
+    }
+
     /// A call through rmcp: routed, decided and recorded, passed on under the tool's own name.
     pub(crate) async fn tool_called(
         &self,
@@ -64,7 +79,7 @@ impl Gateway {
         let route = self.route(&snapshot, &who, &shown, &input)?;
         let mut forwarded = request.clone();
         forwarded.name = route.tool.to_owned().into();
-        let (consent, input) = self
+        let consented = self
             .consented(
                 &snapshot,
                 &who,
@@ -74,7 +89,16 @@ impl Gateway {
                 context,
                 &mut forwarded,
             )
-            .await?;
+            .await;
+        let (consent, input) = match consented {
+            Ok(consented) => consented,
+            // A client of 2026-07-28 is asked for the approval in the revision's own way; an
+            // older one gets the refusal, which carries the proposal as its data.
+            Err(refused) if crate::serve::bridge::modern(context) => {
+                return crate::serve::held::approval_wanted(&refused).ok_or(refused);
+            }
+            Err(refused) => return Err(refused),
+        };
         let server = route.server;
         let answered = self
             .forward(&who, &shown, &route, &input, consent.as_ref(), async {

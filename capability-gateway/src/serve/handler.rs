@@ -47,6 +47,11 @@ impl ServerHandler for Gateway {
             .with_server_info(Implementation::new(self.name, env!("CARGO_PKG_VERSION")))
     }
 
+    /// For rmcp's check of a call's SEP-2243 headers against the shown tool's schema.
+    fn get_tool(&self, name: &str) -> Option<::rmcp::model::Tool> {
+        self.tool_shown(name)
+    }
+
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
         let operation = server_operation("ping", Target::None, &context);
         serve(operation, std::future::ready(Ok(()))).await
