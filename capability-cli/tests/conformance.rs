@@ -4,7 +4,10 @@
 //! conformance project's own reference server, straight and through `capability gateway
 //! --listen` with a role that allows everything. Every scenario that passes straight must pass
 //! through the gateway: a governance layer that breaks what its policy allows is one users take
-//! out. And a policy that refuses something still refuses it.
+//! out. And a policy that refuses something still refuses it. The runner speaks HTTP only: over
+//! stdio, the same scenarios' requests are made by the official TypeScript SDK's client
+//! (`tests/conformance/sdk-scenarios.mjs`), straight and through `capability gateway --role`,
+//! and must get the same answers.
 
 #![cfg(unix)]
 
@@ -169,5 +172,87 @@ async fn a_policy_that_refuses_server_requests_still_refuses_them() {
     assert!(
         refused.len() >= 2,
         "the refusals are on record: {records:?}"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn over_stdio_the_sdk_client_gets_through_the_gateway_what_it_gets_straight() {
+    let Some(suite) = conformance::require("conformance_stdio") else {
+        return;
+    };
+    let dir = scratch("conformance-stdio", "");
+    let server = Reference::start(&suite);
+    let all = policy(&dir, &server.url, "all");
+    let straight = conformance::sdk_scenarios(&suite, &["--http", &server.url]);
+    let trail = dir.join("stdio.jsonl");
+    let (policy, trail) = (all.display().to_string(), trail.display().to_string());
+    let through = conformance::sdk_scenarios(
+        &suite,
+        &[
+            "--stdio",
+            proxy_common::BIN,
+            "gateway",
+            "--policy",
+            &policy,
+            "--role",
+            "all",
+            "--audit",
+            &trail,
+        ],
+    );
+    assert!(
+        straight.len() >= 25,
+        "the scenarios ran straight: {straight:?}"
+    );
+    let passed_straight = straight
+        .iter()
+        .filter(|(_, l)| l.get("error").is_none())
+        .count();
+    // The gateway serves one listing of each server across revisions: a list through it holds
+    // every entry the server lists straight to a client of 2025-11-25, as it is, besides those
+    // only the server's 2026-07-28 listing has (which work for an older client through the
+    // bridge).
+    let answered_alike = |straight: &serde_json::Value, through: &serde_json::Value| {
+        let lists = ["tools-list", "resources-list", "prompts-list"];
+        match (&straight["result"], &through["result"]) {
+            (serde_json::Value::Array(s), serde_json::Value::Array(t))
+                if lists.iter().any(|l| straight["scenario"] == *l) =>
+            {
+                s.iter().all(|entry| t.contains(entry))
+            }
+            _ => straight == through,
+        }
+    };
+    let same: Vec<&String> = straight
+        .iter()
+        .filter(|(name, line)| {
+            through
+                .iter()
+                .any(|(n, l)| n == name && answered_alike(line, l))
+        })
+        .map(|(name, _)| name)
+        .collect();
+    eprintln!(
+        "conformance over stdio (the SDK's client): {passed_straight}/{} scenarios answered \
+         straight, {}/{} answered the same through the gateway",
+        straight.len(),
+        same.len(),
+        straight.len()
+    );
+    let differ: Vec<String> = straight
+        .iter()
+        .filter(|(name, _)| !same.contains(&name))
+        .map(|(name, line)| {
+            let got = through
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or("nothing".to_owned(), |(_, l)| l.to_string());
+            format!("{name}:\n      straight: {line}\n      through:  {got}")
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "scenarios answered otherwise through the gateway over stdio:\n  {}",
+        differ.join("\n  ")
     );
 }

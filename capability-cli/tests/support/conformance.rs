@@ -9,11 +9,12 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The scripts copied next to the installed `node_modules`.
-const SCRIPTS: [&str; 4] = [
+const SCRIPTS: [&str; 5] = [
     "preload.mjs",
     "run.mjs",
     "start-everything.mjs",
     "everything-server.ts",
+    "sdk-scenarios.mjs",
 ];
 
 /// The installed suite: its folder (`node_modules` and the scripts), or why it is not there.
@@ -176,4 +177,24 @@ impl Summary {
             })
             .unwrap_or_else(|| format!("{}", self.0["scenarios"][scenario]))
     }
+}
+
+/// The lines of `sdk-scenarios.mjs` run with `target` (`--http <url>`, or `--stdio <command>
+/// ...`): each scenario's name and what the SDK's client got.
+pub fn sdk_scenarios(dir: &Path, target: &[&str]) -> Vec<(String, serde_json::Value)> {
+    let output = Command::new("node")
+        .arg(dir.join("sdk-scenarios.mjs"))
+        .args(target)
+        .current_dir(dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("node runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .map(|line| {
+            let name = line["scenario"].as_str().unwrap_or_default().to_owned();
+            (name, line)
+        })
+        .collect()
 }
