@@ -95,7 +95,7 @@ impl Gateway {
             // A client of 2026-07-28 is asked for the approval in the revision's own way; an
             // older one gets the refusal, which carries the proposal as its data.
             Err(refused) if crate::serve::bridge::modern(context) => {
-                return crate::serve::held::approval_wanted(&refused).ok_or(refused);
+                return crate::serve::asked::approval_wanted(&refused).ok_or(refused);
             }
             Err(refused) => return Err(refused),
         };
