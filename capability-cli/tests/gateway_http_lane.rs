@@ -393,6 +393,48 @@ async fn a_hostile_servers_answers_and_a_refused_call_never_reach_the_client_or_
     verifies(&trail);
 }
 
+/// A server that answers a call under `application/json` with several JSON texts one after
+/// another (a notification, then the answer, as the conformance project's reference server
+/// does) is read message by message, as an event stream is: the call gets its answer. Text
+/// between them that is not JSON fails the call, saying so, and nothing of it reaches the
+/// client.
+#[tokio::test(flavor = "current_thread")]
+async fn a_json_answer_of_several_json_texts_is_read_one_message_at_a_time() {
+    let (_server, dir, gateway) = fleet_of("lane_server.py", "lane-lines", "lane", "").await;
+    let url = gateway.url.clone();
+    tokio::task::spawn_blocking(move || {
+        let viewer = Session::open(&url, VIEW_TOKEN);
+        let lined = json_answer(&viewer.call(2, "lines", json!({})));
+        assert_eq!(lined["id"], 2, "{lined}");
+        assert_eq!(lined["result"]["content"][0]["text"], "lined", "{lined}");
+        let broken = json_answer(&viewer.call(3, "lines_broken", json!({})));
+        assert_eq!(broken["id"], 3, "{broken}");
+        assert!(
+            broken["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("`lane` did not answer: its answer is not JSON")),
+            "{broken}"
+        );
+    })
+    .await
+    .expect("the client ran");
+    let trail = dir.join("trail.jsonl");
+    let lines = recorded(&trail, "lines");
+    assert_eq!(
+        lines.last().expect("recorded")["success"],
+        true,
+        "{lines:#?}"
+    );
+    let broken = recorded(&trail, "lines_broken");
+    assert_eq!(
+        broken.last().expect("recorded")["success"],
+        false,
+        "{broken:#?}"
+    );
+    assert_eq!(gateway.stop().await.code(), Some(0));
+    verifies(&trail);
+}
+
 /// A client's `notifications/cancelled` stops its call: the server is told under the lane's
 /// id, the client's request ends without an answer, and the record says cancelled. A client
 /// that goes away mid-call cancels nothing: the call ends at the server and its outcome is

@@ -11,6 +11,9 @@ Tools (all read-only):
 - `progress`: on an event stream, progress for the call's token (1 then 2, the first written
   over two lines), progress for another token between them, then the result.
 - `twice`: a result whose JSON writes `isError` twice (false, then true).
+- `lines`: one `application/json` body of two JSON texts, one per line: a log notification,
+  then the result (as the conformance project's reference server writes; JSON texts delimit
+  themselves). `lines_broken`: the notification, then text that is not JSON.
 - `ask`: answers on an event stream: a priming event without data, a log notification, a
   `roots/list` request of its own; once the client's answer to it is POSTed, the call's
   result holds that answer.
@@ -32,7 +35,7 @@ TOOLS = [
     {"name": name, "description": name, "inputSchema": {"type": "object"},
      "annotations": {"readOnlyHint": True}}
     for name in ["said", "twice", "ask", "slow", "cancelled", "wait", "progress", "rejected",
-                 "broken"]
+                 "broken", "lines", "lines_broken"]
 ]
 
 LOCK = threading.Condition()
@@ -134,6 +137,11 @@ class Handler(BaseHTTPRequestHandler):
             return self.whole(
                 ('{"jsonrpc":"2.0","id":%s,"result":{"content":[],"isError":false,"isError":true}}'
                  % json.dumps(id)).encode())
+        if name in ("lines", "lines_broken"):
+            note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                               "params": {"level": "info", "data": "before the answer"}})
+            after = json.dumps(result(id, "lined")) if name == "lines" else "not json at all"
+            return self.whole(("%s\n%s\n" % (note, after)).encode())
         if name == "rejected":
             body = json.dumps({"jsonrpc": "2.0", "id": id,
                                "error": {"code": -32602, "message": "rejected: bad arguments"}}).encode()

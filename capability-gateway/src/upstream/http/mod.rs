@@ -239,10 +239,22 @@ impl Reach {
             let Ok(text) = std::str::from_utf8(&body) else {
                 return self.failed("its answer is not UTF-8");
             };
-            return match self.heard(text, &mine, &session, progress).await {
-                Some(ended) => ended,
-                None => self.failed("its answer is not an answer to the call"),
-            };
+            // One JSON text, or several one after another (a server that writes its
+            // notifications before the answer, one per line): each is a message as an event
+            // of a stream would be. JSON texts delimit themselves, so where one ends is read,
+            // not guessed; anything else between them is refused.
+            for message in serde_json::Deserializer::from_str(text).into_iter::<&RawValue>() {
+                let message = match message {
+                    Ok(message) => message.get(),
+                    Err(error) => {
+                        return self.failed(format_args!("its answer is not JSON: {error}"));
+                    }
+                };
+                if let Some(ended) = self.heard(message, &mine, &session, progress).await {
+                    return ended;
+                }
+            }
+            return self.failed("its answer is not an answer to the call");
         }
         if kind != "text/event-stream" {
             return self.failed(format_args!(
