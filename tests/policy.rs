@@ -1088,6 +1088,18 @@ prefix = ""
             "`prefix` is at most 64 of A-Z a-z 0-9 _ - .",
         ),
         ("command = [\"a\"]\nlock = \"\"", "3:8", "`lock` is empty"),
+        (
+            "command = \"npx -y @modelcontextprotocol/server-memory\"",
+            "2:11",
+            "`command` is a list of words, the program first, not one string: write `command = \
+             [\"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"]`",
+        ),
+        (
+            "command = [\"node\", 3]",
+            "2:11",
+            "`command` is a list of strings, the program first, then its arguments",
+        ),
+        ("command = []", "2:11", "`command` names a program first"),
     ] {
         let text = format!("[servers.x]\n{entry}\n");
         let error = Policy::from_toml_str(&text).expect_err(entry).to_string();

@@ -1,6 +1,7 @@
 //! `capability`: inspect, check, pin and verify the tools of an MCP server.
 //!
 //! ```text
+//! capability init --from claude_desktop_config.json --dir gov  # policy + lockfile from mcpServers
 //! capability inspect tools.json                          # flags, where they come from, hashes
 //! capability check --policy policy.toml --role monitor -- npx server-filesystem /tmp
 //! capability pin --server fs -- node server.js           # approve: write capability.lock
@@ -120,6 +121,10 @@ enum Command {
     /// Many MCP servers (the policy's [servers]) behind one listing: served to one client over
     /// stdio (`--role`, `--audit`), or checked (`--check`: what each role would see).
     Gateway(commands::gateway::GatewayArgs),
+    /// Govern the servers of an `mcpServers` JSON (Claude Desktop, Cursor, VS Code): write a
+    /// policy (a reader and an operator role) and a lockfile pinning every tool, and print
+    /// what each server claims and each role sees.
+    Init(commands::init::InitArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -290,6 +295,9 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Gateway(args) => {
             commands::gateway::run(&args, out).map_err(|e| Failure::input(format!("gateway: {e}")))
+        }
+        Command::Init(args) => {
+            commands::init::run(&args, out).map_err(|e| Failure::input(format!("init: {e}")))
         }
     }
 }

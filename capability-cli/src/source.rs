@@ -234,14 +234,17 @@ impl Source {
             }
         }
         Ok(match self {
-            Source::File(path) => (provider_name(&file_stem(path)), NameFrom::File),
+            Source::File(path) => (
+                capability_gateway::provider_name(&file_stem(path)),
+                NameFrom::File,
+            ),
             Source::Stdin => ("stdin".to_owned(), NameFrom::Stdin),
             Source::Live { program, .. } => {
                 let stem = Path::new(program)
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                (provider_name(&stem), NameFrom::Command)
+                (capability_gateway::provider_name(&stem), NameFrom::Command)
             }
         })
     }
@@ -293,27 +296,6 @@ fn file_stem(path: &Path) -> String {
     name.split('.').next().unwrap_or_default().to_owned()
 }
 
-/// A word the operator typed made into a provider name: characters outside `A-Z a-z 0-9 _ - .`
-/// become `-`.
-fn provider_name(name: &str) -> String {
-    let mapped: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let trimmed = mapped.trim_matches('-');
-    let mut out: String = trimmed.chars().take(64).collect();
-    if out.is_empty() {
-        out.push_str("server");
-    }
-    out
-}
-
 fn fetch_live(
     program: &OsString,
     args: &[OsString],
@@ -331,23 +313,4 @@ fn fetch_live(
             Duration::from_secs(timeout),
         ))
         .map_err(|e| Failure::input(e.to_string()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn server_names_become_provider_names() {
-        assert_eq!(
-            provider_name("mcp-servers/everything"),
-            "mcp-servers-everything"
-        );
-        assert_eq!(
-            provider_name("secure-filesystem-server"),
-            "secure-filesystem-server"
-        );
-        assert_eq!(provider_name("@scope/x"), "scope-x");
-        assert_eq!(provider_name("///"), "server");
-    }
 }

@@ -335,3 +335,62 @@ fn verify_and_replay_report_a_call_that_started_with_no_outcome() {
         text(&out.stdout)
     );
 }
+
+/// `cargo install capability-cli` works once the crates are published: every crate the
+/// command needs names the version of each workspace crate it depends on (a path alone is
+/// not published), and says what it is and under which license.
+#[test]
+fn every_crate_the_command_needs_can_be_published() {
+    let metadata = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata");
+    assert!(metadata.status.success(), "{}", text(&metadata.stderr));
+    let metadata: Value = serde_json::from_slice(&metadata.stdout).expect("JSON");
+    let packages = metadata["packages"].as_array().expect("packages");
+    let by_name = |name: &str| packages.iter().find(|p| p["name"] == name);
+    let mut needed = vec!["capability-cli".to_owned()];
+    let mut seen = std::collections::BTreeSet::new();
+    let mut missing = Vec::new();
+    while let Some(name) = needed.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let package = by_name(&name).unwrap_or_else(|| panic!("{name} in the workspace"));
+        for key in ["description", "license", "repository"] {
+            if package[key].as_str().is_none_or(str::is_empty) {
+                missing.push(format!("{name}: no `{key}`"));
+            }
+        }
+        if package["publish"] == json!([]) {
+            missing.push(format!("{name}: `publish = false`"));
+        }
+        for dependency in package["dependencies"].as_array().into_iter().flatten() {
+            let path = dependency.get("path").and_then(Value::as_str);
+            if path.is_none() || dependency["kind"] == "dev" {
+                continue;
+            }
+            let dep = dependency["name"].as_str().unwrap_or_default().to_owned();
+            if dependency["req"] == "*" {
+                missing.push(format!("{name}: `{dep}` by path only, with no version"));
+            }
+            needed.push(dep);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "crates `cargo install capability-cli` would need:\n  {}",
+        missing.join("\n  ")
+    );
+    assert!(
+        seen.contains("capability-gateway") && seen.contains("capability-core"),
+        "{seen:?}"
+    );
+}

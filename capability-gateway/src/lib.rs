@@ -43,7 +43,9 @@
 //! one MCP server: tools, items, held calls and approvals), `lane/` (the forwarding path of
 //! `tools/call` below rmcp's typed model: route, decide, record, forward, settle), `front/`
 //! (the client's side: stdio, Streamable HTTP), `fleet/` (the servers: start, restart,
-//! reload, tool versions, what a check reports), `run.rs` (one run, from the builder).
+//! reload, tool versions, what a check reports and what would show a hidden tool), `run.rs`
+//! (one run, from the builder), [`init`] (a fleet from an `mcpServers` JSON: its policy and
+//! lockfile written, checked).
 
 #![forbid(unsafe_code)]
 
@@ -53,6 +55,7 @@ pub mod escape;
 pub mod files;
 mod fleet;
 mod front;
+pub mod init;
 mod lane;
 pub mod live;
 mod process;
@@ -72,6 +75,8 @@ pub use fleet::check::{
 pub use fleet::tools_file::parse_tools;
 pub use fleet::{FleetServer, read_fleet};
 pub use front::http::credentials::check_credentials;
+pub use init::servers_json::provider_name;
+pub use process::log_servers_to;
 pub use run::{Ended, Front};
 pub use serve::clients::PROXY_NAME;
 pub use serve::gateway::GATEWAY_NAME;

@@ -10,6 +10,61 @@ use tokio::process::Child;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
+/// Where the spawned servers' standard error goes when not the engine's own
+/// ([`log_servers_to`]).
+static SERVER_LOG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Sends the standard error of every server spawned from now on to the end of `path` (created
+/// if need be) instead of the process's own: a report (`capability gateway --check`,
+/// `capability init`) then is not mixed with what the servers say. Set once per process; a
+/// second call changes nothing and says so.
+///
+/// # Errors
+///
+/// [`GatewayError::Config`](crate::GatewayError::Config) when `path` cannot be opened for
+/// appending, or when another path was set before.
+pub fn log_servers_to(path: &std::path::Path) -> Result<(), crate::GatewayError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| {
+            crate::GatewayError::Config(format!(
+                "cannot write the servers' log {}: {e}",
+                path.display()
+            ))
+        })?;
+    match SERVER_LOG.set(path.to_owned()) {
+        Ok(()) => Ok(()),
+        Err(_) if SERVER_LOG.get().map(std::path::PathBuf::as_path) == Some(path) => Ok(()),
+        Err(_) => Err(crate::GatewayError::Config(
+            "the servers' log was set before, to another file".to_owned(),
+        )),
+    }
+}
+
+/// The standard error a server spawned now gets: the servers' log when one is set and can be
+/// opened, else the process's own.
+pub(crate) fn server_stderr() -> std::process::Stdio {
+    let Some(path) = SERVER_LOG.get() else {
+        return std::process::Stdio::inherit();
+    };
+    match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        Ok(file) => std::process::Stdio::from(file),
+        Err(error) => {
+            crate::note(format_args!(
+                "cannot write the servers' log {}: {error}; their standard error is ours",
+                path.display()
+            ));
+            std::process::Stdio::inherit()
+        }
+    }
+}
+
 /// How long a call the server left unanswered waits to learn why (its exit comes a moment
 /// after its output closes).
 pub(crate) const LEARN_WHY: Duration = Duration::from_millis(800);

@@ -50,6 +50,10 @@ pub struct GatewayArgs {
     /// JSON output (with --check).
     #[arg(long)]
     pub json: bool,
+    /// Where the servers' standard error goes (default: with --check, `capability-check.log`
+    /// in the temporary directory, named at the end of the report; serving, ours).
+    #[arg(long, value_name = "FILE")]
+    pub server_log: Option<PathBuf>,
     /// Trail, budget, reloads, exporters, message bound.
     #[command(flatten)]
     pub serve: ServeArgs,
@@ -60,8 +64,29 @@ pub fn run(args: &GatewayArgs, out: &mut Out) -> Result<u8, GatewayError> {
     args.serve.apply_bound();
     let policy = capability::Policy::from_toml_file(&args.policy)
         .map_err(|e| GatewayError::Config(e.to_string()))?;
+    let log = match (&args.server_log, args.check) {
+        (Some(log), _) => Some(log.clone()),
+        (None, true) => Some(std::env::temp_dir().join("capability-check.log")),
+        (None, false) => None,
+    };
+    if let Some(log) = &log {
+        capability_gateway::log_servers_to(log)?;
+    }
     if args.check {
-        return check(args, &policy, out);
+        let code = check(args, &policy, out).map_err(|error| {
+            let Some(log) = &log else { return error };
+            let said = |why| format!("{why} (the servers' standard error: {})", log.display());
+            match error {
+                GatewayError::Config(why) => GatewayError::Config(said(why)),
+                GatewayError::Unstarted(why) => GatewayError::Unstarted(said(why)),
+                GatewayError::Server(why) => GatewayError::Server(said(why)),
+                other => other,
+            }
+        })?;
+        if let Some(log) = log.filter(|_| !args.json) {
+            let _ = writeln!(out, "\nthe servers' standard error: {}", log.display());
+        }
+        return Ok(code);
     }
     let Some(target) = &args.audit else {
         return Err(GatewayError::Config(
@@ -189,6 +214,9 @@ fn text_report(out: &mut dyn Write, checked: &Checked) -> std::io::Result<()> {
                 escape(&tool.tool),
                 reasons.join("; ")
             )?;
+            if let Some(fix) = &tool.fix {
+                writeln!(out, "          to show it: {}", escape(fix))?;
+            }
         }
         for (kind, list, of) in [
             ("resource", &view.resources, resources),

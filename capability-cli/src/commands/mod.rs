@@ -5,6 +5,7 @@ pub mod approve;
 pub mod audit;
 pub mod gateway;
 pub mod grant;
+pub mod init;
 pub mod proposals;
 pub mod proxy;
 pub mod replay;

@@ -112,7 +112,9 @@ impl ExchangeEntry {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ServerFile {
-    command: Option<Spanned<Vec<String>>>,
+    /// Read as any value, so that a command written as one string is answered with the list
+    /// of words it should be.
+    command: Option<Spanned<toml::Value>>,
     file: Option<Spanned<String>>,
     forward: Option<Spanned<Vec<String>>>,
     url: Option<Spanned<String>>,
@@ -141,14 +143,13 @@ impl ServerEntry {
                     format!("server `{name}`: {violation}"),
                 ));
             }
-            if let Some(command) = &entry.command
-                && command.get_ref().first().is_none_or(String::is_empty)
-            {
-                return Err(at(
-                    command.span().start,
-                    format!("server `{name}`: `command` names a program first, then its arguments"),
-                ));
-            }
+            let command =
+                match &entry.command {
+                    None => None,
+                    Some(command) => Some(command_words(command.get_ref()).map_err(|why| {
+                        at(command.span().start, format!("server `{name}`: {why}"))
+                    })?),
+                };
             if let Some(file) = &entry.file
                 && file.get_ref().is_empty()
             {
@@ -197,7 +198,7 @@ impl ServerEntry {
             }
             entries.push(ServerEntry {
                 name: key.into_inner(),
-                command: entry.command.map(Spanned::into_inner),
+                command,
                 file: entry.file.map(Spanned::into_inner),
                 forward_resources,
                 forward_prompts,
@@ -297,6 +298,36 @@ impl ServerEntry {
             .all(|expected| words.next().is_some_and(|w| w.as_ref() == expected))
             && words.next().is_none()
     }
+}
+
+/// A server's `command`: a list of words, the program first. One string is refused with the
+/// list it should be (split at white space, which a shell would have done), since splitting it
+/// here would guess at quoting.
+fn command_words(value: &toml::Value) -> Result<Vec<String>, String> {
+    let words = match value {
+        toml::Value::String(line) => {
+            // A TOML basic string is written as JSON writes a string.
+            let words: Vec<String> = line
+                .split_whitespace()
+                .map(|w| serde_json::Value::from(w).to_string())
+                .collect();
+            return Err(format!(
+                "`command` is a list of words, the program first, not one string: write \
+                 `command = [{}]`",
+                words.join(", ")
+            ));
+        }
+        toml::Value::Array(items) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect::<Option<Vec<String>>>()
+            .ok_or("`command` is a list of strings, the program first, then its arguments")?,
+        _ => return Err("`command` is a list of words, the program first".to_owned()),
+    };
+    if words.first().is_none_or(String::is_empty) {
+        return Err("`command` names a program first, then its arguments".to_owned());
+    }
+    Ok(words)
 }
 
 /// The keys a fleet of servers needs, checked.

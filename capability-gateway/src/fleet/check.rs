@@ -94,6 +94,10 @@ pub struct CheckedTool {
     /// Why it is withheld (hidden tools only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasons: Option<Vec<String>>,
+    /// What would show it, as the lines to write or the command to run (hidden tools whose
+    /// server's claims are not believed, or whose descriptor drifted from its pin).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
 }
 
 /// A resource, template or prompt as a role would see it.
@@ -220,6 +224,18 @@ fn role_view(
 ) -> RoleView {
     let tool = |t: &FleetTool, reasons: Option<Vec<String>>| {
         let hold = policy.hold(role, Some(view.server_of(t)), t.manifest().name());
+        let fix = reasons.as_ref().and_then(|_| {
+            let entry = policy
+                .servers()
+                .iter()
+                .find(|e| e.name() == view.server_of(t));
+            let at = crate::fleet::fix::ServerAt {
+                name: view.server_of(t),
+                lock: entry.and_then(|e| e.lock()),
+                command: entry.and_then(|e| e.command()),
+            };
+            crate::fleet::fix::fix(t.manifest(), t.listed.reasons(), &at)
+        });
         CheckedTool {
             shown: t.shown.clone(),
             server: view.server_of(t).to_owned(),
@@ -229,6 +245,7 @@ fn role_view(
                 Hold::Confirmation => "confirmation",
             }),
             reasons,
+            fix,
         }
     };
     let may = |action: Action<'_>| ctx.decide_action(&action).is_allowed();

@@ -2,6 +2,7 @@
 //! trust, its lockfile and its prefix, put together into one [`Fleet`].
 
 pub(crate) mod check;
+pub(crate) mod fix;
 pub(crate) mod members;
 pub(crate) mod reload;
 pub(crate) mod tools_file;
@@ -106,7 +107,7 @@ pub async fn read_fleet(
 
 /// The tools of the server at `source` as JSON values, and its other items (none for a
 /// recorded list): a live one started (or reached) and listed by the same code that serves it.
-async fn list(
+pub(crate) async fn list(
     source: &ServerSource,
     entry: &ServerEntry,
     timeout: Duration,

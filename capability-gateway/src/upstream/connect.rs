@@ -47,7 +47,7 @@ pub(crate) async fn connect(
                 .envs(env.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
+                .stderr(crate::process::server_stderr())
                 .kill_on_drop(true)
                 .spawn()
                 .map_err(|e| GatewayError::Unstarted(format!("cannot start `{program}`: {e}")))?;

@@ -1,0 +1,274 @@
+//! An operator's first hour, scripted: from the `mcpServers` JSON a client already has to a
+//! governed client whose read-only role sees the read-only tools, in the commands the README
+//! gives (`capability init`, `capability gateway --check`, the client entry it prints), against
+//! the reference servers `server-memory` and `server-filesystem`. And what a mistake gets: a
+//! server that does not start is left commented out and named, files already there are kept,
+//! a `command` written as one string is answered with the list it should be, and `--check`
+//! says, for a tool hidden because its server is not believed, the lines that would show it.
+
+#![cfg(unix)]
+
+mod proxy_common;
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+use proxy_common::{BIN, scratch};
+use support::{McpServer, TsTarget, ts_client_lines};
+
+fn capability(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("runs")
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn entry(server: &McpServer) -> Value {
+    json!({
+        "command": server.program,
+        "args": server.args,
+        "env": server.env.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+    })
+}
+
+#[test]
+fn from_mcp_servers_json_to_a_reader_that_sees_the_read_only_tools() {
+    let servers = require_servers!("init_first_hour");
+    let dir = scratch("init-first-hour", "");
+    let files = dir.join("files");
+    std::fs::create_dir_all(&files).expect("a folder");
+    std::fs::write(files.join("hello.txt"), "hello").expect("a file");
+    let memory = servers.memory(&dir.join("memory.json"));
+    let filesystem = servers.filesystem(&files);
+    let claude = json!({"mcpServers": {
+        "memory": entry(&memory),
+        "filesystem": entry(&filesystem),
+        "legacy": {"type": "sse", "url": "http://127.0.0.1:1/sse"},
+    }});
+    let config = dir.join("claude_desktop_config.json");
+    std::fs::write(&config, claude.to_string()).expect("config");
+    let gov = dir.join("gov");
+
+    // 1. capability init
+    let init = capability(&[
+        "init",
+        "--from",
+        &config.display().to_string(),
+        "--dir",
+        &gov.display().to_string(),
+    ]);
+    let (out, err) = text(&init);
+    assert_eq!(init.status.code(), Some(0), "{out}\n{err}");
+    for says in [
+        "memory: 9 tools; what the server claims of each:",
+        "read_graph",
+        "read_only=true",
+        "skipped legacy: it speaks the old HTTP+SSE transport",
+        "role reader sees",
+        "\"--role\",",
+    ] {
+        assert!(out.contains(says), "{says}:\n{out}");
+    }
+    assert!(
+        !out.contains("running on stdio") && !err.contains("running on stdio"),
+        "the servers' own standard error is not in the answer:\n{out}\n{err}"
+    );
+    let log = std::fs::read_to_string(gov.join("servers.log")).expect("the servers' log");
+    assert!(
+        log.contains("Knowledge Graph MCP Server running on stdio"),
+        "{log}"
+    );
+    let policy = gov.join("policy.toml");
+    let lock = std::fs::read_to_string(gov.join("capability.lock")).expect("the lockfile");
+    assert!(
+        lock.contains("[memory.read_graph]") || lock.contains("read_graph"),
+        "{lock}"
+    );
+
+    // 2. capability gateway --check: the reader sees the read-only tools, and only them.
+    let check = capability(&[
+        "gateway",
+        "--policy",
+        &policy.display().to_string(),
+        "--check",
+        "--role",
+        "reader",
+    ]);
+    let (out, err) = text(&check);
+    assert_eq!(check.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("shown   memory_read_graph"), "{out}");
+    assert!(out.contains("shown   filesystem_read_text_file"), "{out}");
+    assert!(out.contains("hidden  memory_create_entities"), "{out}");
+    assert!(out.contains("hidden  filesystem_write_file"), "{out}");
+    assert!(!out.contains("running on stdio"), "{out}");
+
+    // 3. The client entry init printed: the gateway for the reader, the client's own SDK.
+    let trail = gov.join("reader.jsonl");
+    let args = proxy_common::gateway_stdio(&policy, "reader", &trail, &[]);
+    let ops = json!([
+        {"op": "list"},
+        {"op": "call", "name": "filesystem_read_text_file",
+         "arguments": {"path": files.join("hello.txt")}},
+        {"op": "call", "name": "memory_create_entities",
+         "arguments": {"entities": [{"name": "x", "entityType": "t", "observations": []}]}},
+    ]);
+    let output = servers
+        .ts_client(
+            &ops,
+            TsTarget::Stdio {
+                program: Path::new(BIN),
+                args: &args,
+            },
+        )
+        .output()
+        .expect("runs the client");
+    let lines = ts_client_lines(&output).expect("the client ran");
+    let listed = proxy_common::listed(&lines[1]);
+    for read in [
+        "memory_read_graph",
+        "memory_search_nodes",
+        "filesystem_list_directory",
+    ] {
+        assert!(listed.iter().any(|n| n == read), "{read}: {listed:?}");
+    }
+    for write in [
+        "memory_create_entities",
+        "filesystem_write_file",
+        "filesystem_move_file",
+    ] {
+        assert!(!listed.iter().any(|n| n == write), "{write}: {listed:?}");
+    }
+    assert_eq!(
+        lines[2]["result"]["content"][0]["text"], "hello",
+        "{}",
+        lines[2]
+    );
+    assert!(lines[3].get("error").is_some(), "{}", lines[3]);
+}
+
+#[test]
+fn a_server_that_does_not_start_is_left_commented_out_and_files_there_are_kept() {
+    let servers = require_servers!("init_mistakes");
+    let dir = scratch("init-mistakes", "");
+    let memory = servers.memory(&dir.join("memory.json"));
+    let config = dir.join("mcp.json");
+    std::fs::write(
+        &config,
+        json!({"servers": {
+            "memory": entry(&memory),
+            "broken": {"command": dir.join("no-such-server").display().to_string()},
+        }})
+        .to_string(),
+    )
+    .expect("config");
+    let gov = dir.join("gov");
+    let args = [
+        "init",
+        "--from",
+        &config.display().to_string(),
+        "--dir",
+        &gov.display().to_string(),
+        "--timeout",
+        "20",
+    ];
+    let init = capability(&args);
+    let (out, err) = text(&init);
+    assert_eq!(init.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        out.contains("broken: not started, left commented out"),
+        "{out}"
+    );
+    let policy = std::fs::read_to_string(gov.join("policy.toml")).expect("policy");
+    assert!(policy.contains("# [servers.\"broken\"]"), "{policy}");
+    let check = capability(&[
+        "gateway",
+        "--policy",
+        &gov.join("policy.toml").display().to_string(),
+        "--check",
+    ]);
+    assert_eq!(check.status.code(), Some(0), "{:?}", text(&check));
+
+    let again = capability(&args);
+    let (out, err) = text(&again);
+    assert_eq!(again.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.contains("policy.toml exists: give another folder, or --force to write over it"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(gov.join("policy.toml")).expect("policy"),
+        policy,
+        "kept"
+    );
+}
+
+#[test]
+fn check_names_the_lines_that_would_show_a_tool_its_untrusted_server_claims_read_only() {
+    let servers = require_servers!("check_fix");
+    let dir = scratch("check-fix", "");
+    let memory = servers.memory(&dir.join("memory.json"));
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!(
+            "[roles.reader]\nceiling = \"read-only\"\nallow = [\"*\"]\n\n[servers.memory]\n\
+             command = {}\nenv = {}\n",
+            memory.toml_command(),
+            memory.toml_env()
+        ),
+    )
+    .expect("policy");
+    let check = capability(&[
+        "gateway",
+        "--policy",
+        &dir.join("policy.toml").display().to_string(),
+        "--check",
+    ]);
+    let (out, err) = text(&check);
+    assert_eq!(check.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("role reader: 0 of 9 tools"), "{out}");
+    for says in [
+        "to show it: the server claims read_only = true",
+        "`[assertions.\"memory/read_graph\"]` with `read_only = true` and `destructive = \
+         false`);",
+        "add `lock = \"capability.lock\"` to [servers.memory], then `capability pin --server \
+         memory --lock capability.lock -- node ",
+        "`trust = \"trusted\"` in [servers.memory]",
+        "the servers' standard error: ",
+    ] {
+        assert!(out.contains(says), "{says}:\n{out}");
+    }
+    let fixes = out.matches("to show it:").count();
+    assert_eq!(fixes, 3, "only the three tools it claims read-only:\n{out}");
+    assert!(
+        !out.contains("running on stdio") && !err.contains("running on stdio"),
+        "{err}"
+    );
+
+    // A command written as one string is answered with the list it should be.
+    std::fs::write(
+        dir.join("string.toml"),
+        "[servers.memory]\ncommand = \"npx -y @modelcontextprotocol/server-memory\"\n",
+    )
+    .expect("policy");
+    let refused = capability(&[
+        "gateway",
+        "--policy",
+        &dir.join("string.toml").display().to_string(),
+        "--check",
+    ]);
+    let (_, err) = text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "write `command = [\"npx\", \"-y\", \"@modelcontextprotocol/server-memory\"]`"
+        ),
+        "{err}"
+    );
+}
