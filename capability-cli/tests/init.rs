@@ -272,3 +272,85 @@ fn check_names_the_lines_that_would_show_a_tool_its_untrusted_server_claims_read
         "{err}"
     );
 }
+
+/// The README's operator quickstart, as written: the commands of its block after the install
+/// line run in a shell whose `HOME` holds a Claude Desktop configuration of the reference
+/// servers and whose `PATH` finds this build's `capability`; the client entry it shows is the
+/// one `init` prints.
+#[test]
+fn the_readmes_operator_quickstart_runs_as_written() {
+    let servers = require_servers!("readme_operator_quickstart");
+    let home = scratch("readme-quickstart", "");
+    let memory = servers.memory(&home.join("memory.json"));
+    let config = home.join(".config/Claude/claude_desktop_config.json");
+    std::fs::create_dir_all(config.parent().expect("a folder")).expect("folders");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"memory": entry(&memory)}}).to_string(),
+    )
+    .expect("config");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README");
+    let section = readme
+        .split("## Install, and govern the MCP servers you already run")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the README's operator quickstart");
+    let blocks: Vec<&str> = section.split("```").skip(1).step_by(2).collect();
+    let [install, commands, client] = blocks[..] else {
+        panic!("an install block, a commands block and a client entry: {blocks:?}")
+    };
+    assert!(
+        install.contains("cargo install --locked --path capability-cli"),
+        "{install}"
+    );
+    let bin = Path::new(BIN).parent().expect("the binary's folder");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut outputs = Vec::new();
+    for line in commands.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+        let ran = Command::new("sh")
+            .arg("-c")
+            .arg(line)
+            .env("HOME", &home)
+            .env("PATH", &path)
+            .output()
+            .expect("sh");
+        let (out, err) = text(&ran);
+        assert_eq!(ran.status.code(), Some(0), "{line}:\n{out}\n{err}");
+        outputs.push(out);
+    }
+    assert_eq!(outputs.len(), 2, "init, then --check");
+    assert!(
+        outputs[1].contains("shown   memory_read_graph"),
+        "{}",
+        outputs[1]
+    );
+    assert!(
+        !outputs[1].contains("shown   memory_create_entities"),
+        "{}",
+        outputs[1]
+    );
+    let shown: Value = serde_json::from_str(client.trim_start_matches("json").trim())
+        .expect("the README's client entry is JSON");
+    let printed = &outputs[0][outputs[0].find("{\n").expect("the printed entry")..];
+    let printed: Value = serde_json::Deserializer::from_str(printed)
+        .into_iter::<Value>()
+        .next()
+        .expect("an entry")
+        .expect("JSON");
+    let home = home.display().to_string();
+    let args = |entry: &Value| -> Vec<String> {
+        entry["mcpServers"]["governed"]["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().unwrap_or_default().replace("/home/you", &home))
+            .collect()
+    };
+    assert_eq!(args(&shown), args(&printed), "{printed}");
+    assert_eq!(shown["mcpServers"]["governed"]["command"], "capability");
+}
