@@ -76,19 +76,38 @@ fn collects_agents_sorted_by_name_with_tools_in_declaration_order() {
     assert!(std::ptr::eq(admin, DirectoryAdmin::spec()));
 }
 
+/// The listing is in a defined order (by name), whatever order the linker gave the inventory:
+/// each build of a registry lists the same tools and agents, sorted, each tool with its hash.
 #[test]
 fn listing_is_deterministic() {
     let listing = |registry: &Registry| {
-        let tools: Vec<String> = registry
+        let tools: Vec<(String, String)> = registry
             .tools()
-            .map(|t| format!("{} {}", t.name(), t.descriptor_hash()))
+            .map(|t| (t.name().to_owned(), t.descriptor_hash().to_owned()))
             .collect();
         let agents: Vec<String> = registry.agents().map(|a| a.name().to_owned()).collect();
         (tools, agents)
     };
-    let first = listing(&registry());
+    let (tools, agents) = listing(&registry());
+    assert!(
+        tools.len() >= 3 && agents.len() >= 2,
+        "{tools:?} {agents:?}"
+    );
+    let names: Vec<&str> = tools.iter().map(|(name, _)| name.as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "tools listed by name");
+    let mut sorted_agents = agents.clone();
+    sorted_agents.sort_unstable();
+    assert_eq!(agents, sorted_agents, "agents listed by name");
+    for (name, hash) in &tools {
+        assert!(
+            hash.starts_with("sha256:") || hash.len() == 64,
+            "{name}: a descriptor hash, not {hash}"
+        );
+    }
     for _ in 0..10 {
-        assert_eq!(listing(&registry()), first);
+        assert_eq!(listing(&registry()), (tools.clone(), agents.clone()));
     }
 }
 

@@ -507,7 +507,14 @@ fn live_server_errors_are_clear() {
         ],
     );
     assert_eq!(code(&out), 2);
-    assert!(!text(&out.stderr).is_empty());
+    assert!(
+        text(&out.stderr).contains(
+            "`sh` does not speak MCP over stdio: it wrote \"hello\" to its standard output \
+             instead of JSON-RPC"
+        ),
+        "names the program and what it wrote: {}",
+        text(&out.stderr)
+    );
     let out = capability(&dir, &["inspect", "--timeout", "1", "--", "sleep", "30"]);
     assert_eq!(code(&out), 2);
     assert!(
@@ -562,7 +569,11 @@ fn audit_verify_and_stats() {
     // Ten calls that ran (an intent and an outcome each) and one refused.
     let out = capability(&dir, &["audit", "verify", "audit.jsonl"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "audit.jsonl: 21 records, chain intact\n");
+    assert_eq!(
+        text(&out.stdout),
+        "audit.jsonl: 21 records: 11 calls (10 ran, an intent and an outcome each; 1 refused, \
+         one record each); chain intact\n"
+    );
 
     let out = capability(&dir, &["audit", "stats", "audit.jsonl", "--json"]);
     assert_eq!(code(&out), 0);
@@ -673,7 +684,17 @@ fn db_migrate_audit_verify_and_stats_on_sqlite() {
         text(&out.stdout),
         "sqlite:state.db: writer w-1: 10 records, chain intact, checkpointed to record 10\n\
          sqlite:state.db: writer w-2: 10 records, chain intact, checkpointed to record 10\n\
-         sqlite:state.db: 2 writers, 20 records, every chain intact\n"
+         sqlite:state.db: 2 writers, 20 records: 10 calls (10 ran, an intent and an outcome \
+         each); 2 checkpoints besides; every chain intact\n"
+    );
+    let out = capability(&dir, &["audit", "stats", "state.db"]);
+    assert!(
+        text(&out.stdout).ends_with(
+            "\nstate.db: 10 calls (every record but an outcome: a call that ran is two \
+             records, its intent and its outcome, and `audit verify` counts both)\n"
+        ),
+        "{}",
+        text(&out.stdout)
     );
     let out = capability(&dir, &["audit", "stats", "state.db", "--json"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
@@ -794,6 +815,232 @@ fn audit_replay_prints_one_session_in_order() {
         ]
     );
     assert_eq!(calls[0]["incident_id"], "INC-2026-0042");
+}
+
+/// A trail of two sessions as a gateway writes them: an operator's (principal alice) with a call
+/// approved by bob, one held for an approval, one that failed, one denied, and a reload event;
+/// a viewer's (no principal) with one call. Signed checkpoints between the records.
+fn sessions_trail(dir: &Path) {
+    use capability::audit::{AuditSink as _, Caller, Consent, ConsentKind, Outcome};
+    use capability::audit::{Principal, Request, Subject};
+    use capability::authz::{Action, Ceiling, DenyReason, ToolContext};
+    let key = capability::gate::SecretKey::generate().expect("randomness");
+    let sink = capability::audit::JsonlSink::open(
+        dir.join("audit.jsonl"),
+        capability::audit::FlushPolicy::EveryRecord,
+    )
+    .expect("open")
+    .with_checkpoints(
+        std::sync::Arc::new(key),
+        capability::audit::CheckpointEvery::default(),
+    );
+    let sink = std::sync::Arc::new(sink);
+    let dispatch = capability::audit::AuditedDispatch::new(sink.clone());
+    let tool = |name: &str, read_only: bool| {
+        capability::CapabilityManifest::builder(name)
+            .provider("k8s")
+            .read_only(read_only)
+            .build()
+            .expect("valid")
+    };
+    let (list, restart) = (tool("list_pods", true), tool("restart_pod", false));
+    let alice = Principal::new("alice").issuer("https://auth.example.com");
+    let operator = Caller::new("agent").principal(&alice);
+    let session = "mcp:gateway/operator/1";
+    let ctx = ToolContext::new("operator", session, Ceiling::Unrestricted);
+    let approved = Consent {
+        kind: ConsentKind::Signed,
+        id: "a-7".into(),
+        by: "bob".into(),
+    };
+    let input = json!({"name": "web-1"});
+    let held = Request::mcp("tools/call", Action::CallTool(&restart), &input);
+    let subject = Subject::new("operator", session);
+    let proposal = DenyReason::ApprovalRequired {
+        proposal: "p-1".into(),
+    };
+    dispatch.refuse(&subject, operator, &held, &[proposal]);
+    let _: Outcome<u8, String> =
+        dispatch.call(&ctx, operator.consent(&approved), &restart, &input, || {
+            Ok(1)
+        });
+    let _: Outcome<u8, String> =
+        dispatch.call(&ctx, operator, &list, &json!({}), || Err("boom".into()));
+    let reader = ToolContext::new("operator", session, Ceiling::ReadOnly);
+    let _: Outcome<u8, String> = dispatch.call(&reader, operator, &restart, &input, || Ok(1));
+    let reload = capability::audit::Reason::note("reloaded", "the policy was reloaded");
+    dispatch
+        .notice(
+            &subject,
+            operator,
+            "gateway/reload",
+            "policy",
+            &json!({}),
+            reload,
+        )
+        .expect("the event");
+    let viewer = ToolContext::new("viewer", "mcp:gateway/viewer", Ceiling::ReadOnly);
+    let _: Outcome<u8, String> =
+        dispatch.call(&viewer, Caller::new("agent"), &list, &json!({}), || Ok(2));
+    sink.close().expect("the last checkpoint");
+}
+
+/// `audit sessions` lists who called, when and how; `audit replay` says who approved a call;
+/// `audit verify` and `audit stats` say what they count, and count the same calls.
+#[test]
+fn audit_sessions_replay_consent_and_what_verify_and_stats_count() {
+    let dir = scratch("audit-sessions");
+    sessions_trail(&dir);
+    let out = capability(&dir, &["audit", "sessions", "audit.jsonl", "--json"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let sessions = json_out(&out)["sessions"].clone();
+    assert_eq!(sessions.as_array().map(Vec::len), Some(2), "{sessions}");
+    let operator = &sessions[0];
+    assert_eq!(operator["session"], "mcp:gateway/operator/1");
+    assert_eq!(
+        operator["principals"],
+        json!(["https://auth.example.com#alice"])
+    );
+    assert_eq!(operator["roles"], json!(["operator"]));
+    let counts: Vec<u64> = ["calls", "allowed", "denied", "held", "approved", "failed"]
+        .iter()
+        .map(|k| operator[k].as_u64().expect(k))
+        .collect();
+    // The held call, the approved one, the failed one, the denied one, and the reload event.
+    assert_eq!(counts, [5, 3, 2, 1, 1, 1], "{operator}");
+    let (first, last) = (operator["first"].as_str(), operator["last"].as_str());
+    assert!(
+        first.is_some_and(|t| t.ends_with('Z') && t.contains('T')),
+        "{operator}"
+    );
+    assert!(first <= last, "{operator}");
+    assert_eq!(sessions[1]["principals"], json!([]));
+    assert_eq!(sessions[1]["calls"], 1);
+
+    let out = capability(&dir, &["audit", "sessions", "audit.jsonl"]);
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("SESSION") && lines[0].contains("APPROVED"),
+        "{stdout}"
+    );
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        row[..3],
+        [
+            "mcp:gateway/operator/1",
+            "https://auth.example.com#alice",
+            "operator"
+        ]
+    );
+    assert_eq!(row[5..], ["5", "3", "2", "1", "1", "1"], "{stdout}");
+    let row: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(row[..3], ["mcp:gateway/viewer", "-", "viewer"], "{stdout}");
+    assert!(stdout.contains("2 sessions in audit.jsonl"), "{stdout}");
+
+    // Who approved the call, under it.
+    let replay = [
+        "audit",
+        "replay",
+        "audit.jsonl",
+        "--session",
+        "mcp:gateway/operator/1",
+    ];
+    let out = capability(&dir, &replay);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("     consent: approved by bob (approval a-7)\n"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("consent:").count(), 1, "{stdout}");
+    assert!(stdout.contains("proposal p-1 awaits one"), "{stdout}");
+    let out = capability(&dir, &[&replay[..], &["--json"]].concat());
+    let consent = json_out(&out)["calls"][1]["consent"].clone();
+    assert_eq!(consent, json!({"kind": "signed", "id": "a-7", "by": "bob"}));
+
+    // 9 records: 6 calls (3 ran, 2 refused, 1 event); the checkpoint is no record.
+    let said = "9 records: 6 calls (3 ran, an intent and an outcome each; 2 refused, one record \
+                each; 1 event (a reload, a log level), one record each); 1 checkpoint besides";
+    let out = capability(&dir, &["audit", "verify", "audit.jsonl"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with(&format!("audit.jsonl: {said}; chain intact")));
+    let out = capability(&dir, &["audit", "stats", "audit.jsonl"]);
+    assert!(text(&out.stdout).ends_with(&format!("\naudit.jsonl: {said}\n")));
+    let out = capability(&dir, &["audit", "stats", "audit.jsonl", "--json"]);
+    let stats = json_out(&out);
+    assert_eq!(
+        (stats["calls"].as_u64(), stats["counts"]["records"].as_u64()),
+        (Some(6), Some(9))
+    );
+}
+
+/// `capability gateway --role R --audit trail.jsonl` for a second role on the same JSON Lines
+/// trail (the first still running, or gone and its chain left in the file) is refused, and the
+/// error says which stores take many writers, with the command that makes one.
+#[test]
+fn a_second_role_on_one_json_lines_trail_is_told_which_stores_take_many_writers() {
+    let dir = scratch("gateway-second-role");
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[roles.operator]\nceiling = \"unrestricted\"\nallow = [\"*\"]\n\n\
+         [roles.viewer]\nceiling = \"read-only\"\nallow = [\"*\"]\n",
+    )
+    .expect("policy");
+    let gateway = |dir: &Path| {
+        let args = ["gateway", "--policy", "policy.toml", "--role", "viewer"];
+        Command::new(env!("CARGO_BIN_EXE_capability"))
+            .args(args)
+            .args(["--audit", "trail.jsonl"])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("runs")
+    };
+    let told = |out: &Output, why: &str| {
+        let stderr = text(&out.stderr);
+        assert_eq!(code(out), 2, "{stderr}");
+        for said in [
+            why,
+            "A JSON Lines trail takes one writer",
+            "SQLite",
+            "PostgreSQL",
+            "`capability db migrate state.db`, then `--audit state.db`",
+        ] {
+            assert!(stderr.contains(said), "{said:?} not in {stderr}");
+        }
+    };
+    // The operator's gateway has the trail open.
+    let path = dir.join("trail.jsonl");
+    let flush = capability::audit::FlushPolicy::EveryRecord;
+    let operator = capability::audit::JsonlSink::open(&path, flush)
+        .and_then(|sink| sink.with_writer("proxy:gateway/operator"))
+        .expect("the operator's trail");
+    let dispatch = capability::audit::AuditedDispatch::new(std::sync::Arc::new(operator));
+    let ctx = capability::authz::ToolContext::new(
+        "operator",
+        "s",
+        capability::authz::Ceiling::Unrestricted,
+    );
+    let tool = capability::CapabilityManifest::builder("list_pods")
+        .build()
+        .expect("valid");
+    let _: capability::audit::Outcome<u8, String> = dispatch.call(
+        &ctx,
+        capability::audit::Caller::new("a"),
+        &tool,
+        &json!({}),
+        || Ok(1),
+    );
+    told(&gateway(&dir), "another writer has this trail open");
+    // Gone, its chain stays in the file.
+    drop(dispatch);
+    told(
+        &gateway(&dir),
+        "holds the chain of writer \"proxy:gateway/operator\"",
+    );
+    // The command the error gives makes a store that takes both.
+    let out = capability(&dir, &["db", "migrate", "state.db"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
 }
 
 // ----- The human side of the write gate -----
