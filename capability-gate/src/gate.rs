@@ -290,6 +290,7 @@ impl WriteGate {
     /// // Another caller that learnt the approval cannot run it.
     /// let stranger = CallTarget { proposer: "intern", ..target };
     /// assert!(matches!(gate.approve_call(&stranger, &approval), Err(GateError::OtherProposer { .. })));
+    /// gate.check_call(&target, &approval)?; // would be accepted; not used up
     /// assert_eq!(gate.approve_call(&target, &approval)?.approver, "alice");
     /// assert!(matches!(gate.approve_call(&target, &approval), Err(GateError::Replay(_))));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -299,6 +300,20 @@ impl WriteGate {
         target: &CallTarget<'_>,
         approval: &Approval,
     ) -> Result<ApprovedCall, GateError> {
+        self.check_call(target, approval)?;
+        self.consume(approval)?;
+        Ok(ApprovedCall {
+            approval_id: approval.id.clone(),
+            approver: approval.approver.clone(),
+        })
+    }
+
+    /// The checks of [`approve_call`](WriteGate::approve_call), without using the approval up.
+    pub fn check_call(
+        &self,
+        target: &CallTarget<'_>,
+        approval: &Approval,
+    ) -> Result<(), GateError> {
         if let Some(check) = self.validators.iter().chain(&self.preflights).next() {
             return Err(GateError::CheckFailed {
                 kind: "validation",
@@ -310,12 +325,7 @@ impl WriteGate {
         }
         let (now, latest) = self.now()?;
         let approval = self.genuine(target, None, Some(approval))?;
-        self.in_time(approval, now, latest)?;
-        self.consume(approval)?;
-        Ok(ApprovedCall {
-            approval_id: approval.id.clone(),
-            approver: approval.approver.clone(),
-        })
+        self.in_time(approval, now, latest)
     }
 
     /// The clock now, and the latest time the gate has seen (refused when the clock stepped

@@ -59,6 +59,7 @@ pub struct ApprovalSettings {
     ledger: Option<String>,
     proposal_secs: u64,
     max_validity_secs: Option<u64>,
+    page_roles: Vec<String>,
 }
 
 impl ApprovalSettings {
@@ -103,6 +104,44 @@ impl ApprovalSettings {
     pub fn max_validity_secs(&self) -> Option<u64> {
         self.max_validity_secs
     }
+
+    /// The roles whose callers may use the approvals page of the gateway's HTTP front
+    /// (`/approvals`): see the proposals waiting, and approve (signed in their browser with
+    /// their own key) or reject them. None by default: the page's data is refused to everyone.
+    /// Each must be a role of the policy, and the page needs `proposals` (where it keeps the
+    /// approvals it is given).
+    ///
+    /// ```
+    /// use capability::Policy;
+    ///
+    /// let table = |extra: &str| format!(r#"
+    ///     [roles.operator]
+    ///     ceiling = "unrestricted"
+    ///     allow = ["*"]
+    ///     [roles.approver]
+    ///     ceiling = "read-only"
+    ///     allow = []
+    ///     [approvals]
+    ///     audience = "gw"
+    ///     {extra}
+    /// "#);
+    /// let policy = Policy::from_toml_str(&table("proposals = \"p\"\npage_roles = [\"approver\"]"))?;
+    /// let approvals = policy.approvals().expect("[approvals]");
+    /// assert!(approvals.may_use_page("approver") && !approvals.may_use_page("operator"));
+    /// let unknown = Policy::from_toml_str(&table("proposals = \"p\"\npage_roles = [\"admin\"]"));
+    /// assert!(unknown.unwrap_err().to_string().contains("no role `admin`"));
+    /// let nowhere = Policy::from_toml_str(&table("page_roles = [\"approver\"]"));
+    /// assert!(nowhere.unwrap_err().to_string().contains("set `proposals`"));
+    /// # Ok::<(), capability::authz::PolicyError>(())
+    /// ```
+    pub fn page_roles(&self) -> &[String] {
+        &self.page_roles
+    }
+
+    /// Whether a caller of `role` may use the approvals page ([`page_roles`](Self::page_roles)).
+    pub fn may_use_page(&self, role: &str) -> bool {
+        self.page_roles.iter().any(|r| r == role)
+    }
 }
 
 #[derive(Deserialize)]
@@ -116,11 +155,14 @@ pub(super) struct ApprovalsFile {
     ledger: Option<Spanned<String>>,
     proposal_secs: Option<Spanned<u64>>,
     max_validity_secs: Option<Spanned<u64>>,
+    #[serde(default)]
+    page_roles: Vec<Spanned<String>>,
 }
 
 impl ApprovalsFile {
     pub(super) fn check(
         self,
+        is_role: impl Fn(&str) -> bool,
         at: &impl Fn(usize, String) -> TomlError,
     ) -> Result<ApprovalSettings, TomlError> {
         let audience = self.audience.get_ref();
@@ -172,6 +214,20 @@ impl ApprovalsFile {
             )),
             other => Ok(other.map(Spanned::into_inner)),
         };
+        let mut page_roles = Vec::with_capacity(self.page_roles.len());
+        for role in self.page_roles {
+            let why = if !is_role(role.get_ref()) {
+                format!("`page_roles`: no role `{}`", role.get_ref().escape_debug())
+            } else if self.proposals.is_none() {
+                "`page_roles`: the approvals page keeps the approvals it is given in the \
+                 `proposals` directory, where the retried call finds them; set `proposals`"
+                    .to_owned()
+            } else {
+                page_roles.push(role.into_inner());
+                continue;
+            };
+            return Err(at(role.span().start, why));
+        }
         Ok(ApprovalSettings {
             audience: audience.clone(),
             approvers,
@@ -181,6 +237,7 @@ impl ApprovalsFile {
             proposal_secs: positive(self.proposal_secs, "proposal_secs")?
                 .unwrap_or(DEFAULT_PROPOSAL_SECS),
             max_validity_secs: positive(self.max_validity_secs, "max_validity_secs")?,
+            page_roles,
         })
     }
 }

@@ -228,7 +228,7 @@ impl Policy {
                 .is_ok()
         };
         let auth = file.auth.map(|a| a.check(is_role, &at)).transpose()?;
-        let approvals = file.approvals.map(|a| a.check(&at)).transpose()?;
+        let approvals = file.approvals.map(|a| a.check(is_role, &at)).transpose()?;
         let http = match file.http {
             Some(http) => http.check(&at)?,
             None => HttpSettings::default(),
