@@ -42,11 +42,12 @@ const MAX_RATIONALE_CHARS: usize = 2_000;
 pub(crate) struct Approvals {
     pub(crate) gate: WriteGate,
     pub(crate) audience: String,
-    dir: Option<PathBuf>,
+    /// The proposals directory, where approvals are kept for the retried calls.
+    pub(crate) dir: Option<PathBuf>,
     grants: Option<PathBuf>,
     pub(crate) revocations: Arc<dyn RevocationStore>,
     /// The store of the ledger, which keeps the proposals too (`capability proposals`).
-    store: Option<Arc<dyn capability_store::Store>>,
+    pub(crate) store: Option<Arc<dyn capability_store::Store>>,
     proposal_secs: u64,
 }
 

@@ -256,6 +256,11 @@ impl Gateway {
                     }
                 },
                 None => {
+                    // Rejected on the approvals page: the retry is told, once.
+                    if let Some(why) = approvals.rejection(&id) {
+                        let reasons = vec![DenyReason::ApprovalRefused { why }];
+                        return Err(refuse(reasons, Some(json!({ "proposal_id": id }))));
+                    }
                     let mut reasons = Vec::new();
                     match granted(snapshot, approvals, who, route) {
                         Ok(Some(consent)) => {

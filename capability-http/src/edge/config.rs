@@ -22,6 +22,7 @@ pub struct EdgeConfig {
     pub(super) closer: Option<Closer>,
     pub(super) keep_subject_token: bool,
     pub(super) hosts: Option<Vec<String>>,
+    pub(super) page: Option<String>,
 }
 
 impl EdgeConfig {
@@ -36,6 +37,7 @@ impl EdgeConfig {
             closer: None,
             keep_subject_token: false,
             hosts: None,
+            page: None,
         }
     }
 
@@ -54,6 +56,18 @@ impl EdgeConfig {
     /// still removed: the token goes no further than this process and its issuer.
     pub fn keep_subject_token(mut self) -> Self {
         self.keep_subject_token = true;
+        self
+    }
+
+    /// Also serves the paths under `prefix` (`/approvals`, and what is below it): a page for
+    /// people, behind the same `Host` and `Origin` checks, body limits, authentication and
+    /// rate as the MCP endpoint, and no session. A request without an `Authorization` header
+    /// goes on without an [`Authenticated`](crate::Authenticated) caller (a browser loading
+    /// the page's own files sends none): the service behind the edge refuses it what needs
+    /// one. A request with a token that is not valid is refused here (`401`), as on the
+    /// endpoint.
+    pub fn page(mut self, prefix: impl Into<String>) -> Self {
+        self.page = Some(prefix.into());
         self
     }
 

@@ -57,7 +57,8 @@ struct Shared {
 /// In order, for every request:
 ///
 /// 1. the protected resource metadata is served at its well-known paths (OAuth mode), and only
-///    the MCP endpoint is served besides;
+///    the MCP endpoint is served besides, and a page's paths when given ([`EdgeConfig::page`]:
+///    no session and no scope step; without a token, on to the page unauthenticated);
 /// 2. the `Host` must be one of the listener's names, when it gave them
 ///    ([`EdgeConfig::hosts`]), and a present `Origin` must be allowed, or the request's own
 ///    origin on such a Host (`403`);
@@ -202,7 +203,11 @@ where
                 respond::status(StatusCode::METHOD_NOT_ALLOWED, "use GET")
             };
         }
-        if path != shared.config.endpoint {
+        let page = shared.config.page.as_deref().is_some_and(|prefix| {
+            path.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        });
+        if path != shared.config.endpoint && !page {
             return respond::status(
                 StatusCode::NOT_FOUND,
                 &format!("not found: the MCP endpoint is {}", shared.config.endpoint),
@@ -275,6 +280,10 @@ where
             .get(header::AUTHORIZATION)
             .and_then(crate::auth::bearer);
         let authenticated = match token {
+            // The page's own files: the service behind refuses what needs a caller.
+            None if page => {
+                return self.pass(parts, bytes).await;
+            }
             None => Err(AuthFailure::Missing),
             Some(token) => shared.config.credentials.authenticate(token).await,
         };
@@ -320,6 +329,12 @@ where
                 why: format!("over its rate ([http] rate_per_second); retry in {seconds} s"),
             });
             return respond::retry_after(seconds, "too many requests from this caller");
+        }
+
+        if page {
+            parts.headers.remove(header::AUTHORIZATION);
+            parts.extensions.insert(caller);
+            return self.pass(parts, bytes).await;
         }
 
         // Its session.
@@ -415,6 +430,24 @@ where
             shared.sessions.closed(&id);
         }
         response
+    }
+
+    /// Passes a request of the page on, as it is.
+    fn pass(
+        &self,
+        parts: http::request::Parts,
+        bytes: Bytes,
+    ) -> impl Future<Output = EdgeResponse> + Send + use<S> {
+        let mut inner = self.inner.clone();
+        async move {
+            match inner
+                .call(Request::from_parts(parts, Full::new(bytes)))
+                .await
+            {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
     }
 
     /// Closes downstream ([`EdgeConfig::sessions`]) each session idle past its limit: for a

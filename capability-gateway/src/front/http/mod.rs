@@ -3,9 +3,10 @@
 //! `[bearer_tokens]`, Origin, body, rate and session limits, a call whose token lacks a scope of
 //! its tool answered `403 insufficient_scope`, refusals at the edge recorded. Each
 //! request's role comes from its token and is narrowed to the token's scopes; its budget is its
-//! principal's and session's.
+//! principal's and session's. With `[approvals] page_roles`, the approvals page too (`page/`).
 
 pub(crate) mod credentials;
+mod page;
 
 use std::sync::Arc;
 
@@ -26,9 +27,10 @@ use crate::serve::gateway::Gateway;
 const PATH: &str = "/mcp";
 
 /// The HTTP front's service behind the edge: rmcp's, with `tools/call` on the lane where it can
-/// be ([`HttpLane`]).
-type Service =
-    HttpLane<StreamableHttpService<capability::rmcp::ByTable<Gateway>, LocalSessionManager>>;
+/// be ([`HttpLane`]), and the approvals page beside it ([`page::Paged`]).
+type Service = page::Paged<
+    HttpLane<StreamableHttpService<capability::rmcp::ByTable<Gateway>, LocalSessionManager>>,
+>;
 
 /// The running HTTP front: what a reload changes of it.
 pub(crate) struct HttpFront {
@@ -83,6 +85,12 @@ async fn edge_config(
         // Kept for the exchange at the issuer; the header is still taken off at the edge.
         config = config.keep_subject_token();
     }
+    if policy
+        .approvals()
+        .is_some_and(|approvals| !approvals.page_roles().is_empty())
+    {
+        config = config.page(page::PREFIX);
+    }
     Ok(config
         .endpoint(PATH)
         .hosts(capability_http::listen::allowed_hosts(address))
@@ -128,14 +136,17 @@ pub(crate) async fn start(
         .map_err(GatewayError::Config)?;
     // Every request rmcp's path takes goes through the method table first.
     let handler = capability::rmcp::ByTable::new(gateway.clone());
-    let service = HttpLane::new(
-        StreamableHttpService::new(
-            move || Ok(handler.clone()),
+    let service = page::Paged::new(
+        HttpLane::new(
+            StreamableHttpService::new(
+                move || Ok(handler.clone()),
+                Arc::clone(&manager),
+                crate::front::http::credentials::config(address),
+            ),
+            gateway.clone(),
             Arc::clone(&manager),
-            crate::front::http::credentials::config(address),
         ),
         gateway.clone(),
-        Arc::clone(&manager),
     );
     let edge = Edge::new(service, config);
     let front = HttpFront {
