@@ -28,8 +28,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub watch: bool,
     /// Serve Prometheus metrics at `http://ADDRESS/metrics` (calls by server, tool, role and
-    /// verdict, denials by reason, latency histograms, sessions, reloads, audit write errors;
-    /// port 0 picks one, printed on standard error).
+    /// verdict, `held` for approval included, denials by reason, latency histograms, sessions,
+    /// reloads, audit write errors, proposals pending; port 0 picks one, printed on standard
+    /// error).
     #[arg(long, value_name = "ADDRESS")]
     pub metrics: Option<std::net::SocketAddr>,
     /// A file holding the token a scrape of `--metrics` must present (`Authorization: Bearer
@@ -113,7 +114,7 @@ pub fn run_engine(serving: Serving<'_>, args: &ServeArgs) -> Result<Ended, Gatew
         .map_err(GatewayError::Config)?;
     let mut sink = capability_gateway::trail::open(target, trail_name, &writer, signer)?;
     if let Some(endpoint) = &metrics {
-        sink = Arc::new(crate::metrics::MeteredSink::new(
+        sink = Arc::new(capability_gateway::metrics::MeteredSink::new(
             sink,
             endpoint.counters.clone(),
         ));
@@ -141,11 +142,13 @@ pub fn run_engine(serving: Serving<'_>, args: &ServeArgs) -> Result<Ended, Gatew
         .enable_all()
         .build()
         .map_err(|e| GatewayError::Config(format!("cannot start the async runtime: {e}")))?;
+    let counters = metrics.as_ref().map(|endpoint| endpoint.counters.clone());
     let served = runtime.block_on(async {
         if let Some(endpoint) = metrics {
             tokio::spawn(endpoint.serve());
         }
         capability_gateway::builder(policy, policy_path, Arc::new(dispatch))
+            .metrics(counters)
             .name(name)
             .servers(servers)
             .restart(restart)

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use capability::Policy;
 use capability::audit::AuditedDispatch;
 
+use crate::metrics::Metrics;
 use crate::run::{Ended, Engine, Front};
 use crate::{GATEWAY_NAME, GatewayError, Servers};
 
@@ -36,6 +37,7 @@ pub fn builder(
         store: String::new(),
         watch: false,
         shutdown: None,
+        metrics: None,
     }
 }
 
@@ -49,6 +51,7 @@ pub struct Builder {
     store: String,
     watch: bool,
     shutdown: Option<Shutdown>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -98,6 +101,14 @@ impl Builder {
         self
     }
 
+    /// The counters of a metrics endpoint, fed by a [`MeteredSink`](crate::metrics::MeteredSink)
+    /// around the trail's sink: the engine adds the gauge of the proposals waiting for its
+    /// approvers (read from its store at each scrape).
+    pub fn metrics(mut self, metrics: Option<Arc<Metrics>>) -> Builder {
+        self.metrics = metrics;
+        self
+    }
+
     /// Stop when `signal` completes, as on `SIGTERM`: the servers are stopped and the calls
     /// in flight end before [`serve`](Builder::serve) returns.
     pub fn shutdown(mut self, signal: impl Future<Output = ()> + Send + 'static) -> Builder {
@@ -122,6 +133,7 @@ impl Builder {
             self.dispatch,
             self.watch,
             &self.store,
+            self.metrics,
             self.shutdown
                 .unwrap_or_else(|| Box::pin(std::future::pending())),
         )

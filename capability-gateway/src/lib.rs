@@ -58,6 +58,7 @@ mod front;
 pub mod init;
 mod lane;
 pub mod live;
+pub mod metrics;
 mod process;
 mod protocol;
 mod run;

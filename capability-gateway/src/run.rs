@@ -92,6 +92,7 @@ pub(crate) async fn serve(
     dispatch: Arc<AuditedDispatch>,
     watch: bool,
     audit: &str,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
     shutdown: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 ) -> Result<Ended, GatewayError> {
     let mut shutdown = shutdown;
@@ -135,6 +136,10 @@ pub(crate) async fn serve(
         scope: Arc::from(engine.scope()),
     };
     gateway.saw_tools(&gateway.current());
+    if let Some(metrics) = metrics {
+        let watched = gateway.clone();
+        metrics.count_pending(move || watched.pending_proposals());
+    }
     let count = if members.len() == 1 {
         "1 server".to_owned()
     } else {

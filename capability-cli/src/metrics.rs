@@ -3,7 +3,8 @@
 //! connections). Its `Host` is checked as the MCP front's is (loopback names, and the address
 //! listened on; any host on the unspecified address), and with `--metrics-token-file` a scrape
 //! needs `Authorization: Bearer <that token>` (Prometheus: `authorization: credentials_file`).
-//! The labels name roles, servers and tools: nothing a stranger should read.
+//! The labels name roles, servers and tools: nothing a stranger should read. The counters are
+//! the engine's ([`capability_gateway::metrics`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -13,12 +14,13 @@ use std::sync::Arc;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::Metrics;
+use capability_gateway::metrics::Metrics;
 
 /// The `--metrics` endpoint, bound, with what it serves and who may read it.
 pub struct Endpoint {
     listener: std::net::TcpListener,
-    /// The counters it serves (fed by a [`MeteredSink`](super::MeteredSink)).
+    /// The counters it serves (fed by a
+    /// [`MeteredSink`](capability_gateway::metrics::MeteredSink)).
     pub counters: Arc<Metrics>,
     access: Arc<Access>,
 }

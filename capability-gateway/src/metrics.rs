@@ -1,33 +1,33 @@
-//! `--metrics <address>`: the gateway's and the proxy's counters in Prometheus' text
-//! exposition format (version 0.0.4), served at `/metrics`.
+//! The engine's counters in Prometheus' text exposition format (version 0.0.4), which
+//! `capability gateway --metrics <address>` and `capability proxy --metrics` serve at
+//! `/metrics` (the endpoint is the command's; [`Builder::metrics`](crate::Builder::metrics)
+//! gives the engine the counters).
 //!
-//! Every figure comes from the audit records as they are written (a [`MeteredSink`] around the
-//! trail's sink), so the metrics count exactly what the trail holds:
+//! Every figure but one comes from the audit records as they are written (a [`MeteredSink`]
+//! around the trail's sink), so the metrics count exactly what the trail holds:
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `capability_calls_total` | counter | `server`, `tool`, `role`, `verdict` |
-//! | `capability_denials_total` | counter | `server`, `tool`, `role`, `reason` (each reason code of a refusal) |
+//! | `capability_calls_total` | counter | `server`, `tool`, `role`, `verdict` (`allowed`, `denied`, `held`: a call held for a human's approval, with a proposal, `degraded`, `audit_failed`) |
+//! | `capability_denials_total` | counter | `server`, `tool`, `role`, `reason` (each reason code of a refusal; a held call is no denial) |
 //! | `capability_call_errors_total` | counter | `server`, `tool`, `role` (calls that ran and failed) |
 //! | `capability_call_duration_seconds` | histogram | `server`, `tool` (calls that ran) |
 //! | `capability_sessions_total` | counter | (sessions seen) |
 //! | `capability_reloads_total` | counter | `outcome` (`done`, `refused`) |
 //! | `capability_audit_write_errors_total` | counter | (records the trail refused) |
+//! | `capability_proposals_pending` | gauge | (proposals waiting for an approval of this gateway, read from its store at each scrape; absent without `[approvals]`) |
 //!
 //! A call is counted once, as in `mcp_daily_stats` (by its intent when it ran, by its one
 //! record when it did not). Label values are what the records hold (a tool name a client made
 //! up included), so each family keeps at most [`MAX_SERIES`] label sets: later ones are
 //! counted under the value `(other)`, and a client cannot grow the gateway's memory with names.
-
-mod serve;
+//! The approvals page's notices (`approvals/...`) are no calls, and are not counted.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use capability::audit::{AuditError, AuditRecord, AuditSink, DigestKey, Phase, Verdict};
-
-pub use serve::Endpoint;
 
 /// The label sets each family keeps; more are counted under `(other)`.
 pub const MAX_SERIES: usize = 10_000;
@@ -40,10 +40,14 @@ const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// Where the gauge of pending proposals is read at each scrape (the engine's store).
+type Pending = Box<dyn Fn() -> Option<u64> + Send + Sync>;
+
 /// The counters, shared by the sink that feeds them and the endpoint that serves them.
 #[derive(Default)]
 pub struct Metrics {
     state: Mutex<State>,
+    pending: Mutex<Option<Pending>>,
 }
 
 #[derive(Default)]
@@ -96,6 +100,13 @@ impl Metrics {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let server = record.provider.clone().unwrap_or_default();
         let codes: Vec<&str> = record.reasons.iter().map(|r| r.code()).collect();
+        if record
+            .method
+            .as_deref()
+            .is_some_and(|m| m.starts_with("approvals/"))
+        {
+            return;
+        }
         if let Some(outcome) = codes.iter().find_map(|c| match *c {
             "reloaded" => Some("done"),
             "reload_refused" => Some("refused"),
@@ -109,12 +120,21 @@ impl Metrics {
         }
         let call = record.phase != Some(Phase::Outcome);
         let labels = vec![server.clone(), record.tool.clone(), record.role.clone()];
+        // Held back for a human's approval (a proposal made): its own verdict, no denial.
+        let held = record.verdict == Verdict::Denied && codes.contains(&"approval_required");
         if call {
             let mut with_verdict = labels.clone();
-            with_verdict.push(verdict(record.verdict).to_owned());
+            with_verdict.push(
+                if held {
+                    "held"
+                } else {
+                    verdict(record.verdict)
+                }
+                .to_owned(),
+            );
             *state.calls.get(with_verdict) += 1;
         }
-        if record.verdict == Verdict::Denied {
+        if record.verdict == Verdict::Denied && !held {
             for code in &codes {
                 let mut with_reason = labels.clone();
                 with_reason.push((*code).to_owned());
@@ -135,6 +155,12 @@ impl Metrics {
         }
     }
 
+    /// Reads the gauge `capability_proposals_pending` from `pending` at each scrape (`None`
+    /// from it leaves the gauge out).
+    pub fn count_pending(&self, pending: impl Fn() -> Option<u64> + Send + Sync + 'static) {
+        *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(pending));
+    }
+
     /// A record the trail refused.
     pub fn audit_error(&self) {
         self.state
@@ -145,6 +171,13 @@ impl Metrics {
 
     /// The text exposition (`text/plain; version=0.0.4`).
     pub fn render(&self) -> String {
+        // Read before the counters are locked: the store may take a moment.
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(|pending| pending());
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = String::new();
         counters(
@@ -211,6 +244,14 @@ impl Metrics {
              capability_audit_write_errors_total {}",
             state.audit_errors
         );
+        if let Some(pending) = pending {
+            let _ = writeln!(
+                out,
+                "# HELP capability_proposals_pending Proposals waiting for an approval of this \
+                 gateway.\n# TYPE capability_proposals_pending gauge\n\
+                 capability_proposals_pending {pending}"
+            );
+        }
         out
     }
 }
@@ -364,6 +405,39 @@ mod tests {
         assert!(
             !text.contains("gateway/reload"),
             "a reload is not a call: {text}"
+        );
+    }
+
+    #[test]
+    fn a_held_call_is_its_own_verdict_and_pending_proposals_a_gauge() {
+        let metrics = Metrics::default();
+        let held = serde_json::json!({
+            "phase": null, "verdict": "denied", "tool": "git_reset",
+            "reasons": [{"reason": "approval_required", "proposal": "p1", "message": "held"}]
+        });
+        metrics.record(&record(held));
+        // The approvals page's notices are no calls.
+        metrics.record(&record(serde_json::json!({
+            "phase": null, "method": "approvals/approve", "tool": "git_reset",
+            "reasons": [{"reason": "approved", "message": "alice approved p1"}]
+        })));
+        let text = metrics.render();
+        assert!(
+            text.lines().any(|l| l
+                == r#"capability_calls_total{server="git",tool="git_reset",role="viewer",verdict="held"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains("verdict=\"denied\""), "{text}");
+        assert!(!text.contains("verdict=\"allowed\""), "{text}");
+        assert!(!text.contains("capability_denials_total{"), "{text}");
+        assert!(!text.contains("capability_proposals_pending"), "{text}");
+        metrics.count_pending(|| Some(3));
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "# TYPE capability_proposals_pending gauge\ncapability_proposals_pending 3\n"
+            ),
+            "{text}"
         );
     }
 
