@@ -48,7 +48,7 @@ pub fn is_hidden(c: char) -> bool {
 /// `text` with every [hidden](is_hidden) character written as `\u{..}` and `\` as `\\`.
 ///
 /// ```
-/// use capability_cli::escape::escape;
+/// use capability_gateway::escape::escape;
 ///
 /// assert_eq!(escape("memory"), "memory");
 /// assert_eq!(escape("a\u{1b}[2Kb"), r"a\u{1b}[2Kb");
@@ -77,7 +77,7 @@ pub fn escape(text: &str) -> String {
 /// (a server's standard error, quoted under an error).
 ///
 /// ```
-/// use capability_cli::escape::escape_lines;
+/// use capability_gateway::escape::escape_lines;
 ///
 /// assert_eq!(escape_lines("first\nsecond \u{1b}]0;title\u{7}"), "first\nsecond \\u{1b}]0;title\\u{7}");
 /// ```
@@ -85,12 +85,43 @@ pub fn escape_lines(text: &str) -> String {
     text.split('\n').map(escape).collect::<Vec<_>>().join("\n")
 }
 
+/// `value` as one line of JSON, every [hidden](is_hidden) character of its strings written as
+/// a JSON escape: the same JSON value, safe on a terminal (a `--json` output of one object a
+/// line; [`escape`] would make it JSON no more).
+///
+/// ```
+/// use capability_gateway::escape::json_line;
+///
+/// let value = serde_json::json!({"body": "{\"a\": 1}\n", "name": "a\u{202e}b"});
+/// let line = json_line(&value);
+/// assert_eq!(line, r#"{"body":"{\"a\": 1}\n","name":"a\u202eb"}"#);
+/// assert_eq!(serde_json::from_str::<serde_json::Value>(&line)?, value);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+pub fn json_line(value: &serde_json::Value) -> String {
+    // Compact JSON has nothing outside its strings a terminal could hide, and serde_json
+    // escapes the controls inside them: what is left are the other hidden characters.
+    let text = value.to_string();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_hidden(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A `serde_json` formatter (pretty, two spaces) that writes every [hidden](is_hidden)
 /// character of a string as a JSON escape (`\u202e`, surrogate pairs above U+FFFF): the same
 /// JSON value, safe on a terminal.
 ///
 /// ```
-/// use capability_cli::escape::JsonEscaped;
+/// use capability_gateway::escape::JsonEscaped;
 /// use serde::Serialize;
 ///
 /// let mut out = Vec::new();

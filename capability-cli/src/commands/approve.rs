@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+use capability::audit::time::utc_at;
 use capability::gate::{Approval, MAX_VALIDITY_SECS, ProposalFile, SecretKey, SystemClock};
 
 use capability_gateway::escape::escape;
@@ -76,8 +77,10 @@ pub fn approve(request: &Request, out: &mut Out) -> Result<u8, Failure> {
     let now = capability::gate::Clock::now(&SystemClock);
     if let Some(waited) = file.expires_at.filter(|at| *at <= now) {
         return Err(Failure::input(format!(
-            "the proposal stopped waiting for an approval at {waited} (it is now {now}): retry \
-             the call for a fresh one; nothing signed"
+            "the proposal stopped waiting for an approval at {} (it is now {}): retry the call \
+             for a fresh one; nothing signed",
+            utc_at(waited),
+            utc_at(now)
         )));
     }
     let expires_at = now.saturating_add(request.expires_in);
@@ -123,17 +126,18 @@ fn show(file: &ProposalFile, request: &Request, expires_at: u64) -> String {
         .map_or(String::new(), |id| format!("  proposal:  {}\n", escape(id)));
     format!(
         "approving:\n{id}  tool:      {}\n  type:      {}\n  provider:  {}\n  audience:  {}{meant}\n  \
-         proposer:  {} (proposed at {}; signed: the approval runs only for this caller)\n  rationale: {}\n  approver:  {}\n  expires:   in {} s (at {expires_at})\n  \
+         proposer:  {} (proposed at {}; signed: the approval runs only for this caller)\n  rationale: {}\n  approver:  {}\n  expires:   in {} s (at {})\n  \
          arguments:\n    {args}",
         escape(&file.tool),
         escape(&file.tool_type),
         escape(file.provider.as_deref().unwrap_or("-")),
         escape(&request.audience),
         escape(&file.proposer),
-        file.created_at,
+        utc_at(file.created_at),
         escape(&file.rationale),
         escape(&request.approver),
         request.expires_in,
+        utc_at(expires_at),
     )
 }
 

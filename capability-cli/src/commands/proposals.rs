@@ -2,8 +2,9 @@
 
 use std::io::Write;
 
+use capability::audit::time::utc_at;
 use capability::gate::{Clock, SystemClock};
-use capability_gateway::escape::escape;
+use capability_gateway::escape::{escape, json_line};
 use clap::Args;
 
 use crate::Failure;
@@ -19,7 +20,8 @@ pub struct ProposalsArgs {
     /// approve`).
     #[arg(long)]
     id: Option<String>,
-    /// One JSON object per proposal, each line.
+    /// One JSON object per proposal, each line (its times as Unix seconds, and as RFC 3339
+    /// dates in UTC: `created_at_rfc3339`, `expires_at_rfc3339`).
     #[arg(long, conflicts_with = "id")]
     json: bool,
 }
@@ -43,19 +45,21 @@ pub fn run(args: &ProposalsArgs, out: &mut Out) -> Result<u8, Failure> {
         return Ok(0);
     }
     for proposal in &waiting {
+        let (created, expires) = (utc_at(proposal.created_at), utc_at(proposal.expires_at));
         if args.json {
-            let line = serde_json::to_string(proposal).unwrap_or_default();
-            writeln!(out, "{}", escape(&line))?;
+            let mut line = serde_json::to_value(proposal).unwrap_or_default();
+            line["created_at_rfc3339"] = created.into();
+            line["expires_at_rfc3339"] = expires.into();
+            writeln!(out, "{}", json_line(&line))?;
         } else {
             writeln!(
                 out,
-                "{}  {}/{}  for {}  by {}  until {}",
+                "{}  {}/{}  for {}  by {}  proposed {created}  waits until {expires}",
                 escape(&proposal.id),
                 escape(&proposal.server),
                 escape(&proposal.tool),
                 escape(&proposal.audience),
                 escape(&proposal.proposer),
-                proposal.expires_at
             )?;
         }
     }
