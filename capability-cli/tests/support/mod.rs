@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 pub mod auth;
+pub mod browser;
 pub mod conformance;
 pub mod fake;
 
