@@ -620,7 +620,7 @@ fn async_calls_are_audited_the_same_way() {
     assert!(matches!(out, Outcome::Done(7)));
     let out: Outcome<u8, String> =
         block_on(dispatch.call_async(&ctx, CALLER, &restart_pod(), &json!({}), async { Ok(8) }));
-    assert!(matches!(out, Outcome::Degrade(_)));
+    assert!(matches!(out, Outcome::Denied(_)), "no budget: a denial");
     assert_eq!(
         sink.records().len(),
         3,

@@ -293,10 +293,9 @@ fn a_call_started_here_and_finished_on_another_thread_is_recorded_as_call_record
     let denied = Request::mcp("tools/call", Action::CallTool(&restart), &input);
     let before = sink.records().len();
     let refused = dispatch.start::<(), String>(&monitor("s"), Caller::new("a"), &denied);
-    // (A destructive call refused to a read-only role degrades its session at once.)
-    assert!(matches!(refused, Err(Outcome::Degrade(_))), "{refused:?}");
+    assert!(matches!(refused, Err(Outcome::Denied(_))), "{refused:?}");
     let records = sink.records();
     assert_eq!(records.len(), before + 1);
-    assert_eq!(records[before].verdict, Verdict::Degraded);
+    assert_eq!(records[before].verdict, Verdict::Denied);
     assert_eq!(records[before].phase, None);
 }

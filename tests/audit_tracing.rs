@@ -99,7 +99,7 @@ fn each_record_is_also_a_tracing_event() {
     assert_eq!(phase(&events[1]).as_deref(), Some("outcome"));
     assert_eq!(get(&events[0], "call_id"), get(&events[1], "call_id"));
     assert_eq!(get(&events[0], "verdict").as_deref(), Some("Allowed"));
-    assert_eq!(get(&events[2], "verdict").as_deref(), Some("Degraded"));
+    assert_eq!(get(&events[2], "verdict").as_deref(), Some("Denied"));
 }
 
 /// Log in to the console.

@@ -17,7 +17,34 @@ pub enum OnAuditFailure {
     AllowAndCount,
 }
 
-/// The budget of one agent session.
+/// The budget of one agent session: set with
+/// [`AuditedDispatch::with_budget`](crate::AuditedDispatch::with_budget) (a dispatcher has none
+/// by default). `Budget::default()` is ADR-105's for an agent loop: 25 calls, and the first
+/// denial degrades the session. A server that wants one gives its sessions room for denials
+/// (`capability gateway` and `capability proxy`: 10,000 calls, 100 denials).
+///
+/// ```
+/// use capability::CapabilityManifest;
+/// use capability::audit::{AuditedDispatch, Budget, Caller, MemorySink, Outcome};
+/// use capability::authz::{Ceiling, ToolContext};
+/// use std::sync::Arc;
+///
+/// let restart = CapabilityManifest::builder("restart_pod").destructive(true).build()?;
+/// let ctx = ToolContext::new("monitor", "s-1", Ceiling::ReadOnly);
+/// let input = serde_json::json!({});
+/// let call = |dispatch: &AuditedDispatch| -> Outcome<(), String> {
+///     dispatch.call(&ctx, Caller::new("agent"), &restart, &input, || Ok(()))
+/// };
+/// // No budget (`new`): a refusal is a refusal, and the next call is decided again.
+/// let server = AuditedDispatch::new(Arc::new(MemorySink::new()));
+/// assert!(matches!(call(&server), Outcome::Denied(_)));
+/// assert!(matches!(call(&server), Outcome::Denied(_)));
+/// // An agent loop's budget: the first denial degrades the session.
+/// let agent = AuditedDispatch::new(Arc::new(MemorySink::new())).with_budget(Budget::default());
+/// assert!(matches!(call(&agent), Outcome::Degrade(_)));
+/// assert!(agent.is_degraded("s-1"));
+/// # Ok::<(), capability::ManifestError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budget {
     /// Tool-use iterations allowed in a session.

@@ -474,8 +474,8 @@ async fn a_tool_that_drifted_from_its_pin_is_hidden_from_everyone() {
 #[tokio::test]
 async fn one_roles_denials_never_degrade_another_roles_session() {
     let mut h = Harness::new();
-    // The default budget: the first denial degrades the session.
-    h.dispatch = Arc::new(AuditedDispatch::new(h.sink.clone()));
+    // An agent loop's budget: the first denial degrades the session.
+    h.dispatch = Arc::new(AuditedDispatch::new(h.sink.clone()).with_budget(Budget::default()));
     let viewer = h.client(FixedRole::new("viewer"), false).await;
     let operator = h.client(FixedRole::new("operator"), false).await;
     let error = refused(&viewer, "restart_pod").await;
@@ -494,4 +494,45 @@ async fn one_roles_denials_never_degrade_another_roles_session() {
     assert_eq!(h.ops.calls(), ["restart_pod"]);
     let _ = viewer.cancel().await;
     let _ = operator.cancel().await;
+}
+
+/// A governed server over a dispatcher with its defaults (`AuditedDispatch::new`, as the
+/// README's snippets build it) has no budget: a stdio server's one session serves a thousand
+/// calls, and a refused call refuses only itself.
+#[tokio::test]
+async fn with_the_defaults_a_session_serves_a_thousand_calls_and_calls_after_a_refusal() {
+    let mut h = Harness::new();
+    h.dispatch = Arc::new(AuditedDispatch::new(h.sink.clone()));
+    let viewer = h.client(FixedRole::new("viewer"), false).await;
+    for i in 0..1_000 {
+        viewer
+            .peer()
+            .call_tool(CallToolRequestParams::new("list_pods"))
+            .await
+            .unwrap_or_else(|e| panic!("call {}: {e:?}", i + 1));
+    }
+    let error = refused(&viewer, "restart_pod").await;
+    assert_eq!(reasons(&error), ["ceiling_exceeded"]);
+    assert!(
+        error.data.as_ref().expect("data").get("dispatch").is_none(),
+        "a refusal, not a degrade: {error:?}"
+    );
+    for _ in 0..3 {
+        viewer
+            .peer()
+            .call_tool(CallToolRequestParams::new("get_logs"))
+            .await
+            .expect("a call after the refusal is decided on its own");
+    }
+    assert_eq!(h.ops.calls().len(), 1_003);
+    let records = h.sink.records();
+    let verdicts = |v: Verdict| records.iter().filter(|r| r.verdict == v).count();
+    assert_eq!(verdicts(Verdict::Degraded), 0);
+    assert_eq!(verdicts(Verdict::Denied), 1);
+    assert_eq!(
+        records.len(),
+        2 * 1_003 + 1,
+        "an intent and an outcome a call, one refusal"
+    );
+    let _ = viewer.cancel().await;
 }

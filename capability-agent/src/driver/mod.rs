@@ -20,7 +20,9 @@
 //!      denial, never run; the model gets the error result "no tool named `x` is available",
 //!      the same whether or not the server lists it. A denial counts against the session's
 //!      budget like any other: beyond it, the dispatch degrades the session and so does the
-//!      loop ([`Degrade::Denied`]).
+//!      loop ([`Degrade::Denied`]). The budget is the dispatch's: give it ADR-105's with
+//!      `AuditedDispatch::new(sink).with_budget(Budget::default())` (25 calls, the first denial
+//!      degrades); a dispatch without one only refuses each denied call, and the loop goes on.
 //!
 //!    The calls of the last permitted turn are handled too; if the model then still has no
 //!    final answer, the loop degrades with [`Degrade::IterationsExceeded`].
@@ -296,6 +298,7 @@ pub struct AgentLoop<'a> {
 
 impl<'a> AgentLoop<'a> {
     /// A loop dispatching through `dispatch`, with [`DEFAULT_MAX_ITERATIONS`] and no breaker.
+    /// The session's budget is the dispatch's ([`AuditedDispatch::with_budget`]).
     pub fn new(dispatch: &'a AuditedDispatch) -> Self {
         AgentLoop {
             dispatch,

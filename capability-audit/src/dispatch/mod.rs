@@ -79,7 +79,8 @@ pub type Redactor = Arc<dyn Fn(&CapabilityManifest, &DigestKey, &mut Value) + Se
 /// ```
 pub struct AuditedDispatch {
     sink: Arc<dyn AuditSink>,
-    budget: Budget,
+    /// The per-session budget; none by default.
+    budget: Option<Budget>,
     on_failure: OnAuditFailure,
     policy_version: Option<String>,
     redactor: Redactor,
@@ -103,11 +104,16 @@ impl fmt::Debug for AuditedDispatch {
 }
 
 impl AuditedDispatch {
-    /// A dispatcher writing to `sink`, with the default budget and fail-closed auditing.
+    /// A dispatcher writing to `sink`, fail-closed, with **no budget**: every call is decided
+    /// on its own, however many came before it and however many were refused. That is what a
+    /// server wants (a `GovernedServer`'s sessions are its clients', and no count of theirs
+    /// should stop them: a refused call refuses only that call). An agent loop gives its
+    /// sessions a budget: [`with_budget`](Self::with_budget)`(Budget::default())`, ADR-105's
+    /// 25 calls, the first denial degrading the session.
     pub fn new(sink: Arc<dyn AuditSink>) -> Self {
         AuditedDispatch {
             sink,
-            budget: Budget::default(),
+            budget: None,
             on_failure: OnAuditFailure::Deny,
             policy_version: None,
             redactor: Arc::new(redact_sensitive),
@@ -118,10 +124,16 @@ impl AuditedDispatch {
         }
     }
 
-    /// Sets the per-session budget.
+    /// Sets the per-session budget ([`Budget`]): past it, or past its denials, a session
+    /// degrades ([`Outcome::Degrade`]) until its owner [resets](Self::reset) it.
     pub fn with_budget(mut self, budget: Budget) -> Self {
-        self.budget = budget;
+        self.budget = Some(budget);
         self
+    }
+
+    /// The per-session budget, if one was set ([`with_budget`](Self::with_budget)).
+    pub fn budget(&self) -> Option<Budget> {
+        self.budget
     }
 
     /// Sets what happens when a record cannot be written.

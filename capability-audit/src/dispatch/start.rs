@@ -215,18 +215,23 @@ impl AuditedDispatch {
 
     /// The session's budget and the decider: `None` when the call may run.
     fn decide(&self, ctx: &(impl Authorize + ?Sized), request: &Request<'_>) -> Option<Early> {
+        let Some(budget) = self.budget else {
+            // No budget: nothing counted, nothing kept per session.
+            return self.decided(ctx, request).map(Early::Denied);
+        };
         let mut sessions = lock(&self.sessions);
         // Looked up by reference first: the session's name is copied once, not every call.
         if let Some(state) = sessions.get_mut(ctx.session()) {
-            return self.decide_in(state, ctx, request);
+            return self.decide_in(budget, state, ctx, request);
         }
         let state = sessions.entry(ctx.session().to_owned()).or_default();
-        self.decide_in(state, ctx, request)
+        self.decide_in(budget, state, ctx, request)
     }
 
     /// [`decide`](Self::decide) under the session's state.
     fn decide_in(
         &self,
+        budget: Budget,
         state: &mut SessionState,
         ctx: &(impl Authorize + ?Sized),
         request: &Request<'_>,
@@ -234,27 +239,32 @@ impl AuditedDispatch {
         if state.degraded {
             return Some(Early::Degrade(DegradeReason::AlreadyDegraded));
         }
-        if state.calls >= self.budget.max_calls {
+        if state.calls >= budget.max_calls {
             state.degraded = true;
             return Some(Early::Degrade(DegradeReason::BudgetExhausted {
-                max_calls: self.budget.max_calls,
+                max_calls: budget.max_calls,
             }));
         }
         state.calls += 1;
+        let denial = self.decided(ctx, request)?;
+        match self.over_budget(budget, state, denial.reasons(), || denial.to_string()) {
+            Some(degrade) => Some(Early::Degrade(degrade)),
+            None => Some(Early::Denied(denial)),
+        }
+    }
+
+    /// The decider's answer: `None` when the call may run, else its denial.
+    fn decided(&self, ctx: &(impl Authorize + ?Sized), request: &Request<'_>) -> Option<Denial> {
         let decision = ctx.decide_action(&request.action);
         if decision.is_allowed() {
             return None;
         }
-        let denial = Denial::for_action(
+        Some(Denial::for_action(
             ctx.principal(),
             ctx.session(),
             &request.action,
             decision.into_reasons(),
-        );
-        match self.over_budget(state, denial.reasons(), || denial.to_string()) {
-            Some(degrade) => Some(Early::Degrade(degrade)),
-            None => Some(Early::Denied(denial)),
-        }
+        ))
     }
 
     /// Counts a refused call against its session; the degrade if it degraded the session (or
@@ -267,15 +277,13 @@ impl AuditedDispatch {
         let no_role = reasons
             .iter()
             .all(|r| matches!(r, DenyReason::NoRole | DenyReason::UnknownRole { .. }));
-        if no_role {
-            return None;
-        }
+        let budget = self.budget.filter(|_| !no_role)?;
         let mut sessions = lock(&self.sessions);
         let state = sessions.entry(session.to_owned()).or_default();
         if state.degraded {
             return Some(DegradeReason::AlreadyDegraded);
         }
-        self.over_budget(state, reasons, || {
+        self.over_budget(budget, state, reasons, || {
             let text: Vec<String> = reasons.iter().map(ToString::to_string).collect();
             text.join("; ")
         })
@@ -284,6 +292,7 @@ impl AuditedDispatch {
     /// Counts a denial; how the session degrades, when this denial is one too many.
     fn over_budget(
         &self,
+        budget: Budget,
         state: &mut SessionState,
         reasons: &[DenyReason],
         denial: impl FnOnce() -> String,
@@ -292,18 +301,18 @@ impl AuditedDispatch {
         let lacks_permission = reasons
             .iter()
             .any(|r| !matches!(r, DenyReason::UnknownRole { .. } | DenyReason::NoRole));
-        if state.denials <= self.budget.max_denials || !lacks_permission {
+        if state.denials <= budget.max_denials || !lacks_permission {
             return None;
         }
         state.degraded = true;
-        Some(if self.budget.max_denials == 0 {
+        Some(if budget.max_denials == 0 {
             DegradeReason::Denied {
                 denial: denial(),
                 reasons: reasons.to_vec(),
             }
         } else {
             DegradeReason::TooManyDenials {
-                max_denials: self.budget.max_denials,
+                max_denials: budget.max_denials,
             }
         })
     }

@@ -81,9 +81,12 @@ const NO_ROLE: &str = "(none)";
 /// `context.peer`) are your handler's own code and are not intercepted here; `capability proxy`
 /// governs those of a server it does not trust.
 ///
-/// The audited dispatch applies its per-session budget: a server usually wants one with room
-/// for denials ([`capability_audit::Budget`]), since by default the first denial degrades the
-/// session.
+/// **Budget.** The audited dispatch's per-session budget, if it has one, counts each
+/// session's calls and denials. [`AuditedDispatch::new`] has none, which is what a server
+/// wants: a stdio server has one session for its whole life, and a refused call refuses only
+/// itself. Give one ([`AuditedDispatch::with_budget`], [`capability_audit::Budget`]) only to
+/// cap a session, with room for denials: past it, every call of the session is refused until
+/// [`AuditedDispatch::reset`].
 pub struct GovernedServer<H> {
     inner: H,
     server: Server,
