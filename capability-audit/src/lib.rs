@@ -14,6 +14,8 @@
 //!   (with signed checkpoints between the records); [`verify`]: reading and verifying a JSON
 //!   Lines trail byte for byte, and against the checkpoint key.
 //! - [`checkpoint`]: signed checkpoints and [`verify_chains`], per-writer chains.
+//! - [`calls`]: the records as calls (an intent joined to its outcome); [`summary`]: a trail
+//!   summed up for people (what its records are, its sessions).
 //! - [`dispatch`]: `AuditedDispatch` (fail-closed by itself; one record per call, even a
 //!   panicked or cancelled one) and `Caller`; [`budget`]: budgets and degrade.
 //! - [`redact`]: sensitive fields; [`key`]: the secret key of the trail's digests;
@@ -35,12 +37,13 @@ pub mod record;
 pub mod redact;
 mod scratch;
 pub mod sink;
+pub mod summary;
 pub mod time;
 pub mod trace;
 pub mod verify;
 
 pub use budget::{Budget, DegradeReason, OnAuditFailure, Outcome};
-pub use calls::{Unfinished, unfinished_calls};
+pub use calls::{Call, Unfinished, join_calls, unfinished_calls};
 pub use chain::ChainHead;
 pub use checkpoint::{
     ChainProblem, ChainsReport, Checkpoint, CheckpointEvery, CheckpointSchedule, CheckpointSigner,
@@ -57,6 +60,7 @@ pub use record::{AuditRecord, GENESIS, Phase, Principal, Verdict};
 pub use redact::redact_sensitive;
 pub(crate) use sink::SinkKey;
 pub use sink::{AuditSink, MemorySink};
+pub use summary::{SessionSummary, TrailCounts, sessions};
 pub use time::utc_now;
 pub use verify::{
     ProblemKind, TrailProblem, VerifyReport, read_jsonl, verify_jsonl,

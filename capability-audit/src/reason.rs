@@ -79,6 +79,22 @@ pub struct Consent {
     pub by: String,
 }
 
+impl fmt::Display for Consent {
+    /// `approved by alice (approval a1)`, `within grant g-7 of alice`, or `confirmed by the
+    /// client's human through elicitation (<by>; not signed)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            ConsentKind::Signed => write!(f, "approved by {} (approval {})", self.by, self.id),
+            ConsentKind::Granted => write!(f, "within grant {} of {}", self.id, self.by),
+            ConsentKind::Elicited => write!(
+                f,
+                "confirmed by the client's human through elicitation ({}; not signed)",
+                self.by
+            ),
+        }
+    }
+}
+
 /// The code of a degrade, an audit failure and an invalid request.
 const DEGRADED: &str = "degraded";
 const AUDIT_FAILED: &str = "audit_failed";
@@ -127,14 +143,7 @@ impl Reason {
     /// assert_eq!(reason.as_json()["approver"], "alice");
     /// ```
     pub fn consent(consent: &Consent) -> Reason {
-        let message = match consent.kind {
-            ConsentKind::Signed => format!("approved by {} (approval {})", consent.by, consent.id),
-            ConsentKind::Granted => format!("within grant {} of {}", consent.id, consent.by),
-            ConsentKind::Elicited => format!(
-                "confirmed by the client's human through elicitation ({}; not signed)",
-                consent.by
-            ),
-        };
+        let message = consent.to_string();
         let mut object = Map::new();
         object.insert(
             "reason".to_owned(),
@@ -144,6 +153,31 @@ impl Reason {
         object.insert("approver".to_owned(), Value::String(consent.by.clone()));
         object.insert("message".to_owned(), Value::String(message));
         Reason(Value::Object(object))
+    }
+
+    /// The consent this reason records, when it is one ([`Reason::consent`]): who let the call
+    /// through, and by which approval or grant.
+    ///
+    /// ```
+    /// use capability::audit::{Consent, ConsentKind, Reason};
+    ///
+    /// let consent = Consent { kind: ConsentKind::Granted, id: "g-7".into(), by: "alice".into() };
+    /// assert_eq!(Reason::consent(&consent).as_consent(), Some(consent));
+    /// assert_eq!(Reason::text("approved by alice").as_consent(), None);
+    /// ```
+    pub fn as_consent(&self) -> Option<Consent> {
+        let kind = match self.code() {
+            "signed" => ConsentKind::Signed,
+            "granted" => ConsentKind::Granted,
+            "elicited" => ConsentKind::Elicited,
+            _ => return None,
+        };
+        let field = |name: &str| Some(self.0.get(name)?.as_str()?.to_owned());
+        Some(Consent {
+            kind,
+            id: field("approval_id")?,
+            by: field("approver")?,
+        })
     }
 
     /// The request could not be recorded or decided as it came.

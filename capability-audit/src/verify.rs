@@ -37,6 +37,9 @@ pub struct VerifyReport {
     /// was killed while they ran, or they are running): not a break of the trail, but calls
     /// whose effect nobody recorded.
     pub unfinished: Vec<Unfinished>,
+    /// What the intact records are (calls that ran, refused, events) and the checkpoints read:
+    /// `records` and `audit stats`' calls, side by side.
+    pub counts: TrailCounts,
 }
 
 impl VerifyReport {
@@ -79,6 +82,20 @@ pub enum ProblemKind {
         /// The `seq` it has.
         found_seq: u64,
     },
+}
+
+impl ProblemKind {
+    /// `torn_tail`, `malformed`, `not_canonical`, `duplicate_key`, `edited` or `chain_broken`.
+    pub const fn code(&self) -> &'static str {
+        match self {
+            ProblemKind::TornTail => "torn_tail",
+            ProblemKind::Malformed(_) => "malformed",
+            ProblemKind::NotCanonical => "not_canonical",
+            ProblemKind::DuplicateKey(_) => "duplicate_key",
+            ProblemKind::Edited => "edited",
+            ProblemKind::ChainBroken { .. } => "chain_broken",
+        }
+    }
 }
 
 impl fmt::Display for TrailProblem {
@@ -189,6 +206,7 @@ fn scan(
         problem: None,
         chain_problems: Vec::new(),
         unfinished: Vec::new(),
+        counts: TrailCounts::default(),
     };
     let mut bytes = Vec::new();
     let mut number = 0u64;
@@ -224,6 +242,7 @@ fn scan(
         }
     }
     report.unfinished = unfinished_calls(&intact);
+    report.counts = TrailCounts::of(&intact, report.checkpoints.len());
     if let Some(key) = key {
         let mut checkpoints = report.checkpoints.clone();
         checkpoints.extend_from_slice(kept);

@@ -9,6 +9,7 @@
 //! capability db migrate state.db                         # or postgres://user@host/db
 //! capability audit verify state.db --key alice.pub       # every writer's chain, checkpoints
 //! capability audit stats state.db                        # mcp_daily_stats
+//! capability audit sessions state.db                     # who called, when, how it went
 //! capability audit replay state.db --session s-1          # one session's calls, in order
 //! capability proxy --policy p.toml --role viewer --server fs --audit trail.jsonl -- node fs.js
 //! capability proposals state.db                         # calls a gateway holds for approval
@@ -144,8 +145,18 @@ enum AuditCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The sessions: principal, role, first and last call, calls allowed, denied, held for an
+    /// approval, approved and failed.
+    Sessions {
+        /// The trail: a `.jsonl` file, a SQLite database path, or `postgres://...`.
+        #[arg(value_name = "PATH_OR_URL")]
+        target: String,
+        /// Print JSON on standard output.
+        #[arg(long)]
+        json: bool,
+    },
     /// One session's tool calls in order: step, tool, verdict, redacted input, output digest
-    /// and size, latency.
+    /// and size, latency, who approved it.
     Replay {
         /// The trail: a `.jsonl` file, a SQLite database path, or `postgres://...`.
         #[arg(value_name = "PATH_OR_URL")]
@@ -286,6 +297,9 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             audit::verify(&target, key.as_deref(), json, out)
         }
         Command::Audit(AuditCommand::Stats { target, json }) => audit::stats(&target, json, out),
+        Command::Audit(AuditCommand::Sessions { target, json }) => {
+            replay::sessions(&target, json, out)
+        }
         Command::Audit(AuditCommand::Replay {
             target,
             session,

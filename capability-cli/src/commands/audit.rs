@@ -1,10 +1,10 @@
 //! `capability audit verify`, `capability audit stats` and `capability db migrate`: a trail in
 //! a JSON Lines file, a SQLite database or PostgreSQL.
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::Path;
 
-use capability::audit::{ChainsReport, VerifyReport};
+use capability::audit::{AuditRecord, ChainsReport, TrailCounts, VerifyReport};
 use capability::gate::PublicKey;
 use capability_store::{DailyStats, RowProblem, Store, TargetKind, target_kind};
 use serde_json::json;
@@ -46,6 +46,32 @@ fn open_to_migrate(target: &str) -> Result<Box<dyn Store>, Failure> {
     capability_store::open(target).map_err(|e| Failure::input(e.to_string()))
 }
 
+/// Every record of a trail: a JSON Lines file in file order, up to its first bad record (said
+/// on standard error: `what` covers less, e.g. `the replay covers`); a database by time,
+/// writer and seq. With the JSON Lines file's report.
+pub(crate) fn read(
+    target: &str,
+    what: &str,
+) -> Result<(Vec<AuditRecord>, Option<VerifyReport>), Failure> {
+    if target_kind(target) != TargetKind::Jsonl {
+        let mut records = open(target)?
+            .read_trail()
+            .map_err(|e| Failure::input(e.to_string()))?
+            .records;
+        records.sort_by(|a, b| (&a.time, &a.writer, a.seq).cmp(&(&b.time, &b.writer, b.seq)));
+        return Ok((records, None));
+    }
+    let (records, report) =
+        capability::audit::read_jsonl(target).map_err(|e| Failure::input(e.to_string()))?;
+    if let Some(problem) = &report.problem {
+        out::note(format_args!(
+            "capability: {target}: {problem}; {what} the {} records before it",
+            report.records
+        ));
+    }
+    Ok((records, Some(report)))
+}
+
 fn public_key(path: &Path) -> Result<PublicKey, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
@@ -76,10 +102,12 @@ pub fn verify(target: &str, key: Option<&Path>, json: bool, out: &mut Out) -> Re
                 .map_err(|e| Failure::input(e.to_string()))?;
             let report =
                 capability::audit::verify_chains(&trail.records, &trail.checkpoints, verifier);
+            let counts = TrailCounts::of(&trail.records, trail.checkpoints.len());
+            let rows = (&trail.problems[..], counts);
             print_chains(
                 &store.describe(),
                 &report,
-                &trail.problems,
+                rows,
                 verifier.is_some(),
                 json,
                 out,
@@ -97,9 +125,10 @@ fn print_jsonl(
 ) -> Result<u8, Failure> {
     let code = u8::from(!report.is_intact());
     if json {
-        let problem = report.problem.as_ref().map(
-            |p| json!({ "line": p.line, "kind": kind_name(&p.kind), "message": p.to_string() }),
-        );
+        let problem = report
+            .problem
+            .as_ref()
+            .map(|p| json!({ "line": p.line, "kind": p.kind.code(), "message": p.to_string() }));
         let chain: Vec<String> = report
             .chain_problems
             .iter()
@@ -113,15 +142,16 @@ fn print_jsonl(
             "checkpoints_verified": keyed,
             "problem": problem,
             "chain_problems": chain,
-            "unfinished": unfinished_json(&report.unfinished),
+            "unfinished": report.unfinished,
+            "counts": report.counts,
         }))?;
         return Ok(code);
     }
     match &report.problem {
         None if report.chain_problems.is_empty() => writeln!(
             out,
-            "{target}: {} records, chain intact{}",
-            report.records,
+            "{target}: {}; chain intact{}",
+            report.counts,
             if keyed {
                 format!(", {} signed checkpoints verified", report.checkpoints.len())
             } else {
@@ -144,34 +174,20 @@ fn print_jsonl(
     Ok(code)
 }
 
-fn unfinished_json(calls: &[capability::audit::Unfinished]) -> Vec<serde_json::Value> {
-    calls
-        .iter()
-        .map(|c| {
-            json!({
-                "writer": c.writer, "seq": c.seq, "call_id": c.call_id, "tool": c.tool,
-                "session": c.session, "time": c.time,
-                "status": "started, no outcome recorded",
-            })
-        })
-        .collect()
-}
-
 fn checkpoint_hint(checkpoints: usize) -> String {
     if checkpoints == 0 {
         String::new()
     } else {
-        format!(
-            " ({checkpoints} checkpoints not verified: give the signer's public key with --key \
-             to detect a cut-off tail or a recomputed chain)"
-        )
+        " (checkpoints not verified: give the signer's public key with --key to detect a \
+         cut-off tail or a recomputed chain)"
+            .to_owned()
     }
 }
 
 fn print_chains(
     describe: &str,
     report: &ChainsReport,
-    rows: &[RowProblem],
+    (rows, counts): (&[RowProblem], TrailCounts),
     keyed: bool,
     json: bool,
     out: &mut Out,
@@ -188,7 +204,7 @@ fn print_chains(
                     "records": w.records,
                     "checkpointed": w.checkpointed,
                     "problems": w.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
-                    "unfinished": unfinished_json(&w.unfinished),
+                    "unfinished": w.unfinished,
                 })
             })
             .collect();
@@ -208,6 +224,7 @@ fn print_chains(
             "checkpoints_verified": keyed,
             "writers": writers,
             "rows": rows,
+            "counts": counts,
         }))?;
         return Ok(code);
     }
@@ -247,9 +264,8 @@ fn print_chains(
     }
     writeln!(
         out,
-        "{describe}: {} writers, {} records, {}",
+        "{describe}: {} writers, {counts}; {}",
         report.writers.len(),
-        report.records(),
         if intact {
             "every chain intact"
         } else if report.is_intact() {
@@ -267,99 +283,78 @@ fn print_chains(
     Ok(code)
 }
 
-fn kind_name(kind: &capability::audit::ProblemKind) -> &'static str {
-    use capability::audit::ProblemKind;
-    match kind {
-        ProblemKind::TornTail => "torn_tail",
-        ProblemKind::Malformed(_) => "malformed",
-        ProblemKind::NotCanonical => "not_canonical",
-        ProblemKind::DuplicateKey(_) => "duplicate_key",
-        ProblemKind::Edited => "edited",
-        ProblemKind::ChainBroken { .. } => "chain_broken",
-    }
-}
-
 /// Per day, role, provider and tool: calls, allowed, denied, errors, degraded, p50/p95 latency
 /// (`mcp_daily_stats` for a database; computed by the same rules for a JSON Lines trail, up to
-/// its first bad record, said so on standard error, exit 1).
+/// its first bad record, said so on standard error, exit 1). The last line says what was
+/// counted: calls, and how they relate to the records `audit verify` counts.
 pub fn stats(target: &str, json: bool, out: &mut Out) -> Result<u8, Failure> {
-    let (rows, records, code) = match target_kind(target) {
+    let (rows, counts, code) = match target_kind(target) {
         TargetKind::Jsonl => {
-            let (records, report) =
-                capability::audit::read_jsonl(target).map_err(|e| Failure::input(e.to_string()))?;
-            if let Some(problem) = &report.problem {
-                out::note(format_args!(
-                    "capability: {target}: {problem}; the statistics cover the {} records \
-                     before it",
-                    report.records
-                ));
-            }
-            let code = u8::from(report.problem.is_some());
-            (DailyStats::from_records(&records), report.records, code)
+            let (records, report) = read(target, "the statistics cover")?;
+            let broken = report.as_ref().is_some_and(|r| r.problem.is_some());
+            let counts = report.map(|r| r.counts);
+            (DailyStats::from_records(&records), counts, u8::from(broken))
         }
         TargetKind::Sqlite | TargetKind::Postgres => {
-            let store = open(target)?;
-            let rows = store
+            let rows = open(target)?
                 .daily_stats()
                 .map_err(|e| Failure::input(e.to_string()))?;
-            let records = rows.iter().map(|r| r.calls).sum();
-            (rows, records, 0)
+            (rows, None, 0)
         }
     };
+    let calls: u64 = rows.iter().map(|r| r.calls).sum();
     if json {
-        out.json(&json!({ "target": target, "records": records, "rows": rows }))?;
+        out.json(&json!({ "target": target, "calls": calls, "counts": counts, "rows": rows }))?;
         return Ok(code);
     }
-    let mut table = vec![
-        [
-            "DAY", "ROLE", "TOOL", "CALLS", "ALLOWED", "DENIED", "ERRORS", "DEGRADED", "P50", "P95",
-        ]
-        .map(str::to_owned),
+    let head = [
+        "DAY", "ROLE", "TOOL", "CALLS", "ALLOWED", "DENIED", "ERRORS", "DEGRADED", "P50", "P95",
     ];
     let ms =
         |v: Option<u64>| v.map_or("-".to_owned(), |us| format!("{:.3} ms", us as f64 / 1000.0));
+    let mut table = vec![head.map(str::to_owned).to_vec()];
     for row in &rows {
         let tool = if row.provider.is_empty() {
             row.tool.clone()
         } else {
             format!("{}/{}", row.provider, row.tool)
         };
-        table.push([
-            escape(&row.day),
-            escape(&row.role),
-            escape(&tool),
-            row.calls.to_string(),
-            row.allowed.to_string(),
-            row.denied.to_string(),
-            row.errors.to_string(),
-            row.degraded.to_string(),
-            ms(row.p50_latency_us),
-            ms(row.p95_latency_us),
-        ]);
+        let counts = [row.calls, row.allowed, row.denied, row.errors, row.degraded];
+        let mut cells = vec![escape(&row.day), escape(&row.role), escape(&tool)];
+        cells.extend(counts.iter().map(u64::to_string));
+        cells.extend([ms(row.p50_latency_us), ms(row.p95_latency_us)]);
+        table.push(cells);
     }
-    let widths: Vec<usize> = (0..10)
-        .map(|c| {
-            table
-                .iter()
-                .map(|r| r[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in &table {
+    print_table(out, &table, 3)?;
+    match counts {
+        Some(counts) => writeln!(out, "\n{target}: {counts}")?,
+        None => writeln!(
+            out,
+            "\n{target}: {calls} calls (every record but an outcome: a call that ran is two \
+             records, its intent and its outcome, and `audit verify` counts both)"
+        )?,
+    }
+    Ok(code)
+}
+
+/// A table: each column as wide as its widest cell; columns from `right` on aligned right.
+pub(crate) fn print_table(out: &mut Out, table: &[Vec<String>], right: usize) -> io::Result<()> {
+    let width = |c: usize| table.iter().map(|r| r[c].chars().count()).max();
+    let widths: Vec<usize> = (0..table[0].len()).filter_map(width).collect();
+    for row in table {
         let cells: Vec<String> = row
             .iter()
+            .zip(&widths)
             .enumerate()
-            .map(|(c, cell)| {
-                if c >= 3 {
-                    format!("{cell:>w$}", w = widths[c])
+            .map(|(c, (cell, &w))| {
+                if c >= right {
+                    format!("{cell:>w$}")
                 } else {
-                    format!("{cell:<w$}", w = widths[c])
+                    format!("{cell:<w$}")
                 }
             })
             .collect();
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
-    writeln!(out, "\n{records} records from {target}")?;
-    Ok(code)
+    Ok(())
 }

@@ -1,42 +1,60 @@
-//! `capability audit replay`: one session's calls in order, each intent joined to its outcome,
-//! from a JSON Lines file or a database.
+//! A trail read for a person: `capability audit sessions` (who called, when, how it went) and
+//! `capability audit replay` (one session's calls in order, each intent joined to its outcome,
+//! with the human's consent that let it run), from a JSON Lines file or a database.
 
 use std::io::Write;
 
+use capability::audit::{Call, join_calls};
 use capability_gateway::escape::escape;
-use capability_store::{TargetKind, target_kind};
 use serde_json::json;
 
 use crate::Failure;
-use crate::commands::audit::open;
+use crate::commands::audit::{print_table, read};
 use crate::out::{self, Out};
+
+/// The sessions of a trail, by their first call: principal, role, first and last call time,
+/// and the calls (allowed, denied, held for an approval, approved, failed). Exit 1 for a
+/// broken JSON Lines trail (listed up to its first bad record).
+pub fn sessions(target: &str, json: bool, out: &mut Out) -> Result<u8, Failure> {
+    let (records, report) = read(target, "the list covers")?;
+    let code = u8::from(report.is_some_and(|r| r.problem.is_some()));
+    let sessions = capability::audit::sessions(&records);
+    if json {
+        out.json(&json!({ "target": target, "sessions": sessions }))?;
+        return Ok(code);
+    }
+    let head = "SESSION PRINCIPAL ROLE FIRST LAST CALLS ALLOWED DENIED HELD APPROVED FAILED";
+    let mut table = vec![head.split(' ').map(str::to_owned).collect::<Vec<_>>()];
+    for s in &sessions {
+        let listed = |names: &[String]| match names.join(", ") {
+            none if none.is_empty() => "-".to_owned(),
+            names => escape(&names),
+        };
+        let mut row = vec![escape(&s.session), listed(&s.principals), listed(&s.roles)];
+        row.extend([escape(&s.first), escape(&s.last)]);
+        let refused = s.denied + s.degraded + s.audit_failed;
+        let counts = [s.calls, s.allowed, refused, s.held, s.approved, s.failed];
+        row.extend(counts.iter().map(u64::to_string));
+        table.push(row);
+    }
+    print_table(out, &table, 5)?;
+    writeln!(
+        out,
+        "\n{} sessions in {target} (DENIED: refused by the policy, a spent budget or an \
+         unwritable trail; HELD among them: refused until a human approves; replay one with \
+         `capability audit replay {target} --session <SESSION>`)",
+        sessions.len()
+    )?;
+    Ok(code)
+}
 
 /// One session's tool calls, in order (a JSON Lines trail in file order; a database by time,
 /// writer and seq): step, tool, verdict, the redacted input, the output's keyed digest and size,
-/// latency. A broken JSON Lines trail is replayed up to its first bad record, said so on
-/// standard error, exit 1; a session with no call is exit 1 too.
+/// latency, and who approved it. A broken JSON Lines trail is replayed up to its first bad
+/// record, said so on standard error, exit 1; a session with no call is exit 1 too.
 pub fn replay(target: &str, session: &str, json: bool, out: &mut Out) -> Result<u8, Failure> {
-    let (mut records, broken) = match target_kind(target) {
-        TargetKind::Jsonl => {
-            let (records, report) =
-                capability::audit::read_jsonl(target).map_err(|e| Failure::input(e.to_string()))?;
-            if let Some(problem) = &report.problem {
-                out::note(format_args!(
-                    "capability: {target}: {problem}; the replay covers the {} records before it",
-                    report.records
-                ));
-            }
-            (records, report.problem.is_some())
-        }
-        TargetKind::Sqlite | TargetKind::Postgres => {
-            let trail = open(target)?
-                .read_trail()
-                .map_err(|e| Failure::input(e.to_string()))?;
-            let mut records = trail.records;
-            records.sort_by(|a, b| (&a.time, &a.writer, a.seq).cmp(&(&b.time, &b.writer, b.seq)));
-            (records, false)
-        }
-    };
+    let (mut records, report) = read(target, "the replay covers")?;
+    let broken = report.is_some_and(|r| r.problem.is_some());
     records.retain(|r| r.session == session);
     if records.is_empty() {
         out::note(format_args!(
@@ -45,32 +63,14 @@ pub fn replay(target: &str, session: &str, json: bool, out: &mut Out) -> Result<
         ));
     }
     let code = u8::from(broken || records.is_empty());
-    let calls = calls(&records);
+    let calls = join_calls(&records);
     if json {
-        let calls: Vec<serde_json::Value> = calls
-            .iter()
-            .map(|c| {
-                let (r, end) = (c.first, c.outcome.unwrap_or(c.first));
-                json!({
-                    "time": r.time, "writer": r.writer, "seq": r.seq, "call_id": r.call_id,
-                    "method": r.method, "agent": r.agent, "role": r.role, "step": r.step,
-                    "incident_id": r.incident_id, "provider": r.provider, "tool": r.tool,
-                    "verdict": r.verdict,
-                    "reasons": r.reasons.iter()
-                        .chain(c.outcome.map_or(&[][..], |o| o.reasons.as_slice()))
-                        .map(|x| x.message())
-                        .collect::<Vec<_>>(),
-                    "input": r.input, "output_digest": end.output_digest,
-                    "output_size": end.output_size, "latency_us": end.latency_us,
-                    "success": end.success, "error": end.error, "status": c.status(),
-                })
-            })
-            .collect();
+        let calls: Vec<serde_json::Value> = calls.iter().map(call_json).collect();
         out.json(&json!({ "target": target, "session": session, "calls": calls }))?;
         return Ok(code);
     }
     for (n, call) in calls.iter().enumerate() {
-        let (r, end) = (call.first, call.outcome.unwrap_or(call.first));
+        let (r, end) = (call.first, call.end());
         let tool = match &r.provider {
             Some(provider) => format!("{provider}/{}", r.tool),
             None => r.tool.clone(),
@@ -83,17 +83,17 @@ pub fn replay(target: &str, session: &str, json: bool, out: &mut Out) -> Result<
             Ok(serde_json::Value::String(v)) => v,
             _ => String::new(),
         };
-        let reasons: Vec<&str> = r
-            .reasons
-            .iter()
-            .chain(call.outcome.map_or(&[][..], |o| o.reasons.as_slice()))
+        let consent = call.consent();
+        let reasons: Vec<&str> = call
+            .reasons()
+            .into_iter()
+            .filter(|x| x.as_consent().is_none())
             .map(|x| x.message())
             .collect();
         let outcome = match (&end.error, &end.output_digest, end.output_size) {
             _ if call.started_only() => "started, no outcome recorded".to_owned(),
             (Some(error), _, _) => format!("error: {error}"),
             (None, Some(digest), Some(size)) => format!("output {size} B {digest}"),
-            _ if reasons.is_empty() => String::new(),
             _ => reasons.join("; "),
         };
         let latency = end
@@ -113,62 +113,27 @@ pub fn replay(target: &str, session: &str, json: bool, out: &mut Out) -> Result<
             escape(&outcome)
         )?;
         writeln!(out, "     input {}", escape(&r.input.to_string()))?;
+        if let Some(consent) = consent {
+            writeln!(out, "     consent: {}", escape(&consent.to_string()))?;
+        }
     }
     Ok(code)
 }
 
-/// One call of a replay: its first record (the intent, or the one record of a call that did
-/// not run) and its outcome, when the call ran and it was recorded.
-struct Call<'a> {
-    first: &'a capability::audit::AuditRecord,
-    outcome: Option<&'a capability::audit::AuditRecord>,
-}
-
-impl Call<'_> {
-    /// An intent without an outcome.
-    fn started_only(&self) -> bool {
-        self.first.phase == Some(capability::audit::Phase::Intent) && self.outcome.is_none()
-    }
-
-    fn status(&self) -> &'static str {
-        if self.started_only() {
-            "started, no outcome recorded"
-        } else if self.outcome.is_some() || self.first.phase.is_none() {
-            "recorded"
-        } else {
-            "outcome without its intent"
-        }
-    }
-}
-
-/// The records as calls: each outcome joined to its intent (same writer and call id).
-fn calls(records: &[capability::audit::AuditRecord]) -> Vec<Call<'_>> {
-    use capability::audit::Phase;
-    let mut calls: Vec<Call<'_>> = Vec::new();
-    let mut open: std::collections::HashMap<(&str, &str), usize> = std::collections::HashMap::new();
-    for record in records {
-        let key = record
-            .call_id
-            .as_deref()
-            .map(|id| (record.writer.as_str(), id));
-        match (record.phase, key) {
-            (Some(Phase::Outcome), Some(key)) if open.contains_key(&key) => {
-                if let Some(i) = open.remove(&key) {
-                    calls[i].outcome = Some(record);
-                }
-            }
-            (Some(Phase::Intent), Some(key)) => {
-                open.insert(key, calls.len());
-                calls.push(Call {
-                    first: record,
-                    outcome: None,
-                });
-            }
-            _ => calls.push(Call {
-                first: record,
-                outcome: None,
-            }),
-        }
-    }
-    calls
+/// A call of a replay, as JSON.
+fn call_json(c: &Call<'_>) -> serde_json::Value {
+    let (r, end) = (c.first, c.end());
+    let consent = c
+        .consent()
+        .map(|c| json!({ "kind": c.kind, "id": c.id, "by": c.by }));
+    let reasons: Vec<&str> = c.reasons().into_iter().map(|x| x.message()).collect();
+    json!({
+        "time": r.time, "writer": r.writer, "seq": r.seq, "call_id": r.call_id,
+        "method": r.method, "agent": r.agent, "role": r.role, "step": r.step,
+        "principal": r.principal, "incident_id": r.incident_id, "provider": r.provider,
+        "tool": r.tool, "verdict": r.verdict, "reasons": reasons, "consent": consent,
+        "input": r.input, "output_digest": end.output_digest, "output_size": end.output_size,
+        "latency_us": end.latency_us, "success": end.success, "error": end.error,
+        "status": c.status(),
+    })
 }
