@@ -83,6 +83,9 @@ struct FileState {
     closed: bool,
 }
 
+/// How the error of [`JsonlSink::open`] starts when another writer has the trail open.
+pub const TAKEN: &str = "another writer has this trail open";
+
 impl JsonlSink {
     /// Opens (or creates) a trail for appending. An existing trail is verified first, and a
     /// broken one is refused: appending would hide where it broke.
@@ -130,12 +133,11 @@ impl JsonlSink {
         } {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(fail(
-                    "another writer has this trail open: a JSON Lines trail has one writer at \
-                     a time (two would both extend the chain from its last record and break \
-                     it); stop the other writer, or give this one a trail of its own"
-                        .to_owned(),
-                ));
+                return Err(fail(format!(
+                    "{TAKEN}: a JSON Lines trail has one writer at a time (two would both \
+                     extend the chain from its last record and break it); stop the other \
+                     writer, or give this one a trail of its own"
+                )));
             }
             Err(std::fs::TryLockError::Error(e)) => {
                 return Err(fail(format!("cannot lock it for writing: {e}")));

@@ -5,7 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use capability::audit::{AuditSink, CheckpointEvery, CheckpointSigner, FlushPolicy, JsonlSink};
+use capability::audit::jsonl::TAKEN;
+use capability::audit::{
+    AuditError, AuditSink, CheckpointEvery, CheckpointSigner, FlushPolicy, JsonlSink,
+};
 use capability::gate::SecretKey;
 use capability_store::{SinkOptions, TargetKind, redact_url, target_kind};
 
@@ -34,7 +37,9 @@ pub fn checkpoint_key(path: &Path) -> Result<Arc<dyn CheckpointSigner>, GatewayE
 ///
 /// A JSON Lines file holds one writer's chain, so its writer is stable across runs:
 /// `proxy:<server>/<role>`; the file is locked while the proxy runs, so a second proxy given
-/// the same file is refused. A store keeps one chain per writer, and two live writers must not
+/// the same file is refused, and so is another role's (its chain is another writer's): the
+/// error says which stores take many writers, and how to make one. A store keeps one chain
+/// per writer, and two live writers must not
 /// share one: there the writer also names this process and its start,
 /// `proxy:<server>/<role>/<pid>-<start>`. A store must exist and be migrated (`capability db
 /// migrate`): the proxy creates no database.
@@ -56,9 +61,25 @@ fn opened(
     let writer = format!("proxy:{server}/{role}");
     match target_kind(target) {
         TargetKind::Jsonl => {
+            let one_writer = |e: String| {
+                format!(
+                    "cannot open the audit trail {target}: {e}. A JSON Lines trail takes one \
+                     writer (one role of one gateway or proxy): give each its own file, or \
+                     give them all a store that takes many writers, SQLite on one host or \
+                     PostgreSQL across hosts: `capability db migrate state.db`, then `--audit \
+                     state.db` (or `capability db migrate postgres://user@host/db`, then \
+                     `--audit postgres://user@host/db`)"
+                )
+            };
             let mut sink = JsonlSink::open(target, FlushPolicy::EveryRecord)
-                .and_then(|sink| sink.with_writer(writer))
-                .map_err(|e| format!("cannot open the audit trail {target}: {e}"))?;
+                .map_err(|e| match &e {
+                    AuditError::Io { message, .. } if message.starts_with(TAKEN) => {
+                        one_writer(e.to_string())
+                    }
+                    _ => format!("cannot open the audit trail {target}: {e}"),
+                })?
+                .with_writer(writer)
+                .map_err(|e| one_writer(e.to_string()))?;
             if let Some(signer) = signer {
                 sink = sink.with_checkpoints(signer, CheckpointEvery::default());
             }
