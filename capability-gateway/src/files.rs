@@ -52,7 +52,7 @@ pub fn create_new(path: &Path, mode: u32) -> Result<File, WriteError> {
 /// error that says to give `--force`.
 ///
 /// ```
-/// use capability_cli::files::write;
+/// use capability_gateway::files::write;
 ///
 /// # let dir = std::env::temp_dir().join(format!("files-doc-{}", std::process::id()));
 /// # std::fs::create_dir_all(&dir)?;

@@ -1,7 +1,7 @@
 //! `capability init`: a governed fleet from the `mcpServers` JSON an operator already has.
-//! Its servers become the policy's `[servers]` ([`servers_json`], [`written`]), each is started
+//! Its servers become the policy's `[servers]` ([`servers_json`], `written.rs`), each is started
 //! and its tools pinned in one lockfile, and what each role would then see is checked
-//! ([`check`](crate::check)), with what each server claims of each tool: the operator reviews
+//! ([`check`](crate::check())), with what each server claims of each tool: the operator reviews
 //! claims instead of guessing them.
 
 pub mod servers_json;

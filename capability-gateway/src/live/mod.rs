@@ -234,7 +234,7 @@ const NOT_MCP_BYTES: usize = 200;
 ///
 /// let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
 /// let args = [OsString::from("-y"), OsString::from("@modelcontextprotocol/server-memory")];
-/// let live = runtime.block_on(capability_cli::supervise::list_server_tools(
+/// let live = runtime.block_on(capability_gateway::live::list_server_tools(
 ///     "npx".as_ref(),
 ///     &args,
 ///     &[],

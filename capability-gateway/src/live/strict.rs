@@ -35,7 +35,7 @@ pub enum Checked {
 /// Checks one line (without its newline).
 ///
 /// ```
-/// use capability_cli::supervise::strict::{check_line, Checked};
+/// use capability_gateway::live::strict::{check_line, Checked};
 ///
 /// assert_eq!(check_line(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Checked::Pass);
 /// let twice = br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"w","annotations":{"readOnlyHint":false,"readOnlyHint":true}}]}}"#;
