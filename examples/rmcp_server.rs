@@ -19,8 +19,11 @@
 //!   `viewer-demo-token` (viewer). A request without a token, or with a token not in the table,
 //!   has no role: it lists no tool and every call is refused.
 //! - `--audit <path>`: the JSON Lines audit trail, one hash-chained record per call, allowed or
-//!   refused (default: `capability-rmcp-server-audit.jsonl` in the system's temporary
-//!   directory). Check it with `capability audit verify <path>`.
+//!   refused. Default: a trail of this process alone, `capability-rmcp-server-<role>-<pid>.jsonl`
+//!   (`http` for the role over HTTP) in the system's temporary directory, printed at startup: a
+//!   JSON Lines trail has one writer, so a second server (another role, the same one) never
+//!   finds the default taken; give `--audit` to keep one trail across runs. Check it with
+//!   `capability audit verify <path>`.
 //! - `--checkpoint-key <path>`: a secret key from `capability keygen`; the trail's writer signs
 //!   a checkpoint every 1,000 records or 10 seconds and when the server stops, so `capability
 //!   audit verify <path> --key <path>.pub` finds records cut off its end.
@@ -40,7 +43,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use capability::audit::{AuditedDispatch, Budget, CheckpointEvery, FlushPolicy, JsonlSink};
+use capability::audit::{AuditedDispatch, CheckpointEvery, FlushPolicy, JsonlSink};
 use capability::gate::SecretKey;
 use capability::{Policy, Registry, Server};
 // In your crate: `capability = { features = ["rmcp-server"] }` and `capability::rmcp::...`.
@@ -65,8 +68,9 @@ const DEMO_TOKENS: [(&str, &str); 2] = [
 ];
 /// The environment variable with more of the bearer-token table: `token=role,token=role`.
 const TOKENS_ENV: &str = "RMCP_SERVER_TOKENS";
-/// The name of the audit trail in the temporary directory, without `--audit`.
-const DEFAULT_AUDIT: &str = "capability-rmcp-server-audit.jsonl";
+/// The start of the audit trail's name in the temporary directory, without `--audit`: the
+/// role (or `http`) and the process id follow, so two servers never share it.
+const DEFAULT_AUDIT: &str = "capability-rmcp-server";
 
 const USAGE: &str =
     "usage: rmcp_server [--role <role> | --http <address> [--token <token>=<role>]...]
@@ -272,9 +276,26 @@ fn parse(
         }
         (None, None, _) => return Err("give --role <role> (stdio) or --http <address>".to_owned()),
     };
+    // A trail has one writer: the default is this process's own.
+    let default_audit = || {
+        let who = match &mode {
+            Mode::Stdio { role } => role.as_str(),
+            Mode::Http { .. } | Mode::Manifests => "http",
+        };
+        // A role's name is the policy's: anything but a letter, digit, `-` or `_` becomes `_`.
+        let who: String = who
+            .chars()
+            .map(|c| match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
+                _ => '_',
+            })
+            .collect();
+        let name = format!("{DEFAULT_AUDIT}-{who}-{}.jsonl", std::process::id());
+        std::env::temp_dir().join(name)
+    };
     Ok(Options {
+        audit: audit.unwrap_or_else(default_audit),
         mode,
-        audit: audit.unwrap_or_else(|| std::env::temp_dir().join(DEFAULT_AUDIT)),
         policy,
         journal,
         checkpoint_key,
@@ -411,12 +432,9 @@ fn run(options: Options) -> Result<(), Failure> {
         sink = sink.with_checkpoints(signer, CheckpointEvery::default());
     }
     eprintln!("rmcp_server: audit trail {}", options.audit.display());
-    // A server's sessions live long: room for many calls, and for denials (by default the
-    // first denial would degrade the session).
-    let dispatch = Arc::new(AuditedDispatch::new(Arc::new(sink)).with_budget(Budget {
-        max_calls: 100_000,
-        max_denials: 10_000,
-    }));
+    // No budget (`AuditedDispatch::new`'s default): a server's sessions are its clients', as
+    // long as they live, and a refused call refuses only itself.
+    let dispatch = Arc::new(AuditedDispatch::new(Arc::new(sink)));
     let ops = Ops {
         journal: options.journal.map(Arc::new),
     };

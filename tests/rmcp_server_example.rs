@@ -578,6 +578,48 @@ fn bad_flags_exit_2_with_a_message() {
     assert!(!stderr.contains("secret-without-role"), "{stderr}");
 }
 
+/// Without `--audit`, each server writes a trail of its own (a JSON Lines trail has one
+/// writer): a viewer and an operator served at once both start, and each call is in its
+/// server's trail, `capability-rmcp-server-<role>-<pid>.jsonl` in the temporary directory.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_servers_without_audit_run_at_once_each_on_a_trail_of_its_own() {
+    let scratch = Scratch::new("default_trail");
+    let spawn = |role: &str| {
+        let mut command = tokio::process::Command::new(example());
+        command.args(["--role", role]).env("TMPDIR", &scratch.dir);
+        TokioChildProcess::new(command).expect("spawns the example")
+    };
+    let viewer = ().serve(spawn("viewer")).await.expect("the viewer's server");
+    let operator = ().serve(spawn("operator")).await.expect("the operator's server, at once");
+    assert!(rmcp_call(&viewer, READ_ONLY_TOOL).await.is_ok());
+    assert!(rmcp_call(&operator, READ_ONLY_TOOL).await.is_ok());
+    assert!(rmcp_call(&viewer, HIDDEN_TOOL).await.is_err());
+    let _ = viewer.cancel().await;
+    let _ = operator.cancel().await;
+    let mut trails: Vec<(String, usize)> = std::fs::read_dir(&scratch.dir)
+        .expect("the temporary directory")
+        .map(|entry| entry.expect("an entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
+        .map(|path| {
+            let name = path.file_name().expect("a name").to_string_lossy();
+            let role = name
+                .strip_prefix("capability-rmcp-server-")
+                .and_then(|rest| rest.split('-').next())
+                .unwrap_or_else(|| panic!("an unexpected trail {name}"))
+                .to_owned();
+            let report = capability::audit::verify_jsonl(&path).expect("verifies");
+            assert!(report.is_intact(), "{name}: {report:?}");
+            (role, report.records as usize)
+        })
+        .collect();
+    trails.sort();
+    // Each: a call that ran (its intent and its outcome); the viewer's also one refused.
+    assert_eq!(
+        trails,
+        [("operator".to_owned(), 2), ("viewer".to_owned(), 3)]
+    );
+}
+
 #[test]
 fn stdio_ignores_the_token_table_of_the_environment() {
     let scratch = Scratch::new("stdio_env");
