@@ -5,7 +5,11 @@
 //! does the rest of the caller-independent work: the shown names (`<prefix><name>`) and the
 //! names two servers' tools would share. A shown name claimed by tools of two servers is
 //! withheld from everyone ([`WithheldReason::NameTaken`], reported by [`Fleet::collisions`]):
-//! which one a call would reach must never depend on order. [`Fleet::for_caller`] adds one
+//! which one a call would reach must never depend on order. The [scan](crate::scan)'s fleet
+//! rules run here too, on the shown names: a description naming another server's tool and
+//! telling the agent what to do with it, and two servers' tools whose names or titles differ
+//! only by look-alike characters, are withheld from everyone ([`WithheldReason::Flagged`]);
+//! every finding is on the tool ([`ListedTool::findings`]). [`Fleet::for_caller`] adds one
 //! caller's decision, made on the tool's own manifest (provider = its server, name = its own),
 //! so a policy's `provider/tool` patterns are written for the servers' names, not the shown
 //! ones. [`Fleet::route`] takes a shown name back to its server and tool.
@@ -16,6 +20,7 @@ use capability_core::authz::Authorize;
 use capability_core::manifest::CapabilityManifest;
 
 use crate::listing::Listing;
+use crate::scan::{self, Finding};
 use crate::visibility::{ListedTool, Visibility, WithheldReason};
 
 /// One server of a fleet.
@@ -32,7 +37,8 @@ pub struct Route<'a> {
     pub server: &'a str,
     /// The tool's own name, as the server lists it.
     pub tool: &'a str,
-    /// The tool, with the reasons no caller sees it (drift, a duplicate or taken name).
+    /// The tool, with the reasons no caller sees it (drift, the scan, a duplicate or taken
+    /// name).
     pub listed: &'a ListedTool,
 }
 
@@ -72,8 +78,9 @@ pub struct Fleet {
     members: Vec<Member>,
     /// Shown name to (member, tool index); a taken name maps to its first claimant.
     by_shown: HashMap<String, (usize, usize)>,
-    /// Per member, the tools withheld for a taken name, with the reason.
-    taken: Vec<HashMap<usize, WithheldReason>>,
+    /// Per member, its listing's tools with the fleet's reasons (a taken name, the scan's
+    /// fleet rules) and findings added.
+    tools: Vec<Vec<ListedTool>>,
     collisions: Vec<Collision>,
 }
 
@@ -149,10 +156,29 @@ impl Fleet {
                 collisions.push(Collision { shown, tools });
             }
         }
+        let mut tools: Vec<Vec<ListedTool>> = members
+            .iter()
+            .enumerate()
+            .map(|(m, member)| {
+                member
+                    .listing
+                    .tools()
+                    .iter()
+                    .enumerate()
+                    .map(|(t, listed)| match taken[m].remove(&t) {
+                        Some(reason) => listed.clone().withheld(reason),
+                        None => listed.clone(),
+                    })
+                    .collect()
+            })
+            .collect();
+        for (m, t, findings) in fleet_findings(&members) {
+            tools[m][t] = tools[m][t].clone().flagged(findings);
+        }
         Ok(Fleet {
             members,
             by_shown,
-            taken,
+            tools,
             collisions,
         })
     }
@@ -182,7 +208,7 @@ impl Fleet {
     pub fn route(&self, shown: &str) -> Option<Route<'_>> {
         let &(m, t) = self.by_shown.get(shown)?;
         let member = &self.members[m];
-        let listed = &member.listing.tools()[t];
+        let listed = &self.tools[m][t];
         Some(Route {
             server: member.listing.server(),
             tool: listed.manifest().name(),
@@ -195,16 +221,11 @@ impl Fleet {
     pub fn for_caller(&self, decider: &(impl Authorize + ?Sized)) -> FleetView {
         let mut tools = Vec::new();
         for (m, member) in self.members.iter().enumerate() {
-            let seen = member.listing.for_caller(decider);
-            for (t, listed) in seen.tools().iter().enumerate() {
-                let listed = match self.taken[m].get(&t) {
-                    Some(reason) => listed.clone().withheld(reason.clone()),
-                    None => listed.clone(),
-                };
+            for listed in &self.tools[m] {
                 tools.push(FleetTool {
                     shown: format!("{}{}", member.prefix, listed.manifest().name()),
                     server: m,
-                    listed,
+                    listed: listed.decided_by(decider),
                 });
             }
         }
@@ -213,6 +234,48 @@ impl Fleet {
             tools,
         }
     }
+}
+
+/// The findings of the scan's fleet rules, per member and tool, on the shown names.
+fn fleet_findings(members: &[Member]) -> Vec<(usize, usize, Vec<Finding>)> {
+    let shown: Vec<Vec<String>> = members
+        .iter()
+        .map(|member| {
+            member
+                .listing
+                .tools()
+                .iter()
+                .map(|t| format!("{}{}", member.prefix, t.manifest().name()))
+                .collect()
+        })
+        .collect();
+    let entries: Vec<scan::fleet::Member<'_>> = members
+        .iter()
+        .zip(&shown)
+        .map(|(member, shown)| scan::fleet::Member {
+            server: member.listing.server(),
+            tools: member
+                .listing
+                .tools()
+                .iter()
+                .zip(shown)
+                .map(|(listed, shown)| scan::fleet::Entry {
+                    name: listed.manifest().name(),
+                    shown,
+                    title: listed.manifest().title(),
+                    scan: listed.scan(),
+                })
+                .collect(),
+        })
+        .collect();
+    let mut out: Vec<(usize, usize, Vec<Finding>)> = Vec::new();
+    for (m, t, finding) in scan::fleet::cross(&entries) {
+        match out.last_mut() {
+            Some((m2, t2, findings)) if (*m2, *t2) == (m, t) => findings.push(finding),
+            _ => out.push((m, t, vec![finding])),
+        }
+    }
+    out
 }
 
 /// One tool of a fleet, as one caller sees it.

@@ -18,6 +18,9 @@
 //! - [`listing`]: a server's tool list read once (manifests, drift, duplicate names) with a
 //!   change token, decided per caller; [`methods`]: every MCP method and what the governed
 //!   edge does with it, in one table.
+//! - [`scan`]: what tool descriptors *say*, reviewed offline (hidden Unicode, injection
+//!   phrases, files of secrets, encoded payloads, read-only claims that contradict the name,
+//!   credentials, references across servers); a hard finding withholds the tool.
 //! - [`visibility`]: what a caller may see of a server, decided by one function,
 //!   [`Visibility::of`]: drift against the lock, then duplicate names, then the decision of any
 //!   [`Authorize`](capability_core::authz::Authorize). The governed client and the command line's
@@ -44,6 +47,7 @@ pub mod lock;
 pub mod methods;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
+pub mod scan;
 pub mod server;
 pub mod telemetry;
 pub mod visibility;

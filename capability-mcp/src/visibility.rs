@@ -6,8 +6,11 @@
 //! 1. **Drift against the lock.** While a lockfile is in use, a tool that does not match an
 //!    approved pin (changed, added, renamed, or with flags edited in the lockfile) is hidden; a
 //!    server the lockfile does not know has no approved tool.
-//! 2. **Duplicate names.** All tools that share a name are hidden: a call could reach either.
-//! 3. **The decision.** The decider ([`Authorize`]: a role of a policy, a grant, ...) denies it.
+//! 2. **The scan.** A tool whose descriptor the [scan](crate::scan) flags (a hard finding:
+//!    hidden Unicode, an injection phrase, a file of secrets, an encoded payload, a read-only
+//!    claim its own words contradict, a credential) is hidden, pinned or not.
+//! 3. **Duplicate names.** All tools that share a name are hidden: a call could reach either.
+//! 4. **The decision.** The decider ([`Authorize`]: a role of a policy, a grant, ...) denies it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,6 +22,7 @@ use serde_json::Value;
 
 use crate::import::from_mcp_tool;
 use crate::lock::{DriftStatus, Lockfile, Review};
+use crate::scan::{Finding, Rule, ToolScan};
 use crate::server::Server;
 
 /// Why a tool is withheld from a caller: hidden from its tool list, and its calls refused.
@@ -31,6 +35,22 @@ pub enum WithheldReason {
     /// its descriptor changed, or its flags were edited in the lockfile. It stays hidden until it
     /// is pinned again.
     Drift(DriftStatus),
+    /// The [scan](crate::scan) of its descriptor has a hard finding: the first of each rule.
+    /// Its descriptor says something no agent should read (hidden characters, an injection,
+    /// a file of secrets, an encoded command, a read-only claim its words contradict, a
+    /// credential, another server's tool told what to do). It stays hidden, pinned or not,
+    /// until the server changes it.
+    Flagged {
+        /// The rule's stable code (`CAP-SCAN-010`).
+        code: &'static str,
+        /// The rule.
+        rule: Rule,
+        /// Where: a JSON Pointer into the tool (`/description`), `(name)` for a property name.
+        field: String,
+        /// What was found, printable on one line (secrets masked), with what it spells or
+        /// decodes to.
+        excerpt: String,
+    },
     /// The server lists more than one tool with this name, so a call could reach either.
     DuplicateName,
     /// The server does not list a tool with this name.
@@ -75,6 +95,16 @@ impl fmt::Display for WithheldReason {
                 )
             }
             WithheldReason::Drift(status) => write!(f, "lockfile: {status}"),
+            WithheldReason::Flagged {
+                code,
+                rule,
+                field,
+                excerpt,
+            } => write!(
+                f,
+                "the scan of its descriptor flags it: {code} {} at {field}: {excerpt}",
+                rule.name()
+            ),
             WithheldReason::DuplicateName => {
                 f.write_str("the server lists more than one tool with this name")
             }
@@ -93,6 +123,31 @@ impl fmt::Display for WithheldReason {
 }
 
 impl WithheldReason {
+    /// The reason a hard finding of the scan gives.
+    pub fn flagged(finding: &Finding) -> WithheldReason {
+        WithheldReason::Flagged {
+            code: finding.rule.code(),
+            rule: finding.rule,
+            field: finding.place(),
+            excerpt: finding.what(),
+        }
+    }
+
+    /// One reason per rule with a hard finding (its first), in the order found.
+    pub(crate) fn flags<'f>(
+        findings: impl IntoIterator<Item = &'f Finding>,
+    ) -> Vec<WithheldReason> {
+        let mut rules: Vec<Rule> = Vec::new();
+        let mut out = Vec::new();
+        for finding in findings {
+            if finding.severity == crate::scan::Severity::Hard && !rules.contains(&finding.rule) {
+                rules.push(finding.rule);
+                out.push(WithheldReason::flagged(finding));
+            }
+        }
+        out
+    }
+
     /// As a decision's reason, for the audit trail: a policy's reason as it is, the others as
     /// [`DenyReason::Withheld`] with their text.
     pub fn to_deny(&self) -> DenyReason {
@@ -118,8 +173,8 @@ impl HiddenTool {
         &self.name
     }
 
-    /// Every reason it is withheld, in the order they are asked: drift, duplicate name,
-    /// decision.
+    /// Every reason it is withheld, in the order they are asked: drift, the scan, duplicate
+    /// name, decision.
     pub fn reasons(&self) -> &[WithheldReason] {
         &self.reasons
     }
@@ -144,11 +199,13 @@ pub(crate) fn write_reasons(f: &mut fmt::Formatter<'_>, reasons: &[WithheldReaso
     Ok(())
 }
 
-/// One listed tool: its manifest, and why it is hidden (nothing when it is visible).
+/// One listed tool: its manifest, why it is hidden (nothing when it is visible), and what the
+/// scan of its descriptor found.
 #[derive(Clone, Debug)]
 pub struct ListedTool {
     manifest: CapabilityManifest,
     reasons: Vec<WithheldReason>,
+    scan: Arc<ToolScan>,
 }
 
 impl ListedTool {
@@ -171,6 +228,7 @@ impl ListedTool {
         ListedTool {
             manifest: self.manifest.clone(),
             reasons,
+            scan: self.scan.clone(),
         }
     }
 }
@@ -180,6 +238,29 @@ impl ListedTool {
     pub(crate) fn withheld(mut self, reason: WithheldReason) -> ListedTool {
         self.reasons.push(reason);
         self
+    }
+
+    /// This tool with more findings (the fleet's rules'): the hard ones withhold it.
+    pub(crate) fn flagged(mut self, findings: Vec<Finding>) -> ListedTool {
+        if findings.is_empty() {
+            return self;
+        }
+        self.reasons.extend(WithheldReason::flags(&findings));
+        self.scan = Arc::new(self.scan.with(findings));
+        self
+    }
+
+    /// What the scan of its descriptor found, hard and soft, in the order of its fields (and,
+    /// in a [`Fleet`](crate::Fleet), what the fleet's rules found). The hard findings are also
+    /// among its [`reasons`](Self::reasons) as [`WithheldReason::Flagged`]; the soft ones are
+    /// for reports.
+    pub fn findings(&self) -> &[Finding] {
+        self.scan.findings()
+    }
+
+    /// The scan of its descriptor.
+    pub fn scan(&self) -> &ToolScan {
+        &self.scan
     }
 
     /// Its manifest: claims believed as pinned claims when it matches its pin, otherwise as far
@@ -245,6 +326,8 @@ impl Visibility {
     ///   is reviewed against it ([`Lockfile::review`]): a tool that matches its pin has its
     ///   claims believed (as pinned claims); every other one is hidden with a
     ///   [`WithheldReason::Drift`]. A server the lockfile does not know has no approved tool.
+    /// - Every tool is [scanned](crate::scan); a hard finding hides it
+    ///   ([`WithheldReason::Flagged`]), pinned or not.
     /// - Tools that share a name are all hidden ([`WithheldReason::DuplicateName`]).
     /// - Every tool is put to the decider; a denial adds its reasons
     ///   ([`WithheldReason::Policy`]).
@@ -260,27 +343,30 @@ impl Visibility {
         Ok(Visibility::undecided(server, tools, lock)?.for_decider(decider))
     }
 
-    /// The list as nobody has decided it yet: drift and duplicate names only (what
+    /// The list as nobody has decided it yet: drift, the scan and duplicate names only (what
     /// [`Listing::read`](crate::Listing::read) keeps).
     pub(crate) fn undecided(
         server: &Server,
         tools: &[Value],
         lock: Option<&Lockfile>,
     ) -> Result<Visibility, ManifestError> {
-        // 1. Each tool's manifest, and its drift when a lockfile is in use.
-        let (manifests, drift, review) = match lock {
+        // 1. Each tool's manifest, and its drift when a lockfile is in use; 2. its scan (the
+        // review scans each tool once).
+        let (manifests, drift, scans, review) = match lock {
             Some(lock) => {
                 let review = lock.review(server, tools)?;
-                let (manifests, drift) = review
-                    .tools()
-                    .iter()
-                    .map(|t| {
-                        let drift = (*t.status() != DriftStatus::Unchanged)
-                            .then(|| WithheldReason::Drift(t.status().clone()));
-                        (t.manifest().clone(), drift)
-                    })
-                    .unzip();
-                (manifests, drift, Some(review))
+                let mut manifests = Vec::with_capacity(tools.len());
+                let mut drift = Vec::with_capacity(tools.len());
+                let mut scans = Vec::with_capacity(tools.len());
+                for t in review.tools() {
+                    manifests.push(t.manifest().clone());
+                    drift.push(
+                        (*t.status() != DriftStatus::Unchanged)
+                            .then(|| WithheldReason::Drift(t.status().clone())),
+                    );
+                    scans.push(t.scan_shared());
+                }
+                (manifests, drift, scans, Some(review))
             }
             None => {
                 let manifests = tools
@@ -288,11 +374,12 @@ impl Visibility {
                     .map(|tool| from_mcp_tool(tool, server))
                     .collect::<Result<Vec<_>, _>>()?;
                 let drift = vec![None; manifests.len()];
-                (manifests, drift, None)
+                let scans = tools.iter().map(|t| Arc::new(ToolScan::of(t))).collect();
+                (manifests, drift, scans, None)
             }
         };
 
-        // 2. Names listed more than once.
+        // 3. Names listed more than once.
         let mut count: HashMap<&str, usize> = HashMap::new();
         for manifest in &manifests {
             *count.entry(manifest.name()).or_default() += 1;
@@ -302,17 +389,23 @@ impl Visibility {
             .map(|m| count.get(m.name()).is_some_and(|n| *n > 1))
             .collect();
 
-        // 3. The decision is each caller's (`for_decider`).
+        // 4. The decision is each caller's (`for_decider`).
         let tools = manifests
             .into_iter()
             .zip(drift)
+            .zip(scans)
             .zip(duplicate)
-            .map(|((manifest, drift), duplicate)| {
+            .map(|(((manifest, drift), scan), duplicate)| {
                 let mut reasons: Vec<WithheldReason> = drift.into_iter().collect();
+                reasons.extend(WithheldReason::flags(scan.findings()));
                 if duplicate {
                     reasons.push(WithheldReason::DuplicateName);
                 }
-                ListedTool { manifest, reasons }
+                ListedTool {
+                    manifest,
+                    reasons,
+                    scan,
+                }
             })
             .collect();
         Ok(Visibility {

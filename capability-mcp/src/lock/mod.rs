@@ -272,7 +272,12 @@ impl Lockfile {
                 seen.push(name);
             }
             let manifest = approved.unwrap_or(manifest);
-            reviewed.push(ReviewedTool { manifest, status });
+            let scan = std::sync::Arc::new(crate::scan::ToolScan::of(tool));
+            reviewed.push(ReviewedTool {
+                manifest,
+                status,
+                scan,
+            });
         }
         let removed = pins
             .keys()

@@ -1,10 +1,12 @@
 //! How a live tool list compares with a lockfile.
 
 use std::fmt;
+use std::sync::Arc;
 
 use capability_core::manifest::{CapabilityManifest, HintKind};
 
 use super::parts::Part;
+use crate::scan::{Finding, ToolScan};
 
 /// How a live tool compares with the lockfile.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -54,6 +56,7 @@ impl fmt::Display for DriftStatus {
 pub struct ReviewedTool {
     pub(super) manifest: CapabilityManifest,
     pub(super) status: DriftStatus,
+    pub(super) scan: Arc<ToolScan>,
 }
 
 impl ReviewedTool {
@@ -65,6 +68,16 @@ impl ReviewedTool {
     /// How it compares with its pin.
     pub fn status(&self) -> &DriftStatus {
         &self.status
+    }
+
+    /// What the [scan](crate::scan) of its descriptor found (a pin does not silence it: a
+    /// listing hides a tool with a hard finding, pinned or not).
+    pub fn findings(&self) -> &[Finding] {
+        self.scan.findings()
+    }
+
+    pub(crate) fn scan_shared(&self) -> Arc<ToolScan> {
+        self.scan.clone()
     }
 }
 

@@ -188,11 +188,15 @@ fn missing_scopes(reasons: &[WithheldReason]) -> Vec<String> {
 
 /// One reason as JSON: a policy's reason as the audit trail writes it (`{"reason":
 /// "ceiling_exceeded", ...}`), the others as `{"reason": "drift" | "duplicate_name" |
-/// "not_listed" | "name_taken"}`; each with its `message`.
+/// "not_listed" | "name_taken" | "flagged"}` (a flag with its `code`, `rule` and `field`);
+/// each with its `message`.
 fn reason_json(reason: &WithheldReason) -> Value {
     let mut value = match reason {
         WithheldReason::Policy(reason) => serde_json::to_value(reason).unwrap_or(Value::Null),
         WithheldReason::Drift(_) => json!({"reason": "drift"}),
+        WithheldReason::Flagged {
+            code, rule, field, ..
+        } => json!({"reason": "flagged", "code": code, "rule": rule.name(), "field": field}),
         WithheldReason::DuplicateName => json!({"reason": "duplicate_name"}),
         WithheldReason::NotListed => json!({"reason": "not_listed"}),
         WithheldReason::NameTaken { shown, by } => {

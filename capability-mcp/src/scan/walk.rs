@@ -1,0 +1,376 @@
+//! The walk through one tool object: which strings are read, by which rules, and where each
+//! finding is reported (a JSON Pointer and the bytes of the raw string).
+
+use std::ops::Range;
+
+use serde_json::{Map, Value};
+
+use super::claims::{self, Where};
+use super::finding::{Finding, Rule, Severity, excerpt};
+use super::fleet::distinctive;
+use super::phrases::Matcher;
+use super::text::{Folded, Token, tokenize};
+use super::{Mention, ToolScan, payload, secrets, unicode};
+
+/// How deep a schema is followed (serde_json parses 128 levels).
+const MAX_DEPTH: usize = 128;
+/// Bytes of context shown on each side of invisible characters.
+const CONTEXT: usize = 24;
+
+/// One step of a JSON Pointer.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// What the rules need while walking one tool, reused from string to string.
+#[derive(Default)]
+struct Walker<'a> {
+    path: Vec<Step<'a>>,
+    folded: Folded,
+    tokens: Vec<Token>,
+    out: ToolScan,
+}
+
+/// Scans one tool object.
+pub(crate) fn tool(tool: &Value) -> ToolScan {
+    let Some(object) = tool.as_object() else {
+        return ToolScan::default();
+    };
+    let mut walker = Walker::default();
+    for key in ["name", "title", "description"] {
+        if let Some(Value::String(text)) = object.get(key) {
+            walker.path.push(Step::Key(key));
+            walker.string(text, false, key != "name");
+            walker.path.pop();
+        }
+    }
+    let annotations = object.get("annotations").and_then(Value::as_object);
+    if let Some(Value::String(title)) = annotations.and_then(|a| a.get("title")) {
+        walker
+            .path
+            .extend([Step::Key("annotations"), Step::Key("title")]);
+        walker.string(title, false, true);
+        walker.path.clear();
+    }
+    for key in ["inputSchema", "outputSchema"] {
+        if let Some(schema) = object.get(key) {
+            walker.path.push(Step::Key(key));
+            walker.value(schema, false);
+            walker.path.pop();
+        }
+    }
+    let claims_read_only = annotations
+        .and_then(|a| a.get("readOnlyHint"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    if claims_read_only {
+        walker.read_only_claim(object);
+    }
+    walker.out
+}
+
+impl<'a> Walker<'a> {
+    fn pointer(&self) -> String {
+        let mut out = String::new();
+        for step in &self.path {
+            out.push('/');
+            match step {
+                Step::Key(key) => out.push_str(&key.replace('~', "~0").replace('/', "~1")),
+                Step::Index(i) => out.push_str(&i.to_string()),
+            }
+        }
+        out
+    }
+
+    fn push(
+        &mut self,
+        rule: Rule,
+        severity: Severity,
+        key: bool,
+        span: Range<usize>,
+        excerpt: String,
+        detail: Option<String>,
+    ) {
+        let pointer = self.pointer();
+        self.out.findings.push(Finding {
+            rule,
+            severity,
+            pointer,
+            key,
+            span,
+            excerpt,
+            detail,
+        });
+    }
+
+    /// A schema value: every string and every member name, `secret` when it is the default or
+    /// an example of a property whose name says it holds a secret.
+    fn value(&mut self, value: &'a Value, secret: bool) {
+        if self.path.len() > MAX_DEPTH {
+            return;
+        }
+        match value {
+            Value::String(text) => {
+                self.string(text, false, true);
+                if secret {
+                    self.secret_default(text);
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.path.push(Step::Index(i));
+                    self.value(item, secret);
+                    self.path.pop();
+                }
+            }
+            Value::Object(members) => self.object(members, secret),
+            _ => {}
+        }
+    }
+
+    fn object(&mut self, members: &'a Map<String, Value>, secret: bool) {
+        for (name, member) in members {
+            self.path.push(Step::Key(name));
+            self.string(name, true, true);
+            let secret_here = secret
+                || (matches!(name.as_str(), "default" | "examples" | "example" | "const")
+                    && self.secret_property());
+            self.value(member, secret_here);
+            self.path.pop();
+        }
+    }
+
+    /// Whether the object being walked is a property whose name says it holds a secret.
+    fn secret_property(&self) -> bool {
+        let n = self.path.len();
+        n >= 3
+            && matches!(self.path[n - 3], Step::Key("properties"))
+            && matches!(self.path[n - 2], Step::Key(name) if secret_name(name))
+    }
+
+    /// A default or example of a secret property: a long random value is a soft finding.
+    fn secret_default(&mut self, text: &str) {
+        if text.len() >= 16 && secrets::entropy(text.as_bytes()) >= 3.5 {
+            let span = 0..text.len();
+            let masked = secrets::masked(text, &span);
+            let detail = Some("a value of a property that holds a secret".to_owned());
+            self.push(
+                Rule::EmbeddedSecret,
+                Severity::Soft,
+                false,
+                span,
+                masked,
+                detail,
+            );
+        }
+    }
+
+    /// Every rule that reads one string. `mentions`: keep the words that may name another
+    /// server's tool (not in the tool's own name).
+    fn string(&mut self, raw: &str, key: bool, mentions: bool) {
+        let mut hidden = Vec::new();
+        unicode::scan(raw, &mut hidden);
+        for hit in hidden {
+            let wide =
+                hit.span.start.saturating_sub(CONTEXT)..(hit.span.end + CONTEXT).min(raw.len());
+            self.push(
+                hit.rule,
+                hit.severity,
+                key,
+                hit.span,
+                excerpt(raw, &wide),
+                hit.detail,
+            );
+        }
+
+        let mut folded = std::mem::take(&mut self.folded);
+        let mut tokens = std::mem::take(&mut self.tokens);
+        folded.fold(raw);
+        tokenize(&folded.text, &mut tokens);
+        let mut phrases = Vec::new();
+        Matcher::text().find(&folded.text, &tokens, |phrase, range| {
+            let bytes = tokens[range.start].start as usize..tokens[range.end - 1].end as usize;
+            phrases.push((phrase.rule, phrase.severity, folded.raw_span(bytes)));
+        });
+        for (rule, severity, span) in phrases {
+            let shown = excerpt(raw, &span);
+            self.push(rule, severity, key, span, shown, None);
+        }
+        if mentions {
+            self.mentions(raw, key, &folded, &tokens);
+        }
+        self.folded = folded;
+        self.tokens = tokens;
+
+        let mut payloads = Vec::new();
+        payload::scan(raw, &mut payloads);
+        for found in payloads {
+            let shown = excerpt(raw, &found.span);
+            self.push(
+                Rule::EncodedPayload,
+                Severity::Hard,
+                key,
+                found.span,
+                shown,
+                Some(found.detail),
+            );
+        }
+        let mut credentials = Vec::new();
+        secrets::scan(raw, &mut credentials);
+        for secret in credentials {
+            let masked = secrets::masked(raw, &secret.span);
+            self.push(
+                Rule::EmbeddedSecret,
+                secret.severity,
+                key,
+                secret.span,
+                masked,
+                Some(secret.kind.to_owned()),
+            );
+        }
+    }
+
+    /// Keeps the words of `raw` that could be another tool's name, with whether their
+    /// sentence tells the agent what to do.
+    fn mentions(&mut self, raw: &str, key: bool, folded: &Folded, tokens: &[Token]) {
+        let text = folded.text.as_str();
+        let candidates: Vec<usize> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.word && distinctive(&raw[folded.raw_span(t.range())]))
+            .map(|(i, _)| i)
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let pointer = self.pointer();
+        for i in candidates {
+            let (start, end) = sentence(text, tokens, i);
+            let directive = tokens[start..end].iter().enumerate().any(|(k, t)| {
+                directs(
+                    t.text(text),
+                    tokens.get(start + k + 1).map(|n| n.text(text)),
+                )
+            });
+            let span = folded.raw_span(tokens[i].range());
+            self.out.mentions.push(Mention {
+                word: tokens[i].text(text).into(),
+                pointer: pointer.clone(),
+                key,
+                excerpt: excerpt(raw, &span),
+                span,
+                directive,
+            });
+        }
+    }
+
+    /// The claim `readOnlyHint: true` against the tool's name, description and properties.
+    fn read_only_claim(&mut self, object: &Map<String, Value>) {
+        let name = object
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let description = object.get("description").and_then(Value::as_str);
+        let properties = object
+            .get("inputSchema")
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|p| p.keys().map(String::as_str));
+        for found in claims::mismatches(name, description, properties) {
+            let (pointer, key, span, shown) = match &found.at {
+                Where::Name(name) => ("/name".to_owned(), false, 0..name.len(), name.clone()),
+                Where::Description(span) => {
+                    let raw = description.unwrap_or_default();
+                    (
+                        "/description".to_owned(),
+                        false,
+                        span.clone(),
+                        excerpt(raw, span),
+                    )
+                }
+                Where::Property(property) => {
+                    let escaped = property.replace('~', "~0").replace('/', "~1");
+                    (
+                        format!("/inputSchema/properties/{escaped}"),
+                        true,
+                        0..property.len(),
+                        excerpt(property, &(0..property.len())),
+                    )
+                }
+            };
+            let detail = format!("claims readOnlyHint: true, but says `{}`", found.word);
+            self.out.findings.push(Finding {
+                rule: Rule::CapabilityMismatch,
+                severity: found.severity,
+                pointer,
+                key,
+                span,
+                excerpt: shown,
+                detail: Some(detail),
+            });
+        }
+    }
+}
+
+/// Whether a property name says it holds a secret.
+fn secret_name(name: &str) -> bool {
+    claims::name_words(name).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "key"
+                | "apikey"
+                | "token"
+                | "secret"
+                | "password"
+                | "passwd"
+                | "credential"
+                | "credentials"
+        )
+    })
+}
+
+/// The tokens of the sentence around token `i`: `[start, end)`.
+fn sentence(text: &str, tokens: &[Token], i: usize) -> (usize, usize) {
+    let stop = |k: usize| {
+        let t = tokens[k];
+        !t.word && matches!(t.text(text), "." | "!" | "?" | ";")
+    };
+    let new_line = |k: usize| {
+        k > 0 && text[tokens[k - 1].end as usize..tokens[k].start as usize].contains('\n')
+    };
+    let mut start = i;
+    while start > 0 && !stop(start - 1) && !new_line(start) {
+        start -= 1;
+    }
+    let mut end = i + 1;
+    while end < tokens.len() && !stop(end) && !new_line(end) {
+        end += 1;
+    }
+    (start, end)
+}
+
+/// Whether a word tells the agent what to do.
+fn directs(word: &str, next: Option<&str>) -> bool {
+    matches!(
+        word,
+        "must"
+            | "shall"
+            | "instead"
+            | "always"
+            | "never"
+            | "ensure"
+            | "change"
+            | "replace"
+            | "redirect"
+            | "override"
+            | "ignore"
+            | "don't"
+            | "dont"
+            | "required"
+            | "mandatory"
+    ) || (word == "make" && next == Some("sure"))
+        || (word == "do" && next == Some("not"))
+}
