@@ -21,6 +21,8 @@
 //! - [`redact`]: sensitive fields; [`key`]: the secret key of the trail's digests;
 //!   [`trace`]: each call an OpenTelemetry-style `execute_tool` span, each record a `tracing`
 //!   event; [`time`]: timestamps.
+//! - [`tlog`]: evidence anyone can check: a writer's records as an RFC 6962 Merkle tree,
+//!   checkpoints as C2SP signed notes, inclusion and consistency proofs.
 
 #![forbid(unsafe_code)]
 
@@ -39,6 +41,7 @@ mod scratch;
 pub mod sink;
 pub mod summary;
 pub mod time;
+pub mod tlog;
 pub mod trace;
 pub mod verify;
 

@@ -1,0 +1,46 @@
+//! Evidence anyone can check: a writer's records as an RFC 6962 Merkle tree, checkpoints as
+//! C2SP signed notes, and the proofs between them, in the formats transparency logs use
+//! (`c2sp.org/tlog-checkpoint`, `c2sp.org/tlog-proof`), so that tools nobody here wrote can
+//! check them.
+//!
+//! - [`hash`]: leaf and node hashes; [`tree`]: the tree, its roots and proofs at any size;
+//!   [`verify`]: checking proofs from hashes alone.
+//! - [`note`]: checkpoints as signed notes (Ed25519, the key files of `capability keygen`);
+//!   [`proof`]: the proof file; [`trail`]: trees, proofs and consistency from a trail.
+//!
+//! # What each check proves, and what it cannot
+//!
+//! - **An inclusion proof** with a checkpoint verified against the writer's public key proves
+//!   that the key's holder signed a tree in which this exact record (byte for byte) is the
+//!   record at that `seq`. The holder of the record and the proof needs neither the trail nor
+//!   anyone's cooperation to show it.
+//! - **A consistency proof** between two checkpoints proves that the newer tree keeps every
+//!   record of the older one unchanged, in order: nothing under the older checkpoint was cut or
+//!   rewritten. Two checkpoints of one size with different roots (a fork), or a newer tree that
+//!   does not extend an older one, are proof that the writer rewrote its records, signed by its
+//!   own key.
+//! - **What none of them can prove alone:** that the writer signed no *other* tree. The key
+//!   sits on the writer's host; whoever controls that host can rewrite every record, compute
+//!   the tree again and sign it. Only checkpoints kept elsewhere (by the party a proof was
+//!   given to, an auditor, a witness that co-signs only trees consistent with what it saw)
+//!   turn such a rewrite into evidence. A proof also says nothing of calls never recorded.
+
+pub mod encoding;
+pub mod error;
+pub mod hash;
+pub mod note;
+pub mod proof;
+pub mod trail;
+pub mod tree;
+pub mod verify;
+
+pub use error::TlogError;
+pub use hash::{Hash, empty_root, leaf_hash, node_hash};
+pub use note::{SignedCheckpoint, TreeHead, key_id, verifier_key};
+pub use proof::{PROOF_HEADER, TlogProof};
+pub use trail::{
+    ProvenRecord, check_consistency, check_proof, origin, prove, prove_jsonl, read_checkpoint,
+    writer_tree,
+};
+pub use tree::Tree;
+pub use verify::{root_from_inclusion, verify_consistency, verify_inclusion};
