@@ -879,11 +879,13 @@ async fn a_servers_list_change_is_listed_again_and_the_client_told() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Listed again. (The client may answer from a list it cached until it has handled the
-    // notification itself, so ask until it has.)
+    // Listed again: shifty's new description asks for ~/.ssh/id_rsa, so the scan of tool
+    // descriptors now withholds it. (The client may answer from a list it cached until it has
+    // handled the notification itself, so ask until it has.)
     loop {
         let after = client.peer().list_all_tools().await.expect("lists");
-        if description(&after).contains("id_rsa") {
+        if after.iter().all(|t| t.name != "drift_shifty") {
+            assert!(after.iter().any(|t| t.name == "drift_stable"), "{after:?}");
             break;
         }
         assert!(
@@ -1003,13 +1005,14 @@ async fn over_http_each_session_and_subscription_is_told_when_a_servers_tools_ch
         "{told:?}"
     );
     drop(subscription);
+    // Listed again: shifty now asks for ~/.ssh/id_rsa, and the scan of tool descriptors
+    // withholds it; its neighbour stays.
     let listed = two.peer().list_all_tools().await.expect("lists");
-    let shifty = listed
-        .iter()
-        .find(|t| t.name == "drift_shifty")
-        .and_then(|t| t.description.as_deref())
-        .unwrap_or_default();
-    assert!(shifty.contains("id_rsa"), "listed again: {shifty}");
+    let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+    assert!(
+        !names.contains(&"drift_shifty") && names.contains(&"drift_stable"),
+        "listed again: {names:?}"
+    );
     let _ = one.cancel().await;
     let _ = two.cancel().await;
     let _ = modern.cancel().await;

@@ -193,14 +193,16 @@ impl Fleet {
         self.members.iter().map(|m| m.listing.server())
     }
 
-    /// Every tool of every server as it listed it (drifted and withheld ones too), with its
-    /// server, in the fleet's order.
+    /// Every tool of every server as it listed it (drifted and withheld ones too: a descriptor
+    /// the scan flags is one an operator wants on record), with its server, in the fleet's
+    /// order.
     pub fn manifests(&self) -> impl Iterator<Item = (&str, &CapabilityManifest)> {
         self.members.iter().flat_map(|m| {
             let server = m.listing.server();
             m.listing
-                .manifests()
-                .map(move |manifest| (server, manifest))
+                .tools()
+                .iter()
+                .map(move |listed| (server, listed.manifest()))
         })
     }
 

@@ -126,6 +126,12 @@ fn a_name_two_servers_would_share_is_withheld_from_everyone_in_any_order() {
         .context("openclaw", "s")
         .expect("role");
     let view = bare.for_caller(&ctx);
+    let route = bare.route("query").expect("routed");
+    assert!(
+        !route.listed.is_visible(),
+        "a call of a taken name is refused at its route: {:?}",
+        route.listed.reasons()
+    );
     let hidden = view.tool("query").expect("listed");
     assert!(matches!(
         &hidden.listed.reasons()[0],

@@ -684,6 +684,12 @@ fn a_fleet_hides_the_poisoned_tool_with_its_code_and_shows_its_honest_neighbour(
             .listed
             .is_visible()
     );
+    // A flagged descriptor stays on record (what a gateway writes to its store).
+    assert!(
+        fleet
+            .manifests()
+            .any(|(server, m)| (server, m.name()) == ("facts", "get_fact_of_the_day"))
+    );
     // The soft findings are there for a report.
     assert!(
         poisoned
