@@ -168,6 +168,13 @@ enum AuditCommand {
         #[arg(long)]
         json: bool,
     },
+    /// One record's inclusion proof in a signed checkpoint (`c2sp.org/tlog-proof@v1`).
+    Prove(commands::proofs::Prove),
+    /// Check a proof file alone: the checkpoint's signature, the record's inclusion.
+    CheckProof(commands::proofs::CheckProof),
+    /// Show that a newer checkpoint's tree extends an older one's (or that it was cut or
+    /// rewritten).
+    Consistency(commands::proofs::Consistency),
     /// Calls, allowed, denied, errors, degraded and p50/p95 latency per day, role and tool
     /// (`mcp_daily_stats`).
     Stats {
@@ -305,6 +312,9 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             session,
             json,
         }) => replay::replay(&target, &session, json, out),
+        Command::Audit(AuditCommand::Prove(args)) => commands::proofs::prove(&args, out),
+        Command::Audit(AuditCommand::CheckProof(a)) => commands::proofs::check_proof(&a, out),
+        Command::Audit(AuditCommand::Consistency(a)) => commands::proofs::consistency(&a, out),
         Command::Db(DbCommand::Migrate { target }) => audit::migrate(&target, out),
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Gateway(args) => {

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod gateway;
 pub mod grant;
 pub mod init;
+pub mod proofs;
 pub mod proposals;
 pub mod proxy;
 pub mod replay;
