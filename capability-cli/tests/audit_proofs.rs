@@ -188,6 +188,29 @@ fn a_proof_checks_alone_and_names_a_wrong_key_a_forgery_and_another_record() {
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("does not lead to the signed root"), "{text}");
 
+    // `--out` never replaces a file without `--force`, nor writes through a symbolic link.
+    let again = [
+        "audit",
+        "prove",
+        "trail.jsonl",
+        "--record",
+        "replica-1:3",
+        "--key",
+        "writer.key",
+        "--out",
+        "r3.tlog-proof",
+    ];
+    let (code, text) = capability(&dir, &again);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--force"), "{text}");
+    let (code, text) = capability(&dir, &[&again[..], &["--force"]].concat());
+    assert_eq!(code, 0, "{text}");
+    std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("link.tlog-proof")).unwrap();
+    let link = [&again[..8], &["link.tlog-proof"]].concat();
+    let (code, text) = capability(&dir, &link);
+    assert_eq!(code, 2, "{text}");
+    assert!(!dir.join("elsewhere").exists(), "written through the link");
+
     // A record that is not there, a malformed --record.
     let (code, text) = capability(
         &dir,

@@ -21,9 +21,13 @@ pub struct Prove {
     /// The secret key file (`capability keygen`) that signs the checkpoint.
     #[arg(long, value_name = "FILE")]
     key: PathBuf,
-    /// Write the proof to this file (`.tlog-proof`) instead of standard output.
+    /// Write the proof to this file (`.tlog-proof`) instead of standard output; never over a
+    /// file without `--force`, never through a symbolic link.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Replace the `--out` file.
+    #[arg(long)]
+    force: bool,
 }
 
 /// `capability audit check-proof`: a proof file checked alone.
@@ -82,8 +86,8 @@ pub fn prove(args: &Prove, out: &mut Out) -> Result<u8, Failure> {
         out.write_all(proof.to_text().as_bytes())?;
         return Ok(0);
     };
-    std::fs::write(path, proof.to_text())
-        .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
+    capability_gateway::files::write(path, proof.to_text().as_bytes(), args.force)
+        .map_err(|e| Failure::input(e.to_string()))?;
     let head = &proof.checkpoint.head;
     writeln!(
         out,
