@@ -492,3 +492,30 @@ fn consistency_shows_growth_and_names_a_cut_a_rewrite_and_a_fork() {
 fn base64_is_standard_with_padding() {
     assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
 }
+
+#[test]
+fn the_proof_of_a_lone_record_has_no_hashes_and_still_checks() {
+    let key = SecretKey::generate().unwrap();
+    let records = chain(&["only"]);
+    let proof = prove(&records, "replica-1", 1, &key).unwrap();
+    assert!(proof.proof.is_empty());
+    let text = proof.to_text();
+    assert!(
+        text.contains("\nindex 0\n\ncapability/replica-1\n1\n"),
+        "{text}"
+    );
+    let parsed = TlogProof::parse(&text).unwrap();
+    let proven = check_proof(&parsed, &key.public_key(), None).unwrap();
+    assert_eq!(
+        proven.to_string(),
+        format!(
+            "writer replica-1 record 1 is in the tree of 1 records (root {}) signed by the key",
+            base64(&leaf_hash(records[0].to_line().as_bytes()))
+        )
+    );
+    assert_eq!(
+        capability::audit::tlog::parse_record_ref("host:a:7"),
+        Ok(("host:a", 7))
+    );
+    assert!(capability::audit::tlog::parse_record_ref("replica-1").is_err());
+}

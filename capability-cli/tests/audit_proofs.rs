@@ -239,7 +239,7 @@ fn a_proof_checks_alone_and_names_a_wrong_key_a_forgery_and_another_record() {
         ],
     );
     assert_eq!(code, 2, "{text}");
-    assert!(text.contains("--record is <writer>:<seq>"), "{text}");
+    assert!(text.contains("is not a record: <writer>:<seq>"), "{text}");
 }
 
 #[test]

@@ -39,8 +39,8 @@ pub use hash::{Hash, empty_root, leaf_hash, node_hash};
 pub use note::{SignedCheckpoint, TreeHead, key_id, verifier_key};
 pub use proof::{PROOF_HEADER, TlogProof};
 pub use trail::{
-    ProvenRecord, check_consistency, check_proof, origin, prove, prove_jsonl, read_checkpoint,
-    writer_tree,
+    Extension, ProvenRecord, check_consistency, check_consistency_jsonl, check_proof, origin,
+    parse_record_ref, prove, prove_jsonl, read_checkpoint, writer_tree,
 };
 pub use tree::Tree;
 pub use verify::{root_from_inclusion, verify_consistency, verify_inclusion};

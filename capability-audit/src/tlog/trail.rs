@@ -75,6 +75,17 @@ pub fn prove(
     })
 }
 
+/// Reads a record's reference, `<writer>:<seq>` (the writer id may hold colons).
+pub fn parse_record_ref(text: &str) -> Result<(&str, u64), TlogError> {
+    text.rsplit_once(':')
+        .and_then(|(writer, seq)| Some((writer, seq.parse::<u64>().ok()?)))
+        .ok_or_else(|| {
+            TlogError::Malformed(format!(
+                "{text:?} is not a record: <writer>:<seq>, e.g. replica-1:12"
+            ))
+        })
+}
+
 /// [`prove`] for a JSON Lines trail, refused when the trail is not intact up to its end (a
 /// tree over part of a trail would vouch for what `audit verify` calls broken).
 pub fn prove_jsonl(
@@ -174,6 +185,16 @@ pub fn check_proof(
     })
 }
 
+impl std::fmt::Display for ProvenRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "writer {} record {} is in the tree of {} records (root {}) signed by the key",
+            self.writer, self.seq, self.size, self.root
+        )
+    }
+}
+
 fn describe(line: &[u8]) -> String {
     match serde_json::from_slice::<AuditRecord>(line) {
         Ok(r) => format!("writer {:?} record {}", r.writer, r.seq),
@@ -246,4 +267,67 @@ pub fn check_consistency(
     let proof = tree.consistency_proof(o.size, n.size)?;
     verify_consistency(o.size, n.size, &o.root, &n.root, &proof)?;
     Ok(proof)
+}
+
+/// [`check_consistency`] for two checkpoint files' texts (signed notes or proof files) and a JSON
+/// Lines trail. A refusal also names the trail's first broken line, if any.
+pub fn check_consistency_jsonl(
+    old: &str,
+    new: &str,
+    path: &Path,
+    key: Option<&dyn CheckpointVerifier>,
+) -> Result<Extension, TlogError> {
+    let (old, new) = (read_checkpoint(old)?, read_checkpoint(new)?);
+    let (records, report) =
+        crate::verify::read_jsonl(path).map_err(|e| TlogError::Trail(e.to_string()))?;
+    match check_consistency(&old, &new, &records, key) {
+        Ok(proof) => Ok(Extension {
+            origin: old.head.origin,
+            old_size: old.head.size,
+            new_size: new.head.size,
+            signed: key.is_some(),
+            proof,
+        }),
+        Err(e) => Err(match report.problem {
+            Some(problem) => TlogError::Trail(format!("{e}; {}: {problem}", path.display())),
+            None => e,
+        }),
+    }
+}
+
+/// What [`check_consistency_jsonl`] showed: the newer tree extends the older one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Extension {
+    /// The log.
+    pub origin: String,
+    /// The older tree's size.
+    pub old_size: u64,
+    /// The newer tree's size.
+    pub new_size: u64,
+    /// Whether both signatures were checked.
+    pub signed: bool,
+    /// The consistency proof.
+    pub proof: Vec<Hash>,
+}
+
+impl std::fmt::Display for Extension {
+    /// A line saying so, then the proof's hashes in base64, one a line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: the tree of {} records extends the tree of {}{}; consistency proof:",
+            self.origin,
+            self.new_size,
+            self.old_size,
+            if self.signed {
+                ", both signed by the key"
+            } else {
+                " (signatures not checked: give the key)"
+            }
+        )?;
+        for hash in &self.proof {
+            write!(f, "\n{}", super::encoding::base64(hash))?;
+        }
+        Ok(())
+    }
 }
