@@ -318,6 +318,7 @@ fn a_checkpoint_is_a_signed_note_that_round_trips_and_names_what_is_wrong() {
         text.trim_end().to_owned(),
         text.replace("\n\n", "\n"),
         text.replace("XcnaeacG", "XcnaeacG\t"),
+        text.replace("\n8\n", "\n8\r\n"),
     ] {
         assert!(
             matches!(SignedCheckpoint::parse(&bad), Err(TlogError::Malformed(_))),

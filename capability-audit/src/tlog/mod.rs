@@ -8,6 +8,23 @@
 //! - [`note`]: checkpoints as signed notes (Ed25519, the key files of `capability keygen`);
 //!   [`proof`]: the proof file; [`trail`]: trees, proofs and consistency from a trail.
 //!
+//! ```
+//! use capability::audit::tlog::{Tree, leaf_hash, verify_consistency, verify_inclusion};
+//!
+//! let mut tree = Tree::new();
+//! for line in ["first record", "second record", "third record"] {
+//!     tree.push(line.as_bytes());
+//! }
+//! let root = tree.root(3)?;
+//! let proof = tree.inclusion_proof(1, 3)?;
+//! verify_inclusion(1, 3, &leaf_hash(b"second record"), &proof, &root)?;
+//! assert!(verify_inclusion(1, 3, &leaf_hash(b"edited record"), &proof, &root).is_err());
+//! // The tree of 3 keeps the tree of 2 unchanged.
+//! let consistency = tree.consistency_proof(2, 3)?;
+//! verify_consistency(2, 3, &tree.root(2)?, &root, &consistency)?;
+//! # Ok::<(), capability::audit::tlog::TlogError>(())
+//! ```
+//!
 //! # What each check proves, and what it cannot
 //!
 //! - **An inclusion proof** with a checkpoint verified against the writer's public key proves

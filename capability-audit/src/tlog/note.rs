@@ -145,7 +145,8 @@ impl SignedCheckpoint {
     /// [`verify`](Self::verify).
     pub fn parse(text: &str) -> Result<SignedCheckpoint, TlogError> {
         let bad = |why: &str| TlogError::Malformed(format!("not a signed checkpoint: {why}"));
-        if text.chars().any(|c| c.is_control() && c != '\n') {
+        // The spec's control characters: those below U+0020, newline aside.
+        if text.chars().any(|c| c < ' ' && c != '\n') {
             return Err(bad("a control character other than newline"));
         }
         if !text.ends_with('\n') {
