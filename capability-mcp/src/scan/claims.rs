@@ -8,7 +8,7 @@
 //! negation ("does not delete") is no finding.
 
 use super::finding::Severity;
-use super::text::{Folded, Token, tokenize};
+use super::text::{Scratch, tokenize};
 
 /// In a name: hard.
 const NAME_HARD: &[&str] = &[
@@ -179,6 +179,37 @@ pub(crate) struct Mismatch {
     pub(crate) word: String,
 }
 
+/// The words of a name (see [`name_words`]), as slices of it.
+fn name_spans(name: &str) -> impl Iterator<Item = &str> {
+    let bytes = name.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i <= bytes.len() {
+            let at = i;
+            i += 1;
+            let separator = at == bytes.len() || matches!(bytes[at], b'_' | b'-' | b'.' | b' ');
+            let camel = at > 0
+                && at < bytes.len()
+                && bytes[at].is_ascii_uppercase()
+                && (bytes[at - 1].is_ascii_lowercase() || bytes[at - 1].is_ascii_digit());
+            if separator || camel {
+                let word = (start, at);
+                start = if separator { at + 1 } else { at };
+                if word.1 > word.0 {
+                    return name.get(word.0..word.1);
+                }
+            }
+        }
+        None
+    })
+}
+
+/// Whether `word` is one of `list`, whatever its case.
+fn among(word: &str, list: &[&str]) -> bool {
+    list.iter().any(|w| w.eq_ignore_ascii_case(word))
+}
+
 /// The words of a tool name: cut at `_ - .` and where a lowercase letter meets a capital.
 pub(crate) fn name_words(name: &str) -> Vec<String> {
     let mut words = Vec::new();
@@ -210,12 +241,13 @@ pub(crate) fn mismatches<'p>(
     name: &str,
     description: Option<&str>,
     properties: impl Iterator<Item = &'p str>,
+    scratch: &mut Scratch,
 ) -> Vec<Mismatch> {
     let mut out = Vec::new();
-    for word in name_words(name) {
-        let severity = if NAME_HARD.contains(&word.as_str()) {
+    for word in name_spans(name) {
+        let severity = if among(word, NAME_HARD) {
             Severity::Hard
-        } else if NAME_SOFT.contains(&word.as_str()) {
+        } else if among(word, NAME_SOFT) {
             Severity::Soft
         } else {
             continue;
@@ -223,51 +255,44 @@ pub(crate) fn mismatches<'p>(
         out.push(Mismatch {
             severity,
             at: Where::Name(name.to_owned()),
-            word,
+            word: word.to_ascii_lowercase(),
         });
     }
     if let Some(description) = description {
-        let mut folded = Folded::default();
+        let Scratch { folded, tokens } = scratch;
         folded.fold(description);
-        let mut tokens: Vec<Token> = Vec::new();
-        tokenize(&folded.text, &mut tokens);
+        tokenize(&folded.text, tokens);
         let text = folded.text.as_str();
-        let words: Vec<(usize, &str)> = tokens
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.word)
-            .map(|(i, t)| (i, t.text(text)))
-            .collect();
-        for (n, &(i, word)) in words.iter().enumerate() {
+        // The last three words, to see a negation before a verb.
+        let mut recent: [&str; 3] = [""; 3];
+        for (n, token) in tokens.iter().filter(|t| t.word).enumerate() {
+            let word = token.text(text);
             let severity = if n == 0 && FIRST_HARD.contains(&word) || STATED_HARD.contains(&word) {
-                Severity::Hard
+                Some(Severity::Hard)
             } else if SAID_SOFT.contains(&word) {
-                Severity::Soft
+                Some(Severity::Soft)
             } else {
-                continue;
+                None
             };
-            let negated = words[n.saturating_sub(3)..n]
-                .iter()
-                .any(|(_, w)| NEGATIONS.contains(w));
-            if negated {
-                continue;
+            let negated = recent.iter().any(|w| NEGATIONS.contains(w));
+            if let Some(severity) = severity
+                && !negated
+            {
+                out.push(Mismatch {
+                    severity,
+                    at: Where::Description(folded.raw_span(token.range())),
+                    word: word.to_owned(),
+                });
             }
-            out.push(Mismatch {
-                severity,
-                at: Where::Description(folded.raw_span(tokens[i].range())),
-                word: word.to_owned(),
-            });
+            recent = [recent[1], recent[2], word];
         }
     }
     for property in properties {
-        if let Some(word) = name_words(property)
-            .into_iter()
-            .find(|w| PROPERTY_SOFT.contains(&w.as_str()))
-        {
+        if let Some(word) = name_spans(property).find(|w| among(w, PROPERTY_SOFT)) {
             out.push(Mismatch {
                 severity: Severity::Soft,
                 at: Where::Property(property.to_owned()),
-                word,
+                word: word.to_ascii_lowercase(),
             });
         }
     }
@@ -279,10 +304,15 @@ mod tests {
     use super::*;
 
     fn severities(name: &str, description: &str) -> Vec<(Severity, String)> {
-        mismatches(name, Some(description), std::iter::empty())
-            .into_iter()
-            .map(|m| (m.severity, m.word))
-            .collect()
+        mismatches(
+            name,
+            Some(description),
+            std::iter::empty(),
+            &mut Scratch::default(),
+        )
+        .into_iter()
+        .map(|m| (m.severity, m.word))
+        .collect()
     }
 
     #[test]
@@ -292,6 +322,17 @@ mod tests {
             name_words("git_diff-staged.v2"),
             ["git", "diff", "staged", "v2"]
         );
+        for name in [
+            "sendMessage",
+            "git_diff-staged.v2",
+            "__a__bC",
+            "HTTPGet",
+            "x1Y",
+            "",
+        ] {
+            let spans: Vec<String> = name_spans(name).map(str::to_ascii_lowercase).collect();
+            assert_eq!(spans, name_words(name), "{name}");
+        }
     }
 
     #[test]

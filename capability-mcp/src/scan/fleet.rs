@@ -126,6 +126,18 @@ fn references(members: &[Member<'_>], out: &mut Vec<(usize, usize, Finding)>) {
 /// and `|` as `l`, separators as `_`, `rn` as `m`, `vv` as `w`.
 pub(crate) fn skeleton(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
+    if text.is_ascii() {
+        // NFKC and the look-alikes leave ASCII as it is.
+        for b in text.bytes() {
+            out.push(match b.to_ascii_lowercase() {
+                b'0' => 'o',
+                b'1' | b'i' | b'|' => 'l',
+                b'-' | b'.' | b' ' => '_',
+                other => char::from(other),
+            });
+        }
+        return out.replace("rn", "m").replace("vv", "w");
+    }
     for c in text.nfkc() {
         let c = latin_look_alike(c).unwrap_or(c);
         for lower in c.to_lowercase() {

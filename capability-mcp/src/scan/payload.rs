@@ -31,6 +31,9 @@ pub(crate) fn scan(raw: &str, out: &mut Vec<Payload>) {
 }
 
 fn scan_at(raw: &str, depth: usize, out: &mut Vec<Payload>) {
+    if raw.len() < MIN_RUN {
+        return;
+    }
     let bytes = raw.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -72,8 +75,20 @@ fn scan_at(raw: &str, depth: usize, out: &mut Vec<Payload>) {
     }
 }
 
+/// The bytes of base64, standard and URL-safe.
+static BASE64: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'-' | b'_');
+        b += 1;
+    }
+    table
+};
+
 fn is_base64_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_')
+    BASE64[usize::from(b)]
 }
 
 /// Base64 rather than a word or a path: both cases, and letters.

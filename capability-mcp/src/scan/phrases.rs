@@ -259,6 +259,16 @@ pub(crate) struct Matcher {
     slots: Vec<Vec<Slot>>,
     by_word: HashMap<&'static str, Vec<usize>, BuildHasherDefault<Fnv>>,
     by_prefix: Vec<(&'static str, usize)>,
+    /// Per first byte, the lengths (bit `min(len, 31)`) of the words that start a pattern:
+    /// most tokens are ruled out here, without hashing.
+    starts: [u32; 256],
+    /// The first bytes of the prefixes that start a pattern.
+    prefix_starts: [bool; 256],
+}
+
+/// The bit of a word's length in [`Matcher::starts`].
+fn length_bit(word: &str) -> u32 {
+    1 << word.len().min(31)
 }
 
 impl Matcher {
@@ -268,6 +278,8 @@ impl Matcher {
             slots: Vec::with_capacity(phrases.len()),
             by_word: HashMap::default(),
             by_prefix: Vec::new(),
+            starts: [0; 256],
+            prefix_starts: [false; 256],
         };
         for (i, phrase) in phrases.iter().enumerate() {
             let slots: Vec<Slot> = phrase.pattern.split_whitespace().map(Slot::parse).collect();
@@ -275,8 +287,16 @@ impl Matcher {
             if let Some(Slot::One(first)) = slots.first() {
                 for alt in first {
                     match alt {
-                        Alt::Exact(word) => matcher.by_word.entry(word).or_default().push(i),
-                        Alt::Prefix(prefix) => matcher.by_prefix.push((prefix, i)),
+                        Alt::Exact(word) => {
+                            matcher.by_word.entry(word).or_default().push(i);
+                            let first = word.as_bytes().first().copied().unwrap_or(0);
+                            matcher.starts[usize::from(first)] |= length_bit(word);
+                        }
+                        Alt::Prefix(prefix) => {
+                            matcher.by_prefix.push((prefix, i));
+                            let first = prefix.as_bytes().first().copied().unwrap_or(0);
+                            matcher.prefix_starts[usize::from(first)] = true;
+                        }
                     }
                 }
             }
@@ -306,14 +326,17 @@ impl Matcher {
     ) {
         for (at, token) in tokens.iter().enumerate() {
             let word = token.text(text);
-            if let Some(candidates) = self.by_word.get(word) {
+            let first = usize::from(word.as_bytes().first().copied().unwrap_or(0));
+            if self.starts[first] & length_bit(word) != 0
+                && let Some(candidates) = self.by_word.get(word)
+            {
                 for &i in candidates {
                     if let Some(end) = self.match_at(i, 1, text, tokens, at + 1) {
                         each(&self.phrases[i], at..end);
                     }
                 }
             }
-            if token.word {
+            if token.word && self.prefix_starts[first] {
                 for &(prefix, i) in &self.by_prefix {
                     if word.starts_with(prefix)
                         && let Some(end) = self.match_at(i, 1, text, tokens, at + 1)

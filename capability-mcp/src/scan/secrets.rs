@@ -7,6 +7,7 @@
 use std::ops::Range;
 
 use super::finding::Severity;
+use super::text::{Folded, Token};
 
 /// A credential found in raw text.
 pub(crate) struct Secret {
@@ -41,40 +42,56 @@ const SECRET_KEYS: &[&str] = &[
     "bearer",
 ];
 
-/// Every credential in `raw`.
-pub(crate) fn scan(raw: &str, out: &mut Vec<Secret>) {
+/// The shortest token a known format can be (`xoxb-` and ten characters).
+const MIN_KNOWN: usize = 15;
+
+/// Every credential in `raw`, found from its words and punctuation (`tokens` of `folded`, the
+/// folded `raw`): a long word is tried against the known formats, `BEGIN` after dashes as a
+/// private key, `=` and `:` as the separator of a generic secret.
+pub(crate) fn scan(raw: &str, folded: &Folded, tokens: &[Token], out: &mut Vec<Secret>) {
+    if raw.len() < MIN_GENERIC {
+        return; // shorter than any credential the rules know
+    }
     let bytes = raw.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let boundary = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
-        let found = match bytes[i] {
-            b'A' if boundary => aws(bytes, i).or_else(|| google(bytes, i)),
-            b'g' if boundary => github(bytes, i),
-            b'x' if boundary => known(
-                bytes,
-                i,
-                &["xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-"],
-                10,
-                "a Slack token",
-            ),
-            b's' | b'r' if boundary => known(
-                bytes,
-                i,
-                &["sk_live_", "rk_live_"],
-                16,
-                "a Stripe secret key",
-            )
-            .or_else(|| known(bytes, i, &["sk-"], 32, "an API secret key (sk-...)")),
-            b'-' => private_key(raw, i),
-            b'=' | b':' => generic(bytes, i),
-            _ => None,
-        };
-        match found {
-            Some(secret) => {
-                i = secret.span.end.max(i + 1);
-                out.push(secret);
+    let text = folded.text.as_str();
+    let mut next = 0; // the first raw byte not inside a secret found already
+    for token in tokens {
+        let at = folded.raw_span(token.range()).start;
+        if at < next {
+            continue;
+        }
+        let word = token.text(text);
+        let found = if token.word && token.end - token.start >= MIN_KNOWN as u32 {
+            match bytes[at] {
+                b'A' => aws(bytes, at).or_else(|| google(bytes, at)),
+                b'g' => github(bytes, at),
+                b'x' => known(
+                    bytes,
+                    at,
+                    &["xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-"],
+                    10,
+                    "a Slack token",
+                ),
+                b's' | b'r' => known(
+                    bytes,
+                    at,
+                    &["sk_live_", "rk_live_"],
+                    16,
+                    "a Stripe secret key",
+                )
+                .or_else(|| known(bytes, at, &["sk-"], 32, "an API secret key (sk-...)")),
+                _ => None,
             }
-            None => i += 1,
+        } else if token.word && word == "begin" && at >= 5 && &bytes[at - 5..at] == b"-----" {
+            private_key(raw, at - 5)
+        } else if !token.word && matches!(word, "=" | ":") {
+            generic(bytes, at)
+        } else {
+            None
+        };
+        if let Some(secret) = found {
+            next = secret.span.end;
+            out.push(secret);
         }
     }
 }
@@ -234,9 +251,18 @@ pub(crate) fn masked(raw: &str, span: &Range<usize>) -> String {
 mod tests {
     use super::*;
 
-    fn kinds(raw: &str) -> Vec<(&'static str, Severity)> {
+    fn found(raw: &str) -> Vec<Secret> {
+        let mut folded = Folded::default();
+        folded.fold(raw);
+        let mut tokens = Vec::new();
+        super::super::text::tokenize(&folded.text, &mut tokens);
         let mut out = Vec::new();
-        scan(raw, &mut out);
+        scan(raw, &folded, &tokens, &mut out);
+        out
+    }
+
+    fn kinds(raw: &str) -> Vec<(&'static str, Severity)> {
+        let out = found(raw);
         out.iter().map(|s| (s.kind, s.severity)).collect()
     }
 
@@ -256,8 +282,7 @@ mod tests {
         );
         let pem =
             "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaA==\n-----END OPENSSH PRIVATE KEY-----";
-        let mut out = Vec::new();
-        scan(pem, &mut out);
+        let out = found(pem);
         assert_eq!(out[0].span, 0..pem.len());
     }
 

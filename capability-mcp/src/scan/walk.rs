@@ -9,7 +9,7 @@ use super::claims::{self, Where};
 use super::finding::{Finding, Rule, Severity, excerpt};
 use super::fleet::distinctive;
 use super::phrases::Matcher;
-use super::text::{Folded, Token, tokenize};
+use super::text::{Folded, Scratch, Token, tokenize};
 use super::{Mention, ToolScan, payload, secrets, unicode};
 
 /// How deep a schema is followed (serde_json parses 128 levels).
@@ -24,8 +24,11 @@ enum Step<'a> {
     Index(usize),
 }
 
-/// What the rules need while walking one tool, reused from string to string.
-#[derive(Default)]
+thread_local! {
+    static SCRATCH: std::cell::Cell<Option<Scratch>> = const { std::cell::Cell::new(None) };
+}
+
+/// What the rules need while walking one tool.
 struct Walker<'a> {
     path: Vec<Step<'a>>,
     folded: Folded,
@@ -38,15 +41,38 @@ pub(crate) fn tool(tool: &Value) -> ToolScan {
     let Some(object) = tool.as_object() else {
         return ToolScan::default();
     };
-    let mut walker = Walker::default();
-    for key in ["name", "title", "description"] {
-        if let Some(Value::String(text)) = object.get(key) {
+    let scratch = SCRATCH.with(std::cell::Cell::take).unwrap_or_default();
+    let mut walker = Walker {
+        path: Vec::with_capacity(16),
+        folded: scratch.folded,
+        tokens: scratch.tokens,
+        out: ToolScan::default(),
+    };
+    // One pass over the members (a lookup each would search the map six times).
+    let (mut name, mut title, mut description, mut annotations) = (None, None, None, None);
+    let (mut input, mut output) = (None, None);
+    for (key, value) in object {
+        match key.as_str() {
+            "name" => name = Some(value),
+            "title" => title = Some(value),
+            "description" => description = Some(value),
+            "annotations" => annotations = value.as_object(),
+            "inputSchema" => input = Some(value),
+            "outputSchema" => output = Some(value),
+            _ => {}
+        }
+    }
+    for (key, value) in [
+        ("name", name),
+        ("title", title),
+        ("description", description),
+    ] {
+        if let Some(Value::String(text)) = value {
             walker.path.push(Step::Key(key));
             walker.string(text, false, key != "name");
             walker.path.pop();
         }
     }
-    let annotations = object.get("annotations").and_then(Value::as_object);
     if let Some(Value::String(title)) = annotations.and_then(|a| a.get("title")) {
         walker
             .path
@@ -54,8 +80,8 @@ pub(crate) fn tool(tool: &Value) -> ToolScan {
         walker.string(title, false, true);
         walker.path.clear();
     }
-    for key in ["inputSchema", "outputSchema"] {
-        if let Some(schema) = object.get(key) {
+    for (key, schema) in [("inputSchema", input), ("outputSchema", output)] {
+        if let Some(schema) = schema {
             walker.path.push(Step::Key(key));
             walker.value(schema, false);
             walker.path.pop();
@@ -66,8 +92,14 @@ pub(crate) fn tool(tool: &Value) -> ToolScan {
         .and_then(Value::as_bool)
         == Some(true);
     if claims_read_only {
-        walker.read_only_claim(object);
+        let name = name.and_then(Value::as_str).unwrap_or_default();
+        walker.read_only_claim(name, description.and_then(Value::as_str), input);
     }
+    let scratch = Scratch {
+        folded: std::mem::take(&mut walker.folded),
+        tokens: std::mem::take(&mut walker.tokens),
+    };
+    SCRATCH.with(|cell| cell.set(Some(scratch)));
     walker.out
 }
 
@@ -113,7 +145,9 @@ impl<'a> Walker<'a> {
         }
         match value {
             Value::String(text) => {
-                self.string(text, false, true);
+                if !clean_word(text) {
+                    self.string(text, false, true);
+                }
                 if secret {
                     self.secret_default(text);
                 }
@@ -133,7 +167,9 @@ impl<'a> Walker<'a> {
     fn object(&mut self, members: &'a Map<String, Value>, secret: bool) {
         for (name, member) in members {
             self.path.push(Step::Key(name));
-            self.string(name, true, true);
+            if !clean_word(name) {
+                self.string(name, true, true);
+            }
             let secret_here = secret
                 || (matches!(name.as_str(), "default" | "examples" | "example" | "const")
                     && self.secret_property());
@@ -170,8 +206,13 @@ impl<'a> Walker<'a> {
     /// Every rule that reads one string. `mentions`: keep the words that may name another
     /// server's tool (not in the tool's own name).
     fn string(&mut self, raw: &str, key: bool, mentions: bool) {
+        let mut folded = std::mem::take(&mut self.folded);
+        let mut tokens = std::mem::take(&mut self.tokens);
+        let ascii = folded.fold(raw);
         let mut hidden = Vec::new();
-        unicode::scan(raw, &mut hidden);
+        if !ascii {
+            unicode::scan(raw, &mut hidden);
+        }
         for hit in hidden {
             let wide =
                 hit.span.start.saturating_sub(CONTEXT)..(hit.span.end + CONTEXT).min(raw.len());
@@ -185,9 +226,6 @@ impl<'a> Walker<'a> {
             );
         }
 
-        let mut folded = std::mem::take(&mut self.folded);
-        let mut tokens = std::mem::take(&mut self.tokens);
-        folded.fold(raw);
         tokenize(&folded.text, &mut tokens);
         let mut phrases = Vec::new();
         Matcher::text().find(&folded.text, &tokens, |phrase, range| {
@@ -198,8 +236,9 @@ impl<'a> Walker<'a> {
             let shown = excerpt(raw, &span);
             self.push(rule, severity, key, span, shown, None);
         }
-        if mentions {
-            self.mentions(raw, key, &folded, &tokens);
+        // References to another server's tool are looked for in text, not in identifiers.
+        if mentions && !key && tokens.len() > 1 {
+            self.mentions(raw, &folded, &tokens);
         }
         self.folded = folded;
         self.tokens = tokens;
@@ -218,7 +257,7 @@ impl<'a> Walker<'a> {
             );
         }
         let mut credentials = Vec::new();
-        secrets::scan(raw, &mut credentials);
+        secrets::scan(raw, &self.folded, &self.tokens, &mut credentials);
         for secret in credentials {
             let masked = secrets::masked(raw, &secret.span);
             self.push(
@@ -234,19 +273,21 @@ impl<'a> Walker<'a> {
 
     /// Keeps the words of `raw` that could be another tool's name, with whether their
     /// sentence tells the agent what to do.
-    fn mentions(&mut self, raw: &str, key: bool, folded: &Folded, tokens: &[Token]) {
+    fn mentions(&mut self, raw: &str, folded: &Folded, tokens: &[Token]) {
         let text = folded.text.as_str();
-        let candidates: Vec<usize> = tokens
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.word && distinctive(&raw[folded.raw_span(t.range())]))
-            .map(|(i, _)| i)
-            .collect();
-        if candidates.is_empty() {
-            return;
-        }
-        let pointer = self.pointer();
-        for i in candidates {
+        let mut pointer = None;
+        for (i, token) in tokens.iter().enumerate() {
+            // Cheap tests first: long enough, and a separator or a capital somewhere.
+            if !token.word || token.end - token.start < 5 {
+                continue;
+            }
+            let span = folded.raw_span(token.range());
+            let word = &raw[span.clone()];
+            let separated = token.text(text).contains(['_', '-', '.']);
+            if !(separated || word.bytes().any(|b| b.is_ascii_uppercase())) || !distinctive(word) {
+                continue;
+            }
+            let pointer = pointer.get_or_insert_with(|| self.pointer()).clone();
             let (start, end) = sentence(text, tokens, i);
             let directive = tokens[start..end].iter().enumerate().any(|(k, t)| {
                 directs(
@@ -254,11 +295,10 @@ impl<'a> Walker<'a> {
                     tokens.get(start + k + 1).map(|n| n.text(text)),
                 )
             });
-            let span = folded.raw_span(tokens[i].range());
             self.out.mentions.push(Mention {
-                word: tokens[i].text(text).into(),
-                pointer: pointer.clone(),
-                key,
+                word: token.text(text).into(),
+                pointer,
+                key: false,
                 excerpt: excerpt(raw, &span),
                 span,
                 directive,
@@ -267,19 +307,20 @@ impl<'a> Walker<'a> {
     }
 
     /// The claim `readOnlyHint: true` against the tool's name, description and properties.
-    fn read_only_claim(&mut self, object: &Map<String, Value>) {
-        let name = object
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let description = object.get("description").and_then(Value::as_str);
-        let properties = object
-            .get("inputSchema")
+    fn read_only_claim(&mut self, name: &str, description: Option<&str>, input: Option<&Value>) {
+        let properties = input
             .and_then(|s| s.get("properties"))
             .and_then(Value::as_object)
             .into_iter()
             .flat_map(|p| p.keys().map(String::as_str));
-        for found in claims::mismatches(name, description, properties) {
+        let mut scratch = Scratch {
+            folded: std::mem::take(&mut self.folded),
+            tokens: std::mem::take(&mut self.tokens),
+        };
+        let found = claims::mismatches(name, description, properties, &mut scratch);
+        self.folded = scratch.folded;
+        self.tokens = scratch.tokens;
+        for found in found {
             let (pointer, key, span, shown) = match &found.at {
                 Where::Name(name) => ("/name".to_owned(), false, 0..name.len(), name.clone()),
                 Where::Description(span) => {
@@ -313,6 +354,59 @@ impl<'a> Walker<'a> {
             });
         }
     }
+}
+
+/// The words of JSON Schema (keywords, type names) that most of a schema's strings are:
+/// no rule finds anything in them (a test checks it), so they are not read.
+const SCHEMA_WORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "items",
+    "description",
+    "title",
+    "default",
+    "enum",
+    "const",
+    "format",
+    "pattern",
+    "$schema",
+    "$ref",
+    "$defs",
+    "$id",
+    "definitions",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "examples",
+    "additionalProperties",
+    "uniqueItems",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "nullable",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "string",
+    "object",
+    "integer",
+    "number",
+    "boolean",
+    "array",
+    "null",
+];
+
+/// Whether `text` is one of [`SCHEMA_WORDS`].
+fn clean_word(text: &str) -> bool {
+    text.len() <= 20 && SCHEMA_WORDS.contains(&text)
 }
 
 /// Whether a property name says it holds a secret.
@@ -373,4 +467,26 @@ fn directs(word: &str, next: Option<&str>) -> bool {
             | "mandatory"
     ) || (word == "make" && next == Some("sure"))
         || (word == "do" && next == Some("not"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast path skips only what the rules would find nothing in.
+    #[test]
+    fn the_words_of_json_schema_are_clean() {
+        for word in SCHEMA_WORDS {
+            for key in [false, true] {
+                let mut walker = Walker {
+                    path: vec![Step::Key("inputSchema")],
+                    folded: Folded::default(),
+                    tokens: Vec::new(),
+                    out: ToolScan::default(),
+                };
+                walker.string(word, key, true);
+                assert_eq!(walker.out, ToolScan::default(), "{word}");
+            }
+        }
+    }
 }
