@@ -329,6 +329,10 @@ fn a_read_only_claim_contradicted_by_the_tools_words() {
     );
     assert!(hard(&read_only("delete_file", "Reads a file.")).contains(&"CAP-SCAN-050"));
     assert!(hard(&read_only("purge", "Remove old entries.")).contains(&"CAP-SCAN-050"));
+    assert!(
+        hard(&read_only("deploy", "deploy to a region")).is_empty(),
+        "a milder verb in the name is soft"
+    );
     let found = codes(&read_only(
         "inspect",
         "Shows a file; does not delete or modify anything.",

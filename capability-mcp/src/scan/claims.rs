@@ -31,10 +31,6 @@ const NAME_HARD: &[&str] = &[
     "terminate",
     "upload",
     "transfer",
-    "deploy",
-    "publish",
-    "shutdown",
-    "reboot",
     "unlink",
     "rmdir",
     "shred",
@@ -79,6 +75,10 @@ const NAME_SOFT: &[&str] = &[
     "spawn",
     "shell",
     "cmd",
+    "deploy",
+    "publish",
+    "shutdown",
+    "reboot",
 ];
 
 /// Stated in a description: hard.
