@@ -5,7 +5,7 @@
 //! does the rest of the caller-independent work: the shown names (`<prefix><name>`) and the
 //! names two servers' tools would share. A shown name claimed by tools of two servers is
 //! withheld from everyone ([`WithheldReason::NameTaken`], reported by [`Fleet::collisions`]):
-//! which one a call would reach must never depend on order. The [scan](crate::scan)'s fleet
+//! which one a call would reach must never depend on order. The [scan](mod@crate::scan)'s fleet
 //! rules run here too, on the shown names: a description naming another server's tool and
 //! telling the agent what to do with it, and two servers' tools whose names or titles differ
 //! only by look-alike characters, are withheld from everyone ([`WithheldReason::Flagged`]);

@@ -6,7 +6,7 @@
 //! 1. **Drift against the lock.** While a lockfile is in use, a tool that does not match an
 //!    approved pin (changed, added, renamed, or with flags edited in the lockfile) is hidden; a
 //!    server the lockfile does not know has no approved tool.
-//! 2. **The scan.** A tool whose descriptor the [scan](crate::scan) flags (a hard finding:
+//! 2. **The scan.** A tool whose descriptor the [scan](mod@crate::scan) flags (a hard finding:
 //!    hidden Unicode, an injection phrase, a file of secrets, an encoded payload, a read-only
 //!    claim its own words contradict, a credential) is hidden, pinned or not.
 //! 3. **Duplicate names.** All tools that share a name are hidden: a call could reach either.
@@ -35,7 +35,7 @@ pub enum WithheldReason {
     /// its descriptor changed, or its flags were edited in the lockfile. It stays hidden until it
     /// is pinned again.
     Drift(DriftStatus),
-    /// The [scan](crate::scan) of its descriptor has a hard finding: the first of each rule.
+    /// The [scan](mod@crate::scan) of its descriptor has a hard finding: the first of each rule.
     /// Its descriptor says something no agent should read (hidden characters, an injection,
     /// a file of secrets, an encoded command, a read-only claim its words contradict, a
     /// credential, another server's tool told what to do). It stays hidden, pinned or not,

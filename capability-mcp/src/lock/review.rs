@@ -70,7 +70,7 @@ impl ReviewedTool {
         &self.status
     }
 
-    /// What the [scan](crate::scan) of its descriptor found (a pin does not silence it: a
+    /// What the [scan](mod@crate::scan) of its descriptor found (a pin does not silence it: a
     /// listing hides a tool with a hard finding, pinned or not).
     pub fn findings(&self) -> &[Finding] {
         self.scan.findings()

@@ -9,7 +9,8 @@
 //!
 //! [`tokenize`] cuts folded text into words (letters, digits, `_`; joined by `-`, `.` or `'`
 //! between two of them, so `id_rsa`, `mcp.json`, `get-sum` and `don't` are one word each) and
-//! single characters of punctuation (`~ / . < > |`), so a pattern can say `. ssh` or `< important >`.
+//! single characters of punctuation (`~ / . < > |`), so a pattern can say `. ssh` or
+//! `< important >`.
 
 use std::ops::Range;
 
