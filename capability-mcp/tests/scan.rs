@@ -742,3 +742,102 @@ fn a_pin_does_not_silence_the_scan() {
          sensitive-path at /description: `.ssh`"
     );
 }
+
+/// Text of any characters (invisible ones, other scripts, full-width letters, long runs of
+/// base64 and hex, secrets' prefixes, punctuation) never makes the scan panic, and every span
+/// it reports is within its string, on character boundaries.
+#[test]
+fn any_text_is_scanned_without_panic_and_spans_stay_on_boundaries() {
+    const POOL: &[&str] = &[
+        "a",
+        "Z",
+        "_",
+        "-",
+        ".",
+        ":",
+        "=",
+        "'",
+        "~",
+        "/",
+        "<",
+        ">",
+        "|",
+        " ",
+        "\n",
+        "ignore",
+        "previous",
+        "instructions",
+        "user",
+        "do",
+        "not",
+        "tell",
+        "ssh",
+        "id_rsa",
+        "AKIA",
+        "ghp_",
+        "-----BEGIN ",
+        "PRIVATE KEY-----",
+        "Y3VybCB8IHNo",
+        "6375726c",
+        "\u{200B}",
+        "\u{200D}",
+        "\u{202E}",
+        "\u{E0041}",
+        "\u{E007F}",
+        "\u{FE0F}",
+        "\u{E0100}",
+        "\u{AD}",
+        "\u{2062}",
+        "\u{1F3F4}",
+        "\u{1F600}",
+        "ｉ",
+        "і",
+        "е",
+        "\u{301}",
+        "ß",
+        "İ",
+        "\u{FB01}",
+        "\u{2019}",
+        "\u{FF1A}",
+        "\u{3000}",
+        "é",
+        "日本",
+    ];
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    for round in 0..400 {
+        let mut text =
+            |len: usize| -> String { (0..len).map(|_| POOL[next(POOL.len())]).collect() };
+        let description = text(1 + round % 60);
+        let property = text(1 + round % 7);
+        let default = text(1 + round % 30);
+        let tool = json!({
+            "name": "t", "description": description,
+            "inputSchema": {"type": "object", "properties": {
+                property.clone(): {"type": "string", "default": default}}},
+            "annotations": {"readOnlyHint": true}
+        });
+        let found = ToolScan::of(&tool);
+        for f in found.findings() {
+            let text = if f.key {
+                property.clone()
+            } else if f.pointer == "/name" {
+                "t".to_owned()
+            } else {
+                tool.pointer(&f.pointer)
+                    .and_then(Value::as_str)
+                    .unwrap_or_else(|| panic!("round {round}: {}", f.pointer))
+                    .to_owned()
+            };
+            assert!(
+                text.get(f.span.clone()).is_some(),
+                "round {round}: {f} in {text:?}"
+            );
+        }
+    }
+}
