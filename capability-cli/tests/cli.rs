@@ -1912,3 +1912,71 @@ fn a_bad_servers_table_is_refused_with_its_position() {
         "a name from the policy needs no note"
     );
 }
+
+/// `capability pin` and `verify` say what the scan of the descriptors finds (a pin is the
+/// moment a person reads them): the code, the rule and where, and that a tool with a hard
+/// finding stays hidden though pinned; an honest server's list gets no such section.
+#[test]
+fn pin_and_verify_report_what_the_scan_finds() {
+    let dir = scratch("pin_scan");
+    let fixture = |path: &str| {
+        let text = std::fs::read_to_string(format!(
+            "{}/../tests/fixtures/{path}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("fixture");
+        serde_json::from_str::<Value>(&text).expect("JSON")
+    };
+    let poisoned = fixture("scan/poisoned/direct-poisoning.json");
+    let tools = json!({"tools": poisoned["servers"][0]["tools"]});
+    std::fs::write(dir.join("poisoned.json"), tools.to_string()).expect("tools");
+    let out = capability(&dir, &["pin", "--server", "demo", "poisoned.json"]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    for says in [
+        "The scan of the descriptors found (docs/scan.md):",
+        "add: CAP-SCAN-010 injection-phrase (hard) at /description",
+        "A tool with a hard finding stays hidden from every role, pinned or not",
+    ] {
+        assert!(said.contains(says), "{says}:\n{said}");
+    }
+    let verify = capability(
+        &dir,
+        &["verify", "--server", "demo", "--json", "poisoned.json"],
+    );
+    let report = json_out(&verify);
+    let codes: Vec<&str> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["severity"] == "hard")
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(
+        codes.contains(&"CAP-SCAN-010") && codes.contains(&"CAP-SCAN-011"),
+        "{report}"
+    );
+
+    std::fs::write(
+        dir.join("everything.json"),
+        fixture("mcp/server-everything.tools.json").to_string(),
+    )
+    .expect("tools");
+    let honest = capability(
+        &dir,
+        &[
+            "pin",
+            "--server",
+            "everything",
+            "--lock",
+            "e.lock",
+            "everything.json",
+        ],
+    );
+    assert_eq!(code(&honest), 0, "{}", text(&honest.stderr));
+    assert!(
+        !text(&honest.stdout).contains("stays hidden"),
+        "{}",
+        text(&honest.stdout)
+    );
+}
