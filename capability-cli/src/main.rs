@@ -29,6 +29,7 @@
 mod commands;
 mod engine;
 mod failure;
+mod findings;
 mod help;
 mod metrics;
 mod otlp;

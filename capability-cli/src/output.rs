@@ -216,7 +216,7 @@ pub fn pin(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Failur
             loaded.server.name()
         )
     };
-    let (lines, found) = scanned(&loaded.tools);
+    let (lines, found) = crate::findings::scanned(&loaded.tools);
     let hard = found.iter().any(|f| f["severity"] == "hard");
     if common.json {
         out.json(&json!({
@@ -240,7 +240,7 @@ pub fn pin(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Failur
         if believed_from_now_on {
             writeln!(out, "Note: {note}.")?;
         }
-        write_scanned(out, &lines, hard)?;
+        crate::findings::write_scanned(out, &lines, hard)?;
     }
     Ok(0)
 }
@@ -269,7 +269,7 @@ pub fn verify(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Fai
             "tools": review.tools().len(),
             "drifted": drifted,
             "removed": review.removed(),
-            "findings": scanned(&loaded.tools).1,
+            "findings": crate::findings::scanned(&loaded.tools).1,
         }))?;
     } else if clean {
         writeln!(out, "{review}")?;
@@ -285,52 +285,10 @@ pub fn verify(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Fai
         }
     }
     if !common.json {
-        let (lines, found) = scanned(&loaded.tools);
-        write_scanned(out, &lines, found.iter().any(|f| f["severity"] == "hard"))?;
+        let (lines, found) = crate::findings::scanned(&loaded.tools);
+        crate::findings::write_scanned(out, &lines, found.iter().any(|f| f["severity"] == "hard"))?;
     }
     Ok(if clean { 0 } else { 1 })
-}
-
-/// What the scan finds in the listed tools (`capability::mcp::scan`): each finding as a line
-/// and as JSON. A hard one hides its tool from every role, pinned or not.
-fn scanned(tools: &[Value]) -> (Vec<String>, Vec<Value>) {
-    let mut lines = Vec::new();
-    let mut found = Vec::new();
-    for tool in tools {
-        let name = tool["name"].as_str().unwrap_or_default();
-        for finding in capability::mcp::scan::scan_tool(tool) {
-            lines.push(format!(
-                "{}: {}",
-                escape(name),
-                escape(&finding.to_string())
-            ));
-            found.push(json!({
-                "tool": name, "code": finding.rule.code(), "rule": finding.rule.name(),
-                "severity": finding.severity.as_str(), "at": finding.place(),
-                "what": finding.what(),
-            }));
-        }
-    }
-    (lines, found)
-}
-
-/// The scan's findings under a pin or a verify, with what they mean.
-fn write_scanned(out: &mut Out, lines: &[String], hard: bool) -> std::io::Result<()> {
-    if lines.is_empty() {
-        return Ok(());
-    }
-    writeln!(out, "\nThe scan of the descriptors found (docs/scan.md):")?;
-    for line in lines {
-        writeln!(out, "  {line}")?;
-    }
-    if hard {
-        writeln!(
-            out,
-            "A tool with a hard finding stays hidden from every role, pinned or not: read its \
-             descriptor before trusting the server."
-        )?;
-    }
-    Ok(())
 }
 
 fn write_lock(lock: &Lockfile, common: &Common) -> Result<(), Failure> {
