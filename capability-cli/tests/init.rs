@@ -195,6 +195,21 @@ fn a_server_that_does_not_start_is_left_commented_out_and_files_there_are_kept()
     ]);
     assert_eq!(check.status.code(), Some(0), "{:?}", text(&check));
 
+    let missing = capability(&[
+        "init",
+        "--from",
+        &dir.join("no-such.json").display().to_string(),
+        "--dir",
+        &dir.join("elsewhere").display().to_string(),
+    ]);
+    assert_eq!(missing.status.code(), Some(2), "{:?}", text(&missing));
+    assert!(
+        text(&missing).1.contains("cannot read"),
+        "{:?}",
+        text(&missing)
+    );
+    assert!(!dir.join("elsewhere").exists(), "nothing left behind");
+
     let again = capability(&args);
     let (out, err) = text(&again);
     assert_eq!(again.status.code(), Some(2), "{out}\n{err}");

@@ -35,6 +35,13 @@ pub struct InitArgs {
 
 /// Runs `capability init`: 0 when every server was pinned, 1 when some could not be started.
 pub fn run(args: &InitArgs, out: &mut Out) -> Result<u8, GatewayError> {
+    // A file that cannot be read leaves nothing behind (no folder, no log).
+    if let Err(error) = std::fs::metadata(&args.from) {
+        return Err(GatewayError::Config(format!(
+            "cannot read {}: {error}",
+            args.from.display()
+        )));
+    }
     std::fs::create_dir_all(&args.dir)
         .map_err(|e| GatewayError::Config(format!("cannot make {}: {e}", args.dir.display())))?;
     let log = args.dir.join("servers.log");
