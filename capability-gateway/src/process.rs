@@ -24,16 +24,12 @@ static SERVER_LOG: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock
 /// [`GatewayError::Config`](crate::GatewayError::Config) when `path` cannot be opened for
 /// appending, or when another path was set before.
 pub fn log_servers_to(path: &std::path::Path) -> Result<(), crate::GatewayError> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| {
-            crate::GatewayError::Config(format!(
-                "cannot write the servers' log {}: {e}",
-                path.display()
-            ))
-        })?;
+    open_log(path).map_err(|e| {
+        crate::GatewayError::Config(format!(
+            "cannot write the servers' log {}: {e}",
+            path.display()
+        ))
+    })?;
     match SERVER_LOG.set(path.to_owned()) {
         Ok(()) => Ok(()),
         Err(_) if SERVER_LOG.get().map(std::path::PathBuf::as_path) == Some(path) => Ok(()),
@@ -49,11 +45,7 @@ pub(crate) fn server_stderr() -> std::process::Stdio {
     let Some(path) = SERVER_LOG.get() else {
         return std::process::Stdio::inherit();
     };
-    match std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
+    match open_log(path) {
         Ok(file) => std::process::Stdio::from(file),
         Err(error) => {
             crate::note(format_args!(
@@ -63,6 +55,29 @@ pub(crate) fn server_stderr() -> std::process::Stdio {
             std::process::Stdio::inherit()
         }
     }
+}
+
+/// Opens the servers' log for appending, created if need be. A path whose last component is a
+/// symbolic link is refused, not followed (as the audit trail's): whoever can write the folder
+/// must not turn the servers' output into a write to a file of their choosing.
+fn open_log(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits());
+    }
+    options.open(path).map_err(|error| {
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            std::io::Error::other(
+                "it is a symbolic link: the servers' log is written only to the file its own \
+                 path names (give the link's target instead)",
+            )
+        } else {
+            error
+        }
+    })
 }
 
 /// How long a call the server left unanswered waits to learn why (its exit comes a moment
@@ -222,5 +237,33 @@ mod tests {
         exit.set("its output was cut off".to_owned());
         exit.set("`x` exited (exit status: 1)".to_owned());
         assert_eq!(exit.get().as_deref(), Some("its output was cut off"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_servers_log_that_is_a_symbolic_link_is_refused_and_its_target_left_alone() {
+        let dir =
+            std::env::temp_dir().join(format!("capability-servers-log-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let target = dir.join("precious");
+        std::fs::write(&target, "kept\n").expect("the target");
+        let link = dir.join("servers.log");
+        std::os::unix::fs::symlink(&target, &link).expect("a symbolic link");
+
+        let error = log_servers_to(&link).expect_err("a link is not followed");
+        let message = error.to_string();
+        assert!(message.contains("symbolic link"), "{message}");
+        assert!(message.contains("servers.log"), "{message}");
+        assert_eq!(
+            std::fs::read_to_string(&target).expect("the target"),
+            "kept\n"
+        );
+        assert!(SERVER_LOG.get().is_none(), "a refused log is not set");
+
+        let plain = dir.join("plain.log");
+        open_log(&plain).expect("a plain path is created");
+        assert!(plain.is_file());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
