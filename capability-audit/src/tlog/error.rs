@@ -66,6 +66,18 @@ pub enum TlogError {
     },
     /// Nothing to prove from the trail (no such record, an unusable writer id, a broken trail).
     Trail(String),
+    /// Fewer valid cosignatures of the trusted witnesses than required.
+    Quorum {
+        /// Cosignatures required.
+        needed: usize,
+        /// The witnesses whose cosignature is valid.
+        cosigned: Vec<String>,
+        /// The witnesses without a valid cosignature, each with why.
+        missing: Vec<String>,
+    },
+    /// A checkpoint signed by a key outside the span the rotations give it, or a rotation
+    /// statement that does not follow the keys before it.
+    Rotation(String),
 }
 
 impl fmt::Display for TlogError {
@@ -119,8 +131,83 @@ impl fmt::Display for TlogError {
                 "the proof is for another record ({proof_is_for}), not for the one given"
             ),
             TlogError::Trail(why) => f.write_str(why),
+            TlogError::Quorum {
+                needed,
+                cosigned,
+                missing,
+            } => write!(
+                f,
+                "witnesses: {} valid cosignature(s) where {needed} are required (cosigned: [{}]; \
+                 missing: [{}])",
+                cosigned.len(),
+                cosigned.join(", "),
+                missing.join(", ")
+            ),
+            TlogError::Rotation(why) => f.write_str(why),
         }
     }
 }
 
 impl std::error::Error for TlogError {}
+
+/// Why a witness refused a checkpoint, or could not keep its state.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WitnessError {
+    /// A request that does not follow the protocol (400).
+    BadRequest(String),
+    /// The checkpoint's origin is not a log this witness knows (404).
+    UnknownLog(String),
+    /// No valid signature of a key the witness trusts for the log (403).
+    NotSigned(String),
+    /// The old size is not the size of the checkpoint the witness holds (409).
+    Conflict {
+        /// The log.
+        origin: String,
+        /// The old size the request gave.
+        old: u64,
+        /// The size the witness holds (0: none yet).
+        held: u64,
+    },
+    /// The checkpoint does not extend the one held (422): a fork, a rewrite, a bad proof.
+    Inconsistent(String),
+    /// The state file cannot be read, is not the witness's own, or cannot be written (500).
+    State(String),
+}
+
+impl WitnessError {
+    /// The HTTP status code `c2sp.org/tlog-witness` gives this refusal.
+    pub fn status(&self) -> u16 {
+        match self {
+            WitnessError::BadRequest(_) => 400,
+            WitnessError::UnknownLog(_) => 404,
+            WitnessError::NotSigned(_) => 403,
+            WitnessError::Conflict { .. } => 409,
+            WitnessError::Inconsistent(_) => 422,
+            WitnessError::State(_) => 500,
+        }
+    }
+}
+
+impl fmt::Display for WitnessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WitnessError::BadRequest(why)
+            | WitnessError::NotSigned(why)
+            | WitnessError::Inconsistent(why)
+            | WitnessError::State(why) => f.write_str(why),
+            WitnessError::UnknownLog(origin) => {
+                write!(
+                    f,
+                    "unknown log {origin:?}: this witness is not configured for it"
+                )
+            }
+            WitnessError::Conflict { origin, old, held } => write!(
+                f,
+                "stale: the witness holds a checkpoint of {held} records of {origin}, not {old}: \
+                 send the consistency proof from size {held}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for WitnessError {}

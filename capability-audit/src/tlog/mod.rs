@@ -7,6 +7,10 @@
 //!   [`verify`]: checking proofs from hashes alone.
 //! - [`note`]: checkpoints as signed notes (Ed25519, the key files of `capability keygen`);
 //!   [`proof`]: the proof file; [`trail`]: trees, proofs and consistency from a trail.
+//! - [`cosignature`]: witnesses' cosignatures (`c2sp.org/tlog-cosignature`) and the quorum a
+//!   verifier requires; [`witness`]: a witness that cosigns only checkpoints extending the last
+//!   one it cosigned ([`witness_state`]: its state file); [`rotation`]: a log key handing over
+//!   to the next at a tree size.
 //!
 //! ```
 //! use capability::audit::tlog::{Tree, leaf_hash, verify_consistency, verify_inclusion};
@@ -42,22 +46,29 @@
 //!   given to, an auditor, a witness that co-signs only trees consistent with what it saw)
 //!   turn such a rewrite into evidence. A proof also says nothing of calls never recorded.
 
+pub mod cosignature;
 pub mod encoding;
 pub mod error;
 pub mod hash;
 pub mod note;
 pub mod proof;
+pub mod rotation;
 pub mod trail;
 pub mod tree;
 pub mod verify;
+pub mod witness;
+pub mod witness_state;
 
-pub use error::TlogError;
+pub use cosignature::{Cosigned, Cosigner, WitnessQuorum, cosigner_key_id, cosigner_vkey};
+pub use error::{TlogError, WitnessError};
 pub use hash::{Hash, empty_root, leaf_hash, node_hash};
 pub use note::{SignedCheckpoint, TreeHead, key_id, verifier_key};
 pub use proof::{PROOF_HEADER, TlogProof};
+pub use rotation::{KeyRotation, LogKeys};
 pub use trail::{
     Extension, ProvenRecord, check_consistency, check_consistency_jsonl, check_proof, origin,
     parse_record_ref, prove, prove_jsonl, read_checkpoint, writer_tree,
 };
 pub use tree::Tree;
 pub use verify::{root_from_inclusion, verify_consistency, verify_inclusion};
+pub use witness::{AddCheckpoint, LogKey, Witness};

@@ -116,6 +116,20 @@ pub struct NoteSignature {
     pub signature: Vec<u8>,
 }
 
+impl NoteSignature {
+    /// The signature line, newline included: `— <name> base64(key id || signature)`.
+    pub fn line(&self) -> String {
+        let mut bytes = self.key_id.to_vec();
+        bytes.extend_from_slice(&self.signature);
+        format!("\u{2014} {} {}\n", self.name, base64(&bytes))
+    }
+
+    /// Reads one signature line (without its newline); `None` when it is not one.
+    pub fn parse(line: &str) -> Option<NoteSignature> {
+        parse_signature(line)
+    }
+}
+
 /// A checkpoint as a signed note: the tree head, its text as signed, and its signatures.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SignedCheckpoint {
@@ -133,9 +147,7 @@ impl SignedCheckpoint {
         let mut text = self.body.clone();
         text.push('\n');
         for s in &self.signatures {
-            let mut bytes = s.key_id.to_vec();
-            bytes.extend_from_slice(&s.signature);
-            text.push_str(&format!("\u{2014} {} {}\n", s.name, base64(&bytes)));
+            text.push_str(&s.line());
         }
         text
     }
