@@ -13,8 +13,7 @@
 //!
 //! `cargo bench -p capability-bench --bench audit_sinks`
 
-#[path = "../capability-store/tests/support/pg.rs"]
-mod pg;
+use capability_testkit::pg;
 
 use std::hint::black_box;
 use std::path::PathBuf;

@@ -16,9 +16,7 @@ pub fn example_policy() -> Policy {
 }
 
 // The same deterministic generator the tests use.
-#[path = "../tests/common/mod.rs"]
-mod shared;
-pub use shared::Rng;
+pub use capability_testkit::Rng;
 
 const PROVIDERS: &[&str] = &[
     "k8s",

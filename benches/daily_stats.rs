@@ -13,8 +13,7 @@
 //!
 //! `cargo bench -p capability-bench --bench daily_stats`
 
-#[path = "../capability-store/tests/support/pg.rs"]
-mod pg;
+use capability_testkit::pg;
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -11,7 +11,6 @@ use capability::authz::{DenyReason, Effect, PolicyIndex, RoleId};
 use capability::{CapabilityManifest, Policy};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
-#[path = "common.rs"]
 mod common;
 
 /// The floor: what a hand-written check on precomputed masks costs.

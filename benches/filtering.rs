@@ -13,7 +13,6 @@ use capability::Server;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::Value;
 
-#[path = "common.rs"]
 mod common;
 
 const TOOLS: usize = 1000;

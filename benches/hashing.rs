@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
-#[path = "common.rs"]
 mod common;
 
 fn median_ns(mut run: impl FnMut()) -> f64 {

@@ -9,8 +9,7 @@
 //!
 //! `cargo bench -p capability-bench --bench store_pg`
 
-#[path = "../capability-store/tests/support/pg.rs"]
-mod pg;
+use capability_testkit::pg;
 
 use std::time::{Duration, Instant};
 

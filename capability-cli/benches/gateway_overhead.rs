@@ -29,9 +29,7 @@
 //!
 //! Needs Node.js 20+ and npm (the pinned packages are installed by the tests' support module).
 
-#[path = "../tests/support/mod.rs"]
-#[allow(unused_macros, unused_imports)]
-mod support;
+use capability_testkit::servers as support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

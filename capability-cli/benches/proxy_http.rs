@@ -15,9 +15,7 @@
 //!
 //! Needs Node.js 20+ and npm (the pinned servers are installed into `<target>/mcp-servers`).
 
-#[path = "../tests/support/mod.rs"]
-#[allow(unused_macros, unused_imports)]
-mod support;
+use capability_testkit::servers as support;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -8,9 +8,7 @@
 //! Needs Node.js 20+ and npm (the pinned server is installed into `<target>/mcp-servers` by the
 //! tests' support module, included here).
 
-#[path = "../tests/support/mod.rs"]
-#[allow(unused_macros, unused_imports)]
-mod support;
+use capability_testkit::servers as support;
 
 use std::path::Path;
 use std::process::Stdio;

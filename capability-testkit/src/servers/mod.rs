@@ -1,6 +1,7 @@
 //! The official MCP reference servers, for the integration tests.
 //!
-//! Include with `mod support;` at the root of an integration test file. The servers are pinned in
+//! `use capability_testkit::servers;` (and `use capability_testkit::require_servers;` for the
+//! macro). The servers are pinned in
 //! `tests/mcp-servers/` at the workspace root (`package.json` and `package-lock.json`); on first use
 //! they are installed with `npm ci` into `<target dir>/mcp-servers`, once per lock file, and every
 //! test binary shares that install. A test that needs them starts with
@@ -373,7 +374,7 @@ macro_rules! require_servers {
         $crate::require_servers!($name, ())
     };
     ($name:expr, $skipped:expr) => {
-        match $crate::support::require_servers($name) {
+        match $crate::servers::require_servers($name) {
             ::std::option::Option::Some(servers) => servers,
             ::std::option::Option::None => return $skipped,
         }
@@ -606,8 +607,7 @@ fn is_stale(lock: &Path) -> bool {
 // Paths
 
 /// The workspace root: the nearest directory at or above this crate's that holds
-/// `tests/mcp-servers/package.json` (this module is also included, by `#[path]`, from test files
-/// of other workspace members and of the root package).
+/// `tests/mcp-servers/package.json` (this crate's parent).
 pub fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest_dir

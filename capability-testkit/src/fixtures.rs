@@ -1,0 +1,122 @@
+//! Fixtures built with the facade (feature `facade`): manifests, grants, trail checks, examples.
+
+use capability::CapabilityManifest;
+use capability::authz::{Ceiling, ToolContext};
+
+pub use crate::Rng;
+
+/// `k8s/list_pods`: read-only, scope `k8s:read`.
+pub fn list_pods() -> CapabilityManifest {
+    CapabilityManifest::builder("list_pods")
+        .provider("k8s")
+        .read_only(true)
+        .scope("k8s:read")
+        .build()
+        .expect("valid")
+}
+
+/// `k8s/restart_pod`: mutating (the defaults), scope `k8s:write`.
+pub fn restart_pod() -> CapabilityManifest {
+    CapabilityManifest::builder("restart_pod")
+        .provider("k8s")
+        .scope("k8s:write")
+        .build()
+        .expect("valid")
+}
+
+/// A read-only grant holding `k8s:read`, for role `monitor`.
+pub fn monitor(session: &str) -> ToolContext {
+    ToolContext::new("monitor", session, Ceiling::ReadOnly).with_scopes(["k8s:read"])
+}
+
+/// A tool built at run time: read-only, or mutating and destructive or not, with scopes.
+pub fn tool(
+    provider: &str,
+    name: &str,
+    read_only: bool,
+    destructive: bool,
+    scopes: &[&str],
+) -> CapabilityManifest {
+    let builder = CapabilityManifest::builder(name)
+        .provider(provider)
+        .scopes(scopes.iter().copied());
+    let builder = if read_only {
+        builder.read_only(true)
+    } else {
+        builder.destructive(destructive)
+    };
+    builder.build().expect("valid tool")
+}
+
+/// One record per call: the outcome of a call that ran (its intent left out), or the one
+/// record of a call that did not; in trail order.
+#[allow(dead_code)]
+pub fn calls(records: Vec<capability::audit::AuditRecord>) -> Vec<capability::audit::AuditRecord> {
+    records
+        .into_iter()
+        .filter(|r| r.phase != Some(capability::audit::Phase::Intent))
+        .collect()
+}
+
+/// Checks that each outcome follows its intent (same call id, same call), and that every
+/// intent has its outcome.
+#[allow(dead_code)]
+pub fn intents_have_outcomes(records: &[capability::audit::AuditRecord]) {
+    use capability::audit::Phase;
+    for (i, record) in records.iter().enumerate() {
+        match record.phase {
+            Some(Phase::Intent) => {
+                let outcome = records[i + 1..]
+                    .iter()
+                    .find(|r| r.call_id == record.call_id && r.writer == record.writer)
+                    .unwrap_or_else(|| panic!("intent {} has no outcome", record.seq));
+                assert_eq!(outcome.phase, Some(Phase::Outcome), "{outcome:?}");
+                assert_eq!(
+                    (&outcome.tool, &outcome.session, &outcome.input_digest),
+                    (&record.tool, &record.session, &record.input_digest)
+                );
+                assert_eq!((record.success, record.latency_us), (None, None));
+            }
+            Some(Phase::Outcome) => {
+                assert!(
+                    records[..i]
+                        .iter()
+                        .any(|r| r.call_id == record.call_id && r.phase == Some(Phase::Intent)),
+                    "outcome {} has no intent before it",
+                    record.seq
+                );
+            }
+            None => assert!(record.call_id.is_some() || record.seq > 0),
+        }
+    }
+}
+
+/// The binary of the facade's example `name`, built with the profile and target directory of
+/// the running test binary (`<target>/<profile>/deps/<test>` → `<target>/<profile>/examples/`).
+pub fn example_binary(name: &str) -> std::path::PathBuf {
+    use std::path::Path;
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary is in <target>/<profile>/deps");
+    let target = profile_dir.parent().expect("<target>");
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+    };
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", name, "--profile"])
+        .arg(&profile)
+        .arg("--manifest-path")
+        .arg(crate::servers::workspace_root().join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", target)
+        .status()
+        .expect("runs cargo");
+    assert!(status.success(), "`cargo build --example {name}` failed");
+    let binary = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(binary.is_file(), "{} is missing", binary.display());
+    binary
+}

@@ -1,0 +1,33 @@
+//! What the workspace's tests and benchmarks share, written once (a `publish = false` crate, as
+//! tracing's `tracing-test`).
+//!
+//! Depend on it as a dev-dependency only; no library of the workspace may use it.
+//!
+//! - [`Rng`]: the one deterministic generator of the property tests and benchmarks.
+//! - [`wait_for`]: poll a condition until it holds or ten seconds pass.
+//! - [`pg`]: a throwaway PostgreSQL server and a schema per test.
+//! - [`servers`]: the official MCP reference servers, the TypeScript and Python SDK clients, the
+//!   conformance suite and Chromium, installed from the project's pinned lock files; raw HTTP
+//!   and an OTLP receiver.
+//! - [`Binary`]: a harness that runs the `capability` binary (its path comes from the caller:
+//!   `CARGO_BIN_EXE_capability` is only set for `capability-cli`'s own tests).
+//! - `fixtures` (feature `facade`): manifests, grants and trail checks built with the facade.
+//!
+//! The tools crate of the registry tests stays its own crate (`tests/toolkit`): a crate of
+//! derived tools registers them (inventory) in every binary that links it, which is what the
+//! registry tests measure, and what no other test binary should get.
+
+// Each test binary uses only part of the kit.
+#![allow(dead_code, missing_docs)]
+
+mod bin;
+#[cfg(feature = "facade")]
+pub mod fixtures;
+pub mod pg;
+mod rng;
+pub mod servers;
+mod wait;
+
+pub use bin::Binary;
+pub use rng::Rng;
+pub use wait::wait_for;
