@@ -26,6 +26,8 @@
 //! assert_eq!(shown(&monitor, &tools), ["list_pods"]);
 //! # Ok::<(), capability::ManifestError>(())
 //! ```
+//!
+#![doc = include_str!("../../../docs/policy.md")]
 
 mod approvals;
 mod context;

@@ -1,4 +1,6 @@
 //! The capability manifest of a tool and the traits that attach it to a type.
+//!
+#![doc = include_str!("../../../docs/manifests.md")]
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
