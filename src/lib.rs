@@ -108,6 +108,8 @@ pub mod http {
 
 /// The gated write path: proposals, signed approvals, the write gate, authority grants (feature
 /// `gate`, on by default; crate `capability-gate`).
+///
+#[doc = include_str!("../docs/write-path.md")]
 #[cfg(feature = "gate")]
 pub mod gate {
     pub use capability_gate::*;

@@ -9,6 +9,8 @@
 //! the signed canonical JSON: what executes is what was signed.
 //! [`AuthorityGrant`]s delegate narrower authority to sub-agents, revocably.
 
+//!
+#![doc = include_str!("../../docs/write-path.md")]
 #![forbid(unsafe_code)]
 
 mod args;
