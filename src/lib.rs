@@ -85,6 +85,8 @@ pub use capability_mcp::Server;
 pub use capability_core::{agent, authz, json, manifest, registry};
 
 /// The audit trail: audited dispatch, records, sinks, budgets (crate `capability-audit`).
+///
+#[doc = include_str!("../docs/audit.md")]
 pub mod audit {
     pub use capability_audit::*;
 }

@@ -24,6 +24,8 @@
 //! - [`tlog`]: evidence anyone can check: a writer's records as an RFC 6962 Merkle tree,
 //!   checkpoints as C2SP signed notes, inclusion and consistency proofs.
 
+//!
+#![doc = include_str!("../../docs/audit.md")]
 #![forbid(unsafe_code)]
 
 pub mod budget;
