@@ -119,6 +119,8 @@ pub mod gate {
 
 /// Durable shared state: the approval ledger, revocations and the audit trail on SQLite and
 /// (feature `postgres`) PostgreSQL (feature `store`; crate `capability-store`).
+///
+#[doc = include_str!("../docs/storage.md")]
 #[cfg(feature = "store")]
 pub mod store {
     pub use capability_store::*;

@@ -59,6 +59,8 @@
 //! `capability_audit::verify_chains(&trail.records, &trail.checkpoints, Some(&public_key))`
 //! over [`Store::read_trail`].
 
+//!
+#![doc = include_str!("../../docs/storage.md")]
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
