@@ -92,6 +92,8 @@ pub mod audit {
 }
 
 /// The MCP side: tools from MCP servers, export, descriptor pinning (crate `capability-mcp`).
+///
+#[doc = include_str!("../docs/mcp.md")]
 pub mod mcp {
     pub use capability_mcp::*;
 }

@@ -28,18 +28,18 @@ fn validator() -> jsonschema::Validator {
     jsonschema::draft202012::new(&schema).expect("the MCP schema compiles")
 }
 
-/// The `_meta` key is documented in the README, and its prefix is a reverse-DNS name as the
+/// The `_meta` key is documented in docs/mcp.md, and its prefix is a reverse-DNS name as the
 /// MCP specification asks of `_meta` keys (labels of letters, digits and hyphens, at least
 /// two, starting with a letter), not one of the prefixes it reserves (whose second label is
 /// `modelcontextprotocol` or `mcp`).
 #[test]
 fn the_key_is_documented_and_reverse_dns() {
     assert_eq!(MANIFEST_META_KEY, "dev.capability/manifest");
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/mcp.md"))
+        .expect("docs/mcp.md");
     assert!(
         readme.contains(&format!("\"{MANIFEST_META_KEY}\"")),
-        "the README documents the key"
+        "docs/mcp.md documents the key"
     );
     let (prefix, name) = MANIFEST_META_KEY.split_once('/').expect("prefix/name");
     let labels: Vec<&str> = prefix.split('.').collect();

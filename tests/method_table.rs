@@ -8,7 +8,7 @@
 //!   the table lets through, a server's it does not refuse), and a custom method is handled
 //!   only by the table's own door;
 //! - the test each row names exists, in exactly one test file of the workspace;
-//! - the README's table is the code's, row for row (run with `--nocapture` to see the expected
+//! - the table of docs/mcp.md is the code's, row for row (run with `--nocapture` to see the expected
 //!   table when it is not).
 
 use std::collections::BTreeSet;
@@ -365,7 +365,7 @@ fn row(m: &McpMethod) -> String {
 
 #[test]
 fn the_readme_table_is_the_codes() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let readme = std::fs::read_to_string(root().join("docs/mcp.md")).expect("docs/mcp.md");
     let begin = readme
         .find("<!-- methods:begin -->")
         .expect("the table's start marker");
@@ -382,6 +382,6 @@ fn the_readme_table_is_the_codes() {
     }
     assert_eq!(
         written, expected,
-        "README's method table (expected printed above)"
+        "docs/mcp.md's method table (expected printed above)"
     );
 }

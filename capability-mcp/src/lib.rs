@@ -36,6 +36,8 @@
 //! (`serverInfo.name` in its handshake) must not get them. Build a [`Server`] from your own
 //! configuration.
 
+//!
+#![doc = include_str!("../../docs/mcp.md")]
 #![forbid(unsafe_code)]
 
 pub mod export;
