@@ -105,6 +105,8 @@ pub use capability_mcp::rmcp;
 /// The HTTP edge of a governed server: an OAuth 2.1 resource server (JWT access tokens of the
 /// policy's `[auth]` issuer), the bearer-token table, Origin checks, sessions bound to their
 /// caller, body and rate limits (feature `http`; crate `capability-http`).
+///
+#[doc = include_str!("../docs/http-edge.md")]
 #[cfg(feature = "http")]
 pub mod http {
     pub use capability_http::*;

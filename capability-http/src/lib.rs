@@ -43,6 +43,8 @@
 //! # Ok(()) }
 //! ```
 
+//!
+#![doc = include_str!("../../docs/http-edge.md")]
 #![forbid(unsafe_code)]
 
 mod auth;
