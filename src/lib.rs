@@ -138,6 +138,14 @@ pub mod agent_loop {
     pub use capability_agent::*;
 }
 
+/// The gateway: `capability gateway` and `capability proxy` govern any MCP client in front of
+/// the servers it already uses (crate `capability-gateway`, the engine of the `capability`
+/// command). The facade does not depend on that crate, to keep its weight off users who only
+/// declare tools: this module holds the chapter and no items.
+///
+#[doc = include_str!("../docs/gateway.md")]
+pub mod gateway {}
+
 /// Declares an advisor agent: a research, selection or analysis agent, which only reads.
 ///
 /// ```

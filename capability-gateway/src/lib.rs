@@ -47,6 +47,8 @@
 //! (one run, from the builder), [`init`] (a fleet from an `mcpServers` JSON: its policy and
 //! lockfile written, checked).
 
+//!
+#![doc = include_str!("../../docs/gateway.md")]
 #![forbid(unsafe_code)]
 
 mod builder;

@@ -4,7 +4,7 @@
 //! A thread that does nothing but wait on one descriptor sleeps in `read` and is woken by the
 //! kernel the moment a line arrives, as a plain byte relay is; the runtime's reactor would add
 //! an `epoll_wait`, a wake-up of its one thread and a hop between tasks to every message (see
-//! the README's "Speed" under "Many servers").
+//! the gateway's figures in the performance notebook, `benches/README.md`).
 
 use std::fs::File;
 use std::io;
