@@ -133,6 +133,8 @@ pub mod store {
 /// The agent loop of ADR-105: role-filtered tools in the provider's schema, audited tool
 /// calls, `max_iterations`, degrade, the circuit breaker, shadow mode (feature `agent-loop`;
 /// crate `capability-agent`).
+///
+#[doc = include_str!("../docs/agent-loop.md")]
 #[cfg(feature = "agent-loop")]
 pub mod agent_loop {
     pub use capability_agent::*;

@@ -12,6 +12,8 @@
 //! - [`guard`]: one loop per incident across replicas (a lease) and the stable result cache.
 //! - [`shadow`]: shadow mode, whose result can only carry metadata.
 
+//!
+#![doc = include_str!("../../docs/agent-loop.md")]
 #![forbid(unsafe_code)]
 
 pub mod breaker;
