@@ -61,6 +61,20 @@ impl SecretKey {
         }
     }
 
+    /// Signs a re-pin of a tool descriptor (`capability pin --approve`), as 128 hex digits.
+    /// The message must begin with `capability re-pin v1` and a line break (what
+    /// `capability::mcp::Repin::message` writes), so that a re-pin's signature is never an
+    /// approval's, a grant's or a checkpoint's; any other message is refused.
+    pub fn sign_repin(&self, message: &[u8]) -> Result<String, GateError> {
+        if !is_repin(message) {
+            return Err(GateError::Malformed {
+                what: "the re-pin message".to_owned(),
+                why: format!("it does not begin with `{REPIN_DOMAIN}`"),
+            });
+        }
+        Ok(self.sign_hex(message))
+    }
+
     /// The signature of `message`, as 128 hex digits.
     pub(crate) fn sign_hex(&self, message: &[u8]) -> String {
         hex::encode(&self.0.sign(message).to_bytes())
@@ -101,6 +115,12 @@ impl PublicKey {
         Ok(PublicKey(key))
     }
 
+    /// Whether `signature` (128 hex digits) is this key's signature of the re-pin `message`
+    /// (which must begin with `capability re-pin v1`), checked strictly.
+    pub fn verify_repin(&self, message: &[u8], signature: &str) -> bool {
+        is_repin(message) && self.verify_hex(message, signature)
+    }
+
     /// Whether `signature` (128 hex digits) is this key's signature of `message`. Verification is
     /// strict: a signature that only a weak key or a non-canonical encoding would accept is
     /// refused.
@@ -113,6 +133,16 @@ impl PublicKey {
             None => false,
         }
     }
+}
+
+/// What a re-pin message begins with (`capability::mcp::lock::REPIN_DOMAIN`, repeated here so
+/// that this crate needs no MCP code), then a line break.
+const REPIN_DOMAIN: &str = "capability re-pin v1";
+
+fn is_repin(message: &[u8]) -> bool {
+    message
+        .strip_prefix(REPIN_DOMAIN.as_bytes())
+        .is_some_and(|rest| rest.starts_with(b"\n"))
 }
 
 /// The 64 hex digits of the key, as in its key file.

@@ -61,6 +61,7 @@ pub mod init;
 mod lane;
 pub mod live;
 pub mod metrics;
+pub mod pins;
 mod process;
 mod protocol;
 mod run;

@@ -238,7 +238,7 @@ pub(crate) async fn serve(
                     let peer = member.connection.peer();
                     match crate::upstream::list(&peer, &member.server).await {
                         Ok(tools) if tools != member.tools => {
-                            crate::fleet::members::review(&member.server, member.lock.as_ref(), &tools);
+                            crate::fleet::members::review(&member.server, member.lock.as_ref(), &tools, &reloading.gate.dispatch);
                             member.tools = tools;
                             kinds.push(Changed::Tools);
                         }

@@ -59,7 +59,7 @@ pub use hash::{MCP_DESCRIPTOR_FIELDS, mcp_descriptor_hash};
 pub use listing::Listing;
 pub use lock::{
     DriftStatus, LOCKFILE_VERSION, LockError, LockedTool, Lockfile, Part, PartHashes, PinError,
-    Review, ReviewedTool,
+    Repin, RepinCheck, Review, ReviewedTool,
 };
 pub use methods::{Destination, Direction, Handling, METHODS, McpMethod, REVISIONS, method};
 pub use server::{Server, Trust};

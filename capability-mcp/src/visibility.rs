@@ -70,31 +70,7 @@ impl fmt::Display for WithheldReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WithheldReason::Policy(reason) => write!(f, "{reason}"),
-            WithheldReason::Drift(DriftStatus::Changed { parts }) => {
-                let parts: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
-                write!(
-                    f,
-                    "its descriptor changed since it was pinned ({}); pin it again to approve it",
-                    parts.join(", ")
-                )
-            }
-            WithheldReason::Drift(DriftStatus::Added) => {
-                f.write_str("it is not in the lockfile; pin it to approve it")
-            }
-            WithheldReason::Drift(DriftStatus::Renamed { from }) => write!(
-                f,
-                "it is the pinned tool `{from}` under a new name; pin it again to approve it"
-            ),
-            WithheldReason::Drift(DriftStatus::FlagsEdited { flags }) => {
-                let flags: Vec<&str> = flags.iter().map(|k| k.key()).collect();
-                write!(
-                    f,
-                    "the lockfile records other flags for it ({}) than its pinned descriptor \
-                     says; the lockfile was edited: pin it again to approve it",
-                    flags.join(", ")
-                )
-            }
-            WithheldReason::Drift(status) => write!(f, "lockfile: {status}"),
+            WithheldReason::Drift(status) => status.why_hidden(f),
             WithheldReason::Flagged {
                 code,
                 rule,
@@ -361,7 +337,7 @@ impl Visibility {
                 for t in review.tools() {
                     manifests.push(t.manifest().clone());
                     drift.push(
-                        (*t.status() != DriftStatus::Unchanged)
+                        (!t.status().is_approved())
                             .then(|| WithheldReason::Drift(t.status().clone())),
                     );
                     scans.push(t.scan_shared());

@@ -394,8 +394,10 @@ async fn denied_unknown_and_drifted_calls_never_reach_the_server() {
         [
             (
                 "create_note",
-                &[WithheldReason::Drift(DriftStatus::Changed {
-                    parts: vec![Part::Description]
+                // Wording only, which this server's policy does not accept.
+                &[WithheldReason::Drift(DriftStatus::Reworded {
+                    parts: vec![Part::Description],
+                    accepted: false
                 })][..]
             ),
             (

@@ -32,7 +32,9 @@ use crate::toml_file::TomlError;
 /// `url` (a Streamable HTTP endpoint, instead of `command`), `env` (variables for the spawned
 /// command), `trust` (`"trusted"` or `"untrusted"`, the default: whether the server's
 /// annotations are believed), `lock` (its lockfile, relative to the policy file) and `prefix`
-/// (what its tool names are shown with; default `<name>_`, `""` for none). For a server reached
+/// (what its tool names are shown with; default `<name>_`, `""` for none), and
+/// `accept_wording_drift = true` (a pinned tool whose description or title was only reworded
+/// stays shown, and the change is recorded; see `docs/scan.md`). For a server reached
 /// over HTTP that is itself an OAuth resource server: `token_file` (a file holding the bearer
 /// token the gateway presents: its own credential, never a client's), or `exchange` (each
 /// caller's access token exchanged at the issuer of the policy's `[auth]`, RFC 8693, for one
@@ -80,6 +82,7 @@ pub struct ServerEntry {
     prefix: Option<String>,
     token_file: Option<String>,
     exchange: Option<ExchangeEntry>,
+    accept_wording_drift: bool,
 }
 
 /// A server's `exchange` table: the gateway's client at the issuer of the policy's `[auth]`,
@@ -124,6 +127,7 @@ pub(super) struct ServerFile {
     prefix: Option<Spanned<String>>,
     token_file: Option<Spanned<String>>,
     exchange: Option<Spanned<ExchangeEntry>>,
+    accept_wording_drift: Option<bool>,
 }
 
 /// The longest tool-name prefix (MCP tool names are at most 128 characters).
@@ -166,7 +170,8 @@ impl ServerEntry {
                 || entry.lock.is_some()
                 || entry.prefix.is_some()
                 || entry.token_file.is_some()
-                || entry.exchange.is_some();
+                || entry.exchange.is_some()
+                || entry.accept_wording_drift.is_some();
             if !says_something {
                 return Err(at(
                     key.span().start,
@@ -209,6 +214,7 @@ impl ServerEntry {
                 prefix: fleet.prefix,
                 token_file: fleet.token_file,
                 exchange: fleet.exchange,
+                accept_wording_drift: entry.accept_wording_drift.unwrap_or(false),
             });
         }
         Ok(entries)
@@ -273,6 +279,14 @@ impl ServerEntry {
     /// whose audience is this HTTP server.
     pub fn exchange(&self) -> Option<&ExchangeEntry> {
         self.exchange.as_ref()
+    }
+
+    /// Whether a change of wording only of a pinned tool (its description or title reworded,
+    /// bringing no new finding of the scan and no new reference to a tool) is accepted and
+    /// recorded rather than hiding the tool (`accept_wording_drift = true`). Off by default: any
+    /// change of a pinned descriptor hides the tool until it is pinned again.
+    pub fn accepts_wording_drift(&self) -> bool {
+        self.accept_wording_drift
     }
 
     /// What the server's tool, resource and prompt names are shown with behind one listing of

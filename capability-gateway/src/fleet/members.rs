@@ -84,7 +84,7 @@ impl Member {
     ) -> Result<Member, GatewayError> {
         let fail = |why: String| GatewayError::Server(why).of_server(&spec.name);
         let lock = spec
-            .read_lock()
+            .read_lock(policy)
             .map_err(|why| GatewayError::Config(why).of_server(&spec.name))?;
         let server = spec.server();
         let requests = gate.requests(&spec.name, policy);
@@ -102,7 +102,7 @@ impl Member {
             let tools = list(&connection.peer(), &server)
                 .await
                 .map_err(GatewayError::Server)?;
-            review(&server, lock.as_ref(), &tools);
+            review(&server, lock.as_ref(), &tools, &gate.dispatch);
             let items =
                 list_served_items(&connection.peer(), &spec.name, spec.resources, spec.prompts)
                     .await;
@@ -418,9 +418,14 @@ pub(crate) async fn restart_down(
 
 /// Says which of `server`'s tools drifted from its lockfile (they are hidden) and which pinned
 /// ones it no longer lists: at start, and each time it lists again.
-pub(crate) fn review(server: &Server, lock: Option<&Lockfile>, tools: &[Tool]) {
+/// A tool shown though changed (an accepted rewording, a re-pin) is recorded in the trail.
+pub(crate) fn review(
+    server: &Server,
+    lock: Option<&Lockfile>,
+    tools: &[Tool],
+    dispatch: &capability::audit::AuditedDispatch,
+) {
     use crate::escape::escape;
-    use capability::mcp::DriftStatus;
     let Some(lock) = lock else { return };
     let json: Result<Vec<_>, _> = tools.iter().map(capability::rmcp::tool_json).collect();
     let review = json
@@ -428,15 +433,14 @@ pub(crate) fn review(server: &Server, lock: Option<&Lockfile>, tools: &[Tool]) {
         .and_then(|json| lock.review(server, &json).map_err(|e| e.to_string()));
     match review {
         Ok(review) => {
-            for tool in review.tools() {
-                if *tool.status() != DriftStatus::Unchanged {
-                    crate::note(format_args!(
-                        "drift: `{}/{}` {} since it was pinned; it is hidden until pinned again",
-                        server.name(),
-                        escape(tool.manifest().name()),
-                        escape(&tool.status().to_string())
-                    ));
-                }
+            crate::pins::record_accepted(&review, dispatch);
+            for tool in review.hidden_by_drift() {
+                crate::note(format_args!(
+                    "drift: `{}/{}` {} since it was pinned; it is hidden until pinned again",
+                    server.name(),
+                    escape(tool.manifest().name()),
+                    escape(&tool.status().to_string())
+                ));
             }
             for name in review.removed() {
                 crate::note(format_args!(

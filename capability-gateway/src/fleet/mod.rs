@@ -79,7 +79,7 @@ pub async fn read_fleet(
                         path.display()
                     )));
                 }
-                Some(lock)
+                Some(crate::pins::governed(lock, policy, name))
             }
         };
         let listing =

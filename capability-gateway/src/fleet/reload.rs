@@ -156,7 +156,7 @@ async fn reload(
     let mut plans = Vec::new();
     for spec in servers.specs(&policy, base)? {
         match running.iter().position(|m| m.spec == spec && !m.is_down()) {
-            Some(i) => plans.push(Plan::Keep(i, spec.read_lock()?)),
+            Some(i) => plans.push(Plan::Keep(i, spec.read_lock(&policy)?)),
             None => plans.push(Plan::Start(Box::new(
                 Member::start(spec, changed.clone(), gate, &policy)
                     .await

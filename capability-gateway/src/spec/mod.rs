@@ -148,8 +148,8 @@ impl ServerSpec {
         }
     }
 
-    /// The server's lockfile, read now.
-    pub(crate) fn read_lock(&self) -> Result<Option<Lockfile>, String> {
+    /// The server's lockfile, read now, as `policy` governs it ([`crate::pins::governed`]).
+    pub(crate) fn read_lock(&self, policy: &Policy) -> Result<Option<Lockfile>, String> {
         let Some(path) = &self.lock else {
             return Ok(None);
         };
@@ -162,7 +162,7 @@ impl ServerSpec {
                     path.display()
                 )
             })?;
-        Ok(Some(lock))
+        Ok(Some(crate::pins::governed(lock, policy, &self.name)))
     }
 }
 

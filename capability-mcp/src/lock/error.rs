@@ -18,6 +18,13 @@ pub enum PinError {
     },
     /// A tool of the list is not a valid MCP tool; the error names it.
     Tool(ManifestError),
+    /// A re-pin of a tool the lockfile does not pin: pin the server first.
+    NotPinned {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+    },
 }
 
 impl fmt::Display for PinError {
@@ -27,6 +34,11 @@ impl fmt::Display for PinError {
                 write!(f, "cannot pin server {name:?}: {message}")
             }
             PinError::Tool(error) => write!(f, "{error}"),
+            PinError::NotPinned { server, tool } => write!(
+                f,
+                "cannot re-pin `{server}/{tool}`: the lockfile does not pin it; pin the server \
+                 with `capability pin` first"
+            ),
         }
     }
 }
@@ -35,7 +47,7 @@ impl std::error::Error for PinError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             PinError::Tool(error) => Some(error),
-            PinError::ServerName { .. } => None,
+            PinError::ServerName { .. } | PinError::NotPinned { .. } => None,
         }
     }
 }

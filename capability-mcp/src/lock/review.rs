@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use capability_core::manifest::{CapabilityManifest, HintKind};
 
+use super::drift::Drift;
 use super::parts::Part;
 use crate::scan::{Finding, ToolScan};
 
@@ -13,9 +14,48 @@ use crate::scan::{Finding, ToolScan};
 pub enum DriftStatus {
     /// Same descriptor as approved.
     Unchanged,
-    /// Same name, another descriptor: these parts changed.
+    /// Same name, another descriptor: these parts changed. The lockfile keeps no descriptor
+    /// to compare with (a version 1 lockfile), so the change is not judged: hidden.
     Changed {
         /// The parts that differ (empty only when the name's case or encoding changed).
+        parts: Vec<Part>,
+    },
+    /// Same name, another descriptor, and the change introduces something: another hint or
+    /// schema, a new finding of the scan, a new reference to a tool. Hidden.
+    Introduces {
+        /// The parts that differ.
+        parts: Vec<Part>,
+        /// What it introduces, one phrase each ([`Drift::introduces`](super::Drift::introduces)).
+        what: Vec<String>,
+    },
+    /// Same name, the description or a title reworded, nothing else: no new finding, no new
+    /// reference to a tool. Approved when the policy accepts wording drift for the server
+    /// (`accept_wording_drift`), else hidden.
+    Reworded {
+        /// The parts that differ (title, description).
+        parts: Vec<Part>,
+        /// Whether the policy accepts it.
+        accepted: bool,
+    },
+    /// Another descriptor than pinned, which an approver re-pinned, signed, and the server
+    /// serves exactly: approved.
+    Repinned {
+        /// The approver who signed the re-pin.
+        approver: String,
+    },
+    /// The server serves the descriptor of a re-pin whose signature does not check: hidden.
+    RepinRefused {
+        /// The approver the re-pin names.
+        approver: String,
+        /// Why it is refused.
+        why: String,
+    },
+    /// A re-pin was signed, but the server changed the tool again after the review: it serves
+    /// neither the pinned nor the re-pinned descriptor. Hidden.
+    ChangedAfterReview {
+        /// The approver who signed the re-pin.
+        approver: String,
+        /// The parts that differ from the re-pinned descriptor.
         parts: Vec<Part>,
     },
     /// A tool the lockfile does not know.
@@ -33,14 +73,113 @@ pub enum DriftStatus {
     },
 }
 
+impl DriftStatus {
+    /// Whether the tool may be shown: unchanged, reworded with the policy's consent, or
+    /// re-pinned by an approver.
+    pub fn is_approved(&self) -> bool {
+        matches!(
+            self,
+            DriftStatus::Unchanged
+                | DriftStatus::Reworded { accepted: true, .. }
+                | DriftStatus::Repinned { .. }
+        )
+    }
+}
+
+impl DriftStatus {
+    /// Why a tool with this status is withheld, for
+    /// [`WithheldReason::Drift`](crate::WithheldReason::Drift).
+    pub(crate) fn why_hidden(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriftStatus::Changed { parts } => {
+                let parts: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
+                write!(
+                    f,
+                    "its descriptor changed since it was pinned ({}); pin it again to approve it",
+                    parts.join(", ")
+                )
+            }
+            DriftStatus::Added => f.write_str("it is not in the lockfile; pin it to approve it"),
+            DriftStatus::Renamed { from } => write!(
+                f,
+                "it is the pinned tool `{from}` under a new name; pin it again to approve it"
+            ),
+            DriftStatus::FlagsEdited { flags } => {
+                let flags: Vec<&str> = flags.iter().map(|k| k.key()).collect();
+                write!(
+                    f,
+                    "the lockfile records other flags for it ({}) than its pinned descriptor \
+                     says; the lockfile was edited: pin it again to approve it",
+                    flags.join(", ")
+                )
+            }
+            DriftStatus::Introduces { parts, what } => write!(
+                f,
+                "its descriptor changed since it was pinned ({}), and the change introduces \
+                 what a pin must approve: {}; review it (`capability pin --review`), then pin \
+                 it again",
+                names(parts),
+                what.join("; ")
+            ),
+            DriftStatus::Reworded { accepted: true, .. } => write!(f, "{self}"),
+            DriftStatus::Reworded { parts, .. } => write!(
+                f,
+                "its {} was reworded since it was pinned (nothing else changed), and the policy \
+                 does not accept wording drift for its server (`accept_wording_drift`); review \
+                 it, then pin it again",
+                names(parts)
+            ),
+            DriftStatus::ChangedAfterReview { approver, parts } => write!(
+                f,
+                "it changed again ({}) after `{approver}` reviewed and re-pinned it: the server \
+                 no longer serves the descriptor reviewed; review it again",
+                names(parts)
+            ),
+            DriftStatus::RepinRefused { approver, why } => write!(
+                f,
+                "the server serves the descriptor re-pinned by `{approver}`, but the re-pin is \
+                 refused: {why}"
+            ),
+            DriftStatus::Unchanged | DriftStatus::Repinned { .. } => write!(f, "{self}"),
+        }
+    }
+}
+
+fn names(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .map(|p| p.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl fmt::Display for DriftStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DriftStatus::Unchanged => f.write_str("unchanged"),
-            DriftStatus::Changed { parts } => {
-                let parts: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
-                write!(f, "changed ({})", parts.join(", "))
+            DriftStatus::Changed { parts } => write!(f, "changed ({})", names(parts)),
+            DriftStatus::Introduces { parts, what } => {
+                write!(f, "changed ({}): {}", names(parts), what.join("; "))
             }
+            DriftStatus::Reworded {
+                parts,
+                accepted: true,
+            } => write!(f, "reworded ({}), accepted by the policy", names(parts)),
+            DriftStatus::Reworded { parts, .. } => write!(
+                f,
+                "changed ({}): wording only, which the policy does not accept \
+                 (`accept_wording_drift`)",
+                names(parts)
+            ),
+            DriftStatus::Repinned { approver } => write!(f, "re-pinned by `{approver}`"),
+            DriftStatus::RepinRefused { approver, why } => {
+                write!(f, "re-pinned by `{approver}`, refused: {why}")
+            }
+            DriftStatus::ChangedAfterReview { approver, parts } => write!(
+                f,
+                "changed ({}) again after `{approver}` reviewed and re-pinned it",
+                names(parts)
+            ),
             DriftStatus::Added => f.write_str("added"),
             DriftStatus::Renamed { from } => write!(f, "renamed from `{from}`"),
             DriftStatus::FlagsEdited { flags } => {
@@ -57,6 +196,7 @@ pub struct ReviewedTool {
     pub(super) manifest: CapabilityManifest,
     pub(super) status: DriftStatus,
     pub(super) scan: Arc<ToolScan>,
+    pub(super) drift: Option<Drift>,
 }
 
 impl ReviewedTool {
@@ -74,6 +214,12 @@ impl ReviewedTool {
     /// listing hides a tool with a hard finding, pinned or not).
     pub fn findings(&self) -> &[Finding] {
         self.scan.findings()
+    }
+
+    /// How it differs from the descriptor reviewed last (the pin's, or a re-pin's when the
+    /// server changed after it), field by field, when the lockfile keeps that descriptor.
+    pub fn drift(&self) -> Option<&Drift> {
+        self.drift.as_ref()
     }
 
     pub(crate) fn scan_shared(&self) -> Arc<ToolScan> {
@@ -111,12 +257,27 @@ impl Review {
         &self.removed
     }
 
-    /// The tools that may be shown to a role at all: those whose descriptor matches its pin.
+    /// The tools that may be shown to a role at all: those whose descriptor matches its pin,
+    /// is an accepted rewording of it, or matches a checked re-pin
+    /// ([`DriftStatus::is_approved`]).
     pub fn approved(&self) -> impl Iterator<Item = &CapabilityManifest> {
         self.tools
             .iter()
-            .filter(|t| t.status == DriftStatus::Unchanged)
+            .filter(|t| t.status.is_approved())
             .map(|t| &t.manifest)
+    }
+
+    /// The tools shown although their descriptor is not the one pinned: accepted rewordings
+    /// and re-pins. Each is to be recorded (the gateway writes a notice to its trail).
+    pub fn accepted_drift(&self) -> impl Iterator<Item = &ReviewedTool> {
+        self.tools
+            .iter()
+            .filter(|t| t.status.is_approved() && t.status != DriftStatus::Unchanged)
+    }
+
+    /// The tools that drift hides.
+    pub fn hidden_by_drift(&self) -> impl Iterator<Item = &ReviewedTool> {
+        self.tools.iter().filter(|t| !t.status.is_approved())
     }
 
     /// The approved manifests, owned, for a policy's `visible_tools`.

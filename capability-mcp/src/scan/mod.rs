@@ -59,7 +59,7 @@
 
 mod chars;
 mod claims;
-mod finding;
+pub(crate) mod finding;
 pub(crate) mod fleet;
 mod payload;
 mod phrases;
