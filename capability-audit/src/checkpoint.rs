@@ -222,6 +222,35 @@ pub enum ChainProblem {
     },
     /// A key was given but no valid checkpoint vouches for this writer's chain.
     Unvouched,
+    /// A stored tree checkpoint signs a tree of `size` records, and the writer has `records`:
+    /// records were cut off (`tlog::verify_trees`).
+    TreeCut {
+        /// The signed tree's size.
+        size: u64,
+        /// The writer's records present.
+        records: u64,
+    },
+    /// The writer's first `size` records do not hash to the root a stored tree checkpoint signs:
+    /// one of them was rewritten (even with the chain's hashes computed again).
+    TreeRewritten {
+        /// The signed tree's size.
+        size: u64,
+    },
+    /// A stored tree checkpoint that does not parse, or is not signed by the given key.
+    BadTreeCheckpoint {
+        /// The size it claims (0 when it cannot be read).
+        size: u64,
+        /// Why.
+        why: String,
+    },
+    /// A writer registered in the store has no records and no checkpoint left: they were all
+    /// deleted.
+    WriterGone {
+        /// The writer.
+        writer: String,
+        /// When it registered (its registration's `time`).
+        registered_at: String,
+    },
 }
 
 impl fmt::Display for ChainProblem {
@@ -259,6 +288,27 @@ impl fmt::Display for ChainProblem {
             ChainProblem::Unvouched => f.write_str(
                 "no checkpoint signed by the given key vouches for this chain: it could have \
                  been rewritten whole",
+            ),
+            ChainProblem::TreeCut { size, records } => write!(
+                f,
+                "tail cut off: a signed tree checkpoint covers {size} records, and the writer \
+                 has {records}"
+            ),
+            ChainProblem::TreeRewritten { size } => write!(
+                f,
+                "record rewritten: the first {size} records do not hash to the root the signed \
+                 tree checkpoint of size {size} holds"
+            ),
+            ChainProblem::BadTreeCheckpoint { size, why } => {
+                write!(f, "the tree checkpoint of size {size} is refused: {why}")
+            }
+            ChainProblem::WriterGone {
+                writer,
+                registered_at,
+            } => write!(
+                f,
+                "removed writer: writer {writer:?} registered at {registered_at} has no records \
+                 and no checkpoint left (they were deleted)"
             ),
         }
     }

@@ -6,10 +6,10 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::verify::CheckpointLine;
 use crate::*;
 
 mod named;
+mod signing;
 use named::identity;
 
 /// The longest a sink with a watch on its path goes without looking the path up.
@@ -80,6 +80,9 @@ struct FileState {
     checkpointed: u64,
     last_checkpoint: Option<Checkpoint>,
     schedule: Option<CheckpointSchedule>,
+    /// The writer's tree, kept while the sink signs checkpoints (`tlog::stored`).
+    tree: Option<crate::tlog::WriterTree>,
+    last_tree: Option<crate::tlog::SignedCheckpoint>,
     closed: bool,
 }
 
@@ -176,6 +179,8 @@ impl JsonlSink {
                 checkpointed: last_checkpoint.as_ref().map_or(0, |c| c.seq),
                 last_checkpoint,
                 schedule: None,
+                tree: None,
+                last_tree: None,
                 closed: false,
             }),
             key: SinkKey::default(),
@@ -201,8 +206,11 @@ impl JsonlSink {
         }
         let (seq, hash) = state.head.committed();
         state.head = ChainHead::new(writer.clone(), seq, hash.to_owned());
-        drop(state);
         self.writer = writer;
+        if self.signer.is_some() {
+            self.resume_tree(&mut state);
+        }
+        drop(state);
         Ok(self)
     }
 
@@ -236,11 +244,12 @@ impl JsonlSink {
         signer: Arc<dyn CheckpointSigner>,
         every: CheckpointEvery,
     ) -> Self {
+        self.signer = Some(signer);
         {
             let mut state = lock(&self.state);
             state.schedule = Some(CheckpointSchedule::new(every, state.checkpointed));
+            self.resume_tree(&mut state);
         }
-        self.signer = Some(signer);
         self
     }
 
@@ -254,36 +263,6 @@ impl JsonlSink {
             path: self.path.display().to_string(),
             message: "the sink is closed".to_owned(),
         }
-    }
-
-    /// Signs a checkpoint of the chain as it is and appends its line to the buffer.
-    fn checkpoint(&self, state: &mut FileState) {
-        let Some(signer) = &self.signer else { return };
-        let seq = state.head.seq();
-        let checkpoint = Checkpoint::sign(&self.writer, seq, state.head.hash(), signer.as_ref());
-        let mut line = CheckpointLine {
-            checkpoint: checkpoint.clone(),
-        }
-        .to_line()
-        .into_bytes();
-        line.push(b'\n');
-        state.buffer.extend_from_slice(&line);
-        state.checkpointed = seq;
-        if let Some(schedule) = &mut state.schedule {
-            schedule.written(seq);
-        }
-        tracing::event!(
-            target: "capability::audit",
-            tracing::Level::INFO,
-            writer = %checkpoint.writer,
-            seq = checkpoint.seq,
-            head = %checkpoint.head,
-            time = %checkpoint.time,
-            key = %checkpoint.key,
-            signature = %checkpoint.signature,
-            "checkpoint"
-        );
-        state.last_checkpoint = Some(checkpoint);
     }
 
     /// Uses `key` for the keyed digests of the records (sensitive fields, input and output
@@ -342,10 +321,16 @@ impl JsonlSink {
                 state.buffer.clear();
                 state.pending = 0;
                 state.head.commit();
+                if let Some(tree) = &mut state.tree {
+                    tree.commit();
+                }
                 Ok(())
             }
             Err(error) => {
                 let lost = state.head.roll_back();
+                if let Some(tree) = &mut state.tree {
+                    tree.roll_back();
+                }
                 state.buffer.clear();
                 state.pending = 0;
                 // Checkpoints of records taken back went with them.
@@ -353,6 +338,7 @@ impl JsonlSink {
                     let seq = state.head.seq();
                     state.checkpointed = seq;
                     state.last_checkpoint = None;
+                    state.last_tree = None;
                     if let Some(schedule) = &mut state.schedule {
                         schedule.written(seq);
                     }
@@ -407,6 +393,9 @@ impl AuditSink for JsonlSink {
         let intent = record.phase == Some(Phase::Intent);
         crate::scratch::with_text(|line| {
             state.head.seal_line_in_place(record, line);
+            if let Some(tree) = &mut state.tree {
+                tree.push_line(line.as_bytes());
+            }
             line.push('\n');
             state.buffer.extend_from_slice(line.as_bytes());
         });

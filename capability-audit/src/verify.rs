@@ -1,6 +1,7 @@
 //! Reading and verifying a JSON Lines trail, byte for byte.
 //!
-//! Each line is either a record or a signed checkpoint, `{"checkpoint":{...}}`, and must be
+//! Each line is a record, a signed checkpoint, `{"checkpoint":{...}}`, or a signed tree
+//! checkpoint, `{"tree_checkpoint":{"note":...,"v":1}}` (`tlog::stored`), and must be
 //! exactly the canonical JSON of what it parses to: no other spacing, key order or escaping,
 //! and no duplicate key at any depth (a JSON reader keeps one of the values and drops the
 //! other, so two readers could see two different records in one line).
@@ -27,6 +28,9 @@ pub struct VerifyReport {
     pub writer: String,
     /// The checkpoint lines read before the first problem, in file order.
     pub checkpoints: Vec<Checkpoint>,
+    /// The tree checkpoint lines read before the first problem, in file order: each one's
+    /// signed note, as text (`tlog::verify_jsonl_with_trees` checks them).
+    pub tree_checkpoints: Vec<String>,
     /// The first problem of a line, if any.
     pub problem: Option<TrailProblem>,
     /// Given a key ([`verify_jsonl_with_key`]): what the signed checkpoints show about the
@@ -150,6 +154,32 @@ impl CheckpointLine {
     }
 }
 
+/// A tree checkpoint line: `{"tree_checkpoint":{"note":"<signed note>","v":1}}`. A reader
+/// older than this line refuses the trail at it (an unknown line), never misreads it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TreeCheckpointLine {
+    pub(crate) tree_checkpoint: TreeNote,
+}
+
+/// What a tree checkpoint line holds.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TreeNote {
+    /// The C2SP signed note.
+    pub(crate) note: String,
+    /// The line's version (1).
+    pub(crate) v: u32,
+}
+
+impl TreeCheckpointLine {
+    /// The line's canonical JSON (no newline).
+    pub(crate) fn to_line(&self) -> String {
+        let value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        capability_core::json::to_canonical_json(&value)
+    }
+}
+
 /// Checks a JSON Lines trail: the exact bytes of every line, every record's hash, and the chain
 /// from each to the next. Stops at the first problem and says where. Checkpoint lines are
 /// collected, not checked: that needs the key ([`verify_jsonl_with_key`]).
@@ -203,6 +233,7 @@ fn scan(
         last_hash: GENESIS.to_owned(),
         writer: String::new(),
         checkpoints: Vec::new(),
+        tree_checkpoints: Vec::new(),
         problem: None,
         chain_problems: Vec::new(),
         unfinished: Vec::new(),
@@ -231,6 +262,7 @@ fn scan(
                 break;
             }
             Ok(Line::Checkpoint(checkpoint)) => report.checkpoints.push(checkpoint),
+            Ok(Line::Tree(note)) => report.tree_checkpoints.push(note),
             Ok(Line::Record(record)) => {
                 if report.records == 0 {
                     report.writer = record.writer.clone();
@@ -258,6 +290,7 @@ fn scan(
 enum Line {
     Record(Box<AuditRecord>),
     Checkpoint(Checkpoint),
+    Tree(String),
 }
 
 /// One complete line, after the intact lines summed up in `so_far`.
@@ -269,6 +302,20 @@ fn check_line(text: &str, so_far: &VerifyReport) -> Result<Line, ProblemKind> {
             return Err(strict::refusal(text).unwrap_or(ProblemKind::NotCanonical));
         }
         return Ok(Line::Checkpoint(line.checkpoint));
+    }
+    if text.starts_with("{\"tree_checkpoint\":") {
+        let line: TreeCheckpointLine = serde_json::from_str(text)
+            .map_err(|e| strict::refusal(text).unwrap_or(ProblemKind::Malformed(e.to_string())))?;
+        if line.to_line() != text {
+            return Err(strict::refusal(text).unwrap_or(ProblemKind::NotCanonical));
+        }
+        if line.tree_checkpoint.v != 1 {
+            return Err(ProblemKind::Malformed(format!(
+                "a tree checkpoint line of version {}, and this build reads version 1",
+                line.tree_checkpoint.v
+            )));
+        }
+        return Ok(Line::Tree(line.tree_checkpoint.note));
     }
     let record: AuditRecord = serde_json::from_str(text)
         .map_err(|e| strict::refusal(text).unwrap_or(ProblemKind::Malformed(e.to_string())))?;

@@ -57,8 +57,18 @@ impl<D: Deref<Target = AuditedDispatch>> CallGuard<D> {
 
     /// The tool returned: records the outcome.
     pub(super) fn finish<O: Serialize, E: fmt::Display>(
+        self,
+        result: Result<O, E>,
+    ) -> Outcome<O, E> {
+        self.finish_then(result, None)
+    }
+
+    /// [`finish`](Self::finish), filling `receipt` with the outcome record's receipt once it is
+    /// written.
+    pub(super) fn finish_then<O: Serialize, E: fmt::Display>(
         mut self,
         result: Result<O, E>,
+        receipt: Option<&mut Option<crate::tlog::Receipt>>,
     ) -> Outcome<O, E> {
         self.done = true;
         let elapsed = self.start.elapsed();
@@ -68,7 +78,7 @@ impl<D: Deref<Target = AuditedDispatch>> CallGuard<D> {
             // The call has happened. Under `Deny`, an outcome that cannot be written is kept,
             // and stops the next calls until it is written.
             self.span
-                .in_scope(|| self.dispatch.write(record, &self.span));
+                .in_scope(|| self.dispatch.write_then(record, &self.span, receipt));
         }
         let error_type = result.is_err().then_some("tool_error");
         end_span(&self.span, Verdict::Allowed, error_type);
@@ -95,6 +105,18 @@ impl Started {
     /// text), and the outcome returned as [`AuditedDispatch::act`] returns it.
     pub fn finish<O: Serialize, E: fmt::Display>(self, result: Result<O, E>) -> Outcome<O, E> {
         self.0.finish(result)
+    }
+
+    /// [`finish`](Self::finish), and the receipt of the call's outcome record
+    /// ([`tlog::Receipt`]: what a client that asked for one gets in the result's `_meta`);
+    /// `None` when the record could not be written (it is kept, and written later).
+    pub fn finish_with_receipt<O: Serialize, E: fmt::Display>(
+        self,
+        result: Result<O, E>,
+    ) -> (Outcome<O, E>, Option<crate::tlog::Receipt>) {
+        let mut receipt = None;
+        let outcome = self.0.finish_then(result, Some(&mut receipt));
+        (outcome, receipt)
     }
 }
 

@@ -4,6 +4,7 @@ mod backlog;
 mod caller;
 mod guard;
 mod notice;
+mod receipt;
 mod request;
 mod start;
 
@@ -417,6 +418,11 @@ impl AuditedDispatch {
     /// written, it is kept and written before anything runs again (under `Deny`), or counted
     /// as lost (under `AllowAndCount`).
     fn write(&self, record: AuditRecord, span: &CallSpan) {
+        self.write_then(record, span, None);
+    }
+
+    /// [`write`](Self::write), filling `receipt` with the record's receipt once it is written.
+    fn write_then(&self, record: AuditRecord, span: &CallSpan, receipt: receipt::Slot<'_>) {
         if self.on_failure == OnAuditFailure::Deny && !self.backlog.is_empty() {
             // Behind the records kept already, in order.
             let error = self.backlog.last_error().unwrap_or(AuditError::Io {
@@ -434,6 +440,7 @@ impl AuditedDispatch {
             Ok(()) => {
                 self.wrote(&record);
                 span.record_seq(record.seq);
+                receipt::fill(receipt, &record);
                 // The event carries the record as written: with its `seq` and `hash`.
                 emit_trace(&record);
             }
