@@ -1,6 +1,6 @@
 //! Every MCP method, and what the governed edge does with it: one table, so that no front (the
 //! governed server, the gateway and `capability proxy`, which is a gateway of one server) can
-//! forget one, and the README's table cannot drift from the code (a test compares them).
+//! forget one, and the table in docs/mcp.md cannot drift from the code (a test compares them).
 //!
 //! The table is the door: [`ByTable`](crate::rmcp::ByTable) (feature `rmcp-server`) answers a
 //! request whose method has no row, or whose row says [`Handling::Refused`], with `method not

@@ -1,4 +1,4 @@
-//! The rows of [`METHODS`], in the order of the README's table.
+//! The rows of [`METHODS`], in the order of the table in docs/mcp.md.
 
 use super::Direction::{
     ClientNotification, ClientRequest, Notification, ServerNotification, ServerRequest,
@@ -16,7 +16,7 @@ const STATELESS: &[&str] = &["2026-07-28"];
 /// An extension rmcp speaks, in no revision's schema.
 const EXTENSION: &[&str] = &[];
 
-#[allow(clippy::too_many_arguments)] // one row: the columns of the README's table
+#[allow(clippy::too_many_arguments)] // one row: the columns of the table in docs/mcp.md
 const fn m(
     name: &'static str,
     direction: Direction,
@@ -42,7 +42,7 @@ const fn m(
 /// The answer of a server request's row for the gateway.
 const SERVER_REQUEST: &str = "to the client of the call it came during (over HTTP on that call's stream; to a client of 2026-07-28 in an input-required result) when the role's `server_requests` allows it, recorded; refused otherwise, or when no one client can be named";
 
-/// Every method the governed edge knows, in the order of the README's table.
+/// Every method the governed edge knows, in the order of the table in docs/mcp.md.
 pub const METHODS: &[McpMethod] = &[
     m(
         "initialize",
@@ -320,7 +320,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::ServerRequest,
         Destination::Caller,
         ALL,
-        "the handler's own code sends it (not intercepted: see the README)",
+        "the handler's own code sends it (not intercepted: see docs/mcp.md)",
         SERVER_REQUEST,
         "proxy_server_requests.rs::over_http_a_servers_requests_go_to_the_client_of_the_call_as_its_role_allows",
     ),
@@ -330,7 +330,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::ServerRequest,
         Destination::Caller,
         ALL,
-        "the handler's own code sends it (not intercepted: see the README)",
+        "the handler's own code sends it (not intercepted: see docs/mcp.md)",
         SERVER_REQUEST,
         "proxy_server_requests.rs::over_http_a_servers_requests_go_to_the_client_of_the_call_as_its_role_allows",
     ),
@@ -340,7 +340,7 @@ pub const METHODS: &[McpMethod] = &[
         Handling::ServerRequest,
         Destination::Caller,
         ALL,
-        "the handler's own code sends it (not intercepted: see the README)",
+        "the handler's own code sends it (not intercepted: see docs/mcp.md)",
         SERVER_REQUEST,
         "proxy_server_requests.rs::server_requests_are_refused_unless_the_role_allows_them",
     ),

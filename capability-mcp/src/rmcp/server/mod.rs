@@ -52,7 +52,7 @@ const NO_ROLE: &str = "(none)";
 /// its grant from the policy ([`Policy::context`], session `mcp:<server>/<role>`, or
 /// `mcp:<server>/<role>/<session>` when the resolver names one: by default the
 /// `Mcp-Session-Id` of a Streamable HTTP request). What happens to each MCP method is the table
-/// [`METHODS`](crate::methods::METHODS) (the README prints it):
+/// [`METHODS`](crate::methods::METHODS) (docs/mcp.md prints it):
 ///
 /// - **Lists** (`tools/list`, `resources/list`, `resources/templates/list`, `prompts/list`,
 ///   `skills/list`) hold only what the role may use, with `cacheScope: "private"`. The tool
