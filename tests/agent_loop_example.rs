@@ -1,4 +1,4 @@
-//! `examples/agent_loop.rs`, run as a process: what it prints is what the README says the
+//! `examples/agent_loop.rs`, run as a process: what it prints is what docs/agent-loop.md says the
 //! ghost-loop guards do (a second replica refused while the first runs, a repeat answered from
 //! the cache with no model turn, both on record).
 
