@@ -338,14 +338,14 @@ fn a_rotated_key_verifies_within_its_span_only() {
     assert!(log.verify(&signed(&t, 4, &old)).is_ok());
     assert!(log.verify(&signed(&t, 4, &new)).is_ok());
     assert!(log.verify(&signed(&t, 6, &new)).is_ok());
-    let early = log.verify(&signed(&t, 3, &new)).unwrap_err();
+    let early = log.verify(&signed(&t, 3, &new)).err().unwrap();
     assert!(
         early.to_string().contains("takes over only at size 4"),
         "{early}"
     );
-    let late = log.verify(&signed(&t, 5, &old)).unwrap_err();
+    let late = log.verify(&signed(&t, 5, &old)).err().unwrap();
     assert!(late.to_string().contains("handed over at size 4"), "{late}");
-    let stranger = log.verify(&signed(&t, 5, &never)).unwrap_err();
+    let stranger = log.verify(&signed(&t, 5, &never)).err().unwrap();
     assert!(matches!(stranger, TlogError::WrongKey { .. }), "{stranger}");
 
     // A hand-over signed by a key that is not the one it retires.

@@ -176,6 +176,8 @@ enum AuditCommand {
     /// Show that a newer checkpoint's tree extends an older one's (or that it was cut or
     /// rewritten).
     Consistency(commands::proofs::Consistency),
+    /// Serve a witness (`c2sp.org/tlog-witness`): cosign checkpoints extending the last one.
+    Witness(commands::proofs::WitnessArgs),
     /// Calls, allowed, denied, errors, degraded and p50/p95 latency per day, role and tool
     /// (`mcp_daily_stats`).
     Stats {
@@ -316,6 +318,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         Command::Audit(AuditCommand::Prove(args)) => commands::proofs::prove(&args, out),
         Command::Audit(AuditCommand::CheckProof(a)) => commands::proofs::check_proof(&a, out),
         Command::Audit(AuditCommand::Consistency(a)) => commands::proofs::consistency(&a, out),
+        Command::Audit(AuditCommand::Witness(a)) => commands::proofs::witness(&a, out),
         Command::Db(DbCommand::Migrate { target }) => audit::migrate(&target, out),
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Gateway(args) => {

@@ -70,6 +70,7 @@ mod spec;
 pub mod trail;
 mod upstream;
 mod wire;
+pub mod witness;
 
 pub use builder::{Builder, builder};
 pub use error::GatewayError;

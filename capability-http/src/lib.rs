@@ -20,6 +20,8 @@
 //! - **One accept loop** ([`listen::serve`]): a request head within seconds, connections capped
 //!   below the descriptor limit with strangers' closed first, a failing `accept` backed off and
 //!   said once per interval; shared by every listener of the `capability` command.
+//! - **A transparency-log witness** ([`witness`]): `c2sp.org/tlog-witness` served over a
+//!   `capability_audit::tlog::Witness` (`capability audit witness`), and its client.
 //!
 //! Who should depend on it: a program that serves a
 //! [`GovernedServer`](capability_mcp::rmcp::GovernedServer) over HTTP (the `capability proxy
@@ -51,6 +53,7 @@ mod auth;
 mod edge;
 pub mod listen;
 mod resolver;
+pub mod witness;
 
 pub use auth::{
     ACCESS_TOKEN_TYPE, AuthFailure, AuthSetupError, Authenticated, Credentials, Exchanged, JwtAuth,

@@ -78,8 +78,9 @@ pub use stored::{
     verify_trees,
 };
 pub use trail::{
-    Extension, ProvenRecord, check_consistency, check_consistency_jsonl, check_proof, origin,
-    parse_record_ref, prove, prove_jsonl, read_checkpoint, writer_tree,
+    Extension, ProvenRecord, check_consistency, check_consistency_jsonl, check_proof,
+    check_proof_witnessed, origin, parse_record_ref, prove, prove_jsonl, read_checkpoint,
+    writer_tree, writer_tree_jsonl,
 };
 pub use tree::Tree;
 pub use verify::{root_from_inclusion, verify_consistency, verify_inclusion};

@@ -248,9 +248,12 @@ impl<'a> LogKeys<'a> {
     }
 
     /// Checks `checkpoint` is of this log and signed by the key whose span holds its size;
-    /// returns that key's id (hex). A signature of a key of the log outside its span is
+    /// returns that key. A signature of a key of the log outside its span is
     /// refused, naming the hand-over; a note signed by none of the keys is [`TlogError::WrongKey`].
-    pub fn verify(&self, checkpoint: &SignedCheckpoint) -> Result<String, TlogError> {
+    pub fn verify(
+        &self,
+        checkpoint: &SignedCheckpoint,
+    ) -> Result<&'a dyn CheckpointVerifier, TlogError> {
         let head = &checkpoint.head;
         if head.origin != self.origin {
             return Err(TlogError::Malformed(format!(
@@ -284,7 +287,7 @@ impl<'a> LogKeys<'a> {
                     span.until.unwrap_or_default()
                 ));
             } else {
-                return Ok(id);
+                return Ok(span.key);
             }
         }
         Err(match refused {

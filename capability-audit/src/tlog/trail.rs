@@ -6,10 +6,12 @@
 
 use std::path::Path;
 
+use super::cosignature::WitnessQuorum;
 use super::error::TlogError;
 use super::hash::Hash;
 use super::note::{SignedCheckpoint, TreeHead, check_key_name};
 use super::proof::TlogProof;
+use super::rotation::LogKeys;
 use super::tree::Tree;
 use super::verify::verify_consistency;
 use crate::checkpoint::{CheckpointSigner, CheckpointVerifier};
@@ -105,6 +107,14 @@ pub fn prove_jsonl(
     prove(&records, writer, seq, signer)
 }
 
+/// The tree of the log `origin` (`capability/<writer>`) over a JSON Lines trail's intact records.
+pub fn writer_tree_jsonl(path: &Path, origin: &str) -> Result<Tree, TlogError> {
+    let (records, _) =
+        crate::verify::read_jsonl(path).map_err(|e| TlogError::Trail(e.to_string()))?;
+    let writer = origin.strip_prefix(ORIGIN_PREFIX).unwrap_or(origin);
+    Ok(writer_tree(&records, writer))
+}
+
 /// The record a proof was checked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProvenRecord {
@@ -183,6 +193,25 @@ pub fn check_proof(
         size: head.size,
         root: super::encoding::base64(&head.root),
     })
+}
+
+/// [`check_proof`] against the log's keys over time and the witnesses a verifier trusts: the
+/// checkpoint signed by the key whose span holds its size ([`LogKeys::verify`]), the record at
+/// its index, and enough of the witnesses' cosignatures ([`WitnessQuorum::check`], which names
+/// the missing ones). Says what was shown.
+pub fn check_proof_witnessed(
+    proof: &TlogProof,
+    keys: &LogKeys<'_>,
+    witnesses: &WitnessQuorum<'_>,
+    record: Option<&str>,
+) -> Result<String, TlogError> {
+    let proven = check_proof(proof, keys.verify(&proof.checkpoint)?, record)?;
+    let cosigned = witnesses.check(&proof.checkpoint)?;
+    if cosigned.is_empty() {
+        return Ok(proven.to_string());
+    }
+    let names: Vec<&str> = cosigned.iter().map(|c| c.witness.as_str()).collect();
+    Ok(format!("{proven}, cosigned by [{}]", names.join(", ")))
 }
 
 impl std::fmt::Display for ProvenRecord {

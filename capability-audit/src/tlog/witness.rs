@@ -147,6 +147,16 @@ impl Witness {
         self.lock().get(origin).cloned()
     }
 
+    /// The last checkpoint cosigned for the log whose origin's SHA-256 is `hash` (lowercase hex),
+    /// as the monitoring path `/<hash>/checkpoint` names it.
+    pub fn held_by_hash(&self, hash: &str) -> Option<SignedCheckpoint> {
+        use sha2::{Digest, Sha256};
+        self.lock()
+            .iter()
+            .find(|(origin, _)| super::encoding::hex(&Sha256::digest(origin.as_bytes())) == hash)
+            .map(|(_, checkpoint)| checkpoint.clone())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, SignedCheckpoint>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -248,16 +258,23 @@ fn check_extends(
     })
 }
 
-/// Some key of `keys` signed the checkpoint (a forged line of a trusted key refuses it).
+/// Some key of `keys` signed the checkpoint, and no line of a trusted key is forged.
 fn verify_log_signature(checkpoint: &SignedCheckpoint, keys: &[LogKey]) -> Result<(), TlogError> {
     let origin = &checkpoint.head.origin;
+    let mut verified = false;
     let mut error = None;
     for key in keys {
         match checkpoint.verify(origin, key.as_ref()) {
-            Ok(()) => return Ok(()),
+            Ok(()) => verified = true,
             Err(e @ TlogError::BadSignature { .. }) => return Err(e),
             Err(e) => error = Some(e),
         }
     }
-    Err(error.unwrap_or_else(|| TlogError::Malformed(format!("no key is configured for {origin}"))))
+    match (verified, error) {
+        (true, _) => Ok(()),
+        (false, Some(e)) => Err(e),
+        (false, None) => Err(TlogError::Malformed(format!(
+            "no key is configured for {origin}"
+        ))),
+    }
 }

@@ -1,10 +1,11 @@
 //! `capability audit prove`, `check-proof` and `consistency`: evidence from a JSON Lines trail
-//! that anyone holding the writer's public key can check alone (`capability::audit::tlog`).
+//! that anyone holding the writer's public key can check alone (`capability::audit::tlog`); and
+//! `capability audit witness`, which cosigns it (`capability_gateway::witness`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use capability::audit::tlog::{self, TlogProof};
+use capability::audit::tlog;
 use capability::gate::{PublicKey, SecretKey};
 
 use crate::Failure;
@@ -28,6 +29,9 @@ pub struct Prove {
     /// Replace the `--out` file.
     #[arg(long)]
     force: bool,
+    /// A witness's URL: its cosignature is added to the checkpoint; repeat.
+    #[arg(long = "witness", value_name = "URL")]
+    witnesses: Vec<String>,
 }
 
 /// `capability audit check-proof`: a proof file checked alone.
@@ -35,12 +39,39 @@ pub struct Prove {
 pub struct CheckProof {
     /// The proof file (`c2sp.org/tlog-proof@v1`).
     proof: PathBuf,
-    /// The writer's public key file (`.pub`).
+    /// The writer's public key file (`.pub`); repeat, with `--rotation`, for a rotated key.
+    #[arg(long, value_name = "FILE", required = true)]
+    key: Vec<PathBuf>,
+    /// A key rotation statement (`capability/key-rotation/v1`); repeat.
     #[arg(long, value_name = "FILE")]
-    key: PathBuf,
+    rotation: Vec<PathBuf>,
+    /// A witness's public key file: its cosignature on the checkpoint counts; repeat.
+    #[arg(long = "witness-key", value_name = "FILE")]
+    witness_keys: Vec<PathBuf>,
+    /// How many `--witness-key` witnesses must have cosigned (default: all).
+    #[arg(long, value_name = "K")]
+    witnesses: Option<usize>,
     /// The record's JSON line, as the trail holds it; without it, the record in the proof.
     #[arg(long, value_name = "JSON")]
     record: Option<String>,
+}
+
+/// `capability audit witness`: a `c2sp.org/tlog-witness` server, cosigning as
+/// `capability-witness`.
+#[derive(clap::Args, Debug)]
+pub struct WitnessArgs {
+    /// The address to listen on (`127.0.0.1:0`: a free port, printed).
+    #[arg(long, value_name = "ADDR")]
+    listen: std::net::SocketAddr,
+    /// The witness's secret key file (`capability keygen`).
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
+    /// The state file: the last checkpoint cosigned per log.
+    #[arg(long, value_name = "FILE")]
+    state: PathBuf,
+    /// A log witnessed: `<origin>=<public key file>`; repeat (a log twice: two keys).
+    #[arg(long = "log", value_name = "ORIGIN=FILE", required = true)]
+    logs: Vec<String>,
 }
 
 /// `capability audit consistency`: the newer checkpoint's tree extends the older one's.
@@ -77,10 +108,15 @@ pub fn prove(args: &Prove, out: &mut Out) -> Result<u8, Failure> {
     let (writer, seq) = tlog::parse_record_ref(&args.record).map_err(input)?;
     let key = SecretKey::from_text(&read(&args.key)?)
         .map_err(|e| Failure::input(format!("{}: {e}", args.key.display())))?;
-    let proof = tlog::prove_jsonl(&args.trail, writer, seq, &key).map_err(input)?;
+    let mut proof = tlog::prove_jsonl(&args.trail, writer, seq, &key).map_err(input)?;
+    let refused = capability_http::witness::cosign_all_blocking(
+        &args.witnesses,
+        &mut proof.checkpoint,
+        &args.trail,
+    );
     let Some(path) = &args.out else {
         out.write_all(proof.to_text().as_bytes())?;
-        return Ok(0);
+        return Ok(u8::from(!refused.is_empty()));
     };
     capability_gateway::files::write(path, proof.to_text().as_bytes(), args.force)
         .map_err(|e| Failure::input(e.to_string()))?;
@@ -90,22 +126,36 @@ pub fn prove(args: &Prove, out: &mut Out) -> Result<u8, Failure> {
         "{}: writer {writer} record {seq} in the signed tree of {size} records",
         path.display()
     )?;
-    Ok(0)
+    refused.iter().try_for_each(|e| writeln!(out, "{e}"))?;
+    Ok(u8::from(!refused.is_empty()))
 }
 
-/// Checks a proof file; exit 1 saying what is wrong.
+/// Checks a proof file (and its cosignatures); exit 1 saying what is wrong.
 pub fn check_proof(args: &CheckProof, out: &mut Out) -> Result<u8, Failure> {
-    let proof = TlogProof::parse(&read(&args.proof)?).map_err(input)?;
-    let checked = tlog::check_proof(&proof, &public_key(&args.key)?, args.record.as_deref());
-    writeln!(
-        out,
-        "{}: {}",
-        args.proof.display(),
-        checked
-            .as_ref()
-            .map_or_else(|e| e.to_string(), |p| p.to_string())
-    )?;
+    let checked = capability_gateway::witness::ProofCheck {
+        keys: &args.key,
+        rotations: &args.rotation,
+        witnesses: &args.witness_keys,
+        needed: args.witnesses,
+        record: args.record.as_deref(),
+    };
+    let checked = checked.check(&args.proof).map_err(Failure::input)?;
+    let said = checked.clone().unwrap_or_else(|e| e.to_string());
+    writeln!(out, "{}: {said}", args.proof.display())?;
     Ok(u8::from(checked.is_err()))
+}
+
+/// Serves until killed; exit 2 on a key, log or state it cannot use.
+pub fn witness(args: &WitnessArgs, out: &mut Out) -> Result<u8, Failure> {
+    let witness = capability_gateway::witness::open(&args.key, &args.state, &args.logs);
+    let witness = witness.map_err(Failure::input)?;
+    let vkey = witness.vkey();
+    capability_http::witness::run(args.listen, witness, |at| {
+        writeln!(out, "witness {vkey} on http://{at}")?;
+        out.flush()
+    })
+    .map_err(|e| Failure::input(format!("the witness on {}: {e}", args.listen)))?;
+    Ok(0)
 }
 
 /// Shows the newer tree extends the older, printing the consistency proof; exit 1 when not.
