@@ -10,12 +10,12 @@
 //! verdict. Over HTTP, a caller without a token or with an unknown one sees nothing.
 //!
 //! The example binary is built by `cargo build --example rmcp_server` (once per run, next to
-//! this test's own target directory), so `cargo test --test rmcp_server_example` needs nothing
-//! else. The TypeScript tests need Node.js (see `capability-cli/tests/support/mod.rs`).
+//! this test's own target directory), so `cargo test --test it rmcp_server_example::` needs
+//! nothing else. The TypeScript tests need Node.js (see `capability-testkit/src/servers/mod.rs`).
 
-mod common;
-#[path = "../capability-cli/tests/support/mod.rs"]
-mod support;
+use crate::common;
+use capability_testkit::require_servers;
+use capability_testkit::servers as support;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -766,7 +766,7 @@ async fn oauth_tokens_give_the_role_and_a_missing_scope_is_a_403() {
         &policy,
         format!(
             "{}\n[auth]\nissuer = \"{}\"\naudience = \"{url}\"\n[auth.scope_roles]\n\"mcp:admin\" = \"operator\"\n",
-            include_str!("../examples/rmcp_server_policy.toml"),
+            include_str!("../../examples/rmcp_server_policy.toml"),
             auth.issuer
         ),
     )

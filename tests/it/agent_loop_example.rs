@@ -2,7 +2,7 @@
 //! ghost-loop guards do (a second replica refused while the first runs, a repeat answered from
 //! the cache with no model turn, both on record).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -5,7 +5,7 @@ use capability::mcp::McpManifest;
 use capability::{Capability, CapabilityManifest, Policy, Server};
 use serde_json::json;
 
-mod common;
+use crate::common;
 use common::{Rng, tool};
 
 fn policy(text: &str) -> Policy {
@@ -395,7 +395,7 @@ fn tool_context_authorizes_typed_and_dynamic_tools() {
 // ----- The ADR-105 example policy -----
 
 fn example_policy() -> Policy {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/policy.toml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/policy.toml");
     match Policy::from_toml_file(path) {
         Ok(policy) => policy,
         Err(error) => panic!("examples/policy.toml refused: {error}"),

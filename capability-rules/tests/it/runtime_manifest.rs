@@ -338,7 +338,10 @@ fn malformed_tools_name_the_tool_and_every_bad_field() {
 }
 
 fn fixture(name: &str) -> Vec<Value> {
-    let path = format!("{}/tests/fixtures/mcp/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../tests/fixtures/mcp/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).expect("fixture present");
     let value: Value = serde_json::from_str(&text).expect("fixture is JSON");
     value["tools"].as_array().cloned().expect("a tools array")

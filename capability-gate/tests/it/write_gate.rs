@@ -660,11 +660,11 @@ fn an_approval_for_one_instantiation_does_not_approve_another() {
         panic!("another error: {error}");
     };
     assert!(
-        approved.ends_with("DropDatabase<write_gate::Staging>"),
+        approved.ends_with("DropDatabase<it::write_gate::Staging>"),
         "{approved}"
     );
     assert!(
-        proposed.ends_with("DropDatabase<write_gate::Prod>"),
+        proposed.ends_with("DropDatabase<it::write_gate::Prod>"),
         "{proposed}"
     );
     assert!(s.gate.approve(staging, Some(&approval)).is_ok());

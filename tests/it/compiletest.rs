@@ -18,7 +18,7 @@ fn rustc_version() -> Option<String> {
 #[test]
 #[cfg_attr(miri, ignore)]
 fn ui() {
-    let pinned = include_str!("../ui-tests/RUSTC_VERSION").trim();
+    let pinned = include_str!("../../ui-tests/RUSTC_VERSION").trim();
     let current = rustc_version().unwrap_or_else(|| "unknown".to_owned());
     let forced = std::env::var_os("CAPABILITY_UI_ANY_RUSTC").is_some();
     if current != pinned && !forced {

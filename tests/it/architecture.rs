@@ -22,7 +22,7 @@
 //! `Cargo.toml`, each crate's `src/`, the `mod` declarations and `use` re-exports of
 //! `lib.rs`, `main.rs` and `mod.rs`), so the checks follow the crates as they are reorganised.
 //! The scanning is plain text, no `syn`; the tests in `mod checker` check the scanner itself.
-//! `cargo test --test architecture -- --nocapture` also prints the per-crate line counts.
+//! `cargo test --test it architecture:: -- --nocapture` also prints the per-crate line counts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

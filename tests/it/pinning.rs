@@ -5,7 +5,7 @@ use capability::mcp::{DriftStatus, Lockfile, Part, mcp_descriptor_hash};
 use capability::{Policy, Server};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 fn fixture(name: &str) -> Vec<Value> {
     let path = format!("{}/tests/fixtures/mcp/{name}", env!("CARGO_MANIFEST_DIR"));

@@ -12,7 +12,7 @@ use capability::mcp::McpManifest;
 use capability::{CapabilityManifest, Policy, Server};
 use serde_json::json;
 
-mod common;
+use crate::common;
 use common::{Rng, tool};
 
 const NOW: u64 = 1_800_000_000;
