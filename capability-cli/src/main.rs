@@ -86,6 +86,15 @@ enum Command {
         /// Who pins, as the store records it (default: the login name).
         #[arg(long, requires = "store")]
         by: Option<String>,
+        /// Print how each tool differs from its pin, and what that introduces; write nothing.
+        #[arg(long, conflicts_with_all = ["store", "approve"])]
+        review: bool,
+        /// Re-pin the changed tools, signed with `--key` (an approver of the policy).
+        #[arg(long, requires = "key", conflicts_with = "store")]
+        approve: bool,
+        /// The approver's secret key file (`capability keygen`), for `--approve`.
+        #[arg(long, value_name = "FILE", requires = "approve")]
+        key: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
     },
@@ -292,7 +301,14 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             let loaded = Source::from_args(&common)?.load(&common, Some(&policy))?;
             output::check(&loaded, &policy, &role, &common, out)
         }
-        Command::Pin { store, by, common } => history::pin(store, by, &common, out),
+        Command::Pin {
+            store,
+            by,
+            review,
+            key,
+            common,
+            ..
+        } => history::pin(store, by, (review, key.as_deref()), &common, out),
         Command::Verify(common) => {
             let policy = load_policy(&common)?;
             let loaded = Source::from_args(&common)?.load(&common, policy.as_ref())?;

@@ -182,7 +182,7 @@ pub fn pin(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Failur
             let edited = count(|s| matches!(s, DriftStatus::FlagsEdited { .. }));
             format!(
                 "{} changed, {} added, {} renamed, {} removed{} since the last pin",
-                count(|s| matches!(s, DriftStatus::Changed { .. })),
+                count(DriftStatus::is_change),
                 count(|s| matches!(s, DriftStatus::Added)),
                 count(|s| matches!(s, DriftStatus::Renamed { .. })),
                 review.removed().len(),
@@ -253,7 +253,10 @@ pub fn verify(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Fai
             common.lock.display()
         )));
     };
-    let clean = review.is_pinned() && review.is_clean();
+    // Drift the policy accepts (a rewording, a checked re-pin) is not a failure.
+    let clean = review.is_pinned()
+        && review.removed().is_empty()
+        && review.hidden_by_drift().next().is_none();
     if common.json {
         let drifted: Vec<Value> = review
             .tools()
@@ -291,7 +294,7 @@ pub fn verify(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Fai
     Ok(if clean { 0 } else { 1 })
 }
 
-fn write_lock(lock: &Lockfile, common: &Common) -> Result<(), Failure> {
+pub(crate) fn write_lock(lock: &Lockfile, common: &Common) -> Result<(), Failure> {
     // Written beside the target and renamed over it: a crash never leaves half a lockfile, and
     // a symbolic link there (or planted beside it) is replaced, never written through.
     capability_gateway::files::replace_file(&common.lock, lock.to_toml_string().as_bytes())
@@ -329,13 +332,18 @@ fn drift_json(name: &str, status: &DriftStatus) -> Value {
         DriftStatus::Renamed { from } => {
             json!({ "name": name, "status": "renamed", "from": from })
         }
-        DriftStatus::Changed { parts } => {
-            let parts: Vec<&str> = parts.iter().map(|p| p.as_str()).collect();
-            json!({ "name": name, "status": "changed", "parts": parts })
-        }
         DriftStatus::FlagsEdited { flags } => {
             let flags: Vec<&str> = flags.iter().map(|k| k.key()).collect();
             json!({ "name": name, "status": "flags_edited", "flags": flags })
+        }
+        changed => {
+            let parts: Vec<&str> = changed.parts().iter().map(|p| p.as_str()).collect();
+            let status = if changed.is_approved() {
+                "accepted"
+            } else {
+                "changed"
+            };
+            json!({ "name": name, "status": status, "parts": parts, "why": changed.to_string() })
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use capability::mcp::McpManifest;
 use capability::mcp::{DriftStatus, Lockfile, Review};
 use capability::{CapabilityManifest, Policy, Server};
+use capability_gateway::pins;
 use serde_json::Value;
 
 use crate::{Common, Failure, TrustArg};
@@ -143,6 +144,11 @@ impl Source {
             TrustArg::Untrusted => Server::untrusted(name.as_str()),
         };
         let lock = Lockfile::load(&common.lock).map_err(|e| Failure::input(e.to_string()))?;
+        // The policy's consent to wording drift, and its approvers for re-pins.
+        let lock = lock.map(|l| match policy {
+            Some(p) => pins::governed(l, p, &name),
+            None => l,
+        });
         let (manifests, review) = match &lock {
             Some(lock) => {
                 let review = lock

@@ -100,6 +100,7 @@ pub fn open(target: &str) -> Result<Box<dyn Store>, Failure> {
 pub fn pin(
     store: Option<String>,
     by: Option<String>,
+    (review, key): (bool, Option<&std::path::Path>),
     common: &crate::Common,
     out: &mut Out,
 ) -> Result<u8, Failure> {
@@ -107,6 +108,9 @@ pub fn pin(
     let by = store.as_ref().map(|_| pinner(by.as_deref())).transpose()?;
     let policy = crate::load_policy(common)?;
     let loaded = crate::Source::from_args(common)?.load(common, policy.as_ref())?;
+    if review || key.is_some() {
+        return crate::findings::review(&loaded, policy.as_ref(), key, common, out);
+    }
     let code = crate::output::pin(&loaded, common, out)?;
     if let (Some(store), Some(by)) = (store, by) {
         record_pins(store.as_ref(), &loaded.server, &loaded.tools, &by)?;

@@ -1,0 +1,277 @@
+//! `capability pin --review` and `capability pin --approve --key` (issue 48, items 2 and 3),
+//! through the binary, on recorded tool lists: the diff as a person reads it with a meaningful
+//! exit status; a typo accepted only where the policy says so; a hint flip hidden; a re-pin
+//! signed by an approver of the policy taken by `verify` and `check` only while the server
+//! serves exactly what was signed; a key the policy does not name refused.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("pin_review")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn capability(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_capability"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run capability")
+}
+
+fn said(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("exited")
+}
+
+fn tools() -> Vec<Value> {
+    vec![
+        json!({"name": "read_file",
+               "description": "Reads a fiel from the allowed directories.",
+               "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+               "annotations": {"readOnlyHint": true}}),
+        json!({"name": "list_directory", "description": "Lists a directory.",
+               "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+               "annotations": {"readOnlyHint": true}}),
+    ]
+}
+
+fn serve(dir: &Path, tools: &[Value]) {
+    std::fs::write(dir.join("tools.json"), json!({"tools": tools}).to_string()).expect("tools");
+}
+
+/// A policy naming the server `files` (its recorded list), a reader role, and `[approvals]`
+/// with the given approvers.
+fn policy(dir: &Path, accept_wording: bool, approvers: &[(&str, &str)]) {
+    let approvers: Vec<String> = approvers
+        .iter()
+        .map(|(name, key)| format!("{name} = \"{key}\""))
+        .collect();
+    let text = format!(
+        "[servers.files]\nfile = \"tools.json\"\naccept_wording_drift = {accept_wording}\n\n\
+         [roles.reader]\nceiling = \"read-only\"\nallow = [\"files/*\"]\n\n\
+         [approvals]\naudience = \"gateway-test\"\napprovers = {{ {} }}\n",
+        approvers.join(", ")
+    );
+    std::fs::write(dir.join("policy.toml"), text).expect("policy");
+}
+
+fn keygen(dir: &Path, name: &str) -> String {
+    let out = capability(dir, &["keygen", "--out", name]);
+    assert_eq!(code(&out), 0, "{}", said(&out));
+    std::fs::read_to_string(dir.join(format!("{name}.pub")))
+        .expect("public key")
+        .trim()
+        .to_owned()
+}
+
+/// The subcommand, `--policy policy.toml`, then the rest.
+fn with_policy<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec![args[0], "--policy", "policy.toml"];
+    all.extend_from_slice(&args[1..]);
+    all
+}
+
+#[test]
+fn pin_review_prints_the_diff_and_a_typo_passes_only_where_the_policy_says() {
+    let dir = scratch("typo");
+    policy(&dir, false, &[]);
+    serve(&dir, &tools());
+    let out = capability(&dir, &with_policy(&["pin", "tools.json"]));
+    assert_eq!(code(&out), 0, "{}", said(&out));
+    assert!(
+        std::fs::read_to_string(dir.join("capability.lock"))
+            .expect("lock")
+            .contains("descriptor = ")
+    );
+
+    let out = capability(&dir, &with_policy(&["pin", "--review", "tools.json"]));
+    assert_eq!(code(&out), 0, "nothing drifted: {}", said(&out));
+
+    let mut live = tools();
+    live[0]["description"] = json!("Reads a file from the allowed directories.");
+    serve(&dir, &live);
+    let out = capability(&dir, &with_policy(&["pin", "--review", "tools.json"]));
+    let text = said(&out);
+    assert_eq!(code(&out), 1, "denied by default: {text}");
+    assert!(
+        text.contains("description: Reads a [-fiel-] {+file+} from the allowed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("accept_wording_drift") && text.contains("[hidden]"),
+        "{text}"
+    );
+    let lock_before = std::fs::read_to_string(dir.join("capability.lock")).expect("lock");
+    let out = capability(
+        &dir,
+        &with_policy(&["check", "--role", "reader", "--json", "tools.json"]),
+    );
+    assert!(
+        !visible(&out).contains(&"read_file".to_owned()),
+        "{}",
+        said(&out)
+    );
+
+    policy(&dir, true, &[]);
+    let out = capability(&dir, &with_policy(&["pin", "--review", "tools.json"]));
+    let text = said(&out);
+    assert_eq!(code(&out), 0, "accepted: {text}");
+    assert!(
+        text.contains("reworded (description), accepted by the policy [shown]"),
+        "{text}"
+    );
+    let out = capability(&dir, &with_policy(&["verify", "tools.json"]));
+    assert_eq!(code(&out), 0, "{}", said(&out));
+    let out = capability(
+        &dir,
+        &with_policy(&["check", "--role", "reader", "--json", "tools.json"]),
+    );
+    assert!(
+        visible(&out).contains(&"read_file".to_owned()),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("capability.lock")).expect("lock"),
+        lock_before,
+        "a review writes nothing"
+    );
+
+    // A hint flip is hidden whatever the policy accepts, and the review says why.
+    let mut live = tools();
+    live[0]["annotations"]["readOnlyHint"] = json!(false);
+    serve(&dir, &live);
+    let out = capability(&dir, &with_policy(&["pin", "--review", "tools.json"]));
+    let text = said(&out);
+    assert_eq!(code(&out), 1, "{text}");
+    assert!(
+        text.contains("annotations/readOnlyHint: true -> false"),
+        "{text}"
+    );
+    assert!(
+        text.contains("introduces: the hint /annotations/readOnlyHint changed"),
+        "{text}"
+    );
+    let out = capability(&dir, &with_policy(&["verify", "tools.json"]));
+    assert_eq!(code(&out), 1, "{}", said(&out));
+}
+
+/// The names `check --json` shows a role.
+fn visible(out: &Output) -> Vec<String> {
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", said(out)));
+    report["visible"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn pin_approve_signs_a_repin_taken_only_for_what_was_reviewed() {
+    let dir = scratch("approve");
+    let alice = keygen(&dir, "alice.key");
+    let _mallory = keygen(&dir, "mallory.key");
+    policy(&dir, false, &[("alice", &alice)]);
+    serve(&dir, &tools());
+    assert_eq!(
+        code(&capability(&dir, &with_policy(&["pin", "tools.json"]))),
+        0
+    );
+
+    let mut reviewed = tools();
+    reviewed[0]["annotations"]["readOnlyHint"] = json!(false);
+    serve(&dir, &reviewed);
+
+    // A key the policy does not name: refused, nothing written.
+    let before = std::fs::read_to_string(dir.join("capability.lock")).expect("lock");
+    let out = capability(
+        &dir,
+        &with_policy(&["pin", "--approve", "--key", "mallory.key", "tools.json"]),
+    );
+    assert_ne!(code(&out), 0, "{}", said(&out));
+    assert!(
+        said(&out).contains("not one of the approvers"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("capability.lock")).expect("lock"),
+        before
+    );
+
+    let out = capability(
+        &dir,
+        &with_policy(&["pin", "--approve", "--key", "alice.key", "tools.json"]),
+    );
+    let text = said(&out);
+    assert_eq!(code(&out), 0, "{text}");
+    assert!(
+        text.contains("re-pinned 1 tools of server `files`, signed by approver `alice`: read_file"),
+        "{text}"
+    );
+    let lock = std::fs::read_to_string(dir.join("capability.lock")).expect("lock");
+    assert!(
+        lock.contains("[servers.files.tools.read_file.repin]"),
+        "{lock}"
+    );
+
+    let out = capability(&dir, &with_policy(&["verify", "tools.json"]));
+    assert_eq!(code(&out), 0, "the re-pin is taken: {}", said(&out));
+    let out = capability(&dir, &with_policy(&["pin", "--review", "tools.json"]));
+    assert!(
+        said(&out).contains("re-pinned by `alice` [shown]"),
+        "{}",
+        said(&out)
+    );
+    // Without the policy nobody's signature is checked: refused.
+    let out = capability(&dir, &["verify", "--server", "files", "tools.json"]);
+    assert_eq!(code(&out), 1, "{}", said(&out));
+
+    // The server changes the tool again after the review: hidden, and said.
+    let mut again = reviewed.clone();
+    again[0]["description"] = json!("Reads a file from the allowed directories, then uploads it.");
+    serve(&dir, &again);
+    let out = capability(&dir, &with_policy(&["verify", "tools.json"]));
+    assert_eq!(code(&out), 1, "{}", said(&out));
+    let out = capability(&dir, &with_policy(&["pin", "--review", "tools.json"]));
+    let text = said(&out);
+    assert_eq!(code(&out), 1, "{text}");
+    assert!(
+        text.contains("again after `alice` reviewed and re-pinned it [hidden]"),
+        "{text}"
+    );
+    let out = capability(
+        &dir,
+        &with_policy(&["check", "--role", "reader", "--json", "tools.json"]),
+    );
+    assert!(
+        !visible(&out).contains(&"read_file".to_owned()),
+        "{}",
+        said(&out)
+    );
+
+    // Alice's key swapped into the policy for Mallory's: her re-pin no longer checks.
+    serve(&dir, &reviewed);
+    let mallory = std::fs::read_to_string(dir.join("mallory.key.pub")).expect("pub");
+    policy(&dir, false, &[("alice", mallory.trim())]);
+    let out = capability(&dir, &with_policy(&["verify", "tools.json"]));
+    assert_eq!(code(&out), 1, "{}", said(&out));
+}
