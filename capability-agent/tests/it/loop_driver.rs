@@ -1,7 +1,7 @@
 //! The loop driver: a normal run, hidden and unlisted tools, malformed arguments, the degrades,
 //! and one audit record per tool call.
 
-mod loop_support;
+use crate::loop_support;
 
 use std::cell::RefCell;
 

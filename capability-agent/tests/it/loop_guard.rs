@@ -3,7 +3,7 @@
 //! role change that misses, TTLs on a fake clock, a forged or copied entry refused, a lapsed
 //! lease taken over and its old holder fenced, a panicking loop's lease released.
 
-mod loop_support;
+use crate::loop_support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier};

@@ -2,7 +2,7 @@
 //! exactly the role's visible set, never one more (also in the request each provider's wire
 //! format would send), and no call of another tool is ever run.
 
-mod loop_support;
+use crate::loop_support;
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -12,29 +12,10 @@ use capability_agent::{Arguments, ToolCall, Turn};
 use capability_audit::{Caller, Verdict};
 use capability_core::authz::{Authorize, Ceiling, Policy, ToolContext};
 use capability_mcp::{Server, Visibility};
+use capability_testkit::Rng;
 use serde_json::{Value, json};
 
 use loop_support::*;
-
-/// xorshift64*: a small deterministic generator, so a failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 const NAMES: &[&str] = &[
     "list_pods",
@@ -91,7 +72,7 @@ fn random_decider(rng: &mut Rng, session: &str) -> ToolContext {
 #[test]
 fn the_model_is_shown_exactly_the_visible_set_and_nothing_else_runs() {
     for seed in 1..=300u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut rng = Rng::seeded(seed);
         let server = if rng.chance(50) {
             Server::trusted("k8s")
         } else {

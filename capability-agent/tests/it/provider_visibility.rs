@@ -9,21 +9,8 @@
 
 use capability_agent::provider::{anthropic, ollama, openai};
 use capability_agent::{Arguments, Message, ToolCall, ToolResult, ToolSpec, Turn};
+use capability_testkit::Rng;
 use serde_json::{Value, json};
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// The fleet: every tool has a name, description and schema property that no other tool's
 /// text contains (zero-padded numbers), so a leak is a plain substring.

@@ -2,7 +2,7 @@
 //! call is routed to its server and recorded with the server as provider and the tool's own
 //! name, a hidden tool of another server is refused on record like any other.
 
-mod loop_support;
+use crate::loop_support;
 
 use std::cell::RefCell;
 

@@ -1,6 +1,6 @@
 //! The per-provider circuit breaker, on a fake clock: alone, and guarding loops.
 
-mod loop_support;
+use crate::loop_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The loop against its trail and its lockfile: a trail that cannot be written stops the loop
 //! (fail-closed), and a tool hidden for drift is never shown nor run.
 
-mod loop_support;
+use crate::loop_support;
 
 use std::cell::Cell;
 use std::sync::Arc;

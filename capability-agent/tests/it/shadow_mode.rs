@@ -1,7 +1,7 @@
 //! Shadow mode: read-only tools only, the clamp, the parse paths, and metadata as the only way
 //! out.
 
-mod loop_support;
+use crate::loop_support;
 
 use capability_agent::driver::{AgentLoop, ToolSource};
 use capability_agent::shadow::{
