@@ -88,7 +88,7 @@ mod versions;
 pub use target::{TargetKind, target_kind};
 
 /// The schema version this build writes and reads. A database at a newer version is refused.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// A database holding the shared state: a SQLite file or a PostgreSQL database.
 pub trait Store: Send + Sync {
@@ -291,10 +291,75 @@ pub struct Trail {
     pub records: Vec<AuditRecord>,
     /// The checkpoints, by writer and seq.
     pub checkpoints: Vec<Checkpoint>,
+    /// The signed tree checkpoints (C2SP notes, as text), by writer and size
+    /// (`mcp_audit_tree_checkpoint`): check them with [`Trail::tree_problems`].
+    pub tree_checkpoints: Vec<String>,
+    /// Every writer registered in the store (`mcp_audit_writer`), by writer id.
+    pub writers: Vec<RegisteredWriter>,
     /// Rows whose columns say something else than the record they verify as: what the stats
     /// and the dashboards read is not what the chain vouches for. Any entry here means the
     /// table was edited.
     pub problems: Vec<RowProblem>,
+}
+
+/// A writer registered in a store (`mcp_audit_writer`): the first time it opened a sink that
+/// signs checkpoints, it signed a tree checkpoint of what it had then (its registration).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisteredWriter {
+    /// The writer id.
+    pub writer: String,
+    /// Its registration: a signed tree checkpoint (C2SP note, as text).
+    pub note: String,
+}
+
+impl Trail {
+    /// What the stored tree checkpoints and the writers' registrations show, by writer
+    /// (`capability_audit::tlog::verify_trees`): with `key`, their signatures; a checkpoint
+    /// beyond the writer's records (a cut tail), one whose root the records no longer hash to
+    /// (a rewritten record); and a registered writer with no records and no checkpoint left (a
+    /// removed writer).
+    pub fn tree_problems(
+        &self,
+        key: Option<&dyn capability_audit::CheckpointVerifier>,
+    ) -> std::collections::BTreeMap<String, Vec<capability_audit::ChainProblem>> {
+        use capability_audit::tlog;
+        let (notes, bad) = tlog::stored::parse_notes(&self.tree_checkpoints);
+        let mut problems = tlog::verify_trees(&self.records, &notes, key);
+        if !bad.is_empty() {
+            problems.entry(String::new()).or_default().extend(bad);
+        }
+        for registered in &self.writers {
+            let writer = registered.writer.as_str();
+            let (registration, bad) =
+                tlog::stored::parse_notes(std::slice::from_ref(&registered.note));
+            let found = problems.entry(writer.to_owned()).or_default();
+            found.extend(bad);
+            let Some(note) = registration.first() else {
+                continue;
+            };
+            if let Some(key) = key
+                && let Err(e) = note.verify(&note.head.origin, key)
+            {
+                found.push(capability_audit::ChainProblem::BadTreeCheckpoint {
+                    size: note.head.size,
+                    why: format!("the writer's registration: {e}"),
+                });
+                continue;
+            }
+            let has_records = self.records.iter().any(|r| r.writer == writer);
+            let has_notes = notes
+                .iter()
+                .any(|n| tlog::stored::checkpoint_writer(n) == Some(writer));
+            if !has_records && !has_notes {
+                found.push(capability_audit::ChainProblem::WriterGone {
+                    writer: writer.to_owned(),
+                    registered_at: tlog::checkpoint_time(note).unwrap_or_default().to_owned(),
+                });
+            }
+        }
+        problems.retain(|_, p| !p.is_empty());
+        problems
+    }
 }
 
 /// A row of `mcp_audit_log` one of whose columns differs from the record the row verifies as

@@ -26,6 +26,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         6,
         include_str!("../../migrations/postgres/0006_stats_and_versions.sql"),
     ),
+    (
+        7,
+        include_str!("../../migrations/postgres/0007_tree_checkpoints.sql"),
+    ),
 ];
 
 /// The advisory lock key of migrations (`capability` in ASCII, as a number).

@@ -31,6 +31,7 @@ mod problems;
 mod rows;
 mod sink;
 mod state;
+mod tree;
 
 pub use guards::{PgLeases, PgLoopCache};
 pub use sink::PgSink;

@@ -181,7 +181,7 @@ fn verdict_text(verdict: Verdict) -> String {
 }
 
 /// The columns of a record, in the order [`record`] reads them.
-fn select_records() -> String {
+pub(crate) fn select_records() -> String {
     format!(
         "SELECT writer_id, seq, {}, agent_name, agent_role, session_id, incident_id,
              flywheel_node, provider, tool, descriptor_hash, policy_version, verdict,
@@ -204,7 +204,7 @@ fn get<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, String> {
 /// compared with what inserting that record writes into it; without, the record is read from
 /// the columns (so its hash covers every column). A row that is not a record (a column edited
 /// into something else) is an error.
-fn record(row: &Row) -> Result<(AuditRecord, Vec<RowProblem>), String> {
+pub(crate) fn record(row: &Row) -> Result<(AuditRecord, Vec<RowProblem>), String> {
     let writer: String = get(row, 0)?;
     let seq: i64 = get(row, 1)?;
     let at = |e: String| format!("record {seq} of writer `{writer}`: {e}");
@@ -341,9 +341,12 @@ pub(crate) fn read_trail(
         Ok(checkpoints) => checkpoints,
         Err(e) => return Ok(Err(format!("checkpoint: {e}"))),
     };
+    let (tree_checkpoints, writers) = super::tree::read(client)?;
     Ok(Ok(Trail {
         records,
         checkpoints,
+        tree_checkpoints,
+        writers,
         problems,
     }))
 }

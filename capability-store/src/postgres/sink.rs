@@ -23,6 +23,7 @@ use postgres::{Client, Statement};
 use super::lock;
 use super::pool::Pool;
 use super::rows::{self, Columns, MAX_BATCH};
+use super::tree;
 use crate::SinkOptions;
 
 /// The longest the committer waits for a batch to fill up to the appends seen waiting last.
@@ -79,6 +80,8 @@ struct Committer {
     checkpoints: Option<(Arc<dyn CheckpointSigner>, CheckpointSchedule)>,
     /// The last seq a checkpoint vouches for.
     checkpointed: u64,
+    /// The writer's tree of what is committed, kept while it signs checkpoints (`tree`).
+    tree: Option<capability_audit::tlog::WriterTree>,
     /// When `mcp_daily_stats`' deltas were last compacted by this writer.
     compacted: Instant,
     /// Whether a compaction is running.
@@ -111,6 +114,8 @@ impl PgSink {
         };
         let checkpointed = rows::last_checkpoint(&mut client, &writer)
             .map_err(|e| store_error(pool.error("cannot read the checkpoints", &e)))?;
+        let signer = options.checkpoints.as_ref().map(|c| &*c.0);
+        let tree = tree::open_sink(&pool, &mut client, &writer, signer)?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 head: ChainHead::new(writer, seq, prev),
@@ -141,6 +146,7 @@ impl PgSink {
                 .checkpoints
                 .map(|(signer, every)| (signer, CheckpointSchedule::new(every, checkpointed))),
             checkpointed,
+            tree,
         };
         let handle = std::thread::Builder::new()
             .name("capability-pg-audit".to_owned())
@@ -402,19 +408,23 @@ impl Committer {
             ),
             _ => None,
         };
+        let frontier = self.advance(batch);
+        let (t, keys) = (self.tree.as_ref(), self.checkpoints.as_ref());
+        let note = tree::note(t, frontier.as_ref(), checkpoint.as_ref(), keys);
         let pool = self.pool.clone();
         let written = self
             .with_client(|client, insert| {
                 let mut tx = client.transaction()?;
                 columns.insert(&mut tx, insert)?;
-                if let Some(checkpoint) = &checkpoint {
-                    rows::insert_checkpoint(&mut tx, checkpoint)?;
-                }
+                tree::insert_checkpoints(&mut tx, checkpoint.as_ref(), note.as_ref())?;
                 tx.commit()
             })
             .map_err(|e| e.message)?;
         match written {
             Ok(()) => {
+                if let (Some(t), Some(f)) = (&mut self.tree, frontier) {
+                    t.commit_to(f);
+                }
                 if let (Some(c), Some((_, schedule))) = (&checkpoint, &mut self.checkpoints) {
                     schedule.written(c.seq);
                     self.checkpointed = c.seq;
@@ -441,11 +451,28 @@ impl Committer {
             return;
         }
         let checkpoint = Checkpoint::sign(writer, seq, head, signer.as_ref());
-        if let Ok(Ok(_)) =
-            self.with_client(|client, _| rows::insert_checkpoint(client, &checkpoint))
-        {
+        let t = self.tree.as_ref().filter(|t| t.committed().size() == seq);
+        let note = tree::note(t, None, Some(&checkpoint), self.checkpoints.as_ref());
+        if let Ok(Ok(_)) = self.with_client(|client, _| {
+            let mut tx = client.transaction()?;
+            tree::insert_checkpoints(&mut tx, Some(&checkpoint), note.as_ref())?;
+            tx.commit()
+        }) {
             self.checkpointed = seq;
         }
+    }
+
+    /// The tree once `batch` commits (resumed first if a failed commit reached the database).
+    fn advance(&mut self, batch: &[AuditRecord]) -> Option<capability_audit::tlog::Frontier> {
+        let signer = self.checkpoints.as_ref()?.0.clone();
+        if let Some(ahead) = tree::advance(self.tree.as_ref()?, batch) {
+            return Some(ahead);
+        }
+        let resumed = self.with_client(|c, _| tree::open(c, &batch[0].writer, &*signer));
+        if let Ok(Ok(Ok(tree))) = resumed {
+            self.tree = tree;
+        }
+        tree::advance(self.tree.as_ref()?, batch)
     }
 
     /// Runs `f` on the committer's connection (with the insert prepared on it), connecting

@@ -28,6 +28,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         6,
         include_str!("../../migrations/sqlite/0006_stats_and_versions.sql"),
     ),
+    (
+        7,
+        include_str!("../../migrations/sqlite/0007_tree_checkpoints.sql"),
+    ),
 ];
 
 /// Why a migration did not happen.

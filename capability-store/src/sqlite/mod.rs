@@ -29,6 +29,7 @@ mod migrate;
 mod records;
 mod sink;
 mod stats;
+mod tree;
 
 pub use guards::{SqliteLeases, SqliteLoopCache};
 pub use ledger::{PRUNE_AFTER_SECS, SqliteLedger, SqliteRevocations};

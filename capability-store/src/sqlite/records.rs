@@ -83,7 +83,7 @@ fn bad(column: usize, message: String) -> rusqlite::Error {
 }
 
 /// A row of `SELECT <AUDIT_COLUMNS> FROM mcp_audit_log` as the record it stores.
-fn record(row: &Row<'_>) -> Result<AuditRecord, rusqlite::Error> {
+pub(crate) fn record(row: &Row<'_>) -> Result<AuditRecord, rusqlite::Error> {
     let verdict: String = row.get(12)?;
     let reasons: String = row.get(13)?;
     let input: String = row.get(14)?;
@@ -173,12 +173,15 @@ pub(crate) fn read_trail(conn: &mut Connection) -> Result<Trail, rusqlite::Error
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
+    let (tree_checkpoints, writers) = super::tree::read(&tx)?;
     tx.finish()?;
     // Every column is a field of the record it is read into, so the record's hash covers
     // every column: nothing is left to compare.
     Ok(Trail {
         records,
         checkpoints,
+        tree_checkpoints,
+        writers,
         problems: Vec::new(),
     })
 }

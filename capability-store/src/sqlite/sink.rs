@@ -21,6 +21,7 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use capability_audit::tlog::{Frontier, SignedCheckpoint, WriterTree};
 use capability_audit::{
     AuditError, AuditRecord, AuditSink, ChainHead, Checkpoint, CheckpointSchedule,
     CheckpointSigner, DigestKey, GENESIS,
@@ -28,7 +29,7 @@ use capability_audit::{
 use capability_gate::StoreError;
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::{Db, records};
+use super::{Db, records, tree};
 use crate::SinkOptions;
 
 /// The longest a leader waits for more records before it commits (see the module docs).
@@ -69,6 +70,9 @@ struct State {
     failure: Option<AuditError>,
     schedule: Option<CheckpointSchedule>,
     checkpointed: u64,
+    /// The writer's tree, kept while the sink signs checkpoints: sealed with the chain,
+    /// committed with it (`capability_audit::tlog::stored`).
+    tree: Option<WriterTree>,
     closed: bool,
 }
 
@@ -103,6 +107,17 @@ impl SqliteSink {
             .and_then(|head| Ok((head, records::checkpointed(&conn, &options.writer)?)));
         let (head, checkpointed) = resume.map_err(|e| store_error(db.error(e)))?;
         let (seq, prev) = head.unwrap_or_else(|| (0, GENESIS.to_owned()));
+        let tree = match &options.checkpoints {
+            Some((signer, _)) => {
+                open_tree(&conn, &options.writer, signer.as_ref()).map_err(|why| {
+                    AuditError::Store {
+                        store: name.clone(),
+                        message: why,
+                    }
+                })?
+            }
+            None => None,
+        };
         let (signer, schedule) = match options.checkpoints {
             Some((signer, every)) => (
                 Some(signer),
@@ -131,6 +146,7 @@ impl SqliteSink {
                 failure: None,
                 schedule,
                 checkpointed,
+                tree,
                 closed: false,
             }),
             changed: Condvar::new(),
@@ -170,6 +186,8 @@ impl SqliteSink {
             return state;
         };
         let (last_seq, last_hash) = (last.seq, last.hash.clone());
+        // Every record sealed is in the batch: the tree as sealed is the tree once it commits.
+        let frontier = state.tree.as_ref().map(|t| t.sealed().clone());
         let checkpoint = match (&self.signer, &state.schedule) {
             (Some(signer), Some(schedule)) if schedule.due(last_seq) => Some(Checkpoint::sign(
                 &self.writer,
@@ -179,13 +197,14 @@ impl SqliteSink {
             )),
             _ => None,
         };
+        let note = self.sign_tree(&state, checkpoint.as_ref(), frontier.as_ref());
         state.committing = true;
         drop(state);
 
         let started = Instant::now();
         let result = {
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            write(&mut conn, &batch, checkpoint.as_ref())
+            write(&mut conn, &batch, checkpoint.as_ref(), note.as_ref())
         };
 
         let mut state = self.state();
@@ -195,6 +214,9 @@ impl SqliteSink {
                 state.last_batch = batch.len();
                 state.last_commit = started.elapsed();
                 state.head.commit_through(last_seq, &last_hash);
+                if let (Some(tree), Some(frontier)) = (&mut state.tree, frontier) {
+                    tree.commit_to(frontier);
+                }
                 state.failure = None;
                 if checkpoint.is_some() {
                     state.checkpointed = last_seq;
@@ -207,6 +229,9 @@ impl SqliteSink {
                 // The batch is not in the chain, nor what was sealed on top of it.
                 state.queue.clear();
                 state.head.roll_back();
+                if let Some(tree) = &mut state.tree {
+                    tree.roll_back();
+                }
                 state.epoch += 1;
                 state.failure = Some(self.failed(super::explain(&error, self.busy_timeout)));
             }
@@ -287,18 +312,80 @@ impl SqliteSink {
     }
 }
 
-/// Inserts a batch (and a checkpoint) in one durable transaction.
+/// Inserts a batch (and a checkpoint, and its tree's) in one durable transaction.
 fn write(
     conn: &mut Connection,
     batch: &[AuditRecord],
     checkpoint: Option<&Checkpoint>,
+    note: Option<&SignedCheckpoint>,
 ) -> Result<(), rusqlite::Error> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     records::insert_records(&tx, batch)?;
     if let Some(checkpoint) = checkpoint {
         records::insert_checkpoint(&tx, checkpoint)?;
+        if let Some(note) = note {
+            tree::insert(&tx, &checkpoint.writer, note)?;
+        }
     }
     tx.commit()
+}
+
+/// The writer's tree, resumed from its records and checked against its last tree checkpoint;
+/// a writer not yet registered in `mcp_audit_writer` is, with a checkpoint of its tree now.
+/// `Ok(None)` for a writer id that cannot name a log; `Err` when the records do not match.
+fn open_tree(
+    conn: &Connection,
+    writer: &str,
+    signer: &dyn CheckpointSigner,
+) -> Result<Option<WriterTree>, String> {
+    let tree::Loaded {
+        frontier,
+        registered,
+    } = match tree::load(conn, writer).map_err(|e| e.to_string())? {
+        Ok(loaded) => loaded,
+        Err(why) => return Err(format!("the writer's tree cannot be resumed: {why}")),
+    };
+    let Ok(tree) = WriterTree::new(writer, frontier) else {
+        tracing::warn!(
+            writer,
+            "no tree kept for this writer: its id cannot name a log"
+        );
+        return Ok(None);
+    };
+    if !registered {
+        let note = tree
+            .sign(tree.committed(), &capability_audit::utc_now(), signer)
+            .map_err(|e| e.to_string())?;
+        // `load` read outside a transaction: a second writer of the same id is the caller's
+        // mistake (ids are unique), and the registration is kept once either way.
+        let registration = || -> Result<(), rusqlite::Error> {
+            let tx = conn.unchecked_transaction()?;
+            tree::register(&tx, writer, &note)?;
+            tx.commit()
+        };
+        registration().map_err(|e| e.to_string())?;
+    }
+    Ok(Some(tree))
+}
+
+impl SqliteSink {
+    /// The tree checkpoint beside `checkpoint`, of `frontier`.
+    fn sign_tree(
+        &self,
+        state: &State,
+        checkpoint: Option<&Checkpoint>,
+        frontier: Option<&Frontier>,
+    ) -> Option<SignedCheckpoint> {
+        let (signer, checkpoint, tree, frontier) = (
+            self.signer.as_ref()?,
+            checkpoint?,
+            state.tree.as_ref()?,
+            frontier?,
+        );
+        tree.sign(frontier, &checkpoint.time, signer.as_ref())
+            .inspect_err(|e| tracing::error!(writer = %self.writer, error = %e, "tree checkpoint not signed"))
+            .ok()
+    }
 }
 
 impl AuditSink for SqliteSink {
@@ -308,7 +395,16 @@ impl AuditSink for SqliteSink {
         if state.closed {
             return Err(self.failed("the audit sink is closed"));
         }
-        let record = state.head.seal(record);
+        let state_ref = &mut *state;
+        let record = match &mut state_ref.tree {
+            Some(tree) => {
+                let mut line = String::with_capacity(1024);
+                let record = state_ref.head.seal_line(record, &mut line);
+                tree.push_line(line.as_bytes());
+                record
+            }
+            None => state_ref.head.seal(record),
+        };
         state.queue.push(record.clone());
         if state.gathering {
             self.gathered.notify_one();
@@ -338,8 +434,10 @@ impl AuditSink for SqliteSink {
             && seq > state.checkpointed
         {
             let checkpoint = Checkpoint::sign(&self.writer, seq, head, signer.as_ref());
+            let frontier = state.tree.as_ref().map(|t| t.committed().clone());
+            let note = self.sign_tree(&state, Some(&checkpoint), frontier.as_ref());
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            write(&mut conn, &[], Some(&checkpoint))
+            write(&mut conn, &[], Some(&checkpoint), note.as_ref())
                 .map_err(|e| self.failed(super::explain(&e, self.busy_timeout)))?;
             state.checkpointed = seq;
         }

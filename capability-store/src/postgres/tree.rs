@@ -1,0 +1,194 @@
+//! The tree each writer keeps beside its records (`capability_audit::tlog::stored`), on
+//! PostgreSQL: its signed tree checkpoints in `mcp_audit_tree_checkpoint`, its registration in
+//! `mcp_audit_writer`, and resuming it from the stored records. The committer thread keeps the
+//! tree of what is committed: it hashes each batch's leaves as it writes them, so an append
+//! waits for no hashing, and a commit that failed leaves the tree as it was.
+
+use capability_audit::tlog::encoding::base64;
+use capability_audit::tlog::{Frontier, SignedCheckpoint, WriterTree, checkpoint_time, resume};
+use capability_audit::{AuditError, AuditRecord, Checkpoint, CheckpointSchedule, CheckpointSigner};
+use postgres::GenericClient;
+
+use super::pool::Pool;
+use super::rows;
+
+/// [`open`] for a sink opening: `None` without a signer; a tree that cannot be resumed refuses
+/// the sink, saying why.
+pub(crate) fn open_sink(
+    pool: &Pool,
+    client: &mut impl GenericClient,
+    writer: &str,
+    signer: Option<&dyn CheckpointSigner>,
+) -> Result<Option<WriterTree>, AuditError> {
+    let Some(signer) = signer else {
+        return Ok(None);
+    };
+    let fail = |message: String| AuditError::Store {
+        store: pool.name.clone(),
+        message,
+    };
+    match open(client, writer, signer) {
+        Ok(Ok(tree)) => Ok(tree),
+        Ok(Err(why)) => Err(fail(format!(
+            "the chain of writer `{writer}` is broken: {why}"
+        ))),
+        Err(e) => Err(fail(
+            pool.error("cannot read the writer's tree", &e).message,
+        )),
+    }
+}
+
+/// The tree checkpoint of `frontier` (else the tree as committed) beside `checkpoint`, when
+/// there is a tree and a signer.
+pub(crate) fn note(
+    tree: Option<&WriterTree>,
+    frontier: Option<&Frontier>,
+    checkpoint: Option<&Checkpoint>,
+    keys: Option<&(std::sync::Arc<dyn CheckpointSigner>, CheckpointSchedule)>,
+) -> Option<SignedCheckpoint> {
+    let (tree, checkpoint, (signer, _)) = (tree?, checkpoint?, keys?);
+    let frontier = frontier.unwrap_or(tree.committed());
+    tree.sign(frontier, &checkpoint.time, signer.as_ref())
+        .inspect_err(|e| tracing::error!(error = %e, "tree checkpoint not signed"))
+        .ok()
+}
+
+/// Inserts a chain checkpoint and its tree's, in the transaction `tx`.
+pub(crate) fn insert_checkpoints(
+    tx: &mut impl GenericClient,
+    checkpoint: Option<&Checkpoint>,
+    note: Option<&SignedCheckpoint>,
+) -> Result<(), postgres::Error> {
+    if let Some(checkpoint) = checkpoint {
+        rows::insert_checkpoint(tx, checkpoint)?;
+        if let Some(note) = note {
+            insert(tx, &checkpoint.writer, note)?;
+        }
+    }
+    Ok(())
+}
+
+/// Inserts a signed tree checkpoint of `writer`.
+pub(crate) fn insert(
+    client: &mut impl GenericClient,
+    writer: &str,
+    note: &SignedCheckpoint,
+) -> Result<u64, postgres::Error> {
+    let size = i64::try_from(note.head.size).unwrap_or(i64::MAX);
+    client.execute(
+        "INSERT INTO mcp_audit_tree_checkpoint (writer_id, size, root, time, note)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+        &[
+            &writer,
+            &size,
+            &base64(&note.head.root),
+            &checkpoint_time(note).unwrap_or_default(),
+            &note.to_text(),
+        ],
+    )
+}
+
+/// `writer`'s tree resumed from its stored records (checked against its last stored tree
+/// checkpoint), registered in `mcp_audit_writer` with a checkpoint of it when it is not yet.
+/// `Ok(None)` for a writer id that cannot name a log; the inner `Err` says why the records do
+/// not match.
+pub(crate) fn open(
+    client: &mut impl GenericClient,
+    writer: &str,
+    signer: &dyn CheckpointSigner,
+) -> Result<Result<Option<WriterTree>, String>, postgres::Error> {
+    let last = client
+        .query_opt(
+            "SELECT note FROM mcp_audit_tree_checkpoint WHERE writer_id = $1
+             ORDER BY size DESC, id DESC LIMIT 1",
+            &[&writer],
+        )?
+        .map(|row| row.get::<_, String>(0));
+    let last = match last.map(|text| SignedCheckpoint::parse(&text)).transpose() {
+        Ok(last) => last,
+        Err(e) => return Ok(Err(format!("its last tree checkpoint: {e}"))),
+    };
+    let mut lines = Vec::new();
+    let sql = format!(
+        "{} WHERE writer_id = $1 ORDER BY seq",
+        rows::select_records()
+    );
+    for row in client.query(&sql, &[&writer])? {
+        match rows::record(&row) {
+            Ok((record, problems)) if problems.is_empty() => lines.push(record.to_line()),
+            Ok((record, problems)) => {
+                return Ok(Err(format!(
+                    "its record {} was edited: {}",
+                    record.seq, problems[0]
+                )));
+            }
+            Err(e) => return Ok(Err(format!("a stored record is not a record: {e}"))),
+        }
+    }
+    let frontier = match resume(writer, lines, last.as_ref()) {
+        Ok(frontier) => frontier,
+        Err(e) => return Ok(Err(format!("the writer's tree cannot be resumed: {e}"))),
+    };
+    let Ok(tree) = WriterTree::new(writer, frontier) else {
+        tracing::warn!(
+            writer,
+            "no tree kept for this writer: its id cannot name a log"
+        );
+        return Ok(Ok(None));
+    };
+    let note = match tree.sign(tree.committed(), &capability_audit::utc_now(), signer) {
+        Ok(note) => note,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    client.execute(
+        "INSERT INTO mcp_audit_writer (writer_id, registered_at, note) VALUES ($1, $2, $3)
+         ON CONFLICT (writer_id) DO NOTHING",
+        &[
+            &writer,
+            &checkpoint_time(&note).unwrap_or_default(),
+            &note.to_text(),
+        ],
+    )?;
+    Ok(Ok(Some(tree)))
+}
+
+/// The tree once `batch` (the next records of the writer) is committed; `None` when the tree
+/// does not end where the batch starts (a commit reported failed reached the database): it is
+/// then resumed again.
+pub(crate) fn advance(tree: &WriterTree, batch: &[AuditRecord]) -> Option<Frontier> {
+    let first = batch.first()?;
+    if first.seq != tree.committed().size() + 1 {
+        return None;
+    }
+    let mut frontier = tree.committed().clone();
+    for record in batch {
+        frontier.push(record.to_line().as_bytes());
+    }
+    Some(frontier)
+}
+
+/// Every tree checkpoint's note, by writer and size; every registered writer and its note.
+pub(crate) fn read(
+    client: &mut impl GenericClient,
+) -> Result<(Vec<String>, Vec<crate::RegisteredWriter>), postgres::Error> {
+    let notes = client
+        .query(
+            "SELECT note FROM mcp_audit_tree_checkpoint ORDER BY writer_id, size, id",
+            &[],
+        )?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let writers = client
+        .query(
+            "SELECT writer_id, note FROM mcp_audit_writer ORDER BY writer_id",
+            &[],
+        )?
+        .iter()
+        .map(|row| crate::RegisteredWriter {
+            writer: row.get(0),
+            note: row.get(1),
+        })
+        .collect();
+    Ok((notes, writers))
+}
