@@ -60,7 +60,7 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
 
 async fn answer(
     request: Request<Incoming>,
-    witness: &Witness,
+    witness: &Arc<Witness>,
     hosts: Option<&[String]>,
 ) -> Response<Full<Bytes>> {
     if !host_allowed(request.headers(), hosts) {
@@ -116,14 +116,20 @@ async fn answer(
             "add-checkpoint: the body is not UTF-8\n".into(),
         );
     };
-    let outcome = AddCheckpoint::parse(body).and_then(|request| {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        // Checked and kept under the witness's lock; the state is synced to disk before the
-        // answer, which the spec asks for.
-        witness.add_checkpoint(&request, now)
-    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let outcome = match AddCheckpoint::parse(body) {
+        // Checked and kept under the witness's lock, the state synced to disk before the answer
+        // (as the spec asks): on a blocking thread, so a slow disk holds no other connection.
+        Ok(request) => {
+            let witness = Arc::clone(witness);
+            tokio::task::spawn_blocking(move || witness.add_checkpoint(&request, now))
+                .await
+                .unwrap_or_else(|e| Err(WitnessError::State(format!("the witness failed: {e}"))))
+        }
+        Err(e) => Err(e),
+    };
     match outcome {
         Ok(lines) => text(
             StatusCode::OK,
