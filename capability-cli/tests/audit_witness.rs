@@ -287,6 +287,19 @@ fn a_witness_cosigns_refuses_a_fork_and_a_stale_view_and_keeps_its_state_across_
     assert_eq!(status, 405);
     let (status, _, _) = raw(&witness.url, "GET", "/elsewhere", b"");
     assert_eq!(status, 404);
+    // Monitors read the checkpoint held, with the log's signature and the witness's.
+    let hash = capability_rules::sha256_hex(b"capability/replica-1");
+    let (status, _, body) = raw(&witness.url, "GET", &format!("/{hash}/checkpoint"), b"");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("capability/replica-1\n7\n"), "{body}");
+    assert!(body.contains("\u{2014} capability-witness "), "{body}");
+    let (status, _, _) = raw(
+        &witness.url,
+        "GET",
+        &format!("/{}/checkpoint", "0".repeat(64)),
+        b"",
+    );
+    assert_eq!(status, 404);
 
     // The state file edited by hand: the witness refuses to start, saying so.
     drop(witness);
