@@ -436,7 +436,8 @@ pub(crate) fn review(
             crate::pins::record_accepted(&review, dispatch);
             for tool in review.hidden_by_drift() {
                 crate::note(format_args!(
-                    "drift: `{}/{}` {} since it was pinned; it is hidden until pinned again",
+                    "drift: `{}/{}` {}; it is hidden until pinned again (`capability pin \
+                     --review` shows the change)",
                     server.name(),
                     escape(tool.manifest().name()),
                     escape(&tool.status().to_string())
