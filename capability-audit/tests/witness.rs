@@ -299,6 +299,10 @@ fn a_witness_nobody_trusts_does_not_count_and_the_quorum_names_who_is_missing() 
         "witnesses: 1 valid cosignature(s) where 2 are required (cosigned: [w1.pub]; missing: \
          [w2.pub (no cosignature)])"
     );
+    // w1 given twice under two names still counts once.
+    let twice: Vec<(String, &dyn CheckpointVerifier)> =
+        vec![("w1.pub".into(), &p1), ("w1-again.pub".into(), &p1)];
+    assert!(WitnessQuorum::new(twice, 2).check(&note).is_err());
     // A cosignature line of w1 altered: named as forged.
     let mut altered = note.clone();
     altered.signatures[1].signature[20] ^= 1;

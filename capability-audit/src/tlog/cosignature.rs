@@ -178,7 +178,8 @@ pub struct Cosigned {
 }
 
 impl<'a> WitnessQuorum<'a> {
-    /// At least `needed` of `keys` (each with a label that names it in messages) must cosign.
+    /// At least `needed` of `keys` (each with a label that names it in messages) must cosign;
+    /// a key given twice counts once.
     pub fn new(keys: Vec<(String, &'a dyn CheckpointVerifier)>, needed: usize) -> Self {
         WitnessQuorum { keys, needed }
     }
@@ -189,7 +190,14 @@ impl<'a> WitnessQuorum<'a> {
     pub fn check(&self, checkpoint: &SignedCheckpoint) -> Result<Vec<Cosigned>, TlogError> {
         let mut cosigned = Vec::new();
         let mut missing = Vec::new();
+        let mut seen = Vec::new();
         for (label, key) in &self.keys {
+            // A key given twice (under two labels) counts once.
+            let hex = key.public_key_hex();
+            if seen.contains(&hex) {
+                continue;
+            }
+            seen.push(hex);
             let mut found = None;
             let mut forged = false;
             for line in &checkpoint.signatures {
