@@ -77,6 +77,11 @@ pub struct Consent {
     pub id: String,
     /// Who consented (the approver, the grant's issuer).
     pub by: String,
+    /// For a signed approval, the approval itself as its approver signed it (its arguments'
+    /// digest, the proposer, the approver, the Ed25519 signature): recorded whole, so that the
+    /// record, and a proof of it, shows who approved exactly which arguments, checkable with
+    /// the approver's public key alone. `None` for the other kinds.
+    pub approval: Option<Value>,
 }
 
 impl fmt::Display for Consent {
@@ -131,12 +136,13 @@ impl Reason {
     }
 
     /// The call ran with a human's consent: `{"reason": "signed", "approval_id": .., "approver":
-    /// .., "message": ..}` (code `granted` or `elicited` for the other kinds).
+    /// .., "approval": {..the signed approval..}, "message": ..}` (code `granted` or `elicited`
+    /// for the other kinds, without `approval`).
     ///
     /// ```
     /// use capability::audit::{Consent, ConsentKind, Reason};
     ///
-    /// let consent = Consent { kind: ConsentKind::Signed, id: "a1".into(), by: "alice".into() };
+    /// let consent = Consent { kind: ConsentKind::Signed, id: "a1".into(), by: "alice".into(), approval: None };
     /// let reason = Reason::consent(&consent);
     /// assert_eq!(reason.code(), "signed");
     /// assert_eq!(reason.as_json()["approval_id"], "a1");
@@ -151,6 +157,9 @@ impl Reason {
         );
         object.insert("approval_id".to_owned(), Value::String(consent.id.clone()));
         object.insert("approver".to_owned(), Value::String(consent.by.clone()));
+        if let Some(approval) = &consent.approval {
+            object.insert("approval".to_owned(), approval.clone());
+        }
         object.insert("message".to_owned(), Value::String(message));
         Reason(Value::Object(object))
     }
@@ -161,7 +170,7 @@ impl Reason {
     /// ```
     /// use capability::audit::{Consent, ConsentKind, Reason};
     ///
-    /// let consent = Consent { kind: ConsentKind::Granted, id: "g-7".into(), by: "alice".into() };
+    /// let consent = Consent { kind: ConsentKind::Granted, id: "g-7".into(), by: "alice".into(), approval: None };
     /// assert_eq!(Reason::consent(&consent).as_consent(), Some(consent));
     /// assert_eq!(Reason::text("approved by alice").as_consent(), None);
     /// ```
@@ -177,6 +186,7 @@ impl Reason {
             kind,
             id: field("approval_id")?,
             by: field("approver")?,
+            approval: self.0.get("approval").cloned(),
         })
     }
 

@@ -303,3 +303,88 @@ fn a_record_not_yet_checkpointed_has_no_stored_proof() {
     }
     assert_eq!(frontier.size(), 7);
 }
+
+#[test]
+fn an_approved_calls_outcome_carries_the_signed_approval_and_one_proof_covers_both() {
+    use capability::CapabilityManifest;
+    use capability::audit::{AuditedDispatch, Caller, Consent, ConsentKind, Outcome, Request};
+    use capability::authz::{Action, Ceiling, ToolContext};
+
+    let path = scratch("approved.jsonl");
+    let key = Arc::new(SecretKey::generate().expect("key"));
+    let public = key.public_key();
+    let sink = Arc::new(sink(&path, &key));
+    let dispatch = AuditedDispatch::new(sink.clone());
+    let ctx = ToolContext::new("operator", "s-1", Ceiling::Unrestricted);
+    let restart = CapabilityManifest::builder("restart_pod")
+        .destructive(true)
+        .build()
+        .expect("tool");
+    // What the gateway records for a call let through by a signed approval (`serve/held.rs`).
+    let signed = json!({
+        "id": "a-7", "tool": "restart_pod", "tool_type": "mcp:ops/restart_pod",
+        "audience": "gw", "descriptor_hash": "ab", "args_digest": "cd", "proposer": "role:operator",
+        "approver": "bob", "issued_at": 1, "expires_at": 2, "signature": "ef".repeat(64)
+    });
+    let consent = Consent {
+        kind: ConsentKind::Signed,
+        id: "a-7".into(),
+        by: "bob".into(),
+        approval: Some(signed.clone()),
+    };
+    let input = json!({"name": "web-1"});
+    let request = Request::mcp("tools/call", Action::CallTool(&restart), &input);
+    let run = async { Ok::<_, String>("restarted") };
+    let (outcome, receipt) = futures_block_on(dispatch.act_async_with_receipt(
+        &ctx,
+        Caller::new("agent").consent(&consent),
+        &request,
+        run,
+        true,
+    ));
+    assert!(matches!(outcome, Outcome::Done("restarted")));
+    let receipt = receipt.expect("a receipt");
+    sink.close().expect("close");
+
+    let (records, report) = read_jsonl(&path).expect("read");
+    let outcome = &records[usize::try_from(receipt.index).expect("index")];
+    assert_eq!(outcome.seq, receipt.seq);
+    let recorded = outcome
+        .reasons
+        .iter()
+        .find_map(|r| r.as_consent())
+        .expect("the consent on record");
+    assert_eq!(
+        recorded.approval,
+        Some(signed),
+        "the signed approval, whole"
+    );
+    let notes: Vec<SignedCheckpoint> = report
+        .tree_checkpoints
+        .iter()
+        .map(|t| SignedCheckpoint::parse(t).expect("a note"))
+        .collect();
+    let proof = prove_stored(&records, &notes, &receipt.writer, receipt.seq)
+        .expect("prove")
+        .expect("the closing checkpoint covers it");
+    check_proof(&proof, &public, Some(&outcome.to_line()))
+        .expect("one proof: who approved what, and what ran");
+    assert_eq!(
+        capability::audit::tlog::encoding::base64(&leaf_hash(
+            proof.extra.as_deref().expect("the record")
+        )),
+        receipt.leaf_hash
+    );
+}
+
+/// Runs a future that never waits (the dispatcher's, around a ready tool) to its end.
+fn futures_block_on<F: std::future::Future>(future: F) -> F::Output {
+    let waker = std::task::Waker::noop();
+    let mut context = std::task::Context::from_waker(waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut context) {
+            return out;
+        }
+    }
+}

@@ -852,6 +852,7 @@ fn sessions_trail(dir: &Path) {
         kind: ConsentKind::Signed,
         id: "a-7".into(),
         by: "bob".into(),
+        approval: None,
     };
     let input = json!({"name": "web-1"});
     let held = Request::mcp("tools/call", Action::CallTool(&restart), &input);

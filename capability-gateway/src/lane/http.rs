@@ -230,6 +230,7 @@ impl Shared {
         let meta = params.meta.map(RawValue::get);
         if meta
             .is_some_and(|meta| memchr::memmem::find(meta.as_bytes(), b"protocolVersion").is_some())
+            || super::asks_receipt(meta)
         {
             return None;
         }

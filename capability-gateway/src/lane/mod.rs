@@ -1,6 +1,7 @@
 //! What the forwarding paths of `tools/call` share, below rmcp's typed model: which calls a
 //! lane takes ([`lane_takes`]), the params written to the server ([`forwarded`]), the
-//! client's answer ([`answer_line`]), a refusal ([`refusal`]), the spans of a call
+//! client's answer ([`answer_line`]), a refusal ([`refusal`]), a call asking for a receipt
+//! left to rmcp's path ([`asks_receipt`]), the spans of a call
 //! ([`server_operation`], [`end`]); its end settled once (`call.rs`) and counted until it has
 //! run (`open.rs`). What differs: the stdio front's entry (`stdio.rs`, the hook on the
 //! client's messages) and the HTTP front's (`http.rs`, in front of rmcp's Streamable HTTP
@@ -85,6 +86,15 @@ pub(crate) fn lane_takes(
                     .is_none()
         }
     }
+}
+
+/// Whether a call's `_meta` (as written) may ask for a receipt (`capability/receipt`): such a
+/// call is left to rmcp's path, which records its outcome before it answers and so can put the
+/// outcome record's receipt in the result; the lane answers first and records after.
+pub(crate) fn asks_receipt(meta: Option<&str>) -> bool {
+    meta.is_some_and(|meta| {
+        memchr::memmem::find(meta.as_bytes(), b"\"capability/receipt\"").is_some()
+    })
 }
 
 /// The calls in flight, by the client's id (as written): the lane and the lane's id of each.

@@ -133,7 +133,9 @@ impl Fast {
                 .get(server)
                 .is_some_and(|lane| lane.version() == self.version.get().map(String::as_str))
         };
-        if !lane_takes(&snapshot, &who, &params.name, agreed) {
+        if !lane_takes(&snapshot, &who, &params.name, agreed)
+            || super::asks_receipt(params.meta.map(RawValue::get))
+        {
             return false;
         }
         let id = id.get().to_owned();

@@ -15,6 +15,7 @@ use capability::mcp::telemetry::{Operation, Transport};
 use capability::rmcp::traced::{self, Target};
 
 use capability::CapabilityManifest;
+use capability::audit::tlog::{Receipt, wants_receipt};
 use capability::audit::{Consent, Request};
 use capability::authz::{Action, DenyReason, ToolContext};
 use capability::mcp::WithheldReason;
@@ -75,6 +76,9 @@ impl Gateway {
         let snapshot = self.current();
         let who = self.who(&snapshot, context);
         let shown = request.name.to_string();
+        // `"capability/receipt": true` in `_meta`: the outcome record's receipt in the result's.
+        // (rmcp hands the request's `_meta` over in the context.)
+        let receipt = wants_receipt(Some(&context.meta.0.0));
         let input = Value::Object(request.arguments.clone().unwrap_or_default());
         let route = self.route(&snapshot, &who, &shown, &input)?;
         let mut forwarded = request.clone();
@@ -100,8 +104,9 @@ impl Gateway {
             Err(refused) => return Err(refused),
         };
         let server = route.server;
-        let answered = self
-            .forward(&who, &shown, &route, &input, consent.as_ref(), async {
+        let how = (consent.as_ref(), receipt);
+        let (answered, receipt) = self
+            .forward(&who, &shown, &route, &input, how, async {
                 // Inside the call, after its intent: a caller's token that cannot be exchanged
                 // for the server is the call's failure, on record.
                 let connection = self
@@ -134,7 +139,11 @@ impl Gateway {
             })
             .await?;
         // `resultType` for a client of 2026-07-28 when the server (of 2025-11-25) left it out.
-        Ok(answered.0.completed())
+        let mut response = answered.0.completed();
+        if let (Some(receipt), CallToolResponse::Complete(result)) = (receipt, &mut response) {
+            receipt.insert_into(result.meta.get_or_insert_with(Default::default));
+        }
+        Ok(response)
     }
 }
 
@@ -197,25 +206,26 @@ pub(crate) fn transport(snapshot: &Snapshot, server: &str) -> Transport {
 impl Gateway {
     /// Decides the call on its tool's manifest and records it (intent before `run`, outcome
     /// after); runs `run` only when it is allowed. The error is what the client is answered.
+    /// With `receipt` asked, the outcome record's receipt too (once it is written).
     pub(crate) async fn forward<O: serde::Serialize, E: std::fmt::Display + Into<Unanswered>>(
         &self,
         who: &Who,
         shown: &str,
         route: &Route<'_>,
         input: &Value,
-        consent: Option<&Consent>,
+        (consent, receipt): (Option<&Consent>, bool),
         run: impl std::future::Future<Output = Result<O, E>>,
-    ) -> Result<O, ErrorData> {
+    ) -> Result<(O, Option<Receipt>), ErrorData> {
         let call = Request::mcp("tools/call", Action::CallTool(route.manifest), input);
         let caller = match consent {
             Some(consent) => who.caller().consent(consent),
             None => who.caller(),
         };
-        let outcome = self
+        let (outcome, receipt) = self
             .dispatch
-            .act_async(route.ctx(), caller, &call, run)
+            .act_async_with_receipt(route.ctx(), caller, &call, run, receipt)
             .await;
-        answered(outcome, |why| self.refused(shown, &why.of_who(who)))
+        answered(outcome, |why| self.refused(shown, &why.of_who(who))).map(|o| (o, receipt))
     }
 }
 

@@ -155,6 +155,7 @@ impl Gateway {
                     kind: ConsentKind::Elicited,
                     id: format!("elicitation:{}", context.id),
                     by: format!("the client of {}", who.proposer()),
+                    approval: None,
                 }));
             }
             Ok(answer) if answer.action == ElicitationAction::Accept => {
@@ -303,6 +304,9 @@ impl Gateway {
                         kind: ConsentKind::Signed,
                         id: approved.approval_id,
                         by: approved.approver,
+                        // The signed approval whole: the call's records show who approved
+                        // exactly which arguments, checkable with the approver's key alone.
+                        approval: serde_json::to_value(&approval).ok(),
                     },
                     args,
                 ))
@@ -346,6 +350,7 @@ fn granted(
                     kind: ConsentKind::Granted,
                     id: used.grant_id,
                     by: used.issuer,
+                    approval: None,
                 }));
             }
             Err(error) => refused = Some(format!("grant {}: {error}", grant.id)),
