@@ -55,8 +55,8 @@ fn every_problem_is_reported_with_its_origin() {
         RegistryProblem::DuplicateTool {
             name: "export".into(),
             origins: vec![
-                "registry_errors::billing".into(),
-                "registry_errors::reports".into()
+                "it::registry_errors::billing".into(),
+                "it::registry_errors::reports".into()
             ],
         }
     );
@@ -65,15 +65,15 @@ fn every_problem_is_reported_with_its_origin() {
         RegistryProblem::DuplicateAgent {
             name: "twin".into(),
             origins: vec![
-                "registry_errors::billing".into(),
-                "registry_errors::reports".into()
+                "it::registry_errors::billing".into(),
+                "it::registry_errors::reports".into()
             ],
         }
     );
     let RegistryProblem::AdvisorBindsMutatingTool { origin, violation } = &problems[2] else {
         panic!("expected the advisor problem, got {:?}", problems[2]);
     };
-    assert_eq!(origin, "registry_errors");
+    assert_eq!(origin, "it::registry_errors");
     assert_eq!(violation.agent(), "gullible");
     let offenders: Vec<(&str, MutatingReason)> = violation
         .offenders()
@@ -87,11 +87,11 @@ fn every_problem_is_reported_with_its_origin() {
     assert_eq!(
         error.to_string(),
         "the tool registry was refused:\n  \
-         - 2 tools are named `export`, defined in `registry_errors::billing`, \
-         `registry_errors::reports`; give each a distinct `name = \"..\"`\n  \
-         - 2 agents are named `twin`, defined in `registry_errors::billing`, \
-         `registry_errors::reports`; give each a distinct `name = \"..\"`\n  \
-         - in `registry_errors`: advisor agent `gullible` (research) binds a tool that is not \
+         - 2 tools are named `export`, defined in `it::registry_errors::billing`, \
+         `it::registry_errors::reports`; give each a distinct `name = \"..\"`\n  \
+         - 2 agents are named `twin`, defined in `it::registry_errors::billing`, \
+         `it::registry_errors::reports`; give each a distinct `name = \"..\"`\n  \
+         - in `it::registry_errors`: advisor agent `gullible` (research) binds a tool that is not \
          read-only:\n      - `directory/delete_user`: nothing says it is read-only, so it counts as mutating \
          (the MCP default)"
     );
