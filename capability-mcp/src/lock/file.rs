@@ -11,7 +11,8 @@ use capability_core::toml_file::{self, TomlError};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::parts::{LockedTool, Part, PartHashes};
+use super::locked::LockedTool;
+use super::parts::{Part, PartHashes};
 use super::{LockError, Lockfile};
 use crate::import::from_mcp_tool;
 use crate::server::Server;

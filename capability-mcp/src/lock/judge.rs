@@ -5,7 +5,8 @@ use capability_core::manifest::{CapabilityManifest, HintKind, ManifestError};
 use serde_json::Value;
 
 use super::drift::Drift;
-use super::parts::{LockedTool, PartHashes};
+use super::locked::LockedTool;
+use super::parts::PartHashes;
 use super::repin::RepinCheck;
 use super::review::DriftStatus;
 use crate::import::from_mcp_tool;

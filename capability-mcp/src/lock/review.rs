@@ -74,6 +74,30 @@ pub enum DriftStatus {
 }
 
 impl DriftStatus {
+    /// The parts that differ from the pin (from the re-pin, after a review), when the status
+    /// says; empty otherwise.
+    pub fn parts(&self) -> &[Part] {
+        match self {
+            DriftStatus::Changed { parts }
+            | DriftStatus::Introduces { parts, .. }
+            | DriftStatus::Reworded { parts, .. }
+            | DriftStatus::ChangedAfterReview { parts, .. } => parts,
+            _ => &[],
+        }
+    }
+
+    /// Whether a pinned tool is served with another descriptor than pinned, whatever the
+    /// verdict (changed, reworded, re-pinned or not).
+    pub fn is_change(&self) -> bool {
+        !matches!(
+            self,
+            DriftStatus::Unchanged
+                | DriftStatus::Added
+                | DriftStatus::Renamed { .. }
+                | DriftStatus::FlagsEdited { .. }
+        )
+    }
+
     /// Whether the tool may be shown: unchanged, reworded with the policy's consent, or
     /// re-pinned by an approver.
     pub fn is_approved(&self) -> bool {
@@ -273,6 +297,11 @@ impl Review {
         self.tools
             .iter()
             .filter(|t| t.status.is_approved() && t.status != DriftStatus::Unchanged)
+    }
+
+    /// Whether drift hides a tool, or a pinned tool is gone (`capability pin --review` exits 1).
+    pub fn hides(&self) -> bool {
+        self.hidden_by_drift().next().is_some() || !self.removed.is_empty()
     }
 
     /// The tools that drift hides.

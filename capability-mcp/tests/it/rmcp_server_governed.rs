@@ -464,7 +464,8 @@ async fn a_tool_that_drifted_from_its_pin_is_hidden_from_everyone() {
     assert!(
         record.reasons.iter().any(|r| r
             .message()
-            .starts_with("the tool was not shown: its descriptor changed")),
+            // A rewording only, which this server's policy does not accept.
+            .starts_with("the tool was not shown: its description was reworded")),
         "{:?}",
         record.reasons
     );
