@@ -5,8 +5,7 @@
 //! The children are this test binary run again with `CAPABILITY_PG_CHILD` set: `child` does
 //! their part and prints one `RESULT` line.
 
-#[path = "support/pg.rs"]
-mod pg;
+use capability_testkit::pg;
 
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -59,7 +58,7 @@ fn env(name: &str) -> String {
 /// This binary's `child` test, as a child process with `vars`.
 fn spawn_child(vars: &[(&str, &str)]) -> std::process::Child {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
-    command.args(["--exact", "child", "--nocapture", "--test-threads=1"]);
+    command.args(["--exact", "pg_gate::child", "--nocapture", "--test-threads=1"]);
     for (name, value) in vars {
         command.env(name, value);
     }

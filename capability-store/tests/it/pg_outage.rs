@@ -3,8 +3,7 @@
 //! that could not be written is not in the chain, and the dispatcher, which kept it, writes it
 //! once the server is back, before the next call runs.
 
-#[path = "support/pg.rs"]
-mod pg;
+use capability_testkit::pg;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

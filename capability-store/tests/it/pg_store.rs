@@ -1,8 +1,7 @@
 //! PostgreSQL store: migrations, the ledger, revocations, the audit sink's exact round trip,
 //! its chain across restarts and threads, and what bad URLs and credentials give.
 
-#[path = "support/pg.rs"]
-mod pg;
+use capability_testkit::pg;
 
 use std::sync::{Arc, Barrier};
 
@@ -335,8 +334,7 @@ fn eight_threads_share_one_chain_through_group_commit() {
     assert!(verify_chains(&trail.records, &[], None).is_intact());
 }
 
-#[path = "support/proposals.rs"]
-mod proposals;
+use crate::support::proposals;
 
 #[test]
 fn postgres_kept_proposals_wait_once_and_go_when_used() {
@@ -372,8 +370,7 @@ fn postgres_store_used_and_dropped_on_an_async_runtime_thread() {
     });
 }
 
-#[path = "support/versions.rs"]
-mod versions;
+use crate::support::versions;
 
 #[test]
 fn postgres_tool_versions_keep_first_last_and_pins() {
@@ -431,11 +428,11 @@ fn postgres_migration_6_sums_the_records_already_there() {
         )
         .expect("version table");
     let migrations = [
-        include_str!("../migrations/postgres/0001_init.sql"),
-        include_str!("../migrations/postgres/0002_calls.sql"),
-        include_str!("../migrations/postgres/0003_principal.sql"),
-        include_str!("../migrations/postgres/0004_loop_guards.sql"),
-        include_str!("../migrations/postgres/0005_proposals.sql"),
+        include_str!("../../migrations/postgres/0001_init.sql"),
+        include_str!("../../migrations/postgres/0002_calls.sql"),
+        include_str!("../../migrations/postgres/0003_principal.sql"),
+        include_str!("../../migrations/postgres/0004_loop_guards.sql"),
+        include_str!("../../migrations/postgres/0005_proposals.sql"),
     ];
     for (i, sql) in migrations.iter().enumerate() {
         client.batch_execute(sql).expect("migration");

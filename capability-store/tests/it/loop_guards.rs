@@ -6,8 +6,7 @@
 //! The children are this test binary run again with `CAPABILITY_LOOP_CHILD` set: `child` does
 //! their part and prints one `RESULT` line.
 
-#[path = "support/pg.rs"]
-mod pg;
+use capability_testkit::pg;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -60,7 +59,7 @@ fn env(name: &str) -> String {
 
 fn spawn_child(vars: &[(&str, &str)]) -> Child {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
-    command.args(["--exact", "child", "--nocapture", "--test-threads=1"]);
+    command.args(["--exact", "loop_guards::child", "--nocapture", "--test-threads=1"]);
     for (name, value) in vars {
         command.env(name, value);
     }

@@ -5,8 +5,7 @@
 //!
 //! The writers are this test binary run again with `CAPABILITY_PG_CHILD` set (see `child`).
 
-#[path = "support/pg.rs"]
-mod pg;
+use capability_testkit::pg;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -57,7 +56,7 @@ fn options(writer: &str, seed: &str, records: u64) -> SinkOptions {
 
 fn child_command(vars: &[(&str, &str)]) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
-    command.args(["--exact", "child", "--nocapture", "--test-threads=1"]);
+    command.args(["--exact", "pg_audit::child", "--nocapture", "--test-threads=1"]);
     for (name, value) in vars {
         command.env(name, value);
     }

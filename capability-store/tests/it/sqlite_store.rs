@@ -394,8 +394,7 @@ fn a_recomputed_chain_is_detected_with_the_key() {
     );
 }
 
-#[path = "support/proposals.rs"]
-mod proposals;
+use crate::support::proposals;
 
 #[test]
 fn sqlite_kept_proposals_wait_once_and_go_when_used() {
@@ -403,8 +402,7 @@ fn sqlite_kept_proposals_wait_once_and_go_when_used() {
     proposals::kept_proposals_wait_once_and_go_when_used(&store);
 }
 
-#[path = "support/versions.rs"]
-mod versions;
+use crate::support::versions;
 
 #[test]
 fn sqlite_tool_versions_keep_first_last_and_pins() {
@@ -429,11 +427,11 @@ fn sqlite_migration_6_sums_the_records_already_there() {
     let path = scratch("at_schema_5.db");
     let conn = rusqlite::Connection::open(&path).expect("open");
     let migrations = [
-        include_str!("../migrations/sqlite/0001_init.sql"),
-        include_str!("../migrations/sqlite/0002_calls.sql"),
-        include_str!("../migrations/sqlite/0003_principal.sql"),
-        include_str!("../migrations/sqlite/0004_loop_guards.sql"),
-        include_str!("../migrations/sqlite/0005_proposals.sql"),
+        include_str!("../../migrations/sqlite/0001_init.sql"),
+        include_str!("../../migrations/sqlite/0002_calls.sql"),
+        include_str!("../../migrations/sqlite/0003_principal.sql"),
+        include_str!("../../migrations/sqlite/0004_loop_guards.sql"),
+        include_str!("../../migrations/sqlite/0005_proposals.sql"),
     ];
     conn.execute_batch(
         "CREATE TABLE capability_schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)",
@@ -507,7 +505,7 @@ fn counted_elsewhere(path: &std::path::Path) -> i64 {
     let output = std::process::Command::new(std::env::current_exe().expect("exe"))
         .args([
             "--exact",
-            "child_counts_and_closes",
+            "sqlite_store::child_counts_and_closes",
             "--ignored",
             "--nocapture",
         ])

@@ -1,0 +1,4 @@
+//! Checks that every store must pass, written once and run on SQLite and on PostgreSQL.
+
+pub mod proposals;
+pub mod versions;
