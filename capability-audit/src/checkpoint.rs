@@ -145,6 +145,17 @@ impl CheckpointSchedule {
                 || self.last_time.elapsed() >= self.every.interval)
     }
 
+    /// Whether a checkpoint is due although no record came: the interval passed since the
+    /// last one (a sink that signs when idle asks this on a timer).
+    pub fn idle_due(&self) -> bool {
+        self.last_time.elapsed() >= self.every.interval
+    }
+
+    /// The schedule's points.
+    pub fn every(&self) -> CheckpointEvery {
+        self.every
+    }
+
     /// Notes a checkpoint written at `seq`.
     pub fn written(&mut self, seq: u64) {
         self.last_seq = seq;
@@ -251,6 +262,19 @@ pub enum ChainProblem {
         /// When it registered (its registration's `time`).
         registered_at: String,
     },
+    /// No signed checkpoint of the writer between `from` and `to`, longer than its sink lets
+    /// pass even when idle: records (and their checkpoints) were cut from that span, or the
+    /// writer was killed without signing its `stopped` checkpoint (`tlog::checkpoint_gaps`).
+    CheckpointGap {
+        /// The last checkpoint before the gap (its time).
+        from: String,
+        /// The next one, or the time of the verification.
+        to: String,
+        /// The gap, in seconds.
+        seconds: u64,
+        /// The interval the writer signs at, in seconds.
+        every: u64,
+    },
 }
 
 impl fmt::Display for ChainProblem {
@@ -309,6 +333,17 @@ impl fmt::Display for ChainProblem {
                 f,
                 "removed writer: writer {writer:?} registered at {registered_at} has no records \
                  and no checkpoint left (they were deleted)"
+            ),
+            ChainProblem::CheckpointGap {
+                from,
+                to,
+                seconds,
+                every,
+            } => write!(
+                f,
+                "missing checkpoints: none signed from {from} to {to} ({seconds} s, where the \
+                 writer signs one at least every {every} s, idle or not): records of that span \
+                 were cut with their checkpoints, or the writer was killed"
             ),
         }
     }

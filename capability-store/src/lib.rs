@@ -360,6 +360,21 @@ impl Trail {
         problems.retain(|_, p| !p.is_empty());
         problems
     }
+
+    /// Spans longer than a writer's sink lets pass without a signed tree checkpoint (`every`:
+    /// the interval of its `CheckpointEvery`), up to `now` (RFC 3339 UTC) for a writer that did
+    /// not stop: a cut that also removed the checkpoints after it, or a writer killed
+    /// (`capability_audit::tlog::checkpoint_gaps`). Meaningful for the writers of SQLite's
+    /// [`Store::audit_sink`], which signs one when idle too and marks the one it signs as it
+    /// closes; PostgreSQL's sink does not yet, so its idle spans read as gaps.
+    pub fn checkpoint_gaps(
+        &self,
+        every: std::time::Duration,
+        now: &str,
+    ) -> std::collections::BTreeMap<String, Vec<capability_audit::ChainProblem>> {
+        let (notes, _) = capability_audit::tlog::stored::parse_notes(&self.tree_checkpoints);
+        capability_audit::tlog::checkpoint_gaps(&notes, every, now)
+    }
 }
 
 /// A row of `mcp_audit_log` one of whose columns differs from the record the row verifies as

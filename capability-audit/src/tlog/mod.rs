@@ -13,7 +13,8 @@
 //!   to the next at a tree size.
 //! - [`frontier`]: the right edge of a tree, which a writer keeps as it writes; [`stored`]: the
 //!   signed checkpoints a writer stores beside its records, resumed and checked; [`receipt`]:
-//!   what a call's result carries so that its proof can be fetched later.
+//!   what a call's result carries so that its proof can be fetched later; [`gaps`]: missing
+//!   checkpoints (a writer signs one at least every interval, idle or not) as findings.
 //!
 //! ```
 //! use capability::audit::tlog::{Tree, leaf_hash, verify_consistency, verify_inclusion};
@@ -53,6 +54,7 @@ pub mod cosignature;
 pub mod encoding;
 pub mod error;
 pub mod frontier;
+pub mod gaps;
 pub mod hash;
 pub mod note;
 pub mod proof;
@@ -68,14 +70,15 @@ pub mod witness_state;
 pub use cosignature::{Cosigned, Cosigner, WitnessQuorum, cosigner_key_id, cosigner_vkey};
 pub use error::{TlogError, WitnessError};
 pub use frontier::Frontier;
+pub use gaps::checkpoint_gaps;
 pub use hash::{Hash, empty_root, leaf_hash, node_hash};
 pub use note::{SignedCheckpoint, TreeHead, key_id, verifier_key};
 pub use proof::{PROOF_HEADER, TlogProof};
 pub use receipt::{RECEIPT_META_KEY, Receipt, wants_receipt};
 pub use rotation::{KeyRotation, LogKeys};
 pub use stored::{
-    WriterTree, checkpoint_time, prove_stored, resume, sign_frontier, verify_jsonl_with_trees,
-    verify_trees,
+    WriterTree, checkpoint_stopped, checkpoint_time, prove_stored, resume, sign_frontier,
+    verify_jsonl_with_trees, verify_trees,
 };
 pub use trail::{
     Extension, ProvenRecord, check_consistency, check_consistency_jsonl, check_proof,

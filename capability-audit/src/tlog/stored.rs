@@ -24,6 +24,11 @@ use crate::record::AuditRecord;
 /// it was signed. Readers that do not know it ignore it, as `c2sp.org/tlog-checkpoint` says.
 pub const TIME_EXTENSION: &str = "time ";
 
+/// The extension line of the checkpoint a writer signs when it stops (closes): its checkpoints
+/// end there on purpose, and a verifier does not look for later ones
+/// ([`checkpoint_gaps`](super::gaps::checkpoint_gaps)).
+pub const STOPPED_EXTENSION: &str = "stopped";
+
 /// The version of the JSON Lines `tree_checkpoint` line this build writes.
 pub const TREE_LINE_VERSION: u32 = 1;
 
@@ -89,7 +94,18 @@ impl WriterTree {
         time: &str,
         signer: &dyn CheckpointSigner,
     ) -> Result<SignedCheckpoint, TlogError> {
-        sign_frontier(&self.origin, frontier, Some(time), signer)
+        sign_note(&self.origin, frontier, Some(time), false, signer)
+    }
+
+    /// [`sign`](Self::sign), the checkpoint of a writer that stops: with the
+    /// [`STOPPED_EXTENSION`] line.
+    pub fn sign_stopped(
+        &self,
+        frontier: &Frontier,
+        time: &str,
+        signer: &dyn CheckpointSigner,
+    ) -> Result<SignedCheckpoint, TlogError> {
+        sign_note(&self.origin, frontier, Some(time), true, signer)
     }
 }
 
@@ -99,6 +115,16 @@ pub fn sign_frontier(
     origin: &str,
     frontier: &Frontier,
     time: Option<&str>,
+    signer: &dyn CheckpointSigner,
+) -> Result<SignedCheckpoint, TlogError> {
+    sign_note(origin, frontier, time, false, signer)
+}
+
+fn sign_note(
+    origin: &str,
+    frontier: &Frontier,
+    time: Option<&str>,
+    stopped: bool,
     signer: &dyn CheckpointSigner,
 ) -> Result<SignedCheckpoint, TlogError> {
     check_key_name(origin)?;
@@ -111,6 +137,10 @@ pub fn sign_frontier(
     if let Some(time) = time.filter(|t| !t.is_empty() && !t.contains('\n')) {
         body.push_str(TIME_EXTENSION);
         body.push_str(time);
+        body.push('\n');
+    }
+    if stopped {
+        body.push_str(STOPPED_EXTENSION);
         body.push('\n');
     }
     let public_key = from_hex(&signer.public_key_hex())
@@ -139,6 +169,15 @@ pub fn checkpoint_time(checkpoint: &SignedCheckpoint) -> Option<&str> {
         .lines()
         .skip(3)
         .find_map(|line| line.strip_prefix(TIME_EXTENSION))
+}
+
+/// Whether a checkpoint is the one its writer signed as it stopped ([`STOPPED_EXTENSION`]).
+pub fn checkpoint_stopped(checkpoint: &SignedCheckpoint) -> bool {
+    checkpoint
+        .body
+        .lines()
+        .skip(3)
+        .any(|line| line == STOPPED_EXTENSION)
 }
 
 /// The writer a checkpoint's origin names (`capability/<writer>`), if it names one.

@@ -341,7 +341,7 @@ pub(crate) fn read_trail(
         Ok(checkpoints) => checkpoints,
         Err(e) => return Ok(Err(format!("checkpoint: {e}"))),
     };
-    let (tree_checkpoints, writers) = super::tree::read(client)?;
+    let (tree_checkpoints, writers) = read_trees(client)?;
     Ok(Ok(Trail {
         records,
         checkpoints,
@@ -349,6 +349,33 @@ pub(crate) fn read_trail(
         writers,
         problems,
     }))
+}
+
+/// Every tree checkpoint's note (`mcp_audit_tree_checkpoint`), by writer and size; every
+/// registered writer (`mcp_audit_writer`) and its note.
+fn read_trees(
+    client: &mut impl GenericClient,
+) -> Result<(Vec<String>, Vec<crate::RegisteredWriter>), postgres::Error> {
+    let notes = client
+        .query(
+            "SELECT note FROM mcp_audit_tree_checkpoint ORDER BY writer_id, size, id",
+            &[],
+        )?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let writers = client
+        .query(
+            "SELECT writer_id, note FROM mcp_audit_writer ORDER BY writer_id",
+            &[],
+        )?
+        .iter()
+        .map(|row| crate::RegisteredWriter {
+            writer: row.get(0),
+            note: row.get(1),
+        })
+        .collect();
+    Ok((notes, writers))
 }
 
 /// `mcp_daily_stats`, sorted.

@@ -97,6 +97,13 @@ pub(crate) fn open(
     writer: &str,
     signer: &dyn CheckpointSigner,
 ) -> Result<Result<Option<WriterTree>, String>, postgres::Error> {
+    if capability_audit::tlog::origin(writer).is_err() {
+        tracing::warn!(
+            writer,
+            "no tree kept for this writer: its id cannot name a log"
+        );
+        return Ok(Ok(None));
+    }
     let last = client
         .query_opt(
             "SELECT note FROM mcp_audit_tree_checkpoint WHERE writer_id = $1
@@ -129,12 +136,9 @@ pub(crate) fn open(
         Ok(frontier) => frontier,
         Err(e) => return Ok(Err(format!("the writer's tree cannot be resumed: {e}"))),
     };
-    let Ok(tree) = WriterTree::new(writer, frontier) else {
-        tracing::warn!(
-            writer,
-            "no tree kept for this writer: its id cannot name a log"
-        );
-        return Ok(Ok(None));
+    let tree = match WriterTree::new(writer, frontier) {
+        Ok(tree) => tree,
+        Err(e) => return Ok(Err(e.to_string())),
     };
     let note = match tree.sign(tree.committed(), &capability_audit::utc_now(), signer) {
         Ok(note) => note,
@@ -165,30 +169,4 @@ pub(crate) fn advance(tree: &WriterTree, batch: &[AuditRecord]) -> Option<Fronti
         frontier.push(record.to_line().as_bytes());
     }
     Some(frontier)
-}
-
-/// Every tree checkpoint's note, by writer and size; every registered writer and its note.
-pub(crate) fn read(
-    client: &mut impl GenericClient,
-) -> Result<(Vec<String>, Vec<crate::RegisteredWriter>), postgres::Error> {
-    let notes = client
-        .query(
-            "SELECT note FROM mcp_audit_tree_checkpoint ORDER BY writer_id, size, id",
-            &[],
-        )?
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    let writers = client
-        .query(
-            "SELECT writer_id, note FROM mcp_audit_writer ORDER BY writer_id",
-            &[],
-        )?
-        .iter()
-        .map(|row| crate::RegisteredWriter {
-            writer: row.get(0),
-            note: row.get(1),
-        })
-        .collect();
-    Ok((notes, writers))
 }

@@ -180,7 +180,10 @@ impl Store for SqliteStore {
     }
 
     fn audit_sink(&self, options: SinkOptions) -> Result<Arc<dyn AuditSink>, AuditError> {
-        Ok(Arc::new(self.sink(options)?))
+        let sink = Arc::new(self.sink(options)?);
+        // Signed checkpoints when idle too: a missing one is a finding.
+        sink::keep_idle_checkpoints(&sink);
+        Ok(sink)
     }
 
     fn read_trail(&self) -> Result<Trail, StoreError> {

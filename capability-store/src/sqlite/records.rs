@@ -173,7 +173,7 @@ pub(crate) fn read_trail(conn: &mut Connection) -> Result<Trail, rusqlite::Error
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    let (tree_checkpoints, writers) = super::tree::read(&tx)?;
+    let (tree_checkpoints, writers) = read_trees(&tx)?;
     tx.finish()?;
     // Every column is a field of the record it is read into, so the record's hash covers
     // every column: nothing is left to compare.
@@ -184,6 +184,27 @@ pub(crate) fn read_trail(conn: &mut Connection) -> Result<Trail, rusqlite::Error
         writers,
         problems: Vec::new(),
     })
+}
+
+/// Every tree checkpoint's note (`mcp_audit_tree_checkpoint`), by writer and size; and every
+/// registered writer (`mcp_audit_writer`) with its registration note.
+fn read_trees(
+    tx: &Transaction<'_>,
+) -> Result<(Vec<String>, Vec<crate::RegisteredWriter>), rusqlite::Error> {
+    let notes = tx
+        .prepare("SELECT note FROM mcp_audit_tree_checkpoint ORDER BY writer_id, size, rowid")?
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<Vec<String>, _>>()?;
+    let writers = tx
+        .prepare("SELECT writer_id, note FROM mcp_audit_writer ORDER BY writer_id")?
+        .query_map([], |row| {
+            Ok(crate::RegisteredWriter {
+                writer: row.get(0)?,
+                note: row.get(1)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((notes, writers))
 }
 
 /// `mcp_daily_stats`, sorted by day, role, provider and tool.

@@ -30,7 +30,10 @@ use capability_gate::StoreError;
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::{Db, records, tree};
+
+mod idle;
 use crate::SinkOptions;
+pub(crate) use idle::keep_idle_checkpoints;
 
 /// The longest a leader waits for more records before it commits (see the module docs).
 const GATHER_MAX: Duration = Duration::from_micros(500);
@@ -323,9 +326,9 @@ fn write(
     records::insert_records(&tx, batch)?;
     if let Some(checkpoint) = checkpoint {
         records::insert_checkpoint(&tx, checkpoint)?;
-        if let Some(note) = note {
-            tree::insert(&tx, &checkpoint.writer, note)?;
-        }
+    }
+    if let Some(note) = note {
+        tree::insert(&tx, note)?;
     }
     tx.commit()
 }
@@ -338,6 +341,13 @@ fn open_tree(
     writer: &str,
     signer: &dyn CheckpointSigner,
 ) -> Result<Option<WriterTree>, String> {
+    if capability_audit::tlog::origin(writer).is_err() {
+        tracing::warn!(
+            writer,
+            "no tree kept for this writer: its id cannot name a log"
+        );
+        return Ok(None);
+    }
     let tree::Loaded {
         frontier,
         registered,
@@ -345,13 +355,7 @@ fn open_tree(
         Ok(loaded) => loaded,
         Err(why) => return Err(format!("the writer's tree cannot be resumed: {why}")),
     };
-    let Ok(tree) = WriterTree::new(writer, frontier) else {
-        tracing::warn!(
-            writer,
-            "no tree kept for this writer: its id cannot name a log"
-        );
-        return Ok(None);
-    };
+    let tree = WriterTree::new(writer, frontier).map_err(|e| e.to_string())?;
     if !registered {
         let note = tree
             .sign(tree.committed(), &capability_audit::utc_now(), signer)
@@ -430,14 +434,14 @@ impl AuditSink for SqliteSink {
         state.closed = true;
         result?;
         let (seq, head) = state.head.committed();
-        if let Some(signer) = &self.signer
-            && seq > state.checkpointed
-        {
-            let checkpoint = Checkpoint::sign(&self.writer, seq, head, signer.as_ref());
-            let frontier = state.tree.as_ref().map(|t| t.committed().clone());
-            let note = self.sign_tree(&state, Some(&checkpoint), frontier.as_ref());
+        let checkpoint = (self.signer.as_ref())
+            .filter(|_| seq > state.checkpointed)
+            .map(|signer| Checkpoint::sign(&self.writer, seq, head, signer.as_ref()));
+        // The tree's last checkpoint says the writer stopped: no later one is missing.
+        let note = self.stopped_note(&state);
+        if checkpoint.is_some() || note.is_some() {
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            write(&mut conn, &[], Some(&checkpoint), note.as_ref())
+            write(&mut conn, &[], checkpoint.as_ref(), note.as_ref())
                 .map_err(|e| self.failed(super::explain(&e, self.busy_timeout)))?;
             state.checkpointed = seq;
         }

@@ -3,17 +3,15 @@
 //! `mcp_audit_writer`, and resuming it from the stored records on restart.
 
 use capability_audit::tlog::encoding::base64;
+use capability_audit::tlog::stored::checkpoint_writer;
 use capability_audit::tlog::{Frontier, SignedCheckpoint, checkpoint_time, resume};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::row::AUDIT_COLUMNS;
 
-/// Inserts a signed tree checkpoint of `writer`, in the transaction `tx`.
-pub(crate) fn insert(
-    tx: &Transaction<'_>,
-    writer: &str,
-    note: &SignedCheckpoint,
-) -> Result<(), rusqlite::Error> {
+/// Inserts a signed tree checkpoint (of the writer its origin names), in the transaction `tx`.
+pub(crate) fn insert(tx: &Transaction<'_>, note: &SignedCheckpoint) -> Result<(), rusqlite::Error> {
+    let writer = checkpoint_writer(note).unwrap_or_default();
     tx.prepare_cached(
         "INSERT INTO mcp_audit_tree_checkpoint (writer_id, size, root, time, note)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -93,25 +91,4 @@ pub(crate) fn load(
             registered,
         })
         .map_err(|e| e.to_string()))
-}
-
-/// Every tree checkpoint's note, by writer and size; and every registered writer with its
-/// registration note.
-pub(crate) fn read(
-    tx: &Transaction<'_>,
-) -> Result<(Vec<String>, Vec<crate::RegisteredWriter>), rusqlite::Error> {
-    let notes = tx
-        .prepare("SELECT note FROM mcp_audit_tree_checkpoint ORDER BY writer_id, size, rowid")?
-        .query_map([], |row| row.get(0))?
-        .collect::<Result<Vec<String>, _>>()?;
-    let writers = tx
-        .prepare("SELECT writer_id, note FROM mcp_audit_writer ORDER BY writer_id")?
-        .query_map([], |row| {
-            Ok(crate::RegisteredWriter {
-                writer: row.get(0)?,
-                note: row.get(1)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((notes, writers))
 }

@@ -1,0 +1,88 @@
+//! Checkpoints when idle: a sink that signs checkpoints also signs a tree checkpoint whenever
+//! its interval passes with none (`capability_audit::tlog::gaps`), on a timer thread of its own
+//! that holds the sink weakly (it ends within a tick of the sink's drop), and marks the
+//! checkpoint it signs as it closes `stopped`. So a span without checkpoints is a finding.
+
+use std::sync::{Arc, PoisonError, Weak};
+use std::time::Duration;
+
+use capability_audit::tlog::SignedCheckpoint;
+
+use super::{SqliteSink, State, write};
+
+/// How often the timer looks (the interval's quarter, at most a second).
+fn tick(interval: Duration) -> Duration {
+    (interval / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
+/// Starts `sink`'s idle timer, when it signs checkpoints.
+pub(crate) fn keep_idle_checkpoints(sink: &Arc<SqliteSink>) {
+    let interval = {
+        let state = sink.state();
+        match (&sink.signer, &state.schedule, &state.tree) {
+            (Some(_), Some(schedule), Some(_)) => schedule.every().interval,
+            _ => return,
+        }
+    };
+    let weak: Weak<SqliteSink> = Arc::downgrade(sink);
+    let spawned = std::thread::Builder::new()
+        .name("capability-sqlite-idle-checkpoints".to_owned())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(tick(interval));
+                match weak.upgrade() {
+                    Some(sink) if sink.idle_tick() => {}
+                    _ => return,
+                }
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::error!(error = %error, "no idle checkpoints: the timer thread did not start");
+    }
+}
+
+impl SqliteSink {
+    /// Signs and writes a tree checkpoint of what is committed when the interval passed with
+    /// none and nothing is being written; `false` once the sink is closed.
+    fn idle_tick(&self) -> bool {
+        let mut state = self.state();
+        if state.closed {
+            return false;
+        }
+        let idle = state.queue.is_empty() && !state.committing;
+        let due = state.schedule.as_ref().is_some_and(|s| s.idle_due());
+        let (Some(signer), Some(tree), true) = (&self.signer, &state.tree, idle && due) else {
+            return true;
+        };
+        let time = capability_audit::utc_now();
+        let Ok(note) = tree.sign(tree.committed(), &time, signer.as_ref()) else {
+            return true;
+        };
+        // The state stays locked: no commit starts meanwhile (one is led under this lock).
+        let written = {
+            let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+            write(&mut conn, &[], None, Some(&note))
+        };
+        match written {
+            Ok(()) => {
+                let seq = state.head.committed().0;
+                if let Some(schedule) = &mut state.schedule {
+                    schedule.written(seq);
+                }
+            }
+            Err(error) => {
+                tracing::error!(writer = %self.writer, error = %error, "idle checkpoint not written");
+            }
+        }
+        true
+    }
+
+    /// The tree checkpoint of a writer that stops (marked `stopped`), of what is committed.
+    pub(super) fn stopped_note(&self, state: &State) -> Option<SignedCheckpoint> {
+        let (signer, tree) = (self.signer.as_ref()?, state.tree.as_ref()?);
+        let time = capability_audit::utc_now();
+        tree.sign_stopped(tree.committed(), &time, signer.as_ref())
+            .inspect_err(|e| tracing::error!(error = %e, "stopping checkpoint not signed"))
+            .ok()
+    }
+}
