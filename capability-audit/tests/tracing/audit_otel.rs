@@ -11,7 +11,7 @@ use serde_json::json;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 
-mod common;
+use crate::common;
 use common::{list_pods, monitor, restart_pod};
 
 #[derive(Clone, Debug, Default)]

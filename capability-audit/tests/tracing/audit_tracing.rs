@@ -13,7 +13,7 @@ use capability::authz::{Ceiling, ToolContext};
 use serde_json::json;
 use tracing::field::{Field, Visit};
 
-mod common;
+use crate::common;
 use common::{list_pods, monitor, restart_pod};
 
 const CALLER: Caller<'static> = Caller::new("watcher").step("triage");

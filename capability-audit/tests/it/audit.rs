@@ -12,7 +12,7 @@ use capability::audit::{
 use capability::authz::{Ceiling, ToolContext};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{list_pods, monitor, restart_pod};
 
 /// Log in to the console.
@@ -484,7 +484,7 @@ fn a_relative_trail_survives_a_change_of_directory() {
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
-            "relative_trail_child",
+            "audit::relative_trail_child",
             "--ignored",
             "--nocapture",
         ])
@@ -558,7 +558,7 @@ fn killed_writer_loses_at_most_the_record_being_written() {
     }
     let path = scratch("killed.jsonl");
     let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "writer_child", "--ignored", "--nocapture"])
+        .args(["--exact", "audit::writer_child", "--ignored", "--nocapture"])
         .env("CAPABILITY_AUDIT_WRITER", &path)
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -10,7 +10,7 @@ use capability::audit::{
 };
 use serde_json::json;
 
-mod common;
+use crate::common;
 use common::{list_pods, monitor};
 
 fn scratch(name: &str) -> PathBuf {

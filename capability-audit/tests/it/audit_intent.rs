@@ -14,7 +14,7 @@ use capability::audit::{
 use capability::authz::{Ceiling, DenyReason, ToolContext};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{list_pods, monitor, restart_pod};
 
 fn scratch(name: &str) -> PathBuf {
@@ -37,7 +37,12 @@ fn a_tool_killed_with_sigkill_mid_call_leaves_its_intent() {
     let marker = trail.with_extension("acting");
     let _ = std::fs::remove_file(&marker);
     let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "mid_call_child", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "audit_intent::mid_call_child",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(CHILD, &trail)
         .env("CAPABILITY_INTENT_MARKER", &marker)
         .stdout(std::process::Stdio::null())

@@ -68,8 +68,9 @@ fn add(old: u64, proof: Vec<[u8; 32]>, checkpoint: &SignedCheckpoint) -> AddChec
 
 #[test]
 fn cosignatures_are_byte_for_byte_those_of_an_independent_implementation() {
-    let vectors: Value = serde_json::from_str(include_str!("testdata/witness/cosignatures.json"))
-        .expect("the vectors");
+    let vectors: Value =
+        serde_json::from_str(include_str!("../testdata/witness/cosignatures.json"))
+            .expect("the vectors");
     let log = key_from_seed(vectors["log_seed"].as_str().unwrap());
     let witness = key_from_seed(vectors["witness_seed"].as_str().unwrap());
     let name = vectors["witness_name"].as_str().unwrap();

@@ -14,7 +14,7 @@ use capability::audit::{
 use capability::gate::{PublicKey, SecretKey};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{list_pods, monitor};
 
 fn scratch(name: &str) -> PathBuf {
