@@ -10,6 +10,8 @@ mod pg_audit;
 mod pg_gate;
 mod pg_outage;
 mod pg_store;
+mod pg_tree;
 mod sqlite_audit;
 mod sqlite_gate;
 mod sqlite_store;
+mod sqlite_tree;

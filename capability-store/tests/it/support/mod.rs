@@ -1,4 +1,5 @@
 //! Checks that every store must pass, written once and run on SQLite and on PostgreSQL.
 
 pub mod proposals;
+pub mod tree;
 pub mod versions;

@@ -1,5 +1,5 @@
 //! The tree each writer keeps beside its records in a store, the same scenarios on SQLite
-//! (`sqlite_tree.rs`) and PostgreSQL (`pg_tree.rs`): signed tree checkpoints and the writers'
+//! (`sqlite_tree`) and PostgreSQL (`pg_tree`): signed tree checkpoints and the writers'
 //! registrations stored; a restarted writer resumes its tree; a cut tail, a rewritten record
 //! and a removed writer found, each said plainly; a writer refuses to resume over a rewrite.
 

@@ -2,8 +2,7 @@
 //! checkpoints and registrations in `mcp_audit_tree_checkpoint` and `mcp_audit_writer`
 //! (migration 7), resumed on restart; a cut tail, a rewritten record, a removed writer found.
 
-#[path = "support/tree.rs"]
-mod tree;
+use crate::support::tree;
 
 use std::path::PathBuf;
 

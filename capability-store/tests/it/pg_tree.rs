@@ -4,10 +4,9 @@
 //! Each test starts a throwaway server's schema (or prints SKIPPED without PostgreSQL;
 //! `CAPABILITY_REQUIRE_POSTGRES=1` makes that a failure).
 
-#[path = "support/pg.rs"]
-mod pg;
-#[path = "support/tree.rs"]
-mod tree;
+use capability_testkit::pg;
+
+use crate::support::tree;
 
 use capability_store::postgres::PgStore;
 use capability_store::{SCHEMA_VERSION, Store};
