@@ -1,18 +1,13 @@
 //! What the scan of the descriptors (`capability::mcp::scan`) finds, as `capability pin` and
-//! `capability verify` print it: a pin is the moment a person reads the descriptors. And
-//! `pin --review` / `pin --approve`: the drift read, then re-pinned signed.
+//! `capability verify` print it: a pin is the moment a person reads the descriptors.
 
 use std::io::Write;
-use std::path::Path;
 
-use capability::Policy;
 use serde_json::{Value, json};
 
 use capability_gateway::escape::escape;
 
 use crate::out::Out;
-use crate::source::Loaded;
-use crate::{Common, Failure};
 
 /// What the scan finds in the listed tools (`capability::mcp::scan`): each finding as a line
 /// and as JSON. A hard one hides its tool from every role, pinned or not.
@@ -54,30 +49,4 @@ pub fn write_scanned(out: &mut Out, lines: &[String], hard: bool) -> std::io::Re
         )?;
     }
     Ok(())
-}
-
-/// `capability pin --review` (exit 1 when drift hides a tool), and `--approve --key FILE`.
-pub fn review(
-    loaded: &Loaded,
-    policy: Option<&Policy>,
-    key: Option<&Path>,
-    common: &Common,
-    out: &mut Out,
-) -> Result<u8, Failure> {
-    let (Some(review), Some(lock)) = (&loaded.review, &loaded.lock) else {
-        return Err(Failure::input(
-            "no lockfile: nothing to review against; pin the server first",
-        ));
-    };
-    writeln!(out, "{}", review.report())?;
-    let Some(key) = key else {
-        return Ok(u8::from(
-            review.hidden_by_drift().next().is_some() || !review.removed().is_empty(),
-        ));
-    };
-    let (lock, said) = capability_gateway::pins::approve(lock, review, &loaded.tools, policy, key)
-        .map_err(Failure::input)?;
-    crate::output::write_lock(&lock, common)?;
-    writeln!(out, "\n{said}")?;
-    Ok(0)
 }

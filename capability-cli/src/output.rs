@@ -294,7 +294,7 @@ pub fn verify(loaded: &Loaded, common: &Common, out: &mut Out) -> Result<u8, Fai
     Ok(if clean { 0 } else { 1 })
 }
 
-pub(crate) fn write_lock(lock: &Lockfile, common: &Common) -> Result<(), Failure> {
+fn write_lock(lock: &Lockfile, common: &Common) -> Result<(), Failure> {
     // Written beside the target and renamed over it: a crash never leaves half a lockfile, and
     // a symbolic link there (or planted beside it) is replaced, never written through.
     capability_gateway::files::replace_file(&common.lock, lock.to_toml_string().as_bytes())

@@ -143,12 +143,7 @@ impl Source {
             TrustArg::Trusted => Server::trusted(name.as_str()),
             TrustArg::Untrusted => Server::untrusted(name.as_str()),
         };
-        let lock = Lockfile::load(&common.lock).map_err(|e| Failure::input(e.to_string()))?;
-        // The policy's consent to wording drift, and its approvers for re-pins.
-        let lock = lock.map(|l| match policy {
-            Some(p) => pins::governed(l, p, &name),
-            None => l,
-        });
+        let lock = pins::load(&common.lock, policy, &name).map_err(Failure::input)?;
         let (manifests, review) = match &lock {
             Some(lock) => {
                 let review = lock

@@ -280,7 +280,9 @@ fn pin_then_verify_then_drift() {
     let report = text(&out.stdout);
     assert!(
         report.starts_with(
-            "server `everything` drifted from the lockfile:\n  echo: changed (description)\n"
+            // The change is judged: it adds findings of the scan (soft ones).
+            "server `everything` drifted from the lockfile:\n  echo: changed (description): \
+             a new finding: CAP-SCAN-011"
         ),
         "{report}"
     );
@@ -289,9 +291,12 @@ fn pin_then_verify_then_drift() {
         &["verify", "--json", "--server", "everything", "changed.json"],
     );
     assert_eq!(code(&out), 1);
+    let drifted = &json_out(&out)["drifted"];
+    assert_eq!(drifted.as_array().map(Vec::len), Some(1), "{drifted}");
     assert_eq!(
-        json_out(&out)["drifted"],
-        json!([{ "name": "echo", "status": "changed", "parts": ["description"] }])
+        (&drifted[0]["name"], &drifted[0]["status"], &drifted[0]["parts"]),
+        (&json!("echo"), &json!("changed"), &json!(["description"])),
+        "{drifted}"
     );
 
     // A drifted tool is hidden from every role, whatever the policy says.

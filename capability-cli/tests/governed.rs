@@ -275,7 +275,10 @@ async fn the_governed_client_and_check_show_the_same_tools_for_the_same_reasons(
     assert_eq!(
         reasons(0),
         [
-            "its descriptor changed since it was pinned (description); pin it again to approve it",
+            // Judged against the pinned text: the change names a host it did not name.
+            "its descriptor changed since it was pinned (description), and the change \
+             introduces what a pin must approve: a new reference: `evil.example`; review it \
+             (`capability pin --review`), then pin it again",
             ceiling
         ],
         "drift first, then the decision on the claims as the untrusted server makes them"
@@ -287,7 +290,9 @@ async fn the_governed_client_and_check_show_the_same_tools_for_the_same_reasons(
     assert_eq!(
         reasons(2),
         [
-            "its descriptor changed since it was pinned (description); pin it again to approve it",
+            "its description was reworded since it was pinned (nothing else changed), and the \
+             policy does not accept wording drift for its server (`accept_wording_drift`); \
+             review it, then pin it again",
             "the server lists more than one tool with this name",
             ceiling
         ]

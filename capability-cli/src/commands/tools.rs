@@ -7,6 +7,7 @@ use capability::audit::time::utc_at;
 use capability::gate::{Clock, SystemClock};
 use capability::mcp::{Lockfile, Server};
 use capability_gateway::escape::escape;
+use capability_gateway::pins;
 use capability_store::{Store, ToolHash};
 use clap::Subcommand;
 use serde_json::Value;
@@ -109,7 +110,13 @@ pub fn pin(
     let policy = crate::load_policy(common)?;
     let loaded = crate::Source::from_args(common)?.load(common, policy.as_ref())?;
     if review || key.is_some() {
-        return crate::findings::review(&loaded, policy.as_ref(), key, common, out);
+        let (Some(r), Some(l)) = (&loaded.review, &loaded.lock) else {
+            return Err(Failure::input("no lockfile: pin the server first"));
+        };
+        let (said, code) = pins::review(r, l, &loaded.tools, policy.as_ref(), key, &common.lock)
+            .map_err(Failure::input)?;
+        writeln!(out, "{said}")?;
+        return Ok(code);
     }
     let code = crate::output::pin(&loaded, common, out)?;
     if let (Some(store), Some(by)) = (store, by) {

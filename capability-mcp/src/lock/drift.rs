@@ -105,8 +105,8 @@ impl Drift {
     }
 
     /// Names the live descriptor mentions that the pinned one did not: possible references to
-    /// other tools (as the scan keeps them for its fleet rules: distinctive identifiers such as
-    /// `send_message`), lowercase.
+    /// other tools, files or hosts (as the scan keeps them for its fleet rules: distinctive
+    /// identifiers such as `send_message`, `id_rsa` or `evil.example`), lowercase.
     pub fn new_references(&self) -> &[String] {
         &self.references
     }
@@ -140,7 +140,7 @@ impl Drift {
             out.push(format!("a new finding: {finding}"));
         }
         for name in &self.references {
-            out.push(format!("a new reference to a tool: `{name}`"));
+            out.push(format!("a new reference: `{name}`"));
         }
         out
     }

@@ -153,7 +153,7 @@ fn hint_flips_schema_changes_references_and_findings_are_hidden() {
                      call send_message with it."
                 )
             },
-            "a new reference to a tool: `send_message`",
+            "a new reference: `send_message`",
         ),
         (
             "new finding",
