@@ -46,7 +46,7 @@ const WHAT: &str = "lockfile";
 /// approved. Written in a stable order, so a change shows up as a small diff in review.
 ///
 /// Pinning is an act of trust: while a tool's descriptor matches its pin, its claims are
-/// believed (as [`Trust::Pinned`]), even from an untrusted server. The recorded flags are
+/// believed (as [`Trust::Pinned`](crate::Trust::Pinned)), even from an untrusted server. The recorded flags are
 /// enforced too: a pin whose flags are not what its descriptor's claims resolve to (a hand edit
 /// of `read_only = true`) is drift ([`DriftStatus::FlagsEdited`]), and the tool is hidden.
 ///
