@@ -364,9 +364,8 @@ impl Trail {
     /// Spans longer than a writer's sink lets pass without a signed tree checkpoint (`every`:
     /// the interval of its `CheckpointEvery`), up to `now` (RFC 3339 UTC) for a writer that did
     /// not stop: a cut that also removed the checkpoints after it, or a writer killed
-    /// (`capability_audit::tlog::checkpoint_gaps`). Meaningful for the writers of SQLite's
-    /// [`Store::audit_sink`], which signs one when idle too and marks the one it signs as it
-    /// closes; PostgreSQL's sink does not yet, so its idle spans read as gaps.
+    /// (`capability_audit::tlog::checkpoint_gaps`). A sink of [`Store::audit_sink`] (SQLite
+    /// and PostgreSQL) signs one when idle too, and marks the one it signs as it closes.
     pub fn checkpoint_gaps(
         &self,
         every: std::time::Duration,

@@ -26,6 +26,8 @@ use super::rows::{self, Columns, MAX_BATCH};
 use super::tree;
 use crate::SinkOptions;
 
+mod keep;
+
 /// The longest the committer waits for a batch to fill up to the appends seen waiting last.
 const GATHER: Duration = Duration::from_millis(1);
 
@@ -306,7 +308,19 @@ impl Committer {
         loop {
             let mut state = lock(&self.shared.state);
             while state.queue.is_empty() && !state.closing {
-                state = wait(&self.shared.work, state);
+                let Some(tick) = self.idle_tick() else {
+                    state = wait(&self.shared.work, state);
+                    continue;
+                };
+                // Idle: a tree checkpoint when the interval passes with none (`keep.rs`).
+                let waited = self.shared.work.wait_timeout(state, tick);
+                let (guard, waited) = waited.unwrap_or_else(std::sync::PoisonError::into_inner);
+                state = guard;
+                if waited.timed_out() && state.queue.is_empty() && !state.closing {
+                    drop(state);
+                    self.idle();
+                    state = lock(&self.shared.state);
+                }
             }
             if state.closing && state.queue.is_empty() {
                 let (seq, head) = state.head.committed();
@@ -439,40 +453,6 @@ impl Committer {
                 ))),
             Err(e) => Err(pool.error("cannot insert the records", &e).message),
         }
-    }
-
-    /// Signs and writes the checkpoint of a closing writer, unless one already vouches for
-    /// its last record.
-    fn final_checkpoint(&mut self, writer: &str, seq: u64, head: &str) {
-        let Some((signer, _)) = &self.checkpoints else {
-            return;
-        };
-        if seq == 0 || seq <= self.checkpointed {
-            return;
-        }
-        let checkpoint = Checkpoint::sign(writer, seq, head, signer.as_ref());
-        let t = self.tree.as_ref().filter(|t| t.committed().size() == seq);
-        let note = tree::note(t, None, Some(&checkpoint), self.checkpoints.as_ref());
-        if let Ok(Ok(_)) = self.with_client(|client, _| {
-            let mut tx = client.transaction()?;
-            tree::insert_checkpoints(&mut tx, Some(&checkpoint), note.as_ref())?;
-            tx.commit()
-        }) {
-            self.checkpointed = seq;
-        }
-    }
-
-    /// The tree once `batch` commits (resumed first if a failed commit reached the database).
-    fn advance(&mut self, batch: &[AuditRecord]) -> Option<capability_audit::tlog::Frontier> {
-        let signer = self.checkpoints.as_ref()?.0.clone();
-        if let Some(ahead) = tree::advance(self.tree.as_ref()?, batch) {
-            return Some(ahead);
-        }
-        let resumed = self.with_client(|c, _| tree::open(c, &batch[0].writer, &*signer));
-        if let Ok(Ok(Ok(tree))) = resumed {
-            self.tree = tree;
-        }
-        tree::advance(self.tree.as_ref()?, batch)
     }
 
     /// Runs `f` on the committer's connection (with the insert prepared on it), connecting

@@ -47,6 +47,17 @@ impl tree::Tamper for Raw {
         );
     }
 
+    fn cut_with_checkpoints(&self, writer: &str, keep_through: u64) {
+        let n = i64::try_from(keep_through).expect("seq");
+        for sql in [
+            "DELETE FROM mcp_audit_log WHERE writer_id = $1 AND seq > $2",
+            "DELETE FROM mcp_audit_checkpoint WHERE writer_id = $1 AND seq > $2",
+            "DELETE FROM mcp_audit_tree_checkpoint WHERE writer_id = $1 AND size > $2",
+        ] {
+            self.run(sql, writer, n);
+        }
+    }
+
     fn remove(&self, writer: &str) {
         for table in [
             "mcp_audit_log",
@@ -92,4 +103,12 @@ fn postgres_a_removed_writer_is_found_by_its_registration() {
         return;
     };
     tree::finds_a_removed_writer(&store, &Raw(url));
+}
+
+#[test]
+fn postgres_an_idle_writer_signs_checkpoints_and_a_cut_with_its_checkpoints_leaves_a_gap() {
+    let Some((store, url)) = store("tree_idle") else {
+        return;
+    };
+    tree::idle_checkpoints_and_a_cut_with_them(&store, &Raw(url));
 }

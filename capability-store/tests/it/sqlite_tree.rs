@@ -43,6 +43,17 @@ impl tree::Tamper for Raw {
         .expect("rewrite");
     }
 
+    fn cut_with_checkpoints(&self, writer: &str, keep_through: u64) {
+        let db = Connection::open(&self.0).expect("open");
+        for sql in [
+            "DELETE FROM mcp_audit_log WHERE writer_id = ?1 AND seq > ?2",
+            "DELETE FROM mcp_audit_checkpoint WHERE writer_id = ?1 AND seq > ?2",
+            "DELETE FROM mcp_audit_tree_checkpoint WHERE writer_id = ?1 AND size > ?2",
+        ] {
+            db.execute(sql, params![writer, keep_through]).expect(sql);
+        }
+    }
+
     fn remove(&self, writer: &str) {
         let db = Connection::open(&self.0).expect("open");
         for table in [
@@ -106,91 +117,6 @@ fn sqlite_a_database_of_schema_6_migrates_to_the_tree_tables() {
 
 #[test]
 fn sqlite_an_idle_writer_signs_checkpoints_and_a_cut_with_its_checkpoints_leaves_a_gap() {
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use capability::audit::tlog::{SignedCheckpoint, checkpoint_stopped};
-    use capability::audit::{AuditRecord, ChainProblem, CheckpointEvery, CheckpointSigner};
-    use capability_store::SinkOptions;
-
     let (store, path) = store("idle");
-    let (key, public) = tree::key();
-    let every = CheckpointEvery {
-        records: 1_000,
-        interval: Duration::from_millis(200),
-    };
-    let mut options = SinkOptions::writer("w-idle");
-    let signer: Arc<dyn CheckpointSigner> = key;
-    options.checkpoints = Some((signer, every));
-    let sink = store.audit_sink(options).expect("sink");
-    let record = |i: u64| -> AuditRecord {
-        serde_json::from_value(serde_json::json!({
-            "seq": 0, "time": "2026-12-05T02:00:00.000Z", "agent": "a", "role": "r",
-            "session": "s", "step": null, "provider": null, "tool": format!("t-{i}"),
-            "descriptor_hash": "", "policy_version": null, "verdict": "allowed",
-            "reasons": [], "input": {"i": i}, "input_digest": "", "input_size": 0,
-            "output_digest": null, "output_size": null, "latency_us": null, "success": null,
-            "error": null, "prev": "", "hash": ""
-        }))
-        .expect("a record")
-    };
-    for i in 0..3 {
-        sink.append(record(i)).expect("append");
-    }
-    std::thread::sleep(Duration::from_millis(900));
-    for i in 3..6 {
-        sink.append(record(i)).expect("append");
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    sink.close().expect("close");
-    drop(sink);
-
-    let trail = store.read_trail().expect("trail");
-    let notes: Vec<SignedCheckpoint> = trail
-        .tree_checkpoints
-        .iter()
-        .map(|t| SignedCheckpoint::parse(t).expect("a note"))
-        .collect();
-    let idle = notes.iter().filter(|n| n.head.size == 3).count();
-    assert!(
-        idle >= 2,
-        "checkpoints signed while nothing was written: {idle}"
-    );
-    let last = notes.last().expect("a note");
-    assert!(
-        checkpoint_stopped(last) && last.head.size == 6,
-        "{}",
-        last.body
-    );
-    let later = "2099-01-01T00:00:00.000Z";
-    assert!(trail.tree_problems(Some(&public)).is_empty());
-    assert!(
-        trail.checkpoint_gaps(every.interval, later).is_empty(),
-        "it stopped"
-    );
-
-    // Records 4..6 cut, and every checkpoint after record 3 with them: consistent in itself.
-    let db = Connection::open(&path).expect("open");
-    db.execute_batch(
-        "DELETE FROM mcp_audit_log WHERE seq > 3;
-         DELETE FROM mcp_audit_checkpoint WHERE seq > 3;
-         DELETE FROM mcp_audit_tree_checkpoint WHERE size > 3;",
-    )
-    .expect("cut");
-    let trail = store.read_trail().expect("trail");
-    assert!(
-        trail.tree_problems(Some(&public)).is_empty(),
-        "the cut trail is consistent in itself"
-    );
-    let gaps = trail.checkpoint_gaps(every.interval, later);
-    let found = gaps.get("w-idle").expect("a gap of w-idle");
-    assert!(
-        matches!(&found[0], ChainProblem::CheckpointGap { to, .. } if to == later),
-        "{found:?}"
-    );
-    let said = found[0].to_string();
-    assert!(
-        said.contains("missing checkpoints: none signed from 20"),
-        "{said}"
-    );
+    tree::idle_checkpoints_and_a_cut_with_them(&store, &Raw(path));
 }

@@ -20,6 +20,8 @@ pub trait Tamper {
     fn cut(&self, writer: &str, keep_through: u64);
     /// Makes `writer`'s record `seq` say another tool (its stored content).
     fn rewrite(&self, writer: &str, seq: u64);
+    /// Deletes `writer`'s records after `keep_through`, and every checkpoint after them.
+    fn cut_with_checkpoints(&self, writer: &str, keep_through: u64);
     /// Deletes every record and checkpoint of `writer` (its registration stays).
     fn remove(&self, writer: &str);
 }
@@ -158,4 +160,68 @@ pub fn finds_a_removed_writer(store: &dyn Store, tamper: &dyn Tamper) {
     assert!(said.contains("\"w-gone\" registered at 20"), "{said}");
     assert!(said.contains("has no records"), "{said}");
     assert!(!found.contains_key("w-stays"), "{found:?}");
+}
+
+/// A writer signing every 200 ms: checkpoints while idle, the last one `stopped`, no gap; then
+/// records 4..6 cut with every checkpoint after record 3: consistent in itself, and a gap.
+pub fn idle_checkpoints_and_a_cut_with_them(store: &dyn Store, tamper: &dyn Tamper) {
+    use capability::audit::tlog::checkpoint_stopped;
+
+    let (key, public) = key();
+    let every = CheckpointEvery {
+        records: 1_000,
+        interval: Duration::from_millis(200),
+    };
+    let mut options = SinkOptions::writer("w-idle");
+    let signer: Arc<dyn CheckpointSigner> = key;
+    options.checkpoints = Some((signer, every));
+    let sink = store.audit_sink(options).expect("sink");
+    for i in 0..3 {
+        sink.append(record(i)).expect("append");
+    }
+    std::thread::sleep(Duration::from_millis(900));
+    for i in 3..6 {
+        sink.append(record(i)).expect("append");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    sink.close().expect("close");
+    drop(sink);
+
+    let notes = notes(store, "w-idle");
+    let idle = notes.iter().filter(|n| n.head.size == 3).count();
+    assert!(
+        idle >= 2,
+        "checkpoints signed while nothing was written: {idle}"
+    );
+    let last = notes.last().expect("a note");
+    assert!(
+        checkpoint_stopped(last) && last.head.size == 6,
+        "{}",
+        last.body
+    );
+    let later = "2099-01-01T00:00:00.000Z";
+    let trail = store.read_trail().expect("trail");
+    assert!(trail.tree_problems(Some(&public)).is_empty());
+    assert!(
+        trail.checkpoint_gaps(every.interval, later).is_empty(),
+        "it stopped"
+    );
+
+    tamper.cut_with_checkpoints("w-idle", 3);
+    let trail = store.read_trail().expect("trail");
+    assert!(
+        trail.tree_problems(Some(&public)).is_empty(),
+        "the cut trail is consistent in itself"
+    );
+    let gaps = trail.checkpoint_gaps(every.interval, later);
+    let found = gaps.get("w-idle").expect("a gap of w-idle");
+    assert!(
+        matches!(&found[0], ChainProblem::CheckpointGap { to, .. } if to == later),
+        "{found:?}"
+    );
+    let said = found[0].to_string();
+    assert!(
+        said.contains("missing checkpoints: none signed from 20"),
+        "{said}"
+    );
 }

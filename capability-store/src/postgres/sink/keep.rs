@@ -1,0 +1,92 @@
+//! The committer's tree (`capability_audit::tlog::stored`): advanced by each batch it commits,
+//! resumed when a failed commit had reached the database; a tree checkpoint signed whenever the
+//! interval passes with none, idle or not (`capability_audit::tlog::gaps`), and the one it
+//! signs as its writer stops, marked `stopped`.
+
+use std::time::Duration;
+
+use capability_audit::tlog::Frontier;
+use capability_audit::{AuditRecord, Checkpoint, utc_now};
+
+use super::super::{rows, tree};
+use super::Committer;
+
+impl Committer {
+    /// The tree once `batch` commits (resumed first if a failed commit reached the database).
+    pub(super) fn advance(&mut self, batch: &[AuditRecord]) -> Option<Frontier> {
+        let signer = self.checkpoints.as_ref()?.0.clone();
+        if let Some(ahead) = tree::advance(self.tree.as_ref()?, batch) {
+            return Some(ahead);
+        }
+        let resumed = self.with_client(|c, _| tree::open(c, &batch[0].writer, &*signer));
+        if let Ok(Ok(Ok(tree))) = resumed {
+            self.tree = tree;
+        }
+        tree::advance(self.tree.as_ref()?, batch)
+    }
+
+    /// How long the committer waits for records before it looks whether an idle checkpoint is
+    /// due: `None` when it keeps no tree.
+    pub(super) fn idle_tick(&self) -> Option<Duration> {
+        let (_, schedule) = self.checkpoints.as_ref()?;
+        self.tree.as_ref()?;
+        let tick = schedule.every().interval / 4;
+        Some(tick.clamp(Duration::from_millis(10), Duration::from_secs(1)))
+    }
+
+    /// Signs and writes a tree checkpoint of what is committed when the interval passed with
+    /// none (nothing is being written: the committer is the only writer).
+    pub(super) fn idle(&mut self) {
+        let (Some((signer, schedule)), Some(tree)) = (&self.checkpoints, &self.tree) else {
+            return;
+        };
+        if !schedule.idle_due() {
+            return;
+        }
+        let size = tree.committed().size();
+        let Ok(note) = tree.sign(tree.committed(), &utc_now(), signer.as_ref()) else {
+            return;
+        };
+        let writer = tree.origin().trim_start_matches("capability/").to_owned();
+        match self.with_client(|client, _| tree::insert(client, &writer, &note)) {
+            Ok(Ok(_)) => {
+                if let Some((_, schedule)) = &mut self.checkpoints {
+                    schedule.written(size);
+                }
+            }
+            _ => tracing::error!(writer = %writer, "idle checkpoint not written"),
+        }
+    }
+
+    /// Signs and writes the checkpoints of a closing writer: the chain's, unless one already
+    /// vouches for its last record, and the tree's, marked `stopped` (its last on purpose).
+    pub(super) fn final_checkpoint(&mut self, writer: &str, seq: u64, head: &str) {
+        let Some((signer, _)) = &self.checkpoints else {
+            return;
+        };
+        let checkpoint = (seq > 0 && seq > self.checkpointed)
+            .then(|| Checkpoint::sign(writer, seq, head, signer.as_ref()));
+        let note = (self.tree.as_ref())
+            .filter(|t| t.committed().size() == seq)
+            .and_then(|t| {
+                t.sign_stopped(t.committed(), &utc_now(), signer.as_ref())
+                    .ok()
+            });
+        if checkpoint.is_none() && note.is_none() {
+            return;
+        }
+        let written = self.with_client(|client, _| {
+            let mut tx = client.transaction()?;
+            if let Some(checkpoint) = &checkpoint {
+                rows::insert_checkpoint(&mut tx, checkpoint)?;
+            }
+            if let Some(note) = &note {
+                tree::insert(&mut tx, writer, note)?;
+            }
+            tx.commit()
+        });
+        if let (Ok(Ok(())), Some(_)) = (written, &checkpoint) {
+            self.checkpointed = seq;
+        }
+    }
+}
