@@ -7,8 +7,8 @@
 
 #![cfg(unix)]
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use serde_json::{Value, json};
 

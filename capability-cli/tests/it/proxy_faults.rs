@@ -3,8 +3,8 @@
 //! server's message past the 64 MiB bound (cut off, none of it held), and an audit trail that
 //! cannot be written (fail-closed).
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -2,8 +2,7 @@
 //! changed behind a genuine `record_json` (the columns `audit stats` and the dashboards read)
 //! exits 1, naming the row and each column.
 
-#[path = "../../capability-store/tests/support/pg.rs"]
-mod pg;
+use capability_testkit::pg;
 
 use std::sync::Arc;
 

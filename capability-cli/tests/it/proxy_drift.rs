@@ -2,8 +2,8 @@
 //! a tool's description after it was pinned. The proxy lists again, hides the drifted tool,
 //! says so on standard error, and tells the client, which lists again.
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -1,6 +1,6 @@
 //! The `capability` command, on recorded tool lists and on the real MCP reference servers.
 
-mod support;
+use crate::support;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, PipeWriter};
@@ -1205,7 +1205,7 @@ fn approve_shows_the_proposal_with_hidden_characters_escaped() {
     let shown = text(&out.stderr);
     for part in [
         "tool:      restart_pod",
-        "type:      cli::RestartPod",
+        "type:      it::cli::RestartPod",
         "audience:  prod-eu",
         "proposer:  analyst",
         "rationale: restart exe.\\u{202e}gnp\\u{200f} now",

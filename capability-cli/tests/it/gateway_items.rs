@@ -16,8 +16,8 @@
 
 #![cfg(unix)]
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

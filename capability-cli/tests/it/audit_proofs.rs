@@ -4,7 +4,7 @@
 //! a fork). The proofs and checkpoints are also checked by code nobody here wrote: pymerkle and
 //! `cryptography` (tests/python/tlog_check.py, in the tests' hash-pinned Python environment).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -8,8 +8,8 @@
 
 #![cfg(unix)]
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -2,8 +2,8 @@
 //! client and the official TypeScript SDK client in front of it. What a role lists and calls,
 //! refusals that never reach the server, and an audit record for every call.
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use capability::rmcp::REFUSED_CODE;
 use serde_json::json;

@@ -3,8 +3,8 @@
 //! forwarded, every list filtered by the caller's role, every read and get decided for it and
 //! recorded, and a caller without a token over `--listen` sees and reads nothing, on record.
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use proxy_common::{Listening, Proxied, calls, http_client, proxy_args, records, scratch};
 use rmcp::ServiceError;

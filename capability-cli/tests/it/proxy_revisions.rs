@@ -5,8 +5,8 @@
 
 #![cfg(unix)]
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use proxy_common::{Proxied, proxy_args, scratch, summary, triple, verifies};
 use serde_json::json;

@@ -3,8 +3,8 @@
 //! reference memory server behind it; and `--upstream <url>`, server-everything serving
 //! Streamable HTTP behind the proxy, a stdio client in front.
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -7,8 +7,8 @@
 
 #![cfg(unix)]
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;
@@ -32,7 +32,7 @@ fn run(command: &str, args: &[&str], dir: &Path) {
 
 /// The example's roles, with its servers installed here (the same names and prefixes).
 fn policy(dir: &Path, servers: &support::Servers, python: &Path) -> String {
-    let example = include_str!("../../examples/gateway/policy.toml");
+    let example = include_str!("../../../examples/gateway/policy.toml");
     let roles = &example[..example.find("# --- servers").expect("the servers part")];
     let memory = servers.memory(&dir.join("memory.jsonl"));
     let filesystem = servers.filesystem(&dir.join("docs"));

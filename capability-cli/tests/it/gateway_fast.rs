@@ -27,8 +27,8 @@
 
 #![cfg(unix)]
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use capability_testkit::wait_for;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -395,17 +395,6 @@ fn calls_once(dir: &Path, tool: &str, n: usize) -> Vec<Value> {
         outcome(&seen, tool).len() >= n
     });
     seen
-}
-
-fn wait_for(mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }
 
 #[test]

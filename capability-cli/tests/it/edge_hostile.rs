@@ -6,8 +6,7 @@
 
 #![cfg(unix)]
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1,7 +1,7 @@
 //! The governed client on a real MCP reference server: the role sees only what the policy
 //! shows, and a call it may not make is refused before it reaches the server.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::sync::Arc;

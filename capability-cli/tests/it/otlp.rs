@@ -21,8 +21,8 @@
 
 #![cfg(unix)]
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};

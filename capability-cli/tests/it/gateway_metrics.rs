@@ -4,8 +4,8 @@
 
 #![cfg(unix)]
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};

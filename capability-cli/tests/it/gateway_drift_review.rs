@@ -6,8 +6,8 @@
 //! of a descriptor the server no longer serves (it changed after the review) is hidden, and so
 //! is one signed by a key the policy does not name for its approver.
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use std::path::Path;
 use std::process::Stdio;

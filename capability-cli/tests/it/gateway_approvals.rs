@@ -10,10 +10,9 @@
 
 #![cfg(unix)]
 
-#[path = "../../capability-store/tests/support/pg.rs"]
-mod pg;
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
+use capability_testkit::pg;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

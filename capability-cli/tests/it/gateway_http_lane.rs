@@ -4,8 +4,8 @@
 //! client, against a Python server that says what it was sent and misbehaves on purpose
 //! (`tests/python/lane_server.py`) and one that answers past the bound (`big_server.py`).
 
-mod proxy_common;
-mod support;
+use crate::proxy_common;
+use crate::support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
