@@ -98,11 +98,16 @@ pub(crate) fn fix(
         let what = match drift {
             DriftStatus::Added => "it is not pinned yet",
             DriftStatus::FlagsEdited { .. } => "its pin was edited by hand",
+            DriftStatus::Reworded { .. } => {
+                "it was reworded since it was pinned (or let its server's entry say \
+                 `accept_wording_drift = true`)"
+            }
             _ => "it changed since it was pinned",
         };
         return Some(format!(
-            "{what}: review it (`capability verify --server {name} --lock {lock}{rest}` shows \
-             what changed), then pin it again: `{pin}`",
+            "{what}: review it (`capability pin --review --server {name} --lock {lock}{rest}` \
+             shows what changed), then pin it again (`{pin}`) or re-pin it signed (`--approve \
+             --key <approver key>`)",
             lock = server.lock.unwrap_or("capability.lock"),
             rest = server
                 .command
@@ -215,14 +220,15 @@ mod tests {
         let fix = fix(&manifest, &drift, &at).expect("a fix");
         assert!(
             fix.starts_with(
-                "it changed since it was pinned: review it (`capability verify \
+                "it changed since it was pinned: review it (`capability pin --review \
                              --server web --lock locks/web.lock -- uvx mcp-server-fetch`"
             ),
             "{fix}"
         );
         assert!(
-            fix.ends_with(
-                "`capability pin --server web --lock locks/web.lock -- uvx mcp-server-fetch`"
+            fix.contains(
+                "then pin it again (`capability pin --server web --lock locks/web.lock -- uvx \
+                 mcp-server-fetch`) or re-pin it signed"
             ),
             "{fix}"
         );
