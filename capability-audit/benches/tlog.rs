@@ -11,21 +11,10 @@ use capability::audit::tlog::{
     TlogProof, Tree, TreeHead, leaf_hash, verify_consistency, verify_inclusion,
 };
 use capability::gate::SecretKey;
+use capability_testkit::Rng;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const LEAVES: u64 = 1_000_000;
-
-/// A small deterministic generator, so that each run picks the same indices.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 fn leaf(i: u64) -> Vec<u8> {
     // About the size of a record's line.
@@ -48,7 +37,7 @@ fn tlog(c: &mut Criterion) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
 
     c.bench_function("tlog/inclusion_proof (1M leaves)", |b| {
-        b.iter(|| tree.inclusion_proof(black_box(rng.below(LEAVES)), LEAVES))
+        b.iter(|| tree.inclusion_proof(black_box(rng.next() % LEAVES), LEAVES))
     });
     let index = 765_432;
     let proof = tree.inclusion_proof(index, LEAVES).expect("proof");
@@ -58,7 +47,7 @@ fn tlog(c: &mut Criterion) {
     });
 
     c.bench_function("tlog/consistency_proof (old random, new 1M)", |b| {
-        b.iter(|| tree.consistency_proof(black_box(1 + rng.below(LEAVES - 1)), LEAVES))
+        b.iter(|| tree.consistency_proof(black_box(1 + rng.next() % (LEAVES - 1)), LEAVES))
     });
     let old = 654_321;
     let old_root = tree.root(old).expect("old root");

@@ -15,6 +15,7 @@
 //!
 //! Needs Node.js 20+ and npm (the pinned servers are installed into `<target>/mcp-servers`).
 
+use capability_testkit::Rng;
 use capability_testkit::servers as support;
 
 use std::path::Path;
@@ -90,7 +91,7 @@ async fn measure_in_turns(
     paths: &[(&str, &str, Option<&str>)],
     clients: usize,
     in_turn: usize,
-    seed: &mut u64,
+    rng: &mut Rng,
 ) -> Vec<(Vec<Duration>, f64)> {
     let mut connected = Vec::new();
     for (_, url, token) in paths {
@@ -118,7 +119,7 @@ async fn measure_in_turns(
         vec![(Vec::with_capacity(CALLS * clients), Duration::ZERO); paths.len()];
     let mut order: Vec<usize> = (0..paths.len()).collect();
     for _ in 0..CALLS / in_turn {
-        shuffle(&mut order, seed);
+        shuffle(&mut order, rng);
         for &i in &order {
             let started = Instant::now();
             let mut calls = tokio::task::JoinSet::new();
@@ -161,13 +162,10 @@ async fn measure_in_turns(
         .collect()
 }
 
-/// Shuffles `order` (Fisher-Yates, xorshift64: the order only needs to change between turns).
-fn shuffle(order: &mut [usize], seed: &mut u64) {
+/// Shuffles `order` (Fisher-Yates: the order only needs to change between turns).
+fn shuffle(order: &mut [usize], rng: &mut Rng) {
     for i in (1..order.len()).rev() {
-        *seed ^= *seed << 13;
-        *seed ^= *seed >> 7;
-        *seed ^= *seed << 17;
-        order.swap(i, (*seed % (i as u64 + 1)) as usize);
+        order.swap(i, rng.below(i + 1));
     }
 }
 
@@ -320,10 +318,11 @@ async fn run(servers: &support::Servers, dir: &Path) {
     println!(
         "echo of server-everything over Streamable HTTP, rmcp's client, {ROUNDS} rounds of {CALLS} calls per client"
     );
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64
-        ^ std::time::SystemTime::now()
+    let mut rng = Rng::seeded(
+        std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64);
+            .map_or(1, |d| d.as_nanos() as u64),
+    );
     // One client; 8 in lock-step (every turn, each client one call, all at once); 8 each in its
     // own loop (every turn, each client 10 calls back to back).
     for (clients, in_turn, load) in [
@@ -336,7 +335,7 @@ async fn run(servers: &support::Servers, dir: &Path) {
         // Each round's p50 of every path over direct's in the same round.
         let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
         for _ in 0..ROUNDS {
-            let round = measure_in_turns(&paths, clients, in_turn, &mut seed).await;
+            let round = measure_in_turns(&paths, clients, in_turn, &mut rng).await;
             let mut direct = round[0].0.clone();
             let direct_p50 = percentile(&mut direct, 0.50).as_secs_f64();
             for (i, (mut times, rate)) in round.into_iter().enumerate() {
