@@ -354,3 +354,34 @@ fn withheld_reasons_name_the_drift() {
         WithheldReason::Drift(DriftStatus::Introduces { .. })
     ));
 }
+
+/// A re-pin edited after signing: its kept descriptor no longer its hash (refused on reading),
+/// or its flags changed (the signature no longer checks).
+#[test]
+fn a_repin_edited_after_signing_is_refused() {
+    let alice = SecretKey::generate().expect("randomness");
+    let reviewed = edited(|t| t["annotations"]["readOnlyHint"] = json!(false));
+    let text = repinned(&reviewed, &alice, "alice").to_toml_string();
+    let repin = text.find(".repin]").expect("a re-pin");
+    let (head, tail) = text.split_at(repin);
+    let edited_text = tail.replacen("Reads a fiel", "Reads and uploads a fiel", 1);
+    assert_ne!(edited_text, tail);
+    let error = Lockfile::from_toml_str(&format!("{head}{edited_text}")).expect_err("edited");
+    assert!(
+        error
+            .to_string()
+            .contains("re-pin's descriptor does not match its hashes"),
+        "{error}"
+    );
+    let flags = tail.replacen("destructive = true", "destructive = false", 1);
+    assert_ne!(flags, tail);
+    // The descriptor still matches its hashes; the flags are what the signature covers.
+    let mut lock = Lockfile::from_toml_str(&format!("{head}{flags}")).expect("well formed");
+    lock.check_repins(approvers(&alice), verify);
+    let review = lock.review(&server(), &reviewed).expect("valid");
+    assert!(
+        matches!(status(&review, "read_file"), DriftStatus::RepinRefused { why, .. } if why.contains("not approver `alice`'s")),
+        "{:?}",
+        status(&review, "read_file")
+    );
+}
