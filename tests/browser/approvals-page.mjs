@@ -1,6 +1,6 @@
 // Drives the approvals page of `capability gateway --listen` in Debian's Chromium, with
 // puppeteer-core (pinned in package-lock.json) over the DevTools protocol, for
-// capability-cli/tests/approvals_page.rs. The browser is the system's (`--chromium`); nothing
+// capability-cli/tests/it/approvals_page.rs. The browser is the system's (`--chromium`); nothing
 // is downloaded.
 //
 //   node approvals-page.mjs --chromium /usr/bin/chromium --url http://127.0.0.1:PORT/approvals \

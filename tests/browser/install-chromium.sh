@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs Debian's Chromium (/usr/bin/chromium) for the browser tests of the approvals page
-# (capability-cli/tests/approvals_page.rs calls this script when no Chromium is found). The
+# (capability-cli/tests/it/approvals_page.rs calls this script when no Chromium is found). The
 # browser comes from the distribution, never a download of its own: puppeteer-core drives it
 # over the DevTools protocol. apt-get needs root, as on CI and the development machines.
 set -eu

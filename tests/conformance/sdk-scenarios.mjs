@@ -7,7 +7,7 @@
 //   node sdk-scenarios.mjs --http <url> [--token <bearer token>]
 //   node sdk-scenarios.mjs --stdio <command> [args...]
 //
-// capability-cli/tests/conformance.rs runs it straight to the reference server and through
+// capability-cli/tests/it/conformance.rs runs it straight to the reference server and through
 // `capability gateway --role` over stdio (the conformance runner speaks HTTP only), and compares
 // the two, scenario by scenario. The client answers what a server asks as a client with a model,
 // a human and roots would: sampling with a fixed text, every elicitation by accepting a value of

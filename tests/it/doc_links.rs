@@ -142,7 +142,7 @@ fn every_adr_and_decision_the_code_cites_is_written_down() {
         if name != "README.md" && !index.contains(&format!("({name}")) {
             problems.push(format!("docs/adr/README.md: does not link to {name}"));
         }
-        // The tests a record names as its proof (`tests/policy.rs::deny_beats_allow...`).
+        // The tests a record names as its proof (`capability-core/tests/it/policy.rs::deny_beats_allow...`).
         let doc = Markdown::read(&root, &file.path());
         for (line, path, test) in doc.named_functions() {
             checked += 1;

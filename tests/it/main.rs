@@ -1,8 +1,8 @@
 //! The facade's integration tests and the tests across crates, one module per former test file
-//! (`cargo test -p capability --test it <module>::`). A crate's own tests are in its `tests/it`;
-//! the registry's tests stay binaries of their own (`tests/registry*.rs`,
-//! `tests/registration_gate.rs`, `tests/router_manifests.rs`): each asserts on the whole
-//! process-wide inventory, which every `#[derive(Capability)]` linked into the binary joins.
+//! (`cargo test -p capability --test it <module>::`). A crate's own tests are in its `tests/it`.
+//! Two of the registry's tests stay binaries of their own (`tests/registry.rs`,
+//! `tests/registration_gate.rs`): each asserts on the whole process-wide inventory, which every
+//! `#[derive(Capability)]` linked into the binary joins.
 
 use capability_testkit::fixtures as common;
 

@@ -1,5 +1,5 @@
 """An MCP server over Streamable HTTP of revision 2026-07-28 (stateless: `server/discover`, each
-request's `_meta`) for `capability-cli/tests/gateway_headers.rs`: it keeps the SEP-2243 headers
+request's `_meta`) for `capability-cli/tests/it/gateway_headers.rs`: it keeps the SEP-2243 headers
 of every request it is sent and checks those of `tools/call` as a server must.
 
 Tools:

@@ -1,5 +1,5 @@
 """An MCP server over Streamable HTTP (revision 2025-11-25) for the tests of the gateway's HTTP
-lane (`capability-cli/tests/gateway_http_lane.rs`): it says what it was sent, and behaves as a
+lane (`capability-cli/tests/it/gateway_http_lane.rs`): it says what it was sent, and behaves as a
 careless or hostile server may.
 
 Tools (all read-only):

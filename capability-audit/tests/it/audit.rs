@@ -164,7 +164,7 @@ fn sensitive_fields_are_stored_as_digests() {
     );
     assert!(!record.to_line().contains("hunter2"));
     assert!(!record.to_line().contains("123456"));
-    // The input and output digests are keyed too (tests/audit_secrets.rs tries to break them).
+    // The input and output digests are keyed too (tests/it/audit_secrets.rs tries to break them).
     assert!(record.input_digest.starts_with("hmac-sha256:"));
     assert!(
         record

@@ -742,7 +742,7 @@ pub struct Post {
 }
 
 /// An OTLP/HTTP receiver on loopback: answers every POST `200` with an empty (valid) export
-/// response and keeps what it was sent (`tests/otlp.rs` decodes it).
+/// response and keeps what it was sent (`capability-cli/tests/it/otlp.rs` decodes it).
 pub struct OtlpReceiver {
     /// `http://127.0.0.1:<port>`, for `--otlp`.
     pub url: String,
