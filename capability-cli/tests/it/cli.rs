@@ -294,7 +294,11 @@ fn pin_then_verify_then_drift() {
     let drifted = &json_out(&out)["drifted"];
     assert_eq!(drifted.as_array().map(Vec::len), Some(1), "{drifted}");
     assert_eq!(
-        (&drifted[0]["name"], &drifted[0]["status"], &drifted[0]["parts"]),
+        (
+            &drifted[0]["name"],
+            &drifted[0]["status"],
+            &drifted[0]["parts"]
+        ),
         (&json!("echo"), &json!("changed"), &json!(["description"])),
         "{drifted}"
     );
