@@ -11,6 +11,7 @@ use crate::*;
 mod named;
 mod signing;
 use named::identity;
+pub use signing::keep_idle_checkpoints;
 
 /// The longest a sink with a watch on its path goes without looking the path up.
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -401,7 +402,7 @@ impl AuditSink for JsonlSink {
         });
         state.pending += 1;
         if state.schedule.as_ref().is_some_and(|s| s.due(record.seq)) {
-            self.checkpoint(&mut state);
+            self.checkpoint(&mut state, false);
         }
         let due = intent
             || match self.policy {
@@ -451,8 +452,12 @@ impl JsonlSink {
         if state.broken.is_some() {
             return Ok(());
         }
+        // The tree's last checkpoint says the writer stopped: no later one is missing.
+        // (A trail reopened and closed with nothing new, after a stop, is left as it was.)
         if state.head.seq() > state.checkpointed {
-            self.checkpoint(state);
+            self.checkpoint(state, true);
+        } else if !(state.last_tree.as_ref()).is_some_and(crate::tlog::checkpoint_stopped) {
+            self.tree_line(state, &utc_now(), true);
         }
         self.write_out(state)
     }

@@ -83,7 +83,10 @@ fn opened(
             if let Some(signer) = signer {
                 sink = sink.with_checkpoints(signer, CheckpointEvery::default());
             }
-            Ok(Arc::new(sink))
+            let sink = Arc::new(sink);
+            // A tree checkpoint every interval when idle too: a missing one is a finding.
+            capability::audit::jsonl::keep_idle_checkpoints(&sink);
+            Ok(sink)
         }
         kind => {
             let shown = redact_url(target);

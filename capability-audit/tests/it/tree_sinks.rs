@@ -388,3 +388,80 @@ fn futures_block_on<F: std::future::Future>(future: F) -> F::Output {
         }
     }
 }
+
+#[test]
+fn an_idle_writer_signs_checkpoints_and_a_cut_with_its_checkpoints_leaves_a_gap() {
+    use capability::audit::jsonl::keep_idle_checkpoints;
+    use capability::audit::tlog::{checkpoint_gaps, checkpoint_stopped};
+
+    let path = scratch("idle.jsonl");
+    let key = Arc::new(SecretKey::generate().expect("key"));
+    let every = CheckpointEvery {
+        records: 1_000,
+        interval: Duration::from_millis(200),
+    };
+    let sink = Arc::new(
+        JsonlSink::open(&path, FlushPolicy::EveryRecord)
+            .expect("open")
+            .with_writer("replica-1")
+            .expect("writer")
+            .with_checkpoints(key.clone(), every),
+    );
+    keep_idle_checkpoints(&sink);
+    for i in 0..3 {
+        sink.append(record(i)).expect("append");
+    }
+    std::thread::sleep(Duration::from_millis(900));
+    for i in 3..6 {
+        sink.append(record(i)).expect("append");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    sink.close().expect("close");
+
+    let all = notes(&path);
+    let idle = all.iter().filter(|n| n.head.size == 3).count();
+    assert!(
+        idle >= 2,
+        "checkpoints signed while nothing was written: {idle}"
+    );
+    let last = all.last().expect("a note");
+    assert!(
+        checkpoint_stopped(last) && last.head.size == 6,
+        "{}",
+        last.body
+    );
+    let later = "2099-01-01T00:00:00.000Z";
+    assert!(
+        checkpoint_gaps(&all, every.interval, later).is_empty(),
+        "it stopped"
+    );
+    let public = key.public_key();
+    assert!(
+        verify_jsonl_with_trees(&path, &public)
+            .expect("verify")
+            .is_intact()
+    );
+
+    // Records 4..6 cut, with every checkpoint line after record 3.
+    let mut kept = Vec::new();
+    for line in lines(&path) {
+        if line.starts_with("{\"agent\"") {
+            let record: AuditRecord = serde_json::from_str(&line).expect("a record");
+            if record.seq > 3 {
+                break;
+            }
+        }
+        kept.push(line);
+    }
+    write_lines(&path, &kept);
+    let report = verify_jsonl_with_trees(&path, &public).expect("verify");
+    // Consistent in itself: the chain's checks say only that no chain checkpoint is left.
+    assert_eq!(report.problem, None);
+    assert_eq!(report.chain_problems, [ChainProblem::Unvouched]);
+    let gaps = checkpoint_gaps(&notes(&path), every.interval, later);
+    let found = gaps.get("replica-1").expect("a gap");
+    assert!(
+        matches!(&found[0], ChainProblem::CheckpointGap { to, .. } if to == later),
+        "{found:?}"
+    );
+}
