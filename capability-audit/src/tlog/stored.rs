@@ -358,3 +358,34 @@ pub fn prove_stored(
         checkpoint: checkpoint.clone(),
     }))
 }
+
+/// [`prove_jsonl`](super::trail::prove_jsonl), under the writer's own stored checkpoint when
+/// there is one: the latest tree checkpoint of the trail that `signer`'s key signed (its key
+/// id), that covers the record and that the records still hash to. Otherwise (a trail without
+/// tree checkpoints, a record the next checkpoint will cover, another key) under a checkpoint
+/// `signer` signs now, as `prove_jsonl` does.
+pub fn prove_jsonl_stored(
+    path: &Path,
+    writer: &str,
+    seq: u64,
+    signer: &dyn CheckpointSigner,
+) -> Result<super::proof::TlogProof, TlogError> {
+    let (records, report) =
+        crate::verify::read_jsonl(path).map_err(|e| TlogError::Trail(e.to_string()))?;
+    let origin = origin(writer)?;
+    let public_key = from_hex(&signer.public_key_hex()).and_then(|k| <[u8; 32]>::try_from(k).ok());
+    let (Some(public_key), None) = (public_key, &report.problem) else {
+        // Refused (a broken trail, a bad key) as `prove_jsonl` refuses it.
+        return super::trail::prove_jsonl(path, writer, seq, signer);
+    };
+    let id = key_id(&origin, &public_key);
+    let (notes, _) = parse_notes(&report.tree_checkpoints);
+    let mine: Vec<SignedCheckpoint> = notes
+        .into_iter()
+        .filter(|n| (n.signatures.iter()).any(|s| s.name == origin && s.key_id == id))
+        .collect();
+    match prove_stored(&records, &mine, writer, seq)? {
+        Some(proof) => Ok(proof),
+        None => super::trail::prove(&records, writer, seq, signer),
+    }
+}

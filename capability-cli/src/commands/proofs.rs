@@ -108,7 +108,7 @@ pub fn prove(args: &Prove, out: &mut Out) -> Result<u8, Failure> {
     let (writer, seq) = tlog::parse_record_ref(&args.record).map_err(input)?;
     let key = SecretKey::from_text(&read(&args.key)?)
         .map_err(|e| Failure::input(format!("{}: {e}", args.key.display())))?;
-    let mut proof = tlog::prove_jsonl(&args.trail, writer, seq, &key).map_err(input)?;
+    let mut proof = tlog::prove_jsonl_stored(&args.trail, writer, seq, &key).map_err(input)?;
     let refused = capability_http::witness::cosign_all_blocking(
         &args.witnesses,
         &mut proof.checkpoint,

@@ -43,4 +43,5 @@ mod proxy_revisions;
 mod proxy_server_requests;
 mod proxy_stdio;
 mod proxy_trail;
+mod receipts;
 mod tool_versions;
