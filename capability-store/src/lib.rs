@@ -361,6 +361,35 @@ impl Trail {
         problems
     }
 
+    /// Every writer's chain checked (`capability_audit::verify_chains` over the records and
+    /// checkpoints) and, with `key`, what the tree checkpoints and the registrations show added
+    /// to each writer's problems ([`tree_problems`](Self::tree_problems)); a registered writer
+    /// with no record left is reported too. What `capability audit verify` says of a database.
+    /// Without a key, as the chain's checkpoints, the tree's are not looked at.
+    pub fn verify(
+        &self,
+        key: Option<&dyn capability_audit::CheckpointVerifier>,
+    ) -> capability_audit::ChainsReport {
+        let mut report = capability_audit::verify_chains(&self.records, &self.checkpoints, key);
+        if key.is_none() {
+            return report;
+        }
+        for (writer, problems) in self.tree_problems(key) {
+            match report.writers.iter_mut().find(|w| w.writer == writer) {
+                Some(found) => found.problems.extend(problems),
+                None => report.writers.push(capability_audit::WriterReport {
+                    writer,
+                    records: 0,
+                    checkpointed: 0,
+                    problems,
+                    unfinished: Vec::new(),
+                }),
+            }
+        }
+        report.writers.sort_by(|a, b| a.writer.cmp(&b.writer));
+        report
+    }
+
     /// Spans longer than a writer's sink lets pass without a signed tree checkpoint (`every`:
     /// the interval of its `CheckpointEvery`), up to `now` (RFC 3339 UTC) for a writer that did
     /// not stop: a cut that also removed the checkpoints after it, or a writer killed

@@ -89,7 +89,7 @@ pub fn verify(target: &str, key: Option<&Path>, json: bool, out: &mut Out) -> Re
         TargetKind::Jsonl => {
             let path = Path::new(target);
             let report = match verifier {
-                Some(key) => capability::audit::verify_jsonl_with_key(path, key),
+                Some(key) => capability::audit::tlog::verify_jsonl_with_trees(path, key),
                 None => capability::audit::verify_jsonl(path),
             }
             .map_err(|e| Failure::input(e.to_string()))?;
@@ -100,8 +100,7 @@ pub fn verify(target: &str, key: Option<&Path>, json: bool, out: &mut Out) -> Re
             let trail = store
                 .read_trail()
                 .map_err(|e| Failure::input(e.to_string()))?;
-            let report =
-                capability::audit::verify_chains(&trail.records, &trail.checkpoints, verifier);
+            let report = trail.verify(verifier);
             let counts = TrailCounts::of(&trail.records, trail.checkpoints.len());
             let rows = (&trail.problems[..], counts);
             print_chains(

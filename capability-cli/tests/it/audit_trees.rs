@@ -1,0 +1,160 @@
+//! `capability audit verify --key` with the tree each writer keeps beside its records: on a
+//! database, a writer whose records and checkpoints were all deleted is named from its
+//! registration; on a JSON Lines trail, a record rewritten with the whole chain computed again
+//! is named by the tree checkpoint whose root no longer matches.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capability::audit::{
+    AuditRecord, AuditSink, ChainHead, CheckpointEvery, CheckpointSigner, FlushPolicy, GENESIS,
+    JsonlSink, read_jsonl,
+};
+use capability::gate::SecretKey;
+use capability_store::{SinkOptions, Store};
+use serde_json::json;
+
+const EVERY_5: CheckpointEvery = CheckpointEvery {
+    records: 5,
+    interval: Duration::from_secs(3600),
+};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("audit_trees")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    dir
+}
+
+fn capability(dir: &Path, args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_capability"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
+fn record(i: u64) -> AuditRecord {
+    serde_json::from_value(json!({
+        "seq": 0, "time": "2026-12-05T03:00:00.000Z", "agent": "a", "role": "r", "session": "s",
+        "step": null, "provider": null, "tool": format!("t-{i}"), "descriptor_hash": "",
+        "policy_version": null, "verdict": "denied", "reasons": [], "input": null,
+        "input_digest": "", "input_size": 0, "output_digest": null, "output_size": null,
+        "latency_us": null, "success": null, "error": null, "prev": "", "hash": ""
+    }))
+    .expect("a record")
+}
+
+/// `capability keygen` in `dir`; the secret key.
+fn keygen(dir: &Path) -> Arc<SecretKey> {
+    let (code, text) = capability(dir, &["keygen", "--out", "writer.key"]);
+    assert_eq!(code, 0, "{text}");
+    let text = std::fs::read_to_string(dir.join("writer.key")).expect("key");
+    Arc::new(SecretKey::from_text(&text).expect("a key"))
+}
+
+#[test]
+fn verify_names_a_writer_whose_records_were_all_deleted_from_a_database() {
+    let dir = scratch("removed");
+    let key = keygen(&dir);
+    let db = dir.join("state.db");
+    let store = capability_store::sqlite::SqliteStore::open(&db).expect("open");
+    store.migrate().expect("migrate");
+    for (writer, n) in [("w-gone", 3), ("w-stays", 2)] {
+        let mut options = SinkOptions::writer(writer);
+        let signer: Arc<dyn CheckpointSigner> = key.clone();
+        options.checkpoints = Some((signer, EVERY_5));
+        let sink = store.audit_sink(options).expect("sink");
+        for i in 0..n {
+            sink.append(record(i)).expect("append");
+        }
+        sink.close().expect("close");
+    }
+    let (code, text) = capability(
+        &dir,
+        &["audit", "verify", "state.db", "--key", "writer.key.pub"],
+    );
+    assert_eq!(code, 0, "{text}");
+
+    let raw = rusqlite::Connection::open(&db).expect("open");
+    for table in [
+        "mcp_audit_log",
+        "mcp_audit_checkpoint",
+        "mcp_audit_tree_checkpoint",
+    ] {
+        raw.execute(
+            &format!("DELETE FROM {table} WHERE writer_id = 'w-gone'"),
+            [],
+        )
+        .expect("delete");
+    }
+    let (code, text) = capability(
+        &dir,
+        &["audit", "verify", "state.db", "--key", "writer.key.pub"],
+    );
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("removed writer: writer \"w-gone\" registered at 20"),
+        "{text}"
+    );
+}
+
+#[test]
+fn verify_names_a_record_rewritten_with_its_chain_computed_again_in_a_file() {
+    let dir = scratch("rewritten");
+    let key = keygen(&dir);
+    let trail = dir.join("trail.jsonl");
+    let sink = JsonlSink::open(&trail, FlushPolicy::EveryRecord)
+        .expect("open")
+        .with_writer("replica-1")
+        .expect("writer")
+        .with_checkpoints(key, EVERY_5);
+    for i in 0..7 {
+        sink.append(record(i)).expect("append");
+    }
+    sink.close().expect("close");
+    let (code, text) = capability(
+        &dir,
+        &["audit", "verify", "trail.jsonl", "--key", "writer.key.pub"],
+    );
+    assert_eq!(code, 0, "{text}");
+
+    // Record 2 says another tool; every chain hash computed again; the checkpoints kept.
+    let (records, _) = read_jsonl(&trail).expect("read");
+    let mut head = ChainHead::new("replica-1", 0, GENESIS);
+    let mut forged = records.into_iter().map(|mut r| {
+        if r.seq == 2 {
+            r.tool = "innocent".into();
+        }
+        head.seal(r).to_line()
+    });
+    let text = std::fs::read_to_string(&trail).expect("read");
+    let out: String = text
+        .lines()
+        .map(|l| match l.starts_with("{\"agent\"") {
+            true => forged.next().expect("a record"),
+            false => l.to_owned(),
+        })
+        .map(|l| l + "\n")
+        .collect();
+    std::fs::write(&trail, out).expect("write");
+    let (code, text) = capability(
+        &dir,
+        &["audit", "verify", "trail.jsonl", "--key", "writer.key.pub"],
+    );
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("record rewritten: the first 5 records"),
+        "{text}"
+    );
+}
