@@ -59,7 +59,12 @@ fn env(name: &str) -> String {
 
 fn spawn_child(vars: &[(&str, &str)]) -> Child {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
-    command.args(["--exact", "loop_guards::child", "--nocapture", "--test-threads=1"]);
+    command.args([
+        "--exact",
+        "loop_guards::child",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
     for (name, value) in vars {
         command.env(name, value);
     }

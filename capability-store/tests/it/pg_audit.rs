@@ -56,7 +56,12 @@ fn options(writer: &str, seed: &str, records: u64) -> SinkOptions {
 
 fn child_command(vars: &[(&str, &str)]) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
-    command.args(["--exact", "pg_audit::child", "--nocapture", "--test-threads=1"]);
+    command.args([
+        "--exact",
+        "pg_audit::child",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
     for (name, value) in vars {
         command.env(name, value);
     }

@@ -58,7 +58,12 @@ fn env(name: &str) -> String {
 /// This binary's `child` test, as a child process with `vars`.
 fn spawn_child(vars: &[(&str, &str)]) -> std::process::Child {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
-    command.args(["--exact", "pg_gate::child", "--nocapture", "--test-threads=1"]);
+    command.args([
+        "--exact",
+        "pg_gate::child",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
     for (name, value) in vars {
         command.env(name, value);
     }

@@ -50,7 +50,12 @@ fn tool(provider: &str, name: &str, read_only: bool, scope: &str) -> CapabilityM
 fn child(part: &str, db: &Path, key: &str) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
     command
-        .args(["--exact", "sqlite_audit::child_process", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "sqlite_audit::child_process",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(CHILD, part)
         .env("CHILD_DB", db)
         .env("CHILD_KEY", key)

@@ -81,7 +81,12 @@ fn approve_once(store: &SqliteStore, approver: PublicKey, approval: &Approval) -
 fn child(part: &str, db: &Path, extra: &[(&str, String)]) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
     command
-        .args(["--exact", "sqlite_gate::child_process", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "sqlite_gate::child_process",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(CHILD, part)
         .env("CHILD_DB", db)
         .stdout(Stdio::piped())
