@@ -71,7 +71,7 @@ fn is_checkpoint(line: &str) -> bool {
 }
 
 /// The tree checkpoint beside each chain checkpoint (`tlog::stored`, checked in
-/// capability-audit/tests/tree_sinks.rs): left as it is here.
+/// capability-audit/tests/it/tree_sinks.rs): left as it is here.
 fn is_tree_checkpoint(line: &str) -> bool {
     line.starts_with("{\"tree_checkpoint\":")
 }

@@ -2,7 +2,7 @@
 //! checkpoint stored in the trail covers (signed by the same key), the proof file's checkpoint
 //! is that one, byte for byte, not one signed at proof time; a record no checkpoint covers yet
 //! is proved as before, under one signed now. Both check with the writer's public key. (The
-//! receipt a call gets names the record: `capability-gateway/tests/receipts.rs`.)
+//! receipt a call gets names the record: `capability-gateway/tests/it/receipts.rs`.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! the next decision in another; a store that cannot be reached refuses.
 //!
 //! The child processes are this test binary, run again with an environment variable naming
-//! their part (as `tests/audit.rs` of the workspace does).
+//! their part (as `capability-audit/tests/it/audit.rs` of the workspace does).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
