@@ -25,6 +25,9 @@ use capability_store::{SinkOptions, Store};
 use serde_json::json;
 
 const ROUNDS: usize = 9;
+
+/// A sink's name, the sink with the chain alone, the same with the tree, records a round.
+type Pair<'a> = (&'a str, Arc<dyn AuditSink>, Arc<dyn AuditSink>, u64);
 const TREE: &str = "bench-tree";
 const CHAIN: &str = "bench chain";
 
@@ -72,7 +75,7 @@ fn main() {
         options.checkpoints = Some((signer.clone(), every));
         store.audit_sink(options).unwrap_or_else(|e| panic!("{e}"))
     };
-    let pairs: [(&str, Arc<dyn AuditSink>, Arc<dyn AuditSink>, u64); 2] = [
+    let pairs: [Pair; 2] = [
         (
             "JSON Lines",
             jsonl(CHAIN, "chain.jsonl"),
