@@ -17,12 +17,7 @@ fn scratch(test: &str) -> PathBuf {
 }
 
 fn capability(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capability"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run capability")
+    crate::proxy_common::binary().run(dir, args)
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -22,6 +22,11 @@ use crate::support::{self, TsTarget};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_capability");
 
+/// The binary, through the kit's harness (Cargo names it only for this crate's tests).
+pub fn binary() -> capability_testkit::Binary {
+    capability_testkit::Binary::new(BIN)
+}
+
 /// A fresh directory for one test, with the policy in it.
 pub fn scratch(name: &str, policy: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
