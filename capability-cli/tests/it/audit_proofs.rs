@@ -7,43 +7,15 @@
 use crate::support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use capability::audit::{AuditRecord, ChainHead, GENESIS};
+use capability::audit::{ChainHead, GENESIS};
 use serde_json::{Value, json};
 
+use crate::trails::{capability, record};
+
 fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("audit_proofs")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    dir
-}
-
-fn capability(dir: &Path, args: &[&str]) -> (u8, String) {
-    let output: Output = Command::new(env!("CARGO_BIN_EXE_capability"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1) as u8, text)
-}
-
-fn record(tool: &str) -> AuditRecord {
-    serde_json::from_value(json!({
-        "seq": 0, "time": "2026-12-05T00:00:00.000Z", "agent": "a", "role": "r", "session": "s",
-        "step": null, "provider": null, "tool": tool, "descriptor_hash": "",
-        "policy_version": null, "verdict": "denied", "reasons": [], "input": null,
-        "input_digest": "", "input_size": 0, "output_digest": null, "output_size": null,
-        "latency_us": null, "success": null, "error": null, "prev": "", "hash": ""
-    }))
-    .expect("a record")
+    crate::trails::scratch("audit_proofs", name)
 }
 
 /// Writes the chain of `replica-1` over these tools; returns each record's line.

@@ -4,56 +4,26 @@
 //! is named by the tree checkpoint whose root no longer matches.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use capability::audit::{
-    AuditRecord, AuditSink, ChainHead, CheckpointEvery, CheckpointSigner, FlushPolicy, GENESIS,
-    JsonlSink, read_jsonl,
+    AuditSink, ChainHead, CheckpointEvery, CheckpointSigner, FlushPolicy, GENESIS, JsonlSink,
+    read_jsonl,
 };
 use capability::gate::SecretKey;
 use capability_store::{SinkOptions, Store};
-use serde_json::json;
+
+use crate::trails::{capability, record};
+
+fn scratch(name: &str) -> PathBuf {
+    crate::trails::scratch("audit_trees", name)
+}
 
 const EVERY_5: CheckpointEvery = CheckpointEvery {
     records: 5,
     interval: Duration::from_secs(3600),
 };
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("audit_trees")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    dir
-}
-
-fn capability(dir: &Path, args: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_capability"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
-}
-
-fn record(i: u64) -> AuditRecord {
-    serde_json::from_value(json!({
-        "seq": 0, "time": "2026-12-05T03:00:00.000Z", "agent": "a", "role": "r", "session": "s",
-        "step": null, "provider": null, "tool": format!("t-{i}"), "descriptor_hash": "",
-        "policy_version": null, "verdict": "denied", "reasons": [], "input": null,
-        "input_digest": "", "input_size": 0, "output_digest": null, "output_size": null,
-        "latency_us": null, "success": null, "error": null, "prev": "", "hash": ""
-    }))
-    .expect("a record")
-}
 
 /// `capability keygen` in `dir`; the secret key.
 fn keygen(dir: &Path) -> Arc<SecretKey> {
@@ -76,7 +46,7 @@ fn verify_names_a_writer_whose_records_were_all_deleted_from_a_database() {
         options.checkpoints = Some((signer, EVERY_5));
         let sink = store.audit_sink(options).expect("sink");
         for i in 0..n {
-            sink.append(record(i)).expect("append");
+            sink.append(record(&format!("t-{i}"))).expect("append");
         }
         sink.close().expect("close");
     }
@@ -120,7 +90,7 @@ fn verify_names_a_record_rewritten_with_its_chain_computed_again_in_a_file() {
         .expect("writer")
         .with_checkpoints(key, EVERY_5);
     for i in 0..7 {
-        sink.append(record(i)).expect("append");
+        sink.append(record(&format!("t-{i}"))).expect("append");
     }
     sink.close().expect("close");
     let (code, text) = capability(

@@ -12,42 +12,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use capability::audit::tlog::KeyRotation;
-use capability::audit::{AuditRecord, ChainHead, CheckpointVerifier, GENESIS};
+use capability::audit::{ChainHead, CheckpointVerifier, GENESIS};
 use capability::gate::{PublicKey, SecretKey};
-use serde_json::json;
+
+use crate::trails::{capability, record};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("audit_witness")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    dir
-}
-
-fn capability(dir: &Path, args: &[&str]) -> (u8, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_capability"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1) as u8, text)
-}
-
-fn record(tool: &str) -> AuditRecord {
-    serde_json::from_value(json!({
-        "seq": 0, "time": "2026-12-05T00:00:00.000Z", "agent": "a", "role": "r", "session": "s",
-        "step": null, "provider": null, "tool": tool, "descriptor_hash": "",
-        "policy_version": null, "verdict": "denied", "reasons": [], "input": null,
-        "input_digest": "", "input_size": 0, "output_digest": null, "output_size": null,
-        "latency_us": null, "success": null, "error": null, "prev": "", "hash": ""
-    }))
-    .expect("a record")
+    crate::trails::scratch("audit_witness", name)
 }
 
 /// Writes the chain of `replica-1` over these tools.
@@ -129,7 +100,7 @@ fn start_witness(dir: &Path) -> WitnessProcess {
     WitnessProcess { child, url }
 }
 
-fn prove(dir: &Path, trail: &str, seq: u64, out: &str, witness: &str) -> (u8, String) {
+fn prove(dir: &Path, trail: &str, seq: u64, out: &str, witness: &str) -> (i32, String) {
     let record = format!("replica-1:{seq}");
     let args = [
         "audit",

@@ -46,3 +46,4 @@ mod proxy_stdio;
 mod proxy_trail;
 mod receipts;
 mod tool_versions;
+mod trails;

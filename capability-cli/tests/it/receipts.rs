@@ -4,50 +4,18 @@
 //! is proved as before, under one signed now. Both check with the writer's public key. (The
 //! receipt a call gets names the record: `capability-gateway/tests/it/receipts.rs`.)
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use capability::audit::tlog::{SignedCheckpoint, TlogProof};
-use capability::audit::{
-    AuditRecord, AuditSink, CheckpointEvery, FlushPolicy, JsonlSink, read_jsonl,
-};
+use capability::audit::{AuditSink, CheckpointEvery, FlushPolicy, JsonlSink, read_jsonl};
 use capability::gate::SecretKey;
-use serde_json::json;
+
+use crate::trails::{capability, record};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("receipts")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    dir
-}
-
-fn capability(dir: &Path, args: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_capability"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
-}
-
-fn record(i: u64) -> AuditRecord {
-    serde_json::from_value(json!({
-        "seq": 0, "time": "2026-12-05T03:00:00.000Z", "agent": "a", "role": "r", "session": "s",
-        "step": null, "provider": null, "tool": format!("t-{i}"), "descriptor_hash": "",
-        "policy_version": null, "verdict": "denied", "reasons": [], "input": null,
-        "input_digest": "", "input_size": 0, "output_digest": null, "output_size": null,
-        "latency_us": null, "success": null, "error": null, "prev": "", "hash": ""
-    }))
-    .expect("a record")
+    crate::trails::scratch("receipts", name)
 }
 
 #[test]
@@ -68,7 +36,7 @@ fn a_proof_is_made_under_the_writers_own_checkpoint_when_one_covers_the_record()
         .expect("writer")
         .with_checkpoints(Arc::new(key), every);
     for i in 0..7 {
-        sink.append(record(i)).expect("append");
+        sink.append(record(&format!("t-{i}"))).expect("append");
     }
     // Still running: the tree checkpoint of 5 is in the trail, none yet covers records 6, 7.
     sink.flush().expect("flush");
