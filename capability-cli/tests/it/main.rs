@@ -45,5 +45,6 @@ mod proxy_server_requests;
 mod proxy_stdio;
 mod proxy_trail;
 mod receipts;
+mod reference;
 mod tool_versions;
 mod trails;
