@@ -129,17 +129,9 @@ pub fn not_a_link(path: &Path) -> Result<(), WriteError> {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("capability-files-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        dir
-    }
-
     #[test]
     fn a_planted_symlink_is_never_written_through() {
-        let dir = scratch("links");
+        let dir = capability_testkit::Scratch::new("files-links");
         let target = dir.join("target");
         std::fs::write(&target, "precious").expect("write");
         let link = dir.join("out.json");

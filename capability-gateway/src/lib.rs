@@ -81,7 +81,7 @@ pub use fleet::tools_file::parse_tools;
 pub use fleet::{FleetServer, read_fleet};
 pub use front::http::credentials::check_credentials;
 pub use init::servers_json::provider_name;
-pub use process::log_servers_to;
+pub use process::{fresh_log_in, log_servers_to};
 pub use run::{Ended, Front};
 pub use serve::clients::PROXY_NAME;
 pub use serve::gateway::GATEWAY_NAME;

@@ -39,6 +39,49 @@ pub fn log_servers_to(path: &std::path::Path) -> Result<(), crate::GatewayError>
     }
 }
 
+/// A new file for the servers' log of one `--check` run, in `dir` (the temporary directory):
+/// `capability-check-<pid>.log`, or with `-<n>` added when that name is taken. It is created
+/// here, never opened when it exists, and readable by its owner only: a file someone planted
+/// under a name in a shared directory (to read what the servers say, tokens among it) is never
+/// written to.
+///
+/// # Errors
+///
+/// [`GatewayError::Config`](crate::GatewayError::Config) when no such file can be created.
+pub fn fresh_log_in(dir: &std::path::Path) -> Result<std::path::PathBuf, crate::GatewayError> {
+    let pid = std::process::id();
+    let mut last = None;
+    for n in 0..100u32 {
+        let name = match n {
+            0 => format!("capability-check-{pid}.log"),
+            n => format!("capability-check-{pid}-{n}.log"),
+        };
+        let path = dir.join(name);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        match options.open(&path) {
+            Ok(_) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => {
+                return Err(crate::GatewayError::Config(format!(
+                    "cannot create the servers' log in {}: {e}",
+                    dir.display()
+                )));
+            }
+        }
+    }
+    Err(crate::GatewayError::Config(format!(
+        "cannot create the servers' log in {}: {} (100 names taken)",
+        dir.display(),
+        last.map_or_else(String::new, |e| e.to_string())
+    )))
+}
+
 /// The standard error a server spawned now gets: the servers' log when one is set and can be
 /// opened, else the process's own.
 pub(crate) fn server_stderr() -> std::process::Stdio {
@@ -241,11 +284,31 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
+    fn a_check_log_is_a_new_private_file_never_one_planted_under_its_name() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = capability_testkit::Scratch::new("check-log");
+        // Someone plants the first name, world-readable, and a link under the second.
+        let planted = dir.join(format!("capability-check-{}.log", std::process::id()));
+        std::fs::write(&planted, "").expect("planted");
+        let target = dir.join("precious");
+        std::fs::write(&target, "kept\n").expect("the target");
+        let link = dir.join(format!("capability-check-{}-1.log", std::process::id()));
+        std::os::unix::fs::symlink(&target, &link).expect("a symbolic link");
+
+        let log = fresh_log_in(&dir).expect("a log");
+        assert_ne!(log, planted);
+        assert_ne!(log, link);
+        let meta = std::fs::symlink_metadata(&log).expect("made");
+        assert!(meta.file_type().is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read_to_string(&planted).expect("planted"), "");
+        assert_eq!(std::fs::read_to_string(&target).expect("target"), "kept\n");
+    }
+
+    #[cfg(unix)]
+    #[test]
     fn a_servers_log_that_is_a_symbolic_link_is_refused_and_its_target_left_alone() {
-        let dir =
-            std::env::temp_dir().join(format!("capability-servers-log-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let dir = capability_testkit::Scratch::new("servers-log");
         let target = dir.join("precious");
         std::fs::write(&target, "kept\n").expect("the target");
         let link = dir.join("servers.log");
@@ -264,6 +327,5 @@ mod tests {
         let plain = dir.join("plain.log");
         open_log(&plain).expect("a plain path is created");
         assert!(plain.is_file());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -5,6 +5,7 @@
 //!
 //! - [`Rng`]: the one deterministic generator of the property tests and benchmarks.
 //! - [`wait_for`]: poll a condition until it holds or ten seconds pass.
+//! - [`Scratch`]: a test's own folder under the temporary directory, removed when it passes.
 //! - [`pg`]: a throwaway PostgreSQL server and a schema per test.
 //! - [`servers`]: the official MCP reference servers, the TypeScript and Python SDK clients, the
 //!   conformance suite and Chromium, installed from the project's pinned lock files; raw HTTP
@@ -25,9 +26,11 @@ mod bin;
 pub mod fixtures;
 pub mod pg;
 mod rng;
+mod scratch;
 pub mod servers;
 mod wait;
 
 pub use bin::Binary;
 pub use rng::Rng;
+pub use scratch::Scratch;
 pub use wait::wait_for;

@@ -50,8 +50,8 @@ pub struct GatewayArgs {
     /// JSON output (with --check).
     #[arg(long)]
     pub json: bool,
-    /// Where the servers' standard error goes (default: with --check, `capability-check.log`
-    /// in the temporary directory, named at the end of the report; serving, ours).
+    /// Where the servers' standard error goes (default: with --check, a new file in the temporary
+    /// directory, `capability-check-<pid>.log`, named in the report; serving, ours).
     #[arg(long, value_name = "FILE")]
     pub server_log: Option<PathBuf>,
     /// Trail, budget, reloads, exporters, message bound.
@@ -66,7 +66,7 @@ pub fn run(args: &GatewayArgs, out: &mut Out) -> Result<u8, GatewayError> {
         .map_err(|e| GatewayError::Config(e.to_string()))?;
     let log = match (&args.server_log, args.check) {
         (Some(log), _) => Some(log.clone()),
-        (None, true) => Some(std::env::temp_dir().join("capability-check.log")),
+        (None, true) => Some(capability_gateway::fresh_log_in(&std::env::temp_dir())?),
         (None, false) => None,
     };
     if let Some(log) = &log {

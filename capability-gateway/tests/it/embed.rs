@@ -5,12 +5,13 @@
 
 #![cfg(unix)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use capability::audit::AuditedDispatch;
 use capability_gateway::{Ended, Front, GatewayError, Servers};
+use capability_testkit::Scratch;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -39,18 +40,10 @@ done"#,
     )
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("capability-gateway-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    dir
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn a_program_serves_a_fleet_and_stops_it_with_its_own_signal() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = scratch("embed");
+    let dir = Scratch::new("gateway-embed");
     let (pid, heard) = (dir.join("server.pid"), dir.join("heard.log"));
     std::fs::write(dir.join("server.sh"), server_script(&pid, &heard)).expect("the server");
     let policy_path = dir.join("policy.toml");
@@ -182,7 +175,7 @@ prefix = ""
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_server_that_cannot_be_started_is_an_error_of_its_own_kind() {
-    let dir = scratch("unstarted");
+    let dir = Scratch::new("gateway-unstarted");
     let policy_path = dir.join("policy.toml");
     std::fs::write(
         &policy_path,

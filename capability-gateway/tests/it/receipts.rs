@@ -17,6 +17,7 @@ use capability::audit::tlog::{
 use capability::audit::{AuditedDispatch, CheckpointSigner, read_jsonl};
 use capability::gate::SecretKey;
 use capability_gateway::{Front, Servers};
+use capability_testkit::Scratch;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, MetaObject, RequestMetaObject};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -38,14 +39,6 @@ while IFS= read -r line; do
   esac
 done"#
         .to_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("capability-gateway-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    dir
 }
 
 fn policy(dir: &Path) -> PathBuf {
@@ -84,7 +77,7 @@ fn asking() -> CallToolRequestParams {
 #[tokio::test(flavor = "current_thread")]
 async fn a_call_that_asks_gets_the_receipt_of_its_outcome_and_its_proof_checks() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = scratch("receipts");
+    let dir = Scratch::new("gateway-receipts");
     let policy_path = policy(&dir);
     let policy = capability::Policy::from_toml_file(&policy_path).expect("a policy");
     let key = SecretKey::generate().expect("key");
