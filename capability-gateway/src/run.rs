@@ -183,7 +183,8 @@ pub(crate) async fn serve(
         }
         Front::Http(listener) => {
             let (served, front) =
-                crate::front::http::start(&gateway, &policy, listener, dispatch.clone()).await?;
+                crate::front::http::start(&gateway, &policy, listener, dispatch.clone(), audit)
+                    .await?;
             http_front = Some(front);
             crate::note(format_args!(
                 "serving {count} ({}) over Streamable HTTP; listening on {served}",

@@ -77,8 +77,8 @@ pub use proof::{PROOF_HEADER, TlogProof};
 pub use receipt::{RECEIPT_META_KEY, Receipt, wants_receipt};
 pub use rotation::{KeyRotation, LogKeys};
 pub use stored::{
-    WriterTree, checkpoint_stopped, checkpoint_time, prove_jsonl_stored, prove_stored, resume,
-    sign_frontier, verify_jsonl_with_trees, verify_trees,
+    WriterTree, checkpoint_stopped, checkpoint_time, prove_jsonl_checkpointed, prove_jsonl_stored,
+    prove_stored, resume, sign_frontier, verify_jsonl_with_trees, verify_trees,
 };
 pub use trail::{
     Extension, ProvenRecord, check_consistency, check_consistency_jsonl, check_proof,

@@ -389,3 +389,34 @@ pub fn prove_jsonl_stored(
         None => super::trail::prove(&records, writer, seq, signer),
     }
 }
+
+/// What a gateway hands the client of a receipt: `writer`'s record `seq` in the JSON Lines
+/// trail at `path`, and its proof under the latest tree checkpoint stored in the trail that
+/// covers it and that the records still hash to; no proof until such a checkpoint exists (the
+/// writer signs the next one within its interval). Nothing is signed here: the proof checks
+/// against the writer's key, as [`check_proof`](super::trail::check_proof) does. The record
+/// comes first, so the caller can say whose call it was before handing anything out.
+///
+/// # Errors
+///
+/// [`TlogError::Trail`] when the trail cannot be read or has no such record.
+pub fn prove_jsonl_checkpointed(
+    path: &Path,
+    writer: &str,
+    seq: u64,
+) -> Result<(AuditRecord, Option<super::proof::TlogProof>), TlogError> {
+    // A line being written when the file is read is not a record yet: the intact ones are.
+    let (records, report) =
+        crate::verify::read_jsonl(path).map_err(|e| TlogError::Trail(e.to_string()))?;
+    let origin = origin(writer)?;
+    let record = (records.iter())
+        .find(|r| r.writer == writer && r.seq == seq)
+        .cloned()
+        .ok_or_else(|| TlogError::Trail(format!("writer {writer:?} has no record {seq}")))?;
+    let (notes, _) = parse_notes(&report.tree_checkpoints);
+    let theirs: Vec<SignedCheckpoint> = (notes.into_iter())
+        .filter(|n| n.head.origin == origin)
+        .collect();
+    let proof = prove_stored(&records, &theirs, writer, seq)?;
+    Ok((record, proof))
+}

@@ -4,4 +4,5 @@
 
 mod embed;
 mod live;
+mod receipt_proofs;
 mod receipts;

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 const TOKEN: &str = "receipt-viewer-token";
 
 /// A server in `sh` that lists `status` (read-only) and answers it with `up`.
-fn server_script() -> String {
+pub(crate) fn server_script() -> String {
     r#"reply() { printf '{"jsonrpc":"2.0","id":%s,%s}\n' "$1" "$2"; }
 while IFS= read -r line; do
   id=$(printf '%s\n' "$line" | sed -n 's/^[^{]*{[^{]*"id":\([0-9][0-9]*\|"[^"]*"\).*/\1/p')

@@ -22,7 +22,7 @@ pub struct EdgeConfig {
     pub(super) closer: Option<Closer>,
     pub(super) keep_subject_token: bool,
     pub(super) hosts: Option<Vec<String>>,
-    pub(super) page: Option<String>,
+    pub(super) pages: Vec<String>,
 }
 
 impl EdgeConfig {
@@ -37,7 +37,7 @@ impl EdgeConfig {
             closer: None,
             keep_subject_token: false,
             hosts: None,
-            page: None,
+            pages: Vec::new(),
         }
     }
 
@@ -65,9 +65,9 @@ impl EdgeConfig {
     /// goes on without an [`Authenticated`](crate::Authenticated) caller (a browser loading
     /// the page's own files sends none): the service behind the edge refuses it what needs
     /// one. A request with a token that is not valid is refused here (`401`), as on the
-    /// endpoint.
+    /// endpoint. Called again, serves another prefix too.
     pub fn page(mut self, prefix: impl Into<String>) -> Self {
-        self.page = Some(prefix.into());
+        self.pages.push(prefix.into());
         self
     }
 

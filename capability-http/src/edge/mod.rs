@@ -203,7 +203,7 @@ where
                 respond::status(StatusCode::METHOD_NOT_ALLOWED, "use GET")
             };
         }
-        let page = shared.config.page.as_deref().is_some_and(|prefix| {
+        let page = shared.config.pages.iter().any(|prefix| {
             path.strip_prefix(prefix)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
         });

@@ -91,6 +91,7 @@ async fn edge_config(
     {
         config = config.page(page::PREFIX);
     }
+    config = config.page(page::receipts::PREFIX);
     Ok(config
         .endpoint(PATH)
         .hosts(capability_http::listen::allowed_hosts(address))
@@ -117,6 +118,7 @@ pub(crate) async fn start(
     policy: &Policy,
     listener: std::net::TcpListener,
     dispatch: Arc<AuditedDispatch>,
+    trail: &str,
 ) -> Result<(String, HttpFront), GatewayError> {
     let address = listener
         .local_addr()
@@ -147,6 +149,10 @@ pub(crate) async fn start(
             Arc::clone(&manager),
         ),
         gateway.clone(),
+        // Proofs of receipts, from a JSON Lines trail.
+        (capability_store::target_kind(trail) == capability_store::TargetKind::Jsonl
+            && !trail.is_empty())
+        .then(|| page::receipts::Proofs::new(trail.into())),
     );
     let edge = Edge::new(service, config);
     let front = HttpFront {

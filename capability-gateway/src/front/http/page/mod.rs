@@ -21,8 +21,12 @@
 //! - **On record.** Each approval taken, each rejection and each refusal of the page's data is a
 //!   notice on the trail (`approvals/approve`, `approvals/reject`, `approvals/list`) naming
 //!   the caller's principal.
+//!
+//! Beside it, at [`receipts::PREFIX`] (`/receipts`), a call's proof for the principal that
+//! holds its receipt (`receipts.rs`).
 
 mod api;
+pub(crate) mod receipts;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -54,12 +58,17 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 pub(crate) struct Paged<S> {
     mcp: S,
     gateway: Gateway,
+    proofs: Option<receipts::Proofs>,
 }
 
 impl<S> Paged<S> {
-    /// `mcp`, and the page of `gateway`'s approvals.
-    pub(crate) fn new(mcp: S, gateway: Gateway) -> Self {
-        Paged { mcp, gateway }
+    /// `mcp`, the page of `gateway`'s approvals, and the receipts' proofs from `proofs`.
+    pub(crate) fn new(mcp: S, gateway: Gateway, proofs: Option<receipts::Proofs>) -> Self {
+        Paged {
+            mcp,
+            gateway,
+            proofs,
+        }
     }
 }
 
@@ -86,6 +95,14 @@ where
     }
 
     fn call(&mut self, request: Request<Full<Bytes>>) -> Self::Future {
+        if let Some(rest) = request.uri().path().strip_prefix(receipts::PREFIX) {
+            let (rest, proofs) = (rest.to_owned(), self.proofs.clone());
+            let get = request.method() == Method::GET;
+            return Box::pin(async move {
+                let caller = request.extensions().get::<Authenticated>();
+                Ok(receipts::serve(proofs.as_ref(), get, &rest, caller).await)
+            });
+        }
         let Some(rest) = request.uri().path().strip_prefix(PREFIX) else {
             return self.mcp.call(request);
         };
