@@ -89,12 +89,17 @@ enum Command {
         /// Print how each tool differs from its pin, and what that introduces; write nothing.
         #[arg(long, conflicts_with_all = ["store", "approve"])]
         review: bool,
-        /// Re-pin the changed tools, signed with `--key` (an approver of the policy).
-        #[arg(long, requires = "key", conflicts_with = "store")]
+        /// Re-pin the changed tools, signed with `--key` (an approver of the policy), on record
+        /// in `--audit`.
+        #[arg(long, requires_all = ["key", "audit"], conflicts_with = "store")]
         approve: bool,
         /// The approver's secret key file (`capability keygen`), for `--approve`.
         #[arg(long, value_name = "FILE", requires = "approve")]
         key: Option<PathBuf>,
+        /// The trail the re-pin is recorded in (`--approve`): a JSON Lines file (not one a
+        /// running gateway holds), or a SQLite or PostgreSQL store.
+        #[arg(long, value_name = "PATH_OR_URL", requires = "approve")]
+        audit: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -306,9 +311,13 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
             by,
             review,
             key,
+            audit,
             common,
             ..
-        } => history::pin(store, by, (review, key.as_deref()), &common, out),
+        } => {
+            let approve = key.as_deref().zip(audit.as_deref());
+            history::pin(store, by, (review, approve), &common, out)
+        }
         Command::Verify(common) => {
             let policy = load_policy(&common)?;
             let loaded = Source::from_args(&common)?.load(&common, policy.as_ref())?;

@@ -164,20 +164,21 @@ pub fn load(
 }
 
 /// `capability pin --review`: the review as a person reads it, and the exit status (1 when
-/// drift hides a tool, a pinned one is gone, or the server is not pinned). With `key`
-/// (`--approve --key FILE`), also writes to `path` the lockfile `lock` with the changed tools
-/// re-pinned ([`repin_changed`]), signed with the approver's secret key read from that file,
-/// and says so (status 0).
+/// drift hides a tool, a pinned one is gone, or the server is not pinned). With `approve`
+/// (`--approve --key FILE --audit TRAIL`), also re-pins the changed tools ([`repin_changed`]),
+/// signed with the approver's secret key read from that file, records the re-pin in the trail
+/// ([`record_repin`]), then writes to `path` the lockfile `lock` with the re-pins, and says so
+/// (status 0). A trail that cannot take the record leaves the lockfile as it was.
 pub fn review(
     review: &Review,
     lock: &Lockfile,
     tools: &[Value],
     policy: Option<&Policy>,
-    key: Option<&std::path::Path>,
+    approve: Option<(&std::path::Path, &str)>,
     path: &std::path::Path,
 ) -> Result<(String, u8), String> {
     let report = review.report().to_string();
-    let Some(key) = key else {
+    let Some((key, trail)) = approve else {
         return Ok((report, u8::from(review.hides() || !review.is_pinned())));
     };
     let text = std::fs::read_to_string(key)
@@ -185,15 +186,99 @@ pub fn review(
     let key = SecretKey::from_text(&text).map_err(|e| format!("`{}`: {e}", key.display()))?;
     let mut lock = lock.clone();
     let (approver, done) = repin_changed(&mut lock, review, tools, policy, &key)?;
+    if !done.is_empty() {
+        let sink = crate::trail::open_for_record(trail, &format!("pin:{}", review.server()))?;
+        let recorded = record_repin(&lock, review.server(), &approver, &done, &sink);
+        let closed = sink.close();
+        recorded.map_err(|e| format!("the re-pin could not be recorded in {trail}: {e}"))?;
+        closed.map_err(|e| format!("the audit trail {trail} could not be closed: {e}"))?;
+    }
     crate::files::replace_file(path, lock.to_toml_string().as_bytes())
         .map_err(|e| e.to_string())?;
     let said = format!(
         "{report}\n\nre-pinned {} tools of server `{}` in {}, signed by approver `{approver}`: \
-         {}. Each is taken only while the server serves exactly the descriptor shown above.",
+         {}. Each is taken only while the server serves exactly the descriptor shown above.{}",
         done.len(),
         review.server(),
         path.display(),
-        crate::escape::escape(&done.join(", "))
+        crate::escape::escape(&done.join(", ")),
+        if done.is_empty() {
+            String::new()
+        } else {
+            format!(" Recorded in {trail} as `pin/approved`.")
+        }
     );
     Ok((said, 0))
+}
+
+/// Records in the trail that `approver` re-pinned the tools `done` of `server` in `lock`: a
+/// notice `pin/approved` (its target the server) whose input names the approver and their
+/// public key, and per tool the hash of the pin replaced (`from`), the descriptor hash
+/// reviewed and taken (`hash`), and the approver's signature, chained like every record.
+pub fn record_repin(
+    lock: &Lockfile,
+    server: &str,
+    approver: &str,
+    done: &[String],
+    sink: &std::sync::Arc<dyn capability::audit::AuditSink>,
+) -> Result<(), capability::audit::AuditError> {
+    let pins = lock.server(server);
+    let mut key = String::new();
+    let tools: Vec<Value> = done
+        .iter()
+        .filter_map(|tool| {
+            let pin = pins?.get(tool)?;
+            let repin = pin.repin()?;
+            repin.key().clone_into(&mut key);
+            Some(
+                json!({"tool": tool, "from": pin.hash(), "hash": repin.hash(),
+                        "signature": repin.signature()}),
+            )
+        })
+        .collect();
+    let input = json!({"server": server, "approver": approver, "key": key, "tools": tools});
+    let session = format!("pins:{server}");
+    let why = format!(
+        "re-pinned by approver `{approver}`, signed against the descriptors reviewed: {}",
+        done.join(", ")
+    );
+    AuditedDispatch::new(sink.clone()).notice(
+        &Subject::new("(pin)", &session),
+        Caller::new(approver),
+        "pin/approved",
+        server,
+        &input,
+        Reason::note("repin_approved", why),
+    )?;
+    Ok(())
+}
+
+/// Records in `store` that `by` pinned these tools of `server` now (`capability pin --store`),
+/// with the hashes the lockfile pins. The lockfile is already written: a failure says so.
+pub fn record_in_store(
+    store: &dyn capability_store::Store,
+    server: &Server,
+    tools: &[Value],
+    by: &str,
+    now: u64,
+) -> Result<(), String> {
+    let mut pins = Lockfile::default();
+    pins.pin(server, tools).map_err(|e| e.to_string())?;
+    let tools: Vec<capability_store::ToolHash> = pins
+        .server(server.name())
+        .into_iter()
+        .flatten()
+        .map(|(tool, locked)| capability_store::ToolHash {
+            server: server.name().to_owned(),
+            tool: tool.clone(),
+            descriptor_hash: locked.hash().to_owned(),
+        })
+        .collect();
+    store.pinned_tools(&tools, by, now).map_err(|e| {
+        format!(
+            "the lockfile is written, but the pins could not be recorded in {}: {e} (pin again \
+             to record them)",
+            store.describe()
+        )
+    })
 }

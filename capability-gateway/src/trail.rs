@@ -88,25 +88,57 @@ fn opened(
             capability::audit::jsonl::keep_idle_checkpoints(&sink);
             Ok(sink)
         }
-        kind => {
-            let shown = redact_url(target);
-            if kind == TargetKind::Sqlite && !Path::new(target).exists() {
-                return Err(format!(
-                    "the audit trail {shown} does not exist: give a `.jsonl` file, or create a \
-                     database with `capability db migrate {shown}`"
-                ));
-            }
-            let store = capability_store::open(target)
-                .map_err(|e| format!("cannot open the audit trail {shown}: {e}"))?;
-            let start = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            let mut options =
-                SinkOptions::writer(format!("{writer}/{}-{start}", std::process::id()));
-            options.checkpoints = signer.map(|s| (s, CheckpointEvery::default()));
-            store
-                .audit_sink(options)
-                .map_err(|e| format!("cannot write the audit trail {shown}: {e}"))
+        kind => store_sink(target, kind, &writer, signer),
+    }
+}
+
+/// A store's sink with a chain of its own: `<writer>/<pid>-<start>`. The store must exist and
+/// be migrated.
+fn store_sink(
+    target: &str,
+    kind: TargetKind,
+    writer: &str,
+    signer: Option<Arc<dyn CheckpointSigner>>,
+) -> Result<Arc<dyn AuditSink>, String> {
+    let shown = redact_url(target);
+    if kind == TargetKind::Sqlite && !Path::new(target).exists() {
+        return Err(format!(
+            "the audit trail {shown} does not exist: give a `.jsonl` file, or create a database \
+             with `capability db migrate {shown}`"
+        ));
+    }
+    let store = capability_store::open(target)
+        .map_err(|e| format!("cannot open the audit trail {shown}: {e}"))?;
+    let start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut options = SinkOptions::writer(format!("{writer}/{}-{start}", std::process::id()));
+    options.checkpoints = signer.map(|s| (s, CheckpointEvery::default()));
+    store
+        .audit_sink(options)
+        .map_err(|e| format!("cannot write the audit trail {shown}: {e}"))
+}
+
+/// Opens the trail `target` for one record written outside the engine (`capability pin
+/// --approve`'s re-pin): a JSON Lines file is extended on its own chain, whoever its writer
+/// (`writer` names the chain of a file that is new or empty), and is locked meanwhile, so a
+/// file a running gateway writes is refused (give the gateway and the command a store); a store
+/// gets a chain of its own, `<writer>/<pid>-<start>`. Either way the record is chained like
+/// every other, and `capability audit verify` checks it.
+pub fn open_for_record(target: &str, writer: &str) -> Result<Arc<dyn AuditSink>, String> {
+    match target_kind(target) {
+        TargetKind::Jsonl => {
+            let fresh = std::fs::metadata(target).map_or(true, |m| m.len() == 0);
+            let sink = JsonlSink::open(target, FlushPolicy::EveryRecord)
+                .map_err(|e| format!("cannot open the audit trail {target}: {e}"))?;
+            let sink = if fresh {
+                sink.with_writer(writer)
+                    .map_err(|e| format!("cannot open the audit trail {target}: {e}"))?
+            } else {
+                sink
+            };
+            Ok(Arc::new(sink))
         }
+        kind => store_sink(target, kind, writer, None),
     }
 }

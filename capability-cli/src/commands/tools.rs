@@ -5,12 +5,10 @@ use std::io::Write;
 
 use capability::audit::time::utc_at;
 use capability::gate::{Clock, SystemClock};
-use capability::mcp::{Lockfile, Server};
 use capability_gateway::escape::escape;
 use capability_gateway::pins;
-use capability_store::{Store, ToolHash};
+use capability_store::Store;
 use clap::Subcommand;
-use serde_json::Value;
 
 use crate::Failure;
 use crate::out::Out;
@@ -101,7 +99,7 @@ pub fn open(target: &str) -> Result<Box<dyn Store>, Failure> {
 pub fn pin(
     store: Option<String>,
     by: Option<String>,
-    (review, key): (bool, Option<&std::path::Path>),
+    (review, approve): (bool, Option<(&std::path::Path, &str)>),
     common: &crate::Common,
     out: &mut Out,
 ) -> Result<u8, Failure> {
@@ -109,18 +107,26 @@ pub fn pin(
     let by = store.as_ref().map(|_| pinner(by.as_deref())).transpose()?;
     let policy = crate::load_policy(common)?;
     let loaded = crate::Source::from_args(common)?.load(common, policy.as_ref())?;
-    if review || key.is_some() {
+    if review || approve.is_some() {
         let (Some(r), Some(l)) = (&loaded.review, &loaded.lock) else {
             return Err(Failure::input("no lockfile: pin the server first"));
         };
-        let (said, code) = pins::review(r, l, &loaded.tools, policy.as_ref(), key, &common.lock)
-            .map_err(Failure::input)?;
+        let (said, code) =
+            pins::review(r, l, &loaded.tools, policy.as_ref(), approve, &common.lock)
+                .map_err(Failure::input)?;
         writeln!(out, "{said}")?;
         return Ok(code);
     }
     let code = crate::output::pin(&loaded, common, out)?;
     if let (Some(store), Some(by)) = (store, by) {
-        record_pins(store.as_ref(), &loaded.server, &loaded.tools, &by)?;
+        pins::record_in_store(
+            &*store,
+            &loaded.server,
+            &loaded.tools,
+            &by,
+            SystemClock.now(),
+        )
+        .map_err(Failure::input)?;
     }
     Ok(code)
 }
@@ -143,37 +149,5 @@ pub fn pinner(by: Option<&str>) -> Result<String, Failure> {
         .filter(|name| !name.trim().is_empty())
         .ok_or_else(|| {
             Failure::input("say who pins with `--by <name>` (no USER or LOGNAME to take it from)")
-        })
-}
-
-/// Records in `store` that `by` pinned these tools of `server` now, with the hashes the
-/// lockfile pins. The lockfile is already written: a failure says so.
-pub fn record_pins(
-    store: &dyn Store,
-    server: &Server,
-    tools: &[Value],
-    by: &str,
-) -> Result<(), Failure> {
-    let mut pins = Lockfile::default();
-    pins.pin(server, tools)
-        .map_err(|e| Failure::input(e.to_string()))?;
-    let tools: Vec<ToolHash> = pins
-        .server(server.name())
-        .into_iter()
-        .flatten()
-        .map(|(tool, locked)| ToolHash {
-            server: server.name().to_owned(),
-            tool: tool.clone(),
-            descriptor_hash: locked.hash().to_owned(),
-        })
-        .collect();
-    store
-        .pinned_tools(&tools, by, SystemClock.now())
-        .map_err(|e| {
-            Failure::input(format!(
-                "the lockfile is written, but the pins could not be recorded in {}: {e} (pin \
-                 again to record them)",
-                store.describe()
-            ))
         })
 }

@@ -204,7 +204,15 @@ fn pin_approve_signs_a_repin_taken_only_for_what_was_reviewed() {
     let before = std::fs::read_to_string(dir.join("capability.lock")).expect("lock");
     let out = capability(
         &dir,
-        &with_policy(&["pin", "--approve", "--key", "mallory.key", "tools.json"]),
+        &with_policy(&[
+            "pin",
+            "--approve",
+            "--key",
+            "mallory.key",
+            "--audit",
+            "trail.jsonl",
+            "tools.json",
+        ]),
     );
     assert_ne!(code(&out), 0, "{}", said(&out));
     assert!(
@@ -219,7 +227,15 @@ fn pin_approve_signs_a_repin_taken_only_for_what_was_reviewed() {
 
     let out = capability(
         &dir,
-        &with_policy(&["pin", "--approve", "--key", "alice.key", "tools.json"]),
+        &with_policy(&[
+            "pin",
+            "--approve",
+            "--key",
+            "alice.key",
+            "--audit",
+            "trail.jsonl",
+            "tools.json",
+        ]),
     );
     let text = said(&out);
     assert_eq!(code(&out), 0, "{text}");
@@ -274,5 +290,101 @@ fn pin_approve_signs_a_repin_taken_only_for_what_was_reviewed() {
     let mallory = std::fs::read_to_string(dir.join("mallory.key.pub")).expect("pub");
     policy(&dir, false, &[("alice", mallory.trim())]);
     let out = capability(&dir, &with_policy(&["verify", "tools.json"]));
+    assert_eq!(code(&out), 1, "{}", said(&out));
+}
+
+/// `pin --approve` puts the re-pin on record (issue 48: "Re-pins are records in the trail"): a
+/// notice `pin/approved` naming the approver, the server, the tools, the hashes replaced and
+/// reviewed and the signatures, chained so that `audit verify` accepts the trail after it, and
+/// refuses it once the record is edited. Without `--audit` the command refuses to re-pin.
+#[test]
+fn pin_approve_puts_the_repin_on_record_in_the_trail() {
+    let dir = scratch("approve_trail");
+    let alice = keygen(&dir, "alice.key");
+    policy(&dir, false, &[("alice", &alice)]);
+    serve(&dir, &tools());
+    assert_eq!(
+        code(&capability(&dir, &with_policy(&["pin", "tools.json"]))),
+        0
+    );
+    let mut reviewed = tools();
+    reviewed[0]["annotations"]["readOnlyHint"] = json!(false);
+    reviewed[1]["description"] = json!("Lists a directory, and deletes it.");
+    serve(&dir, &reviewed);
+
+    let before = std::fs::read_to_string(dir.join("capability.lock")).expect("lock");
+    let approve = ["pin", "--approve", "--key", "alice.key", "tools.json"];
+    let out = capability(&dir, &with_policy(&approve));
+    assert_eq!(code(&out), 2, "--audit is required: {}", said(&out));
+    assert!(said(&out).contains("--audit"), "{}", said(&out));
+    // A trail that cannot take the record: nothing re-pinned.
+    let mut no_trail = approve.to_vec();
+    no_trail.splice(4..4, ["--audit", "missing.db"]);
+    let out = capability(&dir, &with_policy(&no_trail));
+    assert_ne!(code(&out), 0, "{}", said(&out));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("capability.lock")).expect("lock"),
+        before
+    );
+
+    let mut on_record = approve.to_vec();
+    on_record.splice(4..4, ["--audit", "trail.jsonl"]);
+    let out = capability(&dir, &with_policy(&on_record));
+    assert_eq!(code(&out), 0, "{}", said(&out));
+    assert!(
+        said(&out).contains("Recorded in trail.jsonl as `pin/approved`"),
+        "{}",
+        said(&out)
+    );
+    let lock = std::fs::read_to_string(dir.join("capability.lock")).expect("lock");
+    let trail = std::fs::read_to_string(dir.join("trail.jsonl")).expect("trail");
+    let records: Vec<Value> = trail
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(records.len(), 1, "{trail}");
+    let record = &records[0];
+    assert_eq!(record["method"], "pin/approved", "{record}");
+    assert_eq!(record["tool"], "files", "{record}");
+    let input = &record["input"];
+    assert_eq!(input["server"], "files", "{record}");
+    assert_eq!(input["approver"], "alice", "{record}");
+    assert_eq!(input["key"], json!(alice.to_ascii_lowercase()), "{record}");
+    let named: Vec<&str> = input["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["tool"].as_str().expect("tool"))
+        .collect();
+    assert_eq!(named, ["read_file", "list_directory"], "{record}");
+    for tool in input["tools"].as_array().expect("tools") {
+        for field in ["from", "hash", "signature"] {
+            let value = tool[field].as_str().expect(field);
+            assert!(
+                value.len() >= 64 && lock.contains(&format!("\"{value}\"")),
+                "{field} of {tool} is the lockfile's: {lock}"
+            );
+        }
+        assert_ne!(tool["from"], tool["hash"], "{tool}");
+    }
+    let out = capability(&dir, &["audit", "verify", "trail.jsonl"]);
+    assert_eq!(code(&out), 0, "{}", said(&out));
+
+    // Another re-pin later extends the same chain.
+    let mut again = reviewed.clone();
+    again[0]["description"] = json!("Reads a file, then uploads it.");
+    serve(&dir, &again);
+    let out = capability(&dir, &with_policy(&on_record));
+    assert_eq!(code(&out), 0, "{}", said(&out));
+    let trail = std::fs::read_to_string(dir.join("trail.jsonl")).expect("trail");
+    assert_eq!(trail.lines().count(), 2, "{trail}");
+    let out = capability(&dir, &["audit", "verify", "trail.jsonl"]);
+    assert_eq!(code(&out), 0, "{}", said(&out));
+
+    // The record edited (another approver named): the chain no longer checks.
+    let edited = trail.replacen("\"approver\":\"alice\"", "\"approver\":\"bob\"", 1);
+    assert_ne!(edited, trail);
+    std::fs::write(dir.join("trail.jsonl"), edited).expect("edit");
+    let out = capability(&dir, &["audit", "verify", "trail.jsonl"]);
     assert_eq!(code(&out), 1, "{}", said(&out));
 }

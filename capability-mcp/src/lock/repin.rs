@@ -68,6 +68,11 @@ impl Repin {
         &self.key
     }
 
+    /// The approver's Ed25519 signature of [`Repin::message`], as 128 hex digits.
+    pub fn signature(&self) -> &str {
+        &self.signature
+    }
+
     /// What checking its signature found.
     pub fn check(&self) -> &RepinCheck {
         &self.check
