@@ -4,5 +4,4 @@
 
 mod embed;
 mod live;
-mod receipt_proofs;
 mod receipts;
