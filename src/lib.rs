@@ -82,7 +82,7 @@ pub use capability_core::{
 pub use capability_gate::{AdvisorSession, Approved, Execute, Proposal, Run, WriteGate};
 pub use capability_mcp::Server;
 
-pub use capability_core::{agent, authz, json, manifest, registry};
+pub use capability_core::{agent, authz, clock, json, manifest, registry};
 
 /// The audit trail: audited dispatch, records, sinks, budgets (crate `capability-audit`).
 ///

@@ -12,6 +12,7 @@
 //! - [`agent`]: `Agent`, `AgentSpec`, `Target`, and the advisor rule checked at run time.
 //! - [`registry`]: every derived tool and agent of a program.
 //! - [`authz`]: the one decision, policies, the compiled index, `ToolContext`, `Authorize`.
+//! - [`clock`]: where the runtime reads the time, and the manual clock tests move instead.
 //! - [`json`]: the canonical JSON writer that descriptor hashes and digests use.
 //! - [`toml_file`]: the error type of a TOML file with its line and column.
 
@@ -19,6 +20,7 @@
 
 pub mod agent;
 pub mod authz;
+pub mod clock;
 pub mod json;
 pub mod manifest;
 pub mod registry;

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use capability_core::clock::SharedClock;
 use jsonwebtoken::jwk::{Jwk, JwkSet, KeyAlgorithm};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::Value;
@@ -41,6 +42,8 @@ pub(super) struct KeyCache {
     /// Counts the fetches that changed the keys: what was verified under an older generation
     /// is verified again.
     generation: std::sync::atomic::AtomicU64,
+    /// Where the interval between two fetches is timed.
+    clock: SharedClock,
 }
 
 impl KeyCache {
@@ -49,6 +52,7 @@ impl KeyCache {
         client: reqwest::Client,
         issuer: &str,
         refresh: Duration,
+        clock: SharedClock,
     ) -> Result<KeyCache, AuthSetupError> {
         let metadata = metadata(&client, issuer).await?;
         let jwks_uri = metadata
@@ -65,11 +69,12 @@ impl KeyCache {
             refresh,
             keys: RwLock::new(Keys {
                 by_kid: keys,
-                fetched: Instant::now(),
+                fetched: clock.instant(),
             }),
             refetch: tokio::sync::Mutex::new(()),
-            last_attempt: Mutex::new(Instant::now()),
+            last_attempt: Mutex::new(clock.instant()),
             generation: std::sync::atomic::AtomicU64::new(0),
+            clock,
         })
     }
 
@@ -98,19 +103,20 @@ impl KeyCache {
                 .last_attempt
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            if last.elapsed() < self.refresh {
+            let now = self.clock.instant();
+            if now.saturating_duration_since(*last) < self.refresh {
                 return Err(format!(
                     "it is signed by a key the issuer does not publish (`kid` {kid:?})"
                 ));
             }
-            *last = Instant::now();
+            *last = now;
         }
         match fetch(&self.client, &self.jwks_uri).await {
             Ok(keys) => {
                 let mut now = self.keys.write().unwrap_or_else(PoisonError::into_inner);
                 *now = Keys {
                     by_kid: keys,
-                    fetched: Instant::now(),
+                    fetched: self.clock.instant(),
                 };
                 self.generation
                     .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -149,7 +155,9 @@ impl KeyCache {
 
     /// How long ago the keys were fetched.
     pub(super) fn age(&self) -> Duration {
-        self.read().fetched.elapsed()
+        self.clock
+            .instant()
+            .saturating_duration_since(self.read().fetched)
     }
 }
 

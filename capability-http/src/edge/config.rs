@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use capability_audit::AuditedDispatch;
 use capability_core::authz::HttpSettings;
+use capability_core::clock::{SharedClock, SystemClock};
 use capability_mcp::Server;
 use capability_mcp::rmcp::ToolListings;
 use rmcp::transport::streamable_http_server::SessionManager;
@@ -23,6 +24,7 @@ pub struct EdgeConfig {
     pub(super) keep_subject_token: bool,
     pub(super) hosts: Option<Vec<String>>,
     pub(super) pages: Vec<String>,
+    pub(super) clock: SharedClock,
 }
 
 impl EdgeConfig {
@@ -38,7 +40,17 @@ impl EdgeConfig {
             keep_subject_token: false,
             hosts: None,
             pages: Vec::new(),
+            clock: SystemClock::shared(),
         }
+    }
+
+    /// Reads the time from `clock` (the system clock unless told): how long a session sat
+    /// idle, how full a caller's rate bucket is again. A reload keeps the clock the edge was
+    /// made with. A token's `exp` is read from its credentials' clock
+    /// ([`JwtAuth::discover_with_clock`](crate::JwtAuth::discover_with_clock)).
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The `Host` names the edge answers ([`crate::listen::allowed_hosts`] of the address

@@ -98,8 +98,13 @@ impl<S> Edge<S> {
             http.max_sessions(),
             http.max_sessions_per_principal(),
             Duration::from_secs(http.session_idle_secs()),
+            Arc::clone(&config.clock),
         );
-        let rate = rate::RateLimits::new(http.rate_per_second(), http.rate_burst());
+        let rate = rate::RateLimits::new(
+            http.rate_per_second(),
+            http.rate_burst(),
+            Arc::clone(&config.clock),
+        );
         let (metadata, metadata_url) = crate::auth::served_metadata(&config.credentials);
         Edge {
             inner,

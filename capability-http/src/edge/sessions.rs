@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use capability_core::clock::SharedClock;
 use capability_mcp::telemetry::{Session, Side, Transport};
 
 /// What a request's `Mcp-Session-Id` is to this edge.
@@ -43,6 +44,8 @@ pub(crate) struct Sessions {
     max_total: usize,
     max_per_principal: usize,
     idle: Duration,
+    /// Where idle time is read.
+    clock: SharedClock,
 }
 
 /// A place among the sessions, held while a session is created; given back when dropped
@@ -70,12 +73,18 @@ fn lock(table: &Mutex<Table>) -> MutexGuard<'_, Table> {
 }
 
 impl Sessions {
-    pub(crate) fn new(max_total: usize, max_per_principal: usize, idle: Duration) -> Self {
+    pub(crate) fn new(
+        max_total: usize,
+        max_per_principal: usize,
+        idle: Duration,
+        clock: SharedClock,
+    ) -> Self {
         Sessions {
             table: Arc::default(),
             max_total,
             max_per_principal,
             idle,
+            clock,
         }
     }
 
@@ -92,24 +101,33 @@ impl Sessions {
             max_total,
             max_per_principal,
             idle,
+            clock: Arc::clone(&self.clock),
         }
+    }
+
+    /// How long `entry` has sat idle.
+    fn idle_for(&self, entry: &Entry) -> Duration {
+        self.clock
+            .instant()
+            .saturating_duration_since(entry.last_used)
     }
 
     /// What `id` is for `principal`; a session of this principal is touched (its idle time
     /// starts again).
     pub(crate) fn check(&self, id: &str, principal: &str) -> Known {
         let mut table = lock(&self.table);
+        let now = self.clock.instant();
         let Some(entry) = table.alive.get_mut(id) else {
             return Known::Unknown(None);
         };
-        if entry.last_used.elapsed() > self.idle {
+        if now.saturating_duration_since(entry.last_used) > self.idle {
             table.alive.remove(id);
             return Known::Unknown(Some(id.to_owned()));
         }
         if entry.principal != principal {
             return Known::Theirs;
         }
-        entry.last_used = Instant::now();
+        entry.last_used = now;
         Known::Yours
     }
 
@@ -159,11 +177,10 @@ impl Sessions {
     }
 
     fn forget_idle(&self, table: &mut Table) -> Vec<String> {
-        let idle = self.idle;
         let expired: Vec<String> = table
             .alive
             .iter()
-            .filter(|(_, e)| e.last_used.elapsed() > idle)
+            .filter(|(_, e)| self.idle_for(e) > self.idle)
             .map(|(id, _)| id.clone())
             .collect();
         for id in &expired {
@@ -179,7 +196,7 @@ impl Sessions {
             id.to_owned(),
             Entry {
                 principal: reservation.principal.clone(),
-                last_used: Instant::now(),
+                last_used: self.clock.instant(),
                 _duration: Session::start(Side::Server, Transport::Tcp),
             },
         );
@@ -203,10 +220,11 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capability_core::clock::{ManualClock, SystemClock};
 
     #[test]
     fn a_session_is_its_principals_only_and_caps_hold() {
-        let sessions = Sessions::new(3, 2, Duration::from_secs(60));
+        let sessions = Sessions::new(3, 2, Duration::from_secs(60), SystemClock::shared());
         let (first, _) = sessions.admit("alice");
         sessions.issued(first.expect("room"), "s-1");
         assert_eq!(sessions.check("s-1", "alice"), Known::Yours);
@@ -233,23 +251,34 @@ mod tests {
 
     #[test]
     fn an_idle_session_expires() {
-        let sessions = Sessions::new(10, 10, Duration::from_millis(1));
+        let clock = Arc::new(ManualClock::new());
+        let sessions = Sessions::new(10, 10, Duration::from_secs(60), clock.clone());
         let (place, _) = sessions.admit("alice");
         sessions.issued(place.expect("room"), "s-1");
-        std::thread::sleep(Duration::from_millis(5));
+        clock.advance(Duration::from_secs(59));
+        assert_eq!(sessions.check("s-1", "alice"), Known::Yours, "not yet idle");
+        clock.advance(Duration::from_secs(59));
+        assert_eq!(
+            sessions.check("s-1", "alice"),
+            Known::Yours,
+            "a use starts its idle time again"
+        );
+        clock.advance(Duration::from_secs(61));
         assert_eq!(
             sessions.check("s-1", "alice"),
             Known::Unknown(Some("s-1".to_owned()))
         );
         let (place, _) = sessions.admit("alice");
         sessions.issued(place.expect("room"), "s-2");
-        std::thread::sleep(Duration::from_millis(5));
+        clock.advance(Duration::from_secs(61));
         let (_, expired) = sessions.admit("alice");
         assert_eq!(expired, ["s-2"]);
         let (place, _) = sessions.admit("alice");
         sessions.issued(place.expect("room"), "s-3");
         assert_eq!(sessions.expire_idle(), Vec::<String>::new());
-        std::thread::sleep(Duration::from_millis(5));
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(sessions.expire_idle(), Vec::<String>::new(), "at the limit");
+        clock.advance(Duration::from_millis(1));
         assert_eq!(sessions.expire_idle(), ["s-3"]);
         assert_eq!(sessions.len(), 0);
     }
