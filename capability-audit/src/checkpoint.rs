@@ -266,6 +266,11 @@ pub enum ChainProblem {
     /// pass even when idle: records (and their checkpoints) were cut from that span, or the
     /// writer was killed without signing its `stopped` checkpoint (`tlog::checkpoint_gaps`).
     CheckpointGap {
+        /// The writer.
+        writer: String,
+        /// The size of the tree the last checkpoint before the gap signs: the records after it
+        /// are the ones no checkpoint covers in time.
+        after: u64,
         /// The last checkpoint before the gap (its time).
         from: String,
         /// The next one, or the time of the verification.
@@ -274,6 +279,14 @@ pub enum ChainProblem {
         seconds: u64,
         /// The interval the writer signs at, in seconds.
         every: u64,
+    },
+    /// The writer's latest tree checkpoint lacks the cosignatures a verifier requires
+    /// (`tlog::cosignature::unwitnessed`): why, naming the witnesses missing.
+    Unwitnessed {
+        /// The size of the tree that checkpoint signs.
+        size: u64,
+        /// Why (the quorum's message).
+        why: String,
     },
 }
 
@@ -335,15 +348,23 @@ impl fmt::Display for ChainProblem {
                  and no checkpoint left (they were deleted)"
             ),
             ChainProblem::CheckpointGap {
+                writer,
+                after,
                 from,
                 to,
                 seconds,
                 every,
             } => write!(
                 f,
-                "missing checkpoints: none signed from {from} to {to} ({seconds} s, where the \
-                 writer signs one at least every {every} s, idle or not): records of that span \
-                 were cut with their checkpoints, or the writer was killed"
+                "missing checkpoints: writer {writer:?} signed none after its record {after} \
+                 from {from} to {to} ({seconds} s, where it signs one at least every {every} s, \
+                 idle or not): its records after {after} were cut with their checkpoints, or \
+                 the writer was killed"
+            ),
+            ChainProblem::Unwitnessed { size, why } => write!(
+                f,
+                "not witnessed: the latest tree checkpoint (the tree of {size} records) has too \
+                 few cosignatures: {why}"
             ),
         }
     }

@@ -147,19 +147,9 @@ enum Command {
 enum AuditCommand {
     /// Check every record and each writer's chain; exit 1 naming what is wrong.
     ///
-    /// With `--key`, also the signed checkpoints: a cut-off tail or a chain computed again.
-    Verify {
-        /// The trail: a `.jsonl` file, a SQLite database path, or `postgres://...`.
-        #[arg(value_name = "PATH_OR_URL")]
-        target: String,
-        /// The public key (a `.pub` file from `capability keygen`) the checkpoints are signed
-        /// with.
-        #[arg(long, value_name = "FILE")]
-        key: Option<PathBuf>,
-        /// Print JSON on standard output.
-        #[arg(long)]
-        json: bool,
-    },
+    /// With `--key`, also the signed checkpoints and trees: a cut-off tail, a chain computed
+    /// again, a span without checkpoints; with `--witness-key`, the witnesses' cosignatures.
+    Verify(audit::VerifyArgs),
     /// The sessions: principal, role, first and last call, calls allowed, denied, held for an
     /// approval, approved and failed.
     Sessions {
@@ -192,6 +182,8 @@ enum AuditCommand {
     Consistency(commands::proofs::Consistency),
     /// Serve a witness (`c2sp.org/tlog-witness`): cosign checkpoints extending the last one.
     Witness(commands::proofs::WitnessArgs),
+    /// Have witnesses cosign each writer's latest tree checkpoint, and store their cosignatures.
+    WitnessSubmit(commands::proofs::WitnessSubmit),
     /// Calls, allowed, denied, errors, degraded and p50/p95 latency per day, role and tool
     /// (`mcp_daily_stats`).
     Stats {
@@ -328,9 +320,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         Command::Grant(args) => grant::run(args, out),
         Command::Tools(command) => history::run(&command, out),
         Command::Proposals(args) => proposals::run(&args, out),
-        Command::Audit(AuditCommand::Verify { target, key, json }) => {
-            audit::verify(&target, key.as_deref(), json, out)
-        }
+        Command::Audit(AuditCommand::Verify(args)) => audit::verify(&args, out),
         Command::Audit(AuditCommand::Stats { target, json }) => audit::stats(&target, json, out),
         Command::Audit(AuditCommand::Sessions { target, json }) => {
             replay::sessions(&target, json, out)
@@ -344,6 +334,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         Command::Audit(AuditCommand::CheckProof(a)) => commands::proofs::check_proof(&a, out),
         Command::Audit(AuditCommand::Consistency(a)) => commands::proofs::consistency(&a, out),
         Command::Audit(AuditCommand::Witness(a)) => commands::proofs::witness(&a, out),
+        Command::Audit(AuditCommand::WitnessSubmit(a)) => commands::proofs::witness_submit(&a, out),
         Command::Db(DbCommand::Migrate { target }) => audit::migrate(&target, out),
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Gateway(args) => {

@@ -54,6 +54,7 @@
 mod builder;
 mod error;
 pub mod escape;
+pub mod evidence;
 pub mod files;
 mod fleet;
 mod front;

@@ -118,6 +118,14 @@ pub trait Store: Send + Sync {
     /// Every record and checkpoint, for verification.
     fn read_trail(&self) -> Result<Trail, StoreError>;
 
+    /// Stores `note`, one of a writer's tree checkpoints with witnesses' cosignature lines
+    /// added, over the stored note of the same body (`capability audit witness-submit`);
+    /// `false` when the store holds no tree checkpoint of that body.
+    fn store_cosigned(
+        &self,
+        note: &capability_audit::tlog::SignedCheckpoint,
+    ) -> Result<bool, StoreError>;
+
     /// `mcp_daily_stats`, sorted by day, role, provider and tool.
     fn daily_stats(&self) -> Result<Vec<DailyStats>, StoreError>;
 

@@ -28,7 +28,7 @@ pub fn checkpoint_gaps(
     now: &str,
 ) -> BTreeMap<String, Vec<ChainProblem>> {
     let allowed = 2 * every + SLACK;
-    let mut by_writer: BTreeMap<&str, Vec<(i64, &str, bool)>> = BTreeMap::new();
+    let mut by_writer: BTreeMap<&str, Vec<(i64, &str, bool, u64)>> = BTreeMap::new();
     for checkpoint in checkpoints {
         let (Some(writer), Some(time)) =
             (checkpoint_writer(checkpoint), checkpoint_time(checkpoint))
@@ -36,10 +36,12 @@ pub fn checkpoint_gaps(
             continue;
         };
         if let Some(at) = epoch_millis(time) {
-            by_writer
-                .entry(writer)
-                .or_default()
-                .push((at, time, checkpoint_stopped(checkpoint)));
+            by_writer.entry(writer).or_default().push((
+                at,
+                time,
+                checkpoint_stopped(checkpoint),
+                checkpoint.head.size,
+            ));
         }
     }
     let now_at = epoch_millis(now);
@@ -47,10 +49,12 @@ pub fn checkpoint_gaps(
     for (writer, mut times) in by_writer {
         times.sort_unstable();
         let mut gaps = Vec::new();
-        let mut gap = |from: (i64, &str), to: (i64, &str)| {
+        let mut gap = |from: (i64, &str, u64), to: (i64, &str)| {
             let span = u64::try_from(to.0 - from.0).unwrap_or(0);
             if Duration::from_millis(span) > allowed {
                 gaps.push(ChainProblem::CheckpointGap {
+                    writer: writer.to_owned(),
+                    after: from.2,
                     from: from.1.to_owned(),
                     to: to.1.to_owned(),
                     seconds: span / 1000,
@@ -61,11 +65,11 @@ pub fn checkpoint_gaps(
         for pair in times.windows(2) {
             // A writer that stopped and started again leaves a gap on purpose.
             if !pair[0].2 {
-                gap((pair[0].0, pair[0].1), (pair[1].0, pair[1].1));
+                gap((pair[0].0, pair[0].1, pair[0].3), (pair[1].0, pair[1].1));
             }
         }
-        if let (Some(&(at, time, false)), Some(now_at)) = (times.last(), now_at) {
-            gap((at, time), (now_at, now));
+        if let (Some(&(at, time, false, size)), Some(now_at)) = (times.last(), now_at) {
+            gap((at, time, size), (now_at, now));
         }
         if !gaps.is_empty() {
             found.insert(writer.to_owned(), gaps);

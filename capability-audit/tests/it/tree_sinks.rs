@@ -398,7 +398,7 @@ fn an_idle_writer_signs_checkpoints_and_a_cut_with_its_checkpoints_leaves_a_gap(
     let key = Arc::new(SecretKey::generate().expect("key"));
     let every = CheckpointEvery {
         records: 1_000,
-        interval: Duration::from_millis(200),
+        interval: Duration::from_millis(50),
     };
     let sink = Arc::new(
         JsonlSink::open(&path, FlushPolicy::EveryRecord)
@@ -411,11 +411,15 @@ fn an_idle_writer_signs_checkpoints_and_a_cut_with_its_checkpoints_leaves_a_gap(
     for i in 0..3 {
         sink.append(record(i)).expect("append");
     }
-    std::thread::sleep(Duration::from_millis(900));
+    // Idle: the sink signs again every interval (polled, never a fixed wait).
+    let idle = |notes: Vec<SignedCheckpoint>| notes.iter().filter(|n| n.head.size == 3).count();
+    assert!(
+        capability_testkit::wait_for(|| idle(notes(&path)) >= 2),
+        "checkpoints signed while nothing was written"
+    );
     for i in 3..6 {
         sink.append(record(i)).expect("append");
     }
-    std::thread::sleep(Duration::from_millis(300));
     sink.close().expect("close");
 
     let all = notes(&path);

@@ -2,11 +2,10 @@
 //! a JSON Lines file, a SQLite database or PostgreSQL.
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use capability::audit::{AuditRecord, ChainsReport, TrailCounts, VerifyReport};
-use capability::gate::PublicKey;
-use capability_store::{DailyStats, RowProblem, Store, TargetKind, target_kind};
+use capability::audit::{AuditRecord, VerifyReport};
+use capability_store::{DailyStats, Store, TargetKind, target_kind};
 use serde_json::json;
 
 use crate::Failure;
@@ -30,15 +29,9 @@ pub fn migrate(target: &str, out: &mut Out) -> Result<u8, Failure> {
     Ok(0)
 }
 
-/// Opens a store to read from: a SQLite path that does not exist is an error, never a new
-/// empty database (only `db migrate` creates one).
+/// Opens a store to read from (never a new empty database).
 pub(crate) fn open(target: &str) -> Result<Box<dyn Store>, Failure> {
-    if target_kind(target) == TargetKind::Sqlite && !Path::new(target).exists() {
-        return Err(Failure::input(format!(
-            "{target}: no such file (create a database with `capability db migrate {target}`)"
-        )));
-    }
-    capability_store::open(target).map_err(|e| Failure::input(e.to_string()))
+    capability_gateway::evidence::open_store(target).map_err(Failure::input)
 }
 
 /// Opens (or creates) a store to migrate.
@@ -72,214 +65,50 @@ pub(crate) fn read(
     Ok((records, Some(report)))
 }
 
-fn public_key(path: &Path) -> Result<PublicKey, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
-    PublicKey::from_text(&text).map_err(|e| Failure::input(format!("{}: {e}", path.display())))
-}
-
-/// Checks the trail; exit 1 names what is wrong. With `key` (a public key file), also the
-/// signed checkpoints: a cut-off tail and a recomputed chain.
-pub fn verify(target: &str, key: Option<&Path>, json: bool, out: &mut Out) -> Result<u8, Failure> {
-    let key = key.map(public_key).transpose()?;
-    let verifier = key
-        .as_ref()
-        .map(|k| k as &dyn capability::audit::CheckpointVerifier);
-    match target_kind(target) {
-        TargetKind::Jsonl => {
-            let path = Path::new(target);
-            let report = match verifier {
-                Some(key) => capability::audit::tlog::verify_jsonl_with_trees(path, key),
-                None => capability::audit::verify_jsonl(path),
-            }
-            .map_err(|e| Failure::input(e.to_string()))?;
-            print_jsonl(target, &report, verifier.is_some(), json, out)
-        }
-        TargetKind::Sqlite | TargetKind::Postgres => {
-            let store = open(target)?;
-            let trail = store
-                .read_trail()
-                .map_err(|e| Failure::input(e.to_string()))?;
-            let report = trail.verify(verifier);
-            let counts = TrailCounts::of(&trail.records, trail.checkpoints.len());
-            let rows = (&trail.problems[..], counts);
-            print_chains(
-                &store.describe(),
-                &report,
-                rows,
-                verifier.is_some(),
-                json,
-                out,
-            )
-        }
-    }
-}
-
-fn print_jsonl(
-    target: &str,
-    report: &VerifyReport,
-    keyed: bool,
+/// `capability audit verify`: every record and each writer's chain.
+#[derive(clap::Args, Debug)]
+pub struct VerifyArgs {
+    /// The trail: a `.jsonl` file, a SQLite database path, or `postgres://...`.
+    #[arg(value_name = "PATH_OR_URL")]
+    target: String,
+    /// The public key (a `.pub` file from `capability keygen`) the checkpoints are signed
+    /// with.
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// A witness's public key file: its cosignature on each writer's latest tree checkpoint
+    /// counts (`audit witness-submit` stores them); repeat.
+    #[arg(long = "witness-key", value_name = "FILE", requires = "key")]
+    witness_keys: Vec<PathBuf>,
+    /// How many `--witness-key` witnesses must have cosigned (default: all).
+    #[arg(long, value_name = "K", requires = "witness_keys")]
+    witnesses: Option<usize>,
+    /// Look for missing checkpoints up to this time (UTC, as the trail writes times: when a
+    /// copy was taken), not now.
+    #[arg(long, value_name = "TIME")]
+    at: Option<String>,
+    /// Print JSON on standard output.
+    #[arg(long)]
     json: bool,
-    out: &mut Out,
-) -> Result<u8, Failure> {
-    let code = u8::from(!report.is_intact());
-    if json {
-        let problem = report
-            .problem
-            .as_ref()
-            .map(|p| json!({ "line": p.line, "kind": p.kind.code(), "message": p.to_string() }));
-        let chain: Vec<String> = report
-            .chain_problems
-            .iter()
-            .map(|p| p.to_string())
-            .collect();
-        out.json(&json!({
-            "path": target,
-            "intact": report.is_intact(),
-            "records": report.records,
-            "checkpoints": report.checkpoints.len(),
-            "checkpoints_verified": keyed,
-            "problem": problem,
-            "chain_problems": chain,
-            "unfinished": report.unfinished,
-            "counts": report.counts,
-        }))?;
-        return Ok(code);
-    }
-    match &report.problem {
-        None if report.chain_problems.is_empty() => writeln!(
-            out,
-            "{target}: {}; chain intact{}",
-            report.counts,
-            if keyed {
-                format!(", {} signed checkpoints verified", report.checkpoints.len())
-            } else {
-                checkpoint_hint(report.checkpoints.len())
-            }
-        )?,
-        None => {}
-        Some(problem) => writeln!(
-            out,
-            "{target}: {problem} ({} intact records before it)",
-            report.records
-        )?,
-    }
-    for problem in &report.chain_problems {
-        writeln!(out, "{target}: {problem}")?;
-    }
-    for call in &report.unfinished {
-        writeln!(out, "{target}: {}", escape(&call.to_string()))?;
-    }
-    Ok(code)
 }
 
-fn checkpoint_hint(checkpoints: usize) -> String {
-    if checkpoints == 0 {
-        String::new()
-    } else {
-        " (checkpoints not verified: give the signer's public key with --key to detect a \
-         cut-off tail or a recomputed chain)"
-            .to_owned()
+/// Checks the trail; exit 1 names what is wrong (`capability_gateway::evidence::verify`).
+pub fn verify(args: &VerifyArgs, out: &mut Out) -> Result<u8, Failure> {
+    let options = capability_gateway::evidence::VerifyOptions {
+        key: args.key.as_deref(),
+        witness_keys: &args.witness_keys,
+        witnesses: args.witnesses,
+        at: args.at.as_deref(),
+    };
+    let verified =
+        capability_gateway::evidence::verify(&args.target, &options).map_err(Failure::input)?;
+    match args.json {
+        true => out.json(&verified.json)?,
+        false => out.write_all(verified.text.as_bytes())?,
     }
-}
-
-fn print_chains(
-    describe: &str,
-    report: &ChainsReport,
-    (rows, counts): (&[RowProblem], TrailCounts),
-    keyed: bool,
-    json: bool,
-    out: &mut Out,
-) -> Result<u8, Failure> {
-    let intact = report.is_intact() && rows.is_empty();
-    let code = u8::from(!intact);
-    if json {
-        let writers: Vec<serde_json::Value> = report
-            .writers
-            .iter()
-            .map(|w| {
-                json!({
-                    "writer": w.writer,
-                    "records": w.records,
-                    "checkpointed": w.checkpointed,
-                    "problems": w.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
-                    "unfinished": w.unfinished,
-                })
-            })
-            .collect();
-        let rows: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|p| {
-                json!({
-                    "writer": p.writer, "seq": p.seq, "column": p.column,
-                    "found": p.found, "expected": p.expected, "message": p.to_string(),
-                })
-            })
-            .collect();
-        out.json(&json!({
-            "store": describe,
-            "intact": intact,
-            "records": report.records(),
-            "checkpoints_verified": keyed,
-            "writers": writers,
-            "rows": rows,
-            "counts": counts,
-        }))?;
-        return Ok(code);
+    if let Some(note) = verified.note.filter(|_| !args.json) {
+        out::note(note);
     }
-    for writer in &report.writers {
-        let name = if writer.writer.is_empty() {
-            "(unnamed writer)"
-        } else {
-            &writer.writer
-        };
-        if writer.problems.is_empty() {
-            writeln!(
-                out,
-                "{describe}: writer {}: {} records, chain intact{}",
-                escape(name),
-                writer.records,
-                if keyed {
-                    format!(", checkpointed to record {}", writer.checkpointed)
-                } else {
-                    String::new()
-                }
-            )?;
-        }
-        for problem in &writer.problems {
-            writeln!(out, "{describe}: writer {}: {problem}", escape(name))?;
-        }
-        for call in &writer.unfinished {
-            writeln!(
-                out,
-                "{describe}: writer {}: {}",
-                escape(name),
-                escape(&call.to_string())
-            )?;
-        }
-    }
-    for row in rows {
-        writeln!(out, "{describe}: {}", escape(&row.to_string()))?;
-    }
-    writeln!(
-        out,
-        "{describe}: {} writers, {counts}; {}",
-        report.writers.len(),
-        if intact {
-            "every chain intact"
-        } else if report.is_intact() {
-            "every chain intact, but rows were edited: NOT intact"
-        } else {
-            "NOT intact"
-        }
-    )?;
-    if !keyed {
-        out::note(format_args!(
-            "capability: checkpoints not verified: give the signer's public key with --key to \
-             detect a cut-off tail or a recomputed chain"
-        ));
-    }
-    Ok(code)
+    Ok(u8::from(!verified.intact))
 }
 
 /// Per day, role, provider and tool: calls, allowed, denied, errors, degraded, p50/p95 latency

@@ -74,6 +74,17 @@ pub struct WitnessArgs {
     logs: Vec<String>,
 }
 
+/// `capability audit witness-submit`: each writer's latest checkpoint taken to witnesses.
+#[derive(clap::Args, Debug)]
+pub struct WitnessSubmit {
+    /// The trail: a `.jsonl` file, a SQLite database path, or `postgres://...`.
+    #[arg(value_name = "PATH_OR_URL")]
+    target: String,
+    /// A witness's URL; repeat.
+    #[arg(long = "witness", value_name = "URL", required = true)]
+    witnesses: Vec<String>,
+}
+
 /// `capability audit consistency`: the newer checkpoint's tree extends the older one's.
 #[derive(clap::Args, Debug)]
 pub struct Consistency {
@@ -156,6 +167,15 @@ pub fn witness(args: &WitnessArgs, out: &mut Out) -> Result<u8, Failure> {
     })
     .map_err(|e| Failure::input(format!("the witness on {}: {e}", args.listen)))?;
     Ok(0)
+}
+
+/// Stores the witnesses' cosignatures beside each writer's latest checkpoint; exit 1 when one
+/// refused or could not be asked.
+pub fn witness_submit(args: &WitnessSubmit, out: &mut Out) -> Result<u8, Failure> {
+    let done = capability_gateway::evidence::submit(&args.target, &args.witnesses);
+    let done = done.map_err(Failure::input)?;
+    done.lines.iter().try_for_each(|l| writeln!(out, "{l}"))?;
+    Ok(u8::from(done.refused))
 }
 
 /// Shows the newer tree extends the older, printing the consistency proof; exit 1 when not.

@@ -16,6 +16,7 @@ mod approvals_page;
 mod audit_proofs;
 mod audit_trees;
 mod audit_witness;
+mod audit_witnessed;
 mod cli;
 mod cli_hygiene;
 mod conformance;

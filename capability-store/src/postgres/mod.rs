@@ -148,6 +148,16 @@ impl Store for PgStore {
             .map_err(|problem| StoreError::new(self.pool.name.clone(), problem))
     }
 
+    fn store_cosigned(
+        &self,
+        note: &capability_audit::tlog::SignedCheckpoint,
+    ) -> Result<bool, StoreError> {
+        self.pool.ensure_schema()?;
+        self.pool.with("cannot store the cosigned checkpoint", |c| {
+            tree::store_cosigned(c, note)
+        })
+    }
+
     fn daily_stats(&self) -> Result<Vec<DailyStats>, StoreError> {
         self.pool.ensure_schema()?;
         // The view is exact either way; compacting first keeps it cheap to read. A reader

@@ -170,3 +170,32 @@ pub(crate) fn advance(tree: &WriterTree, batch: &[AuditRecord]) -> Option<Fronti
     }
     Some(frontier)
 }
+
+/// Replaces the stored note of the same writer, size, time and body as `note` (its cosigned
+/// copy); `false` when there is none.
+pub(crate) fn store_cosigned(
+    client: &mut impl GenericClient,
+    note: &SignedCheckpoint,
+) -> Result<bool, postgres::Error> {
+    let writer = capability_audit::tlog::stored::checkpoint_writer(note).unwrap_or_default();
+    let time = checkpoint_time(note).unwrap_or_default();
+    let size = i64::try_from(note.head.size).unwrap_or(i64::MAX);
+    let stored = client
+        .query_opt(
+            "SELECT note FROM mcp_audit_tree_checkpoint
+             WHERE writer_id = $1 AND size = $2 AND time = $3",
+            &[&writer, &size, &time],
+        )?
+        .map(|row| row.get::<_, String>(0));
+    let same = stored
+        .and_then(|text| SignedCheckpoint::parse(&text).ok())
+        .is_some_and(|stored| stored.body == note.body);
+    if same {
+        client.execute(
+            "UPDATE mcp_audit_tree_checkpoint SET note = $4
+             WHERE writer_id = $1 AND size = $2 AND time = $3",
+            &[&writer, &size, &time, &note.to_text()],
+        )?;
+    }
+    Ok(same)
+}

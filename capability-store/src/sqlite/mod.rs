@@ -190,6 +190,13 @@ impl Store for SqliteStore {
         self.db.with(records::read_trail)
     }
 
+    fn store_cosigned(
+        &self,
+        note: &capability_audit::tlog::SignedCheckpoint,
+    ) -> Result<bool, StoreError> {
+        self.db.with(|conn| tree::store_cosigned(conn, note))
+    }
+
     fn daily_stats(&self) -> Result<Vec<DailyStats>, StoreError> {
         self.db.with(|conn| {
             // The view is exact either way; folding the tail first keeps it cheap to read. A

@@ -92,3 +92,32 @@ pub(crate) fn load(
         })
         .map_err(|e| e.to_string()))
 }
+
+/// Replaces the stored note of the same writer, size, time and body as `note` (its cosigned
+/// copy); `false` when there is none.
+pub(crate) fn store_cosigned(
+    conn: &Connection,
+    note: &SignedCheckpoint,
+) -> Result<bool, rusqlite::Error> {
+    let writer = checkpoint_writer(note).unwrap_or_default();
+    let time = checkpoint_time(note).unwrap_or_default();
+    let stored: Option<String> = conn
+        .query_row(
+            "SELECT note FROM mcp_audit_tree_checkpoint
+             WHERE writer_id = ?1 AND size = ?2 AND time = ?3",
+            params![writer, note.head.size, time],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let same = stored
+        .and_then(|text| SignedCheckpoint::parse(&text).ok())
+        .is_some_and(|stored| stored.body == note.body);
+    if same {
+        conn.execute(
+            "UPDATE mcp_audit_tree_checkpoint SET note = ?4
+             WHERE writer_id = ?1 AND size = ?2 AND time = ?3",
+            params![writer, note.head.size, time, note.to_text()],
+        )?;
+    }
+    Ok(same)
+}

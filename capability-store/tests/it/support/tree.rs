@@ -170,7 +170,7 @@ pub fn idle_checkpoints_and_a_cut_with_them(store: &dyn Store, tamper: &dyn Tamp
     let (key, public) = key();
     let every = CheckpointEvery {
         records: 1_000,
-        interval: Duration::from_millis(200),
+        interval: Duration::from_millis(50),
     };
     let mut options = SinkOptions::writer("w-idle");
     let signer: Arc<dyn CheckpointSigner> = key;
@@ -179,11 +179,15 @@ pub fn idle_checkpoints_and_a_cut_with_them(store: &dyn Store, tamper: &dyn Tamp
     for i in 0..3 {
         sink.append(record(i)).expect("append");
     }
-    std::thread::sleep(Duration::from_millis(900));
+    // Idle: the sink signs again every interval (polled, never a fixed wait).
+    let idle = |notes: Vec<SignedCheckpoint>| notes.iter().filter(|n| n.head.size == 3).count();
+    assert!(
+        capability_testkit::wait_for(|| idle(notes(store, "w-idle")) >= 2),
+        "checkpoints signed while nothing was written"
+    );
     for i in 3..6 {
         sink.append(record(i)).expect("append");
     }
-    std::thread::sleep(Duration::from_millis(300));
     sink.close().expect("close");
     drop(sink);
 
@@ -221,7 +225,9 @@ pub fn idle_checkpoints_and_a_cut_with_them(store: &dyn Store, tamper: &dyn Tamp
     );
     let said = found[0].to_string();
     assert!(
-        said.contains("missing checkpoints: none signed from 20"),
+        said.contains(
+            "missing checkpoints: writer \"w-idle\" signed none after its record 3 from 20"
+        ),
         "{said}"
     );
 }

@@ -1,0 +1,261 @@
+//! `capability audit witness-submit` and `audit verify --witness-key/--witnesses`, with real
+//! `capability audit witness` processes on loopback: a trail whose writers' latest tree
+//! checkpoints carry no cosignature, one of the two required, a stranger's, two, and an edited
+//! one; and `audit verify --at` finding the span a cut took with its checkpoints.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use capability::audit::tlog::cosignature::public_key_bytes;
+use capability::audit::tlog::{SignedCheckpoint, cosigner_key_id};
+use capability::audit::{
+    AuditSink, CheckpointEvery, CheckpointSigner, CheckpointVerifier, FlushPolicy, JsonlSink,
+};
+use capability::gate::{PublicKey, SecretKey};
+use capability_store::{SinkOptions, Store};
+
+use crate::trails::{capability, record};
+
+const EVERY_5: CheckpointEvery = CheckpointEvery {
+    records: 5,
+    interval: Duration::from_secs(3600),
+};
+
+/// A folder with keys `writer.key`, `w1.key`, `w2.key` and `stranger.key` (and their `.pub`).
+fn keys(name: &str) -> (PathBuf, Arc<SecretKey>) {
+    let dir = crate::trails::scratch("audit_witnessed", name);
+    for key in ["writer.key", "w1.key", "w2.key", "stranger.key"] {
+        let (code, text) = capability(&dir, &["keygen", "--out", key]);
+        assert_eq!(code, 0, "{text}");
+    }
+    let text = std::fs::read_to_string(dir.join("writer.key")).expect("key");
+    (dir, Arc::new(SecretKey::from_text(&text).expect("a key")))
+}
+
+/// `replica-1`'s trail of 7 records, checkpoints every 5 and when it closed.
+fn write_trail(path: &Path, key: Arc<SecretKey>) {
+    let sink = JsonlSink::open(path, FlushPolicy::EveryRecord)
+        .expect("open")
+        .with_writer("replica-1")
+        .expect("writer")
+        .with_checkpoints(key, EVERY_5);
+    for i in 0..7 {
+        sink.append(record(&format!("t-{i}"))).expect("append");
+    }
+    sink.close().expect("close");
+}
+
+/// A witness process (killed with SIGKILL when dropped) signing with `key`, for `log`.
+struct WitnessProcess {
+    child: Child,
+    url: String,
+}
+
+impl Drop for WitnessProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_witness(dir: &Path, key: &str, log: &str) -> WitnessProcess {
+    let state = format!("{key}.state.json");
+    let args = [
+        "audit",
+        "witness",
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        key,
+        "--state",
+        &state,
+        "--log",
+        log,
+    ];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capability"))
+        .current_dir(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    BufReader::new(stdout).read_line(&mut line).expect("a line");
+    let url = (line.trim().rsplit(' ').next())
+        .filter(|u| u.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    WitnessProcess { child, url }
+}
+
+fn verify(dir: &Path, trail: &str, needed: &str) -> (i32, String) {
+    let args = [
+        "audit",
+        "verify",
+        trail,
+        "--key",
+        "writer.key.pub",
+        "--witness-key",
+        "w1.key.pub",
+        "--witness-key",
+        "w2.key.pub",
+        "--witnesses",
+        needed,
+    ];
+    capability(dir, &args)
+}
+
+fn submit(dir: &Path, trail: &str, url: &str) -> (i32, String) {
+    capability(dir, &["audit", "witness-submit", trail, "--witness", url])
+}
+
+#[test]
+fn verify_counts_the_cosignatures_of_the_witnesses_given_and_refuses_an_edited_one() {
+    let (dir, key) = keys("jsonl");
+    write_trail(&dir.join("trail.jsonl"), key);
+    let log = "capability/replica-1=writer.key.pub";
+    let (w1, w2) = (
+        start_witness(&dir, "w1.key", log),
+        start_witness(&dir, "w2.key", log),
+    );
+    let stranger = start_witness(&dir, "stranger.key", log);
+
+    let (code, text) = verify(&dir, "trail.jsonl", "1");
+    assert_eq!(code, 1, "no cosignature yet: {text}");
+    assert!(
+        text.contains("not witnessed: the latest tree checkpoint (the tree of 7 records)")
+            && text.contains("0 valid cosignature(s) where 1 are required")
+            && text.contains("w1.key.pub (no cosignature)"),
+        "{text}"
+    );
+
+    let (code, text) = submit(&dir, "trail.jsonl", &w1.url);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("the tree of 7 records cosigned by"), "{text}");
+    assert_eq!(verify(&dir, "trail.jsonl", "1").0, 0);
+    let (code, text) = verify(&dir, "trail.jsonl", "2");
+    assert_eq!(code, 1, "one of the two required: {text}");
+    assert!(text.contains("w2.key.pub (no cosignature)"), "{text}");
+
+    // A witness whose key the verifier did not give: its cosignature does not count.
+    let (code, text) = submit(&dir, "trail.jsonl", &stranger.url);
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = verify(&dir, "trail.jsonl", "2");
+    assert_eq!(code, 1, "a stranger's cosignature counted: {text}");
+
+    let (code, text) = submit(&dir, "trail.jsonl", &w2.url);
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = verify(&dir, "trail.jsonl", "2");
+    assert_eq!(code, 0, "two of two: {text}");
+
+    // w2's cosignature edited (one bit of its signature) in the line that carries it.
+    let w2_key = std::fs::read_to_string(dir.join("w2.key.pub")).expect("read");
+    let w2_key = PublicKey::from_text(&w2_key).expect("a key");
+    let w2_bytes = public_key_bytes(&w2_key.public_key_hex()).expect("32 bytes");
+    let path = dir.join("trail.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&path)
+        .expect("read")
+        .lines()
+        .map(|line| {
+            let Ok(serde_json::Value::Object(mut value)) = serde_json::from_str(line) else {
+                return line.to_owned();
+            };
+            let Some(tree) = value.get_mut("tree_checkpoint") else {
+                return line.to_owned();
+            };
+            let text = tree["note"].as_str().expect("a note").to_owned();
+            let mut note = SignedCheckpoint::parse(&text).expect("a note");
+            for signature in &mut note.signatures {
+                if signature.key_id == cosigner_key_id(&signature.name, &w2_bytes) {
+                    let last = signature.signature.len() - 1;
+                    signature.signature[last] ^= 1;
+                }
+            }
+            tree["note"] = note.to_text().into();
+            serde_json::to_string(&value).expect("json")
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write");
+    let (code, text) = verify(&dir, "trail.jsonl", "2");
+    assert_eq!(code, 1, "an edited cosignature counted: {text}");
+    assert!(
+        text.contains("w2.key.pub (its cosignature is forged)"),
+        "{text}"
+    );
+    assert_eq!(verify(&dir, "trail.jsonl", "1").0, 0, "w1's still holds");
+}
+
+#[test]
+fn a_database_writers_checkpoint_is_cosigned_in_place() {
+    let (dir, key) = keys("sqlite");
+    let db = dir.join("state.db");
+    let store = capability_store::sqlite::SqliteStore::open(&db).expect("open");
+    store.migrate().expect("migrate");
+    let mut options = SinkOptions::writer("w-db");
+    let signer: Arc<dyn CheckpointSigner> = key;
+    options.checkpoints = Some((signer, EVERY_5));
+    let sink = store.audit_sink(options).expect("sink");
+    for i in 0..3 {
+        sink.append(record(&format!("t-{i}"))).expect("append");
+    }
+    sink.close().expect("close");
+    drop(sink);
+    let w1 = start_witness(&dir, "w1.key", "capability/w-db=writer.key.pub");
+    let w2 = start_witness(&dir, "w2.key", "capability/w-db=writer.key.pub");
+    let (code, text) = verify(&dir, "state.db", "2");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("writer w-db: not witnessed"), "{text}");
+    for url in [&w1.url, &w2.url] {
+        let (code, text) = submit(&dir, "state.db", url);
+        assert_eq!(code, 0, "{text}");
+    }
+    let (code, text) = verify(&dir, "state.db", "2");
+    assert_eq!(code, 0, "{text}");
+}
+
+/// A tail cut with every checkpoint after it leaves a trail consistent in itself; the time
+/// since its last checkpoint, with no `stopped` one, is what `audit verify` names.
+#[test]
+fn verify_names_the_span_a_cut_took_with_its_checkpoints() {
+    let (dir, key) = keys("gap");
+    let path = dir.join("trail.jsonl");
+    write_trail(&path, key);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    let later = capability::audit::time::utc_at(secs + 120);
+    let args = [
+        "audit",
+        "verify",
+        "trail.jsonl",
+        "--key",
+        "writer.key.pub",
+        "--at",
+        &later,
+    ];
+    let (code, text) = capability(&dir, &args);
+    assert_eq!(code, 0, "it stopped, and said so: {text}");
+
+    // Records 6 and 7 cut, and every line after record 5: its checkpoints with them.
+    let text = std::fs::read_to_string(&path).expect("read");
+    let kept: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.contains("\"seq\":6,"))
+        .collect();
+    std::fs::write(&path, kept.join("\n") + "\n").expect("write");
+    let (code, text) = capability(&dir, &args);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(
+            "missing checkpoints: writer \"replica-1\" signed none after its record 5 from 20"
+        ) && text.contains(&format!("to {later}")),
+        "{text}"
+    );
+    let (code, text) = capability(&dir, &args[..5]);
+    assert_eq!(code, 0, "as of now, within the interval: {text}");
+}
