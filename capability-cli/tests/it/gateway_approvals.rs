@@ -162,6 +162,23 @@ fn approve(dir: &Path, proposal: &Path, key: &str, audience: &str, expires_in: &
     serde_json::from_str(&ok(&out)).expect("an approval")
 }
 
+/// An approval by alice of `proposal` for `audience` whose validity is already over (signed
+/// 60 s ago, valid until a second ago), signed as `capability approve` signs: the gateway's
+/// expiry check is tried without waiting for an approval to run out (the gate's own tests move
+/// a clock past the expiry: capability-gate's `write_gate` tests).
+fn expired_approval(dir: &Path, proposal: &Path, key: &str, audience: &str) -> Value {
+    use capability::gate::{Approval, Clock, ProposalFile, SecretKey, SystemClock};
+    let file: ProposalFile =
+        serde_json::from_str(&std::fs::read_to_string(proposal).expect("proposal"))
+            .expect("a proposal file");
+    let key = SecretKey::from_text(&std::fs::read_to_string(dir.join(key)).expect("key"))
+        .expect("a secret key");
+    let now = SystemClock.now();
+    let approval =
+        Approval::sign(&file, "alice", audience, &key, now - 60, now - 1).expect("signed");
+    serde_json::to_value(approval).expect("JSON")
+}
+
 #[test]
 fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refused() {
     let Some(servers) = support::require_servers("gateway_approvals") else {
@@ -304,7 +321,7 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
     let file = dir.join("from-store.json");
     let kept = ok(&run(&dir, &["proposals", "state.db", "--id", &id]));
     std::fs::write(&file, kept).expect("the store's proposal");
-    let expired = approve(&dir, &file, "alice.key", "gw-test", "1");
+    let expired = expired_approval(&dir, &file, "alice.key", "gw-test");
     let mut foreign: Value =
         serde_json::from_str(&std::fs::read_to_string(&file).expect("proposal")).expect("json");
     foreign["audience"] = json!("elsewhere");
@@ -312,7 +329,6 @@ fn a_held_call_runs_once_with_the_signed_arguments_and_every_other_use_is_refuse
     std::fs::write(&foreign_file, foreign.to_string()).expect("foreign proposal");
     let foreign = approve(&dir, &foreign_file, "alice.key", "elsewhere", "600");
     let forged = approve(&dir, &file, "mallory.key", "gw-test", "600");
-    std::thread::sleep(std::time::Duration::from_millis(2_100));
     let lines = ts_through_proxy(
         &servers,
         &json!([
