@@ -23,6 +23,7 @@ mod conformance;
 mod edge_hostile;
 mod gateway;
 mod gateway_approvals;
+mod gateway_bridge_lane;
 mod gateway_drift_review;
 mod gateway_example;
 mod gateway_fast;

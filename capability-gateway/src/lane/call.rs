@@ -31,6 +31,9 @@ pub(crate) struct Call {
     pub(crate) _held: crate::wire::outbox::Held,
     /// Counts the call open until its end has run to its last line.
     pub(crate) open: crate::lane::OpenCall,
+    /// Whether the client's result says `resultType` (a client of 2026-07-28, a server of
+    /// 2025-11-25: `bridged.rs`).
+    pub(crate) complete: bool,
 }
 
 impl Call {
@@ -49,6 +52,7 @@ impl Call {
             leg,
             _held,
             open,
+            complete,
         } = self;
         {
             // Unless a later call took the client's id over.
@@ -57,7 +61,7 @@ impl Call {
                 calls.remove(&id);
             }
         }
-        let (answer, record) = settle(ended, &id, by, &shown, started, operation, leg);
+        let (answer, record) = settle(ended, (&id, complete), by, &shown, started, operation, leg);
         if let Some(answer) = answer {
             let _ = out.write_now(&answer);
         }
@@ -90,14 +94,15 @@ impl Record {
 }
 
 /// How a call on a lane (stdio's or HTTP's) ended, for its client and its record: the answer
-/// to give the client (the JSON-RPC message and its newline; none when cancelled), and, for a
+/// to give the client (the JSON-RPC message and its newline, under the client's `id`, its result
+/// marked `resultType` when `complete` says so; none when cancelled), and, for a
 /// result, its outcome to record once the answer is given. A result is the client's as soon as
 /// it is read (the call has happened; an outcome that cannot be written is kept and stops the
 /// next call until it is, it never withholds a result); an error is answered once its outcome
 /// is recorded; a cancelled call's record and spans say cancelled.
 pub(crate) fn settle(
     ended: Ended,
-    id: &str,
+    (id, complete): (&str, bool),
     by: &str,
     shown: &str,
     started: Started,
@@ -107,7 +112,11 @@ pub(crate) fn settle(
     match ended {
         Ended::Answered(result) => {
             let tool_error = end(leg, Ok(&result));
-            let answer = answer_line(id, Ok(&result));
+            let answer = if complete {
+                answer_line(id, Ok(&super::bridged::completed(&result)))
+            } else {
+                answer_line(id, Ok(&result))
+            };
             let record = Record {
                 started,
                 operation,

@@ -349,7 +349,8 @@ impl Shared {
                     calls.remove(&key);
                 }
             }
-            let (answer, record) = settle(ended, &key.1, by, &shown, started, operation, leg);
+            let (answer, record) =
+                settle(ended, (&key.1, false), by, &shown, started, operation, leg);
             match answer {
                 Some(answer) => reply.send(answer).await,
                 None => drop(reply),

@@ -4,8 +4,8 @@
 //! left to rmcp's path ([`asks_receipt`]), the spans of a call
 //! ([`server_operation`], [`end`]); its end settled once (`call.rs`) and counted until it has
 //! run (`open.rs`). What differs: the stdio front's entry (`stdio.rs`, the hook on the
-//! client's messages) and the HTTP front's (`http.rs`, in front of rmcp's Streamable HTTP
-//! service). The pipes to the servers are `upstream`'s (a spawned server's `Lane`, an HTTP
+//! client's messages; `bridged.rs` for a 2026-07-28 client's call to a 2025-11-25 server) and
+//! the HTTP front's (`http.rs`, in front of rmcp's Streamable HTTP service). The pipes to the servers are `upstream`'s (a spawned server's `Lane`, an HTTP
 //! server's `Reach`).
 
 use std::borrow::Cow;
@@ -24,6 +24,7 @@ use crate::serve::refusal::{answered, refused_by};
 use crate::serve::who::Who;
 use crate::upstream::stdio::Lane;
 
+mod bridged;
 mod call;
 pub(crate) mod http;
 mod open;

@@ -18,10 +18,12 @@
 //! [`AuditedDispatch::start`]: capability::audit::AuditedDispatch::start
 //!
 //! The path takes a call only when nothing about it needs the typed model: the session agreed a
-//! revision that starts with `initialize` (2025-11-25 or earlier), the server's connection
-//! agreed the same one (so no field of the result needs adding or dropping), the params hold
-//! nothing but `name`, `arguments` and `_meta` (a task-augmented call is rmcp's), and the
-//! server is a spawned one (an HTTP server is reached through rmcp).
+//! revision that starts with `initialize` (2025-11-25 or earlier) and the server's connection
+//! agreed the same one (so no field of the result needs adding or dropping), or the call is a
+//! 2026-07-28 client's to a server whose connection agreed 2025-11-25 (`bridged.rs` translates
+//! the one field of the request and of the result that differ, as rmcp's path does); the
+//! params hold nothing but `name`, `arguments` and `_meta` (a task-augmented call is rmcp's),
+//! and the server is a spawned one (an HTTP server is reached through rmcp).
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -35,6 +37,7 @@ use capability::authz::Action;
 use capability::mcp::telemetry::{self, Ending, Operation, Transport};
 use serde_json::Value;
 
+use crate::lane::bridged::Bridged;
 use crate::lane::call::Call;
 use crate::lane::open::Open;
 use crate::lane::{
@@ -45,6 +48,9 @@ use crate::serve::gateway::{Gateway, Snapshot};
 use crate::serve::who::Who;
 use crate::wire::envelope::{Cancelled, Envelope};
 use crate::wire::outbox::Outbox;
+
+/// The revision whose sessions have no `initialize` (each request names it).
+const CURRENT: &str = "2026-07-28";
 
 /// The hook on the stdio client's messages.
 pub(crate) struct Fast {
@@ -108,30 +114,43 @@ impl Fast {
         Some(who)
     }
 
-    /// Whether the session agreed a revision this path serves.
-    fn serves(&self) -> bool {
-        self.version
-            .get()
-            .is_some_and(|v| v.as_str() <= LAST_WITH_INITIALIZE)
-    }
-
     fn call(&self, id: &RawValue, params: &RawValue, out: &Outbox) -> bool {
-        if !self.serves() {
+        // A session that started with `initialize` agreed a revision this path serves, or one it
+        // does not; one that did not is of 2026-07-28, each of its calls naming it
+        // (`bridged.rs`).
+        let session = self.version.get().map(String::as_str);
+        if session.is_some_and(|v| v > LAST_WITH_INITIALIZE) {
             return false;
         }
         let params_len = params.get().len();
         let Ok(params) = serde_json::from_str::<CallParams<'_>>(params.get()) else {
             return false;
         };
+        let bridged = match session {
+            Some(_) => None,
+            None => match Bridged::of(params.meta) {
+                Some(bridged) => Some(bridged),
+                None => return false,
+            },
+        };
         let snapshot = self.gateway.current();
         let Some(who) = self.who(&snapshot) else {
             return false;
         };
         let agreed = |server: &str| {
-            snapshot
-                .lanes
-                .get(server)
-                .is_some_and(|lane| lane.version() == self.version.get().map(String::as_str))
+            let Some(lane) = snapshot.lanes.get(server) else {
+                return false;
+            };
+            match session {
+                Some(session) => lane.version() == Some(session),
+                // What rmcp's path relays during the call (log messages, the server's requests
+                // to the client) is left to it.
+                None => {
+                    lane.version() == Some(LAST_WITH_INITIALIZE)
+                        && self.gateway.levels.of(who.session()).is_none()
+                        && !self.gateway.allows_any_request(&who, server)
+                }
+            }
         };
         if !lane_takes(&snapshot, &who, &params.name, agreed)
             || super::asks_receipt(params.meta.map(RawValue::get))
@@ -143,7 +162,7 @@ impl Fast {
         let given = params.arguments.is_some();
         let input = Value::Object(params.arguments.unwrap_or_default());
         let meta = params.meta.map(RawValue::get);
-        let version = self.version.get().map(String::as_str);
+        let version = session.or(bridged.is_some().then_some(CURRENT));
         let operation = server_operation(&id, &shown, version, meta, Transport::Pipe, None);
         // Until the call ends: its answer, once written, takes no more room.
         let held = out.hold_request(params_len);
@@ -172,13 +191,20 @@ impl Fast {
             });
             // The server's progress for the client's token comes back to the client.
             let progress = meta.and_then(progress_token);
+            // For a client of 2026-07-28, the `_meta` a server of 2025-11-25 reads.
+            let translated = bridged
+                .map(|bridged| bridged.into_server_meta(&self.gateway, &who, route.server))
+                .transpose();
             // The leg names itself as the parent in the `_meta` the server is sent.
-            let forwarded = forwarded(
-                route.tool,
-                given.then_some(&input),
-                with_context(meta, &leg).as_deref(),
-            )
-            .map_err(|e| {
+            let forwarded = translated.and_then(|translated| {
+                let meta = translated.as_deref().or(meta);
+                forwarded(
+                    route.tool,
+                    given.then_some(&input),
+                    with_context(meta, &leg).as_deref(),
+                )
+            });
+            let forwarded = forwarded.map_err(|e| {
                 ErrorData::internal_error(
                     format!("the arguments could not be written again: {e}"),
                     None,
@@ -222,6 +248,7 @@ impl Fast {
             leg,
             _held: held,
             open: self.open.enter(),
+            complete: session.is_none(),
         };
         lane.send(
             lane_id,

@@ -71,6 +71,25 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
     ) -> RequestMetaObject {
         let declared = context.client_capabilities().unwrap_or_default();
+        let level = context
+            .meta
+            .log_level()
+            .or_else(|| self.levels.of(who.session()));
+        self.told(who, server, declared, level)
+    }
+
+    /// What `server` is told with a request of `who`, whose client `declared` its
+    /// capabilities and asked for log messages at `level`: the capabilities narrowed to the
+    /// server requests the role allows, and the level. Both paths of a call use it, rmcp's
+    /// ([`caller_meta`](Self::caller_meta)) and the stdio lane's for a client of 2026-07-28
+    /// (`lane/bridged.rs`).
+    pub(crate) fn told(
+        &self,
+        who: &Who,
+        server: &str,
+        declared: ClientCapabilities,
+        level: Option<::rmcp::model::LoggingLevel>,
+    ) -> RequestMetaObject {
         let mut capabilities = ClientCapabilities::default();
         if self.allows(who, server, ServerRequestKind::Sampling) {
             capabilities.sampling = declared.sampling;
@@ -85,11 +104,7 @@ impl Gateway {
         capabilities.extensions = declared.extensions;
         let mut meta = RequestMetaObject::new();
         meta.set_client_capabilities(capabilities);
-        if let Some(level) = context
-            .meta
-            .log_level()
-            .or_else(|| self.levels.of(who.session()))
-        {
+        if let Some(level) = level {
             meta.set_log_level(level);
         }
         meta
