@@ -568,6 +568,29 @@ prefix = ""
     )
 }
 
+/// Waits (20 s at most) until the trail holds `count` reloads (`gateway/reload`, done or
+/// refused): a reload is on record once it is over.
+async fn until_reloads(trail: &std::path::Path, count: usize) {
+    let since = std::time::Instant::now();
+    loop {
+        let text = std::fs::read_to_string(trail).unwrap_or_default();
+        let reloads = text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|r| r["method"] == "gateway/reload")
+            .count();
+        if reloads >= count {
+            assert_eq!(reloads, count, "{text}");
+            return;
+        }
+        assert!(
+            since.elapsed() < std::time::Duration::from_secs(20),
+            "{count} reloads not on record: {text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_server_that_dies_comes_back_and_sighup_reloads_all_or_nothing() {
     use std::time::{Duration, Instant};
@@ -639,7 +662,8 @@ async fn a_server_that_dies_comes_back_and_sighup_reloads_all_or_nothing() {
     )
     .expect("bad");
     hup();
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Tried and refused (on record) before the next change is written.
+    until_reloads(&trail, 1).await;
     assert!(
         gateway.names().await.contains(&"drift_stable".to_owned()),
         "kept"
@@ -1199,8 +1223,10 @@ async fn with_watch_a_change_of_the_file_reloads_and_a_bad_change_is_refused_onc
     }
     // A bad change: refused, once (not at every look), and what runs keeps running.
     write("[roles.viewer]\nceiling = \"sometimes\"\n".to_owned());
-    // Settled for a second, then read: refused by now.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Settled for a second, then read and refused; then not tried again at the watcher's next
+    // looks (one every 200 ms): three of them.
+    until_reloads(&trail, 2).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
     gateway
         .call("echo", json!({"message": "still"}))
         .await
