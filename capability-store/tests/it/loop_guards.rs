@@ -108,9 +108,12 @@ fn child() {
     let ttl = Duration::from_millis(env("LOOP_TTL_MS").parse().expect("ttl"));
     let guard = guard(store.as_ref(), &holder, ttl);
     let dispatch = dispatch(&env("LOOP_POLICY"));
-    let start: u128 = env("LOOP_START_MS").parse().expect("start");
-    while now_ms() < start {
-        std::thread::sleep(Duration::from_millis(1));
+    // Started together: each says it is ready (`<go>.ready.<pid>`), then waits for the word.
+    if let Ok(go) = std::env::var("LOOP_GO") {
+        std::fs::write(format!("{go}.ready.{}", std::process::id()), "").expect("ready");
+        while !std::path::Path::new(&go).exists() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
     let mut turns = 0u32;
     let outcome = guard.run(
@@ -121,8 +124,17 @@ fn child() {
         || {
             turns += 1;
             match mode.as_str() {
-                // Holds the lease, then answers.
-                "race" => std::thread::sleep(Duration::from_millis(1_500)),
+                // Holds the lease until the test lets it go (`LOOP_RELEASE` exists), then
+                // answers.
+                "race" => {
+                    let release = env("LOOP_RELEASE");
+                    let since = Instant::now();
+                    while !std::path::Path::new(&release).exists()
+                        && since.elapsed() < Duration::from_secs(60)
+                    {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
                 // Holds the lease until killed.
                 "hold" => {
                     println!("RESULT holding");
@@ -160,16 +172,43 @@ fn child() {
 /// another policy version it runs again.
 fn six_processes_race(target: &str) {
     open(target);
-    let start = (now_ms() + 3_000).to_string();
+    let signals =
+        std::env::temp_dir().join(format!("loop-race-{}-{}", std::process::id(), now_ms()));
+    std::fs::create_dir_all(&signals).expect("dir");
+    let go = signals.join("go");
+    let release = signals.join("release");
+    let (go_text, release_text) = (go.display().to_string(), release.display().to_string());
     let vars = [
         (CHILD, "race"),
         ("LOOP_STORE", target),
         ("LOOP_TTL_MS", "10000"),
         ("LOOP_POLICY", "p/1"),
-        ("LOOP_START_MS", start.as_str()),
+        ("LOOP_GO", go_text.as_str()),
+        ("LOOP_RELEASE", release_text.as_str()),
     ];
-    let children: Vec<Child> = (0..6).map(|_| spawn_child(&vars)).collect();
+    let mut children: Vec<Child> = (0..6).map(|_| spawn_child(&vars)).collect();
+    // All six at the line, then go.
+    let ready = |child: &Child| signals.join(format!("go.ready.{}", child.id())).exists();
+    assert!(
+        capability_testkit::wait_for(|| children.iter().all(ready)),
+        "the children did not all get ready"
+    );
+    std::fs::write(&go, "").expect("go");
+    // The one that runs holds its lease until the five others are done (then let go): each of
+    // them meets it in flight, or (two running) the test fails, after a minute at most.
+    let since = Instant::now();
+    let mut done = 0;
+    while done < 5 && since.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(5));
+        done = children
+            .iter_mut()
+            .map(|c| matches!(c.try_wait(), Ok(Some(_))))
+            .filter(|&exited| exited)
+            .count();
+    }
+    std::fs::write(&release, "").expect("release");
     let results: Vec<String> = children.into_iter().map(finish).collect();
+    let _ = std::fs::remove_dir_all(&signals);
     let ran: Vec<_> = results
         .iter()
         .filter(|r| r.starts_with("ran turns=1"))
@@ -184,13 +223,11 @@ fn six_processes_race(target: &str) {
         assert!(refused || answered, "not run while {winner} runs: {other}");
     }
 
-    let now = now_ms().to_string();
     let late_vars = [
         (CHILD, "late"),
         ("LOOP_STORE", target),
         ("LOOP_TTL_MS", "10000"),
         ("LOOP_POLICY", "p/1"),
-        ("LOOP_START_MS", now.as_str()),
     ];
     let late_result = finish(spawn_child(&late_vars));
     assert_eq!(
@@ -204,7 +241,6 @@ fn six_processes_race(target: &str) {
         ("LOOP_STORE", target),
         ("LOOP_TTL_MS", "10000"),
         ("LOOP_POLICY", "p/2"),
-        ("LOOP_START_MS", now.as_str()),
     ];
     let result = finish(spawn_child(&changed));
     assert!(
@@ -218,29 +254,43 @@ fn six_processes_race(target: &str) {
 fn a_killed_holder_is_taken_over_after_the_ttl(target: &str) {
     let store = open(target);
     let ttl = Duration::from_secs(2);
-    let now = now_ms().to_string();
     let vars = [
         (CHILD, "hold"),
         ("LOOP_STORE", target),
         ("LOOP_TTL_MS", "2000"),
         ("LOOP_POLICY", "p/1"),
-        ("LOOP_START_MS", now.as_str()),
     ];
     let mut holder = spawn_child(&vars);
     assert_eq!(result_line(&mut holder), "holding");
     let holder_id = format!("child-{}", holder.id());
-    // Alive for longer than a TTL: it renews.
-    std::thread::sleep(ttl + Duration::from_millis(500));
     let taker = guard(store.as_ref(), "taker", ttl);
     let dispatch = dispatch("p/1");
-    let refused = taker
-        .run(&dispatch, INCIDENT, &monitor(), Caller::new("w"), || {
-            unreachable!("in flight")
-        })
-        .expect("run");
+    let in_flight = || {
+        let refused = taker
+            .run(&dispatch, INCIDENT, &monitor(), Caller::new("w"), || {
+                unreachable!("in flight")
+            })
+            .expect("run");
+        match refused {
+            Guarded::InFlight {
+                holder,
+                since_ms,
+                expires_ms,
+            } if holder == holder_id => (since_ms, expires_ms),
+            other => panic!("not in flight with {holder_id}: {other:?}"),
+        }
+    };
+    // While it lives it renews (every third of the TTL): its lease runs past the TTL it was
+    // first taken for, and it is still in flight then.
+    let (since_ms, first_expiry) = in_flight();
+    let ttl_ms = u64::try_from(ttl.as_millis()).expect("ms");
     assert!(
-        matches!(&refused, Guarded::InFlight { holder, .. } if *holder == holder_id),
-        "{refused:?}"
+        first_expiry <= since_ms + ttl_ms,
+        "{since_ms} {first_expiry}"
+    );
+    assert!(
+        capability_testkit::wait_for(|| in_flight().1 > since_ms + ttl_ms),
+        "the holder did not renew its lease"
     );
 
     holder.kill().expect("SIGKILL");

@@ -134,8 +134,13 @@ fn eight_processes_race_for_one_approval_and_exactly_one_executes() {
     let children: Vec<_> = (0..8)
         .map(|_| child("replay", &db, &extra).spawn().expect("spawn"))
         .collect();
-    // Every child is waiting for the start signal: they approve at once.
-    std::thread::sleep(Duration::from_millis(300));
+    // Every child is waiting for the start signal (each says so: `<go>.ready.<pid>`): they
+    // approve at once.
+    let ready = |pid: u32| PathBuf::from(format!("{}.ready.{pid}", go.display()));
+    assert!(
+        capability_testkit::wait_for(|| children.iter().all(|c| ready(c.id()).exists())),
+        "the children did not all get ready"
+    );
     std::fs::write(&go, "go").expect("go");
     let outcomes: Vec<String> = children
         .into_iter()
@@ -314,6 +319,8 @@ fn child_process() {
                 .expect("approval");
             let approval = Approval::from_json(&text).expect("approval");
             let go = std::env::var("CHILD_GO").expect("go");
+            let ready = format!("{go}.ready.{}", std::process::id());
+            std::fs::write(ready, "").expect("ready");
             while !Path::new(&go).exists() {
                 std::thread::sleep(Duration::from_millis(1));
             }
