@@ -211,7 +211,11 @@ fn a_flood_of_idle_connections_leaves_a_legitimate_caller_served() {
         .filter_map(|_| TcpStream::connect(("127.0.0.1", gateway.port)).ok())
         .collect();
     assert!(idle.len() >= 290, "{} connections opened", idle.len());
-    std::thread::sleep(Duration::from_millis(500));
+    // The gateway has taken in the flood up to its cap once it closes the oldest stranger.
+    assert!(
+        capability_testkit::wait_for(|| closed_within(&mut idle[0], Duration::from_millis(1))),
+        "the oldest stranger was never closed"
+    );
     let asked = Instant::now();
     let status = initialize(gateway.port, Duration::from_secs(10));
     assert_eq!(status, Some(200), "the legitimate caller is answered");
@@ -260,7 +264,7 @@ fn slow_and_silent_connections_are_closed_within_their_timeouts() {
         .map(|_| TcpStream::connect(("127.0.0.1", gateway.port)).expect("connect"))
         .collect();
     let mut metrics_idle = TcpStream::connect(("127.0.0.1", metrics_port)).expect("connect");
-    // A head, a byte every 300 ms.
+    // A head, a byte every 100 ms (7 s for the whole head).
     let mut slow = TcpStream::connect(("127.0.0.1", gateway.port)).expect("connect");
     let head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaa";
     let dribble = std::thread::spawn(move || {
@@ -268,7 +272,7 @@ fn slow_and_silent_connections_are_closed_within_their_timeouts() {
             if slow.write_all(&[*byte]).is_err() {
                 return true;
             }
-            std::thread::sleep(Duration::from_millis(300));
+            std::thread::sleep(Duration::from_millis(100));
         }
         false
     });

@@ -272,7 +272,22 @@ async fn a_storm_of_list_changes_is_coalesced() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Then until the relisting has stopped: the count of listings the same at five looks in a
+    // row, 50 ms apart.
+    let (mut seen, mut same) = (relists(), 0);
+    while same < 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the relisting never stopped"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let now = relists();
+        (seen, same) = if now == seen {
+            (now, same + 1)
+        } else {
+            (now, 0)
+        };
+    }
     let names: Vec<String> = client
         .peer()
         .list_all_tools()
