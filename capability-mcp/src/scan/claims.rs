@@ -7,7 +7,12 @@
 //! description or the name, or a property such as `command` or `recipient`. A verb after a
 //! negation ("does not delete") is no finding.
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::OnceLock;
+
 use super::finding::Severity;
+use super::phrases::Fnv;
 use super::text::{Scratch, tokenize};
 
 /// In a name: hard.
@@ -160,6 +165,37 @@ const NEGATIONS: &[&str] = &[
     "neither", "nothing", "isn't", "dont", "doesnt",
 ];
 
+/// What a word of a description is: bits of [`FIRST_HARD`], [`STATED_HARD`], [`SAID_SOFT`]
+/// and [`NEGATIONS`].
+const FIRST: u8 = 1;
+const STATED: u8 = 2;
+const SOFT: u8 = 4;
+const NEGATION: u8 = 8;
+
+/// Which lists of the description's words `word` (folded) is in: one lookup instead of one
+/// comparison per word of each list.
+fn said(word: &str) -> u8 {
+    static KINDS: OnceLock<HashMap<&'static str, u8, BuildHasherDefault<Fnv>>> = OnceLock::new();
+    let kinds = KINDS.get_or_init(|| {
+        let mut kinds = HashMap::default();
+        for (list, kind) in [
+            (FIRST_HARD, FIRST),
+            (STATED_HARD, STATED),
+            (SAID_SOFT, SOFT),
+            (NEGATIONS, NEGATION),
+        ] {
+            for word in list {
+                *kinds.entry(*word).or_insert(0) |= kind;
+            }
+        }
+        kinds
+    });
+    if word.len() > 12 {
+        return 0; // longer than every word of the lists
+    }
+    kinds.get(word).copied().unwrap_or(0)
+}
+
 /// Where the claim is contradicted.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Where {
@@ -236,10 +272,11 @@ pub(crate) fn name_words(name: &str) -> Vec<String> {
 }
 
 /// Every contradiction of a read-only claim in `name`, `description` and the input schema's
-/// `properties` names.
+/// `properties` names. The description comes with whether `scratch` holds it already folded
+/// and cut into words.
 pub(crate) fn mismatches<'p>(
     name: &str,
-    description: Option<&str>,
+    description: Option<(&str, bool)>,
     properties: impl Iterator<Item = &'p str>,
     scratch: &mut Scratch,
 ) -> Vec<Mismatch> {
@@ -258,25 +295,27 @@ pub(crate) fn mismatches<'p>(
             word: word.to_ascii_lowercase(),
         });
     }
-    if let Some(description) = description {
+    if let Some((description, cut)) = description {
         let Scratch { folded, tokens } = scratch;
-        folded.fold(description);
-        tokenize(&folded.text, tokens);
+        if !cut {
+            folded.fold(description);
+            tokenize(&folded.text, tokens);
+        }
         let text = folded.text.as_str();
-        // The last three words, to see a negation before a verb.
-        let mut recent: [&str; 3] = [""; 3];
+        // Whether each of the last three words is a negation, to see one before a verb.
+        let mut recent = [false; 3];
         for (n, token) in tokens.iter().filter(|t| t.word).enumerate() {
             let word = token.text(text);
-            let severity = if n == 0 && FIRST_HARD.contains(&word) || STATED_HARD.contains(&word) {
+            let kinds = said(word);
+            let severity = if n == 0 && kinds & FIRST != 0 || kinds & STATED != 0 {
                 Some(Severity::Hard)
-            } else if SAID_SOFT.contains(&word) {
+            } else if kinds & SOFT != 0 {
                 Some(Severity::Soft)
             } else {
                 None
             };
-            let negated = recent.iter().any(|w| NEGATIONS.contains(w));
             if let Some(severity) = severity
-                && !negated
+                && !recent.contains(&true)
             {
                 out.push(Mismatch {
                     severity,
@@ -284,7 +323,7 @@ pub(crate) fn mismatches<'p>(
                     word: word.to_owned(),
                 });
             }
-            recent = [recent[1], recent[2], word];
+            recent = [recent[1], recent[2], kinds & NEGATION != 0];
         }
     }
     for property in properties {
@@ -306,13 +345,22 @@ mod tests {
     fn severities(name: &str, description: &str) -> Vec<(Severity, String)> {
         mismatches(
             name,
-            Some(description),
+            Some((description, false)),
             std::iter::empty(),
             &mut Scratch::default(),
         )
         .into_iter()
         .map(|m| (m.severity, m.word))
         .collect()
+    }
+
+    /// [`said`] looks up no word longer than 12 bytes.
+    #[test]
+    fn the_words_looked_up_are_short() {
+        for word in [FIRST_HARD, STATED_HARD, SAID_SOFT, NEGATIONS].concat() {
+            assert!(word.len() <= 12, "{word}");
+            assert_ne!(said(word), 0, "{word}");
+        }
     }
 
     #[test]

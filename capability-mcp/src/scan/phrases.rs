@@ -231,7 +231,7 @@ const MANY: usize = 4;
 
 /// FNV-1a: the words looked up are short, and SipHash would cost more than the lookup.
 #[derive(Default)]
-struct Fnv(u64);
+pub(crate) struct Fnv(u64);
 
 impl Hasher for Fnv {
     fn finish(&self) -> u64 {
@@ -258,12 +258,22 @@ pub(crate) struct Matcher {
     phrases: &'static [Phrase],
     slots: Vec<Vec<Slot>>,
     by_word: HashMap<&'static str, Vec<usize>, BuildHasherDefault<Fnv>>,
-    by_prefix: Vec<(&'static str, usize)>,
+    /// Per first byte, the prefixes that start a pattern (in the patterns' order).
+    by_prefix: Vec<Vec<(&'static str, usize)>>,
     /// Per first byte, the lengths (bit `min(len, 31)`) of the words that start a pattern:
     /// most tokens are ruled out here, without hashing.
     starts: [u32; 256],
-    /// The first bytes of the prefixes that start a pattern.
-    prefix_starts: [bool; 256],
+    /// The first two bytes (the second 0 for a word of one) of the words that start a
+    /// pattern, one bit each: most of the tokens [`Matcher::starts`] lets through stop here.
+    pairs: Vec<u64>,
+}
+
+/// The bit of a word's first two bytes in [`Matcher::pairs`]: `(word, bit)`.
+fn pair_bit(word: &[u8]) -> (usize, u64) {
+    let first = usize::from(word.first().copied().unwrap_or(0));
+    let second = usize::from(word.get(1).copied().unwrap_or(0));
+    let at = (first << 8) | second;
+    (at >> 6, 1 << (at & 63))
 }
 
 /// The bit of a word's length in [`Matcher::starts`].
@@ -277,9 +287,9 @@ impl Matcher {
             phrases,
             slots: Vec::with_capacity(phrases.len()),
             by_word: HashMap::default(),
-            by_prefix: Vec::new(),
+            by_prefix: vec![Vec::new(); 256],
             starts: [0; 256],
-            prefix_starts: [false; 256],
+            pairs: vec![0; 1024],
         };
         for (i, phrase) in phrases.iter().enumerate() {
             let slots: Vec<Slot> = phrase.pattern.split_whitespace().map(Slot::parse).collect();
@@ -291,11 +301,12 @@ impl Matcher {
                             matcher.by_word.entry(word).or_default().push(i);
                             let first = word.as_bytes().first().copied().unwrap_or(0);
                             matcher.starts[usize::from(first)] |= length_bit(word);
+                            let (at, bit) = pair_bit(word.as_bytes());
+                            matcher.pairs[at] |= bit;
                         }
                         Alt::Prefix(prefix) => {
-                            matcher.by_prefix.push((prefix, i));
                             let first = prefix.as_bytes().first().copied().unwrap_or(0);
-                            matcher.prefix_starts[usize::from(first)] = true;
+                            matcher.by_prefix[usize::from(first)].push((prefix, i));
                         }
                     }
                 }
@@ -327,7 +338,9 @@ impl Matcher {
         for (at, token) in tokens.iter().enumerate() {
             let word = token.text(text);
             let first = usize::from(word.as_bytes().first().copied().unwrap_or(0));
+            let (pair, bit) = pair_bit(word.as_bytes());
             if self.starts[first] & length_bit(word) != 0
+                && self.pairs[pair] & bit != 0
                 && let Some(candidates) = self.by_word.get(word)
             {
                 for &i in candidates {
@@ -336,8 +349,8 @@ impl Matcher {
                     }
                 }
             }
-            if token.word && self.prefix_starts[first] {
-                for &(prefix, i) in &self.by_prefix {
+            if token.word {
+                for &(prefix, i) in &self.by_prefix[first] {
                     if word.starts_with(prefix)
                         && let Some(end) = self.match_at(i, 1, text, tokens, at + 1)
                     {
@@ -346,6 +359,23 @@ impl Matcher {
                 }
             }
         }
+    }
+
+    /// Calls `each` with every phrase found in a text of one word (`word`, folded): [`Matcher::find`]
+    /// on that one token.
+    pub(crate) fn find_word(&self, word: &str, mut each: impl FnMut(&'static Phrase)) {
+        let Ok(end) = u32::try_from(word.len()) else {
+            return;
+        };
+        if end == 0 {
+            return;
+        }
+        let token = [Token {
+            start: 0,
+            end,
+            word: true,
+        }];
+        self.find(word, &token, |phrase, _| each(phrase));
     }
 
     /// Where pattern `i`, from slot `slot` on, ends when it starts at token `at`.

@@ -12,6 +12,9 @@ use super::phrases::Matcher;
 use super::text::{Folded, Scratch, Token, tokenize};
 use super::{Mention, ToolScan, payload, secrets, unicode};
 
+/// Strings of one word shorter than this take [`Walker::word`]: below the shortest payload
+/// (16) and credential (15) the rules decode or look for.
+const SHORT: usize = 15;
 /// How deep a schema is followed (serde_json parses 128 levels).
 const MAX_DEPTH: usize = 128;
 /// Bytes of context shown on each side of invisible characters.
@@ -33,6 +36,8 @@ struct Walker<'a> {
     path: Vec<Step<'a>>,
     folded: Folded,
     tokens: Vec<Token>,
+    /// Whether `folded` and `tokens` are the last string [`Walker::string`] read.
+    cut: bool,
     out: ToolScan,
 }
 
@@ -46,6 +51,7 @@ pub(crate) fn tool(tool: &Value) -> ToolScan {
         path: Vec::with_capacity(16),
         folded: scratch.folded,
         tokens: scratch.tokens,
+        cut: false,
         out: ToolScan::default(),
     };
     // One pass over the members (a lookup each would search the map six times).
@@ -62,6 +68,12 @@ pub(crate) fn tool(tool: &Value) -> ToolScan {
             _ => {}
         }
     }
+    let claims_read_only = annotations
+        .and_then(|a| a.get("readOnlyHint"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    let name_text = name.and_then(Value::as_str).unwrap_or_default();
+    let mut claims = None;
     for (key, value) in [
         ("name", name),
         ("title", title),
@@ -71,6 +83,10 @@ pub(crate) fn tool(tool: &Value) -> ToolScan {
             walker.path.push(Step::Key(key));
             walker.string(text, false, key != "name");
             walker.path.pop();
+            if claims_read_only && key == "description" {
+                // While the walker still holds the description folded and cut into words.
+                claims = Some(walker.read_only_claim(name_text, Some(text), input));
+            }
         }
     }
     if let Some(Value::String(title)) = annotations.and_then(|a| a.get("title")) {
@@ -87,13 +103,9 @@ pub(crate) fn tool(tool: &Value) -> ToolScan {
             walker.path.pop();
         }
     }
-    let claims_read_only = annotations
-        .and_then(|a| a.get("readOnlyHint"))
-        .and_then(Value::as_bool)
-        == Some(true);
     if claims_read_only {
-        let name = name.and_then(Value::as_str).unwrap_or_default();
-        walker.read_only_claim(name, description.and_then(Value::as_str), input);
+        let found = claims.unwrap_or_else(|| walker.read_only_claim(name_text, None, input));
+        walker.out.findings.extend(found);
     }
     let scratch = Scratch {
         folded: std::mem::take(&mut walker.folded),
@@ -145,9 +157,7 @@ impl<'a> Walker<'a> {
         }
         match value {
             Value::String(text) => {
-                if !clean_word(text) {
-                    self.string(text, false, true);
-                }
+                self.string(text, false, true);
                 if secret {
                     self.secret_default(text);
                 }
@@ -167,9 +177,7 @@ impl<'a> Walker<'a> {
     fn object(&mut self, members: &'a Map<String, Value>, secret: bool) {
         for (name, member) in members {
             self.path.push(Step::Key(name));
-            if !clean_word(name) {
-                self.string(name, true, true);
-            }
+            self.string(name, true, true);
             let secret_here = secret
                 || (matches!(name.as_str(), "default" | "examples" | "example" | "const")
                     && self.secret_property());
@@ -206,6 +214,10 @@ impl<'a> Walker<'a> {
     /// Every rule that reads one string. `mentions`: keep the words that may name another
     /// server's tool (not in the tool's own name).
     fn string(&mut self, raw: &str, key: bool, mentions: bool) {
+        if raw.len() < SHORT && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            self.cut = false;
+            return self.word(raw, key);
+        }
         let mut folded = std::mem::take(&mut self.folded);
         let mut tokens = std::mem::take(&mut self.tokens);
         let ascii = folded.fold(raw);
@@ -242,6 +254,7 @@ impl<'a> Walker<'a> {
         }
         self.folded = folded;
         self.tokens = tokens;
+        self.cut = true;
 
         let mut payloads = Vec::new();
         payload::scan(raw, &mut payloads);
@@ -268,6 +281,29 @@ impl<'a> Walker<'a> {
                 masked,
                 Some(secret.kind.to_owned()),
             );
+        }
+    }
+
+    /// [`Walker::string`] for a string of fewer than [`SHORT`] letters, digits and `_`, such
+    /// as most property names and enum values: one word, so no reference to another tool (that
+    /// needs two), nothing invisible (ASCII), too short for a payload or a credential; only the
+    /// phrases of one word (a file of secrets) can be in it. Folded, it is only lowercased.
+    fn word(&mut self, raw: &str, key: bool) {
+        let mut lower = [0u8; SHORT];
+        let lower = &mut lower[..raw.len()];
+        lower.copy_from_slice(raw.as_bytes());
+        lower.make_ascii_lowercase();
+        let Ok(lower) = std::str::from_utf8(lower) else {
+            return;
+        };
+        let mut phrases = Vec::new();
+        Matcher::text().find_word(lower, |phrase| {
+            phrases.push((phrase.rule, phrase.severity));
+        });
+        for (rule, severity) in phrases {
+            let span = 0..raw.len();
+            let shown = excerpt(raw, &span);
+            self.push(rule, severity, key, span, shown, None);
         }
     }
 
@@ -306,8 +342,15 @@ impl<'a> Walker<'a> {
         }
     }
 
-    /// The claim `readOnlyHint: true` against the tool's name, description and properties.
-    fn read_only_claim(&mut self, name: &str, description: Option<&str>, input: Option<&Value>) {
+    /// The claim `readOnlyHint: true` against the tool's name, description and properties:
+    /// the findings, in that order. Called with a description right after
+    /// [`Walker::string`] read it, so its words are not cut again.
+    fn read_only_claim(
+        &mut self,
+        name: &str,
+        description: Option<&str>,
+        input: Option<&Value>,
+    ) -> Vec<Finding> {
         let properties = input
             .and_then(|s| s.get("properties"))
             .and_then(Value::as_object)
@@ -317,9 +360,16 @@ impl<'a> Walker<'a> {
             folded: std::mem::take(&mut self.folded),
             tokens: std::mem::take(&mut self.tokens),
         };
-        let found = claims::mismatches(name, description, properties, &mut scratch);
+        let cut = std::mem::take(&mut self.cut);
+        let found = claims::mismatches(
+            name,
+            description.map(|d| (d, cut)),
+            properties,
+            &mut scratch,
+        );
         self.folded = scratch.folded;
         self.tokens = scratch.tokens;
+        let mut out = Vec::new();
         for found in found {
             let (pointer, key, span, shown) = match &found.at {
                 Where::Name(name) => ("/name".to_owned(), false, 0..name.len(), name.clone()),
@@ -343,7 +393,7 @@ impl<'a> Walker<'a> {
                 }
             };
             let detail = format!("claims readOnlyHint: true, but says `{}`", found.word);
-            self.out.findings.push(Finding {
+            out.push(Finding {
                 rule: Rule::CapabilityMismatch,
                 severity: found.severity,
                 pointer,
@@ -353,66 +403,8 @@ impl<'a> Walker<'a> {
                 detail: Some(detail),
             });
         }
+        out
     }
-}
-
-/// The words of JSON Schema (keywords, type names) that most of a schema's strings are:
-/// no rule finds anything in them (a test checks it), so they are not read.
-const SCHEMA_WORDS: &[&str] = &[
-    "type",
-    "properties",
-    "required",
-    "items",
-    "description",
-    "title",
-    "default",
-    "enum",
-    "const",
-    "format",
-    "pattern",
-    "$schema",
-    "$ref",
-    "$defs",
-    "$id",
-    "definitions",
-    "anyOf",
-    "oneOf",
-    "allOf",
-    "not",
-    "minimum",
-    "maximum",
-    "minLength",
-    "maxLength",
-    "minItems",
-    "maxItems",
-    "examples",
-    "additionalProperties",
-    "uniqueItems",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "nullable",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-    "string",
-    "object",
-    "integer",
-    "number",
-    "boolean",
-    "array",
-    "null",
-];
-
-/// Whether `text` is one of [`SCHEMA_WORDS`].
-fn clean_word(text: &str) -> bool {
-    // Length and first byte before the bytes: most strings and names are no schema word, and
-    // a comparison of the whole was 6% of the scan.
-    let (len, first) = (text.len(), text.as_bytes().first());
-    len <= 20
-        && SCHEMA_WORDS
-            .iter()
-            .any(|w| w.len() == len && w.as_bytes().first() == first && *w == text)
 }
 
 /// Whether a property name says it holds a secret.
@@ -479,6 +471,54 @@ fn directs(word: &str, next: Option<&str>) -> bool {
 mod tests {
     use super::*;
 
+    /// The words of JSON Schema (keywords, type names) that most of a schema's strings are: no rule
+    /// finds anything in them (a test checks it).
+    const SCHEMA_WORDS: &[&str] = &[
+        "type",
+        "properties",
+        "required",
+        "items",
+        "description",
+        "title",
+        "default",
+        "enum",
+        "const",
+        "format",
+        "pattern",
+        "$schema",
+        "$ref",
+        "$defs",
+        "$id",
+        "definitions",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "not",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "examples",
+        "additionalProperties",
+        "uniqueItems",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "nullable",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "string",
+        "object",
+        "integer",
+        "number",
+        "boolean",
+        "array",
+        "null",
+    ];
+
     /// The fast path skips only what the rules would find nothing in.
     #[test]
     fn the_words_of_json_schema_are_clean() {
@@ -488,6 +528,7 @@ mod tests {
                     path: vec![Step::Key("inputSchema")],
                     folded: Folded::default(),
                     tokens: Vec::new(),
+                    cut: false,
                     out: ToolScan::default(),
                 };
                 walker.string(word, key, true);
