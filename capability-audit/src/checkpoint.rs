@@ -281,12 +281,24 @@ pub enum ChainProblem {
         every: u64,
     },
     /// The writer's latest tree checkpoint lacks the cosignatures a verifier requires
-    /// (`tlog::cosignature::unwitnessed`): why, naming the witnesses missing.
+    /// (`tlog::witnessed::unwitnessed`): why, naming the witnesses missing.
     Unwitnessed {
         /// The size of the tree that checkpoint signs.
         size: u64,
         /// Why (the quorum's message).
         why: String,
+    },
+    /// A key rotation recorded in the trail that cannot be read, or a checkpoint signed by a
+    /// key outside the span its rotations give it (`tlog::keys`).
+    Rotation {
+        /// Why.
+        why: String,
+    },
+    /// The writer's registration names one before it that is no longer in the store: a
+    /// writer's registration was deleted, with its records (`tlog::writers`).
+    RegistrationGone {
+        /// The writer whose registration names the one gone.
+        writer: String,
     },
 }
 
@@ -365,6 +377,13 @@ impl fmt::Display for ChainProblem {
                 f,
                 "not witnessed: the latest tree checkpoint (the tree of {size} records) has too \
                  few cosignatures: {why}"
+            ),
+            ChainProblem::Rotation { why } => write!(f, "key rotation: {why}"),
+            ChainProblem::RegistrationGone { writer } => write!(
+                f,
+                "removed registration: the registration of writer {writer:?} names one before \
+                 it that is no longer in the store (a writer's registration was deleted, with \
+                 its records)"
             ),
         }
     }

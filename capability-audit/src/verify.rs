@@ -15,10 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::*;
 
-mod append;
 mod strict;
-
-pub use append::append_tree_note;
 
 /// What [`verify_jsonl`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -184,6 +184,9 @@ enum AuditCommand {
     Witness(commands::proofs::WitnessArgs),
     /// Have witnesses cosign each writer's latest tree checkpoint, and store their cosignatures.
     WitnessSubmit(commands::proofs::WitnessSubmit),
+    /// Hand a JSON Lines trail's checkpoint key over to another, in a statement the old key
+    /// signs, written as a record of the trail (and printed).
+    Rotate(commands::proofs::Rotate),
     /// Calls, allowed, denied, errors, degraded and p50/p95 latency per day, role and tool
     /// (`mcp_daily_stats`).
     Stats {
@@ -335,6 +338,7 @@ fn run(cli: Cli, out: &mut Out) -> Result<u8, Failure> {
         Command::Audit(AuditCommand::Consistency(a)) => commands::proofs::consistency(&a, out),
         Command::Audit(AuditCommand::Witness(a)) => commands::proofs::witness(&a, out),
         Command::Audit(AuditCommand::WitnessSubmit(a)) => commands::proofs::witness_submit(&a, out),
+        Command::Audit(AuditCommand::Rotate(a)) => commands::proofs::rotate(&a, out),
         Command::Db(DbCommand::Migrate { target }) => audit::migrate(&target, out),
         Command::Proxy(args) => commands::proxy::run(args),
         Command::Gateway(args) => {

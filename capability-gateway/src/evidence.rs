@@ -8,13 +8,14 @@
 //! records, the writers' registrations, the spans without a checkpoint
 //! ([`tlog::checkpoint_gaps`], at the interval of [`CheckpointEvery::default`], the one the
 //! gateway's and the proxy's sinks sign at) and, given witnesses' keys, their cosignatures on
-//! each writer's latest tree checkpoint ([`tlog::cosignature::unwitnessed`]).
+//! each writer's latest tree checkpoint ([`tlog::witnessed::unwitnessed`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use capability::audit::tlog::{self, WitnessQuorum};
+use capability::audit::tlog::keys::{KeyRing, recorded_rotations};
+use capability::audit::tlog::{self, KeyRotation, WitnessQuorum};
 use capability::audit::{
     ChainProblem, ChainsReport, CheckpointEvery, CheckpointVerifier, TrailCounts, VerifyReport,
     WriterReport,
@@ -25,13 +26,19 @@ use serde_json::{Value, json};
 
 use crate::escape::escape;
 
+mod rotate;
+
+pub use rotate::rotate;
+
 /// What `verify` checks besides the chains: the writers' key, the witnesses required, and
 /// the time the trail is checked as of.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct VerifyOptions<'a> {
-    /// The writers' public key file: the checkpoints, trees, gaps and witnesses are checked
-    /// only with it.
-    pub key: Option<&'a Path>,
+    /// The writers' public key files (several: keys rotated, or writers of their own keys):
+    /// the checkpoints, trees, gaps and witnesses are checked only with one.
+    pub keys: &'a [PathBuf],
+    /// Key rotation statements given apart from the trail (those recorded in it are read too).
+    pub rotations: &'a [PathBuf],
     /// Witnesses' public key files whose cosignatures count.
     pub witness_keys: &'a [PathBuf],
     /// How many of them must have cosigned each writer's latest tree checkpoint (`None`: all).
@@ -118,7 +125,7 @@ impl Findings {
                 .map(|(label, key)| (label.clone(), key as &dyn CheckpointVerifier))
                 .collect();
             let quorum = WitnessQuorum::new(keys, self.needed);
-            for (writer, problems) in tlog::cosignature::unwitnessed(&notes, &quorum) {
+            for (writer, problems) in tlog::witnessed::unwitnessed(&notes, &quorum) {
                 found.entry(writer).or_default().extend(problems);
             }
         }
@@ -128,27 +135,62 @@ impl Findings {
 
 /// Checks the trail `target` names; `Err` for a trail, key or option it cannot use.
 pub fn verify(target: &str, options: &VerifyOptions<'_>) -> Result<Verified, String> {
-    let key = options.key.map(public_key).transpose()?;
-    let verifier = key.as_ref().map(|k| k as &dyn CheckpointVerifier);
+    let keys = (options.keys.iter())
+        .map(|p| public_key(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let keys: Vec<&dyn CheckpointVerifier> = keys.iter().map(|k| k as _).collect();
+    let mut rotations = (options.rotations.iter())
+        .map(|p| KeyRotation::parse(&read(p)?).map_err(|e| format!("{}: {e}", p.display())))
+        .collect::<Result<Vec<_>, _>>()?;
     let findings = Findings::new(options)?;
+    let keyed = !keys.is_empty();
     if target_kind(target) == TargetKind::Jsonl {
         let path = Path::new(target);
-        let mut report = match verifier {
-            Some(key) => tlog::verify_jsonl_with_trees(path, key),
-            None => capability::audit::verify_jsonl(path),
+        let (records, mut report) =
+            capability::audit::read_jsonl(path).map_err(|e| e.to_string())?;
+        let (recorded, mut found) = recorded_rotations(&records);
+        rotations.extend(recorded);
+        if let ([key], true) = (&keys[..], rotations.is_empty()) {
+            report = tlog::verify_jsonl_with_trees(path, *key).map_err(|e| e.to_string())?;
+        } else if keyed {
+            let ring = KeyRing::new(&keys, rotations);
+            let chains = ring.verify_chains(&records, &report.checkpoints);
+            let (notes, bad) = tlog::stored::parse_notes(&report.tree_checkpoints);
+            found.entry(String::new()).or_default().extend(bad);
+            merge(&mut found, tlog::verify_trees(&records, &notes, None));
+            merge(&mut found, ring.note_problems(&notes, ""));
+            report.chain_problems = chains
+                .writers
+                .into_iter()
+                .flat_map(|w| w.problems)
+                .collect();
         }
-        .map_err(|e| e.to_string())?;
-        if verifier.is_some() {
-            let found = findings.of(&report.tree_checkpoints);
+        if keyed {
+            merge(&mut found, findings.of(&report.tree_checkpoints));
             report.chain_problems.extend(found.into_values().flatten());
         }
-        return Ok(jsonl_report(target, &report, verifier.is_some()));
+        return Ok(jsonl_report(target, &report, keyed));
     }
     let store = open_store(target)?;
     let trail = store.read_trail().map_err(|e| e.to_string())?;
-    let mut report = trail.verify(verifier);
-    if verifier.is_some() {
-        for (writer, problems) in findings.of(&trail.tree_checkpoints) {
+    let (recorded, mut found) = recorded_rotations(&trail.records);
+    rotations.extend(recorded);
+    let mut report = if keys.len() <= 1 && rotations.is_empty() {
+        trail.verify(keys.first().copied())
+    } else {
+        let ring = KeyRing::new(&keys, rotations);
+        let (notes, _) = tlog::stored::parse_notes(&trail.tree_checkpoints);
+        let registered: Vec<String> = trail.writers.iter().map(|w| w.note.clone()).collect();
+        let (registrations, _) = tlog::stored::parse_notes(&registered);
+        merge(&mut found, trail.tree_problems(None));
+        merge(&mut found, ring.note_problems(&notes, ""));
+        let what = "the writer's registration: ";
+        merge(&mut found, ring.note_problems(&registrations, what));
+        ring.verify_chains(&trail.records, &trail.checkpoints)
+    };
+    if keyed {
+        merge(&mut found, findings.of(&trail.tree_checkpoints));
+        for (writer, problems) in found {
             match report.writers.iter_mut().find(|w| w.writer == writer) {
                 Some(found) => found.problems.extend(problems),
                 None => report.writers.push(WriterReport {
@@ -164,12 +206,16 @@ pub fn verify(target: &str, options: &VerifyOptions<'_>) -> Result<Verified, Str
     }
     let counts = TrailCounts::of(&trail.records, trail.checkpoints.len());
     let rows = (&trail.problems[..], counts);
-    Ok(chains_report(
-        &store.describe(),
-        &report,
-        rows,
-        verifier.is_some(),
-    ))
+    Ok(chains_report(&store.describe(), &report, rows, keyed))
+}
+
+fn merge(
+    into: &mut BTreeMap<String, Vec<ChainProblem>>,
+    from: BTreeMap<String, Vec<ChainProblem>>,
+) {
+    for (writer, problems) in from {
+        into.entry(writer).or_default().extend(problems);
+    }
 }
 
 const NOT_KEYED: &str = "checkpoints not verified: give the signer's public key with --key to \
@@ -348,7 +394,7 @@ pub fn submit(target: &str, urls: &[String]) -> Result<Submitted, String> {
         .build()
         .map_err(|e| format!("no async runtime for the witnesses: {e}"))?;
     let mut done = Submitted::default();
-    for (writer, mut note) in tlog::cosignature::latest_by_writer(&notes) {
+    for (writer, mut note) in tlog::witnessed::latest_by_writer(&notes) {
         let tree = tlog::writer_tree(&records, &writer);
         let size = note.head.size;
         let shown = escape(&writer);
@@ -380,7 +426,7 @@ pub fn submit(target: &str, urls: &[String]) -> Result<Submitted, String> {
             continue;
         }
         let stored = match &store {
-            None => capability::audit::verify::append_tree_note(Path::new(target), &note)
+            None => tlog::witnessed::append_tree_note(Path::new(target), &note)
                 .map(|()| true)
                 .map_err(|e| e.to_string()),
             Some(store) => store.store_cosigned(&note).map_err(|e| e.to_string()),

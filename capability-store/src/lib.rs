@@ -324,8 +324,9 @@ impl Trail {
     /// What the stored tree checkpoints and the writers' registrations show, by writer
     /// (`capability_audit::tlog::verify_trees`): with `key`, their signatures; a checkpoint
     /// beyond the writer's records (a cut tail), one whose root the records no longer hash to
-    /// (a rewritten record); and a registered writer with no records and no checkpoint left (a
-    /// removed writer).
+    /// (a rewritten record); a registered writer with no records and no checkpoint left (a
+    /// removed writer); and a registration that names one no longer stored (a writer removed
+    /// with its registration: `capability_audit::tlog::writers`).
     pub fn tree_problems(
         &self,
         key: Option<&dyn capability_audit::CheckpointVerifier>,
@@ -364,6 +365,11 @@ impl Trail {
                     registered_at: tlog::checkpoint_time(note).unwrap_or_default().to_owned(),
                 });
             }
+        }
+        let registrations: Vec<String> = self.writers.iter().map(|w| w.note.clone()).collect();
+        let gone = capability_audit::tlog::writers::registration_problems(&registrations);
+        for (writer, found) in gone {
+            problems.entry(writer).or_default().extend(found);
         }
         problems.retain(|_, p| !p.is_empty());
         problems

@@ -17,14 +17,12 @@
 //! it cannot: that the witness saw every tree the log signed (a log can show another tree to
 //! parties that never ask the witness), nor anything about the records themselves.
 
-use std::collections::BTreeMap;
-
 use sha2::{Digest, Sha256};
 
 use super::encoding::{base64, from_hex, hex};
 use super::error::TlogError;
 use super::note::{NoteSignature, SignedCheckpoint, check_key_name};
-use crate::checkpoint::{ChainProblem, CheckpointSigner, CheckpointVerifier};
+use crate::checkpoint::{CheckpointSigner, CheckpointVerifier};
 
 /// The key id algorithm byte of an Ed25519 `cosignature/v1` key.
 pub const COSIGNATURE_V1: u8 = 0x04;
@@ -231,48 +229,6 @@ impl<'a> WitnessQuorum<'a> {
         }
         Ok(cosigned)
     }
-}
-
-/// Each writer's latest tree checkpoint among `notes` (the largest tree, then the latest
-/// `time`), with the signature lines of every copy of it merged: a cosigned copy is stored as
-/// one more note of the same body (`capability audit witness-submit`).
-pub fn latest_by_writer(notes: &[SignedCheckpoint]) -> BTreeMap<String, SignedCheckpoint> {
-    let mut latest: BTreeMap<String, SignedCheckpoint> = BTreeMap::new();
-    for note in notes {
-        let Some(writer) = super::stored::checkpoint_writer(note) else {
-            continue;
-        };
-        match latest.get_mut(writer) {
-            Some(kept) if kept.body == note.body => {
-                kept.add_signatures(note.signatures.iter().cloned());
-            }
-            Some(kept) if order(kept) >= order(note) => {}
-            _ => {
-                latest.insert(writer.to_owned(), note.clone());
-            }
-        }
-    }
-    latest
-}
-
-fn order(note: &SignedCheckpoint) -> (u64, Option<&str>) {
-    (note.head.size, super::stored::checkpoint_time(note))
-}
-
-/// The writers whose latest tree checkpoint ([`latest_by_writer`]) `quorum` refuses, each with
-/// a [`ChainProblem::Unwitnessed`] naming the witnesses missing.
-pub fn unwitnessed(
-    notes: &[SignedCheckpoint],
-    quorum: &WitnessQuorum<'_>,
-) -> BTreeMap<String, Vec<ChainProblem>> {
-    latest_by_writer(notes)
-        .into_iter()
-        .filter_map(|(writer, note)| {
-            let why = quorum.check(&note).err()?.to_string();
-            let size = note.head.size;
-            Some((writer, vec![ChainProblem::Unwitnessed { size, why }]))
-        })
-        .collect()
 }
 
 impl SignedCheckpoint {

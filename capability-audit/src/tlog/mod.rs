@@ -15,6 +15,9 @@
 //!   signed checkpoints a writer stores beside its records, resumed and checked; [`receipt`]:
 //!   what a call's result carries so that its proof can be fetched later; [`gaps`]: missing
 //!   checkpoints (a writer signs one at least every interval, idle or not) as findings.
+//! - [`witnessed`]: each writer's latest checkpoint and its witnesses' cosignatures;
+//!   [`keys`]: a trail checked under rotated keys; [`writers`]: a store's writers' registrations
+//!   chained, so a writer deleted with its registration is a finding.
 //!
 //! ```
 //! use capability::audit::tlog::{Tree, leaf_hash, verify_consistency, verify_inclusion};
@@ -56,6 +59,7 @@ pub mod error;
 pub mod frontier;
 pub mod gaps;
 pub mod hash;
+pub mod keys;
 pub mod note;
 pub mod proof;
 pub mod receipt;
@@ -66,6 +70,8 @@ pub mod tree;
 pub mod verify;
 pub mod witness;
 pub mod witness_state;
+pub mod witnessed;
+pub mod writers;
 
 pub use cosignature::{Cosigned, Cosigner, WitnessQuorum, cosigner_key_id, cosigner_vkey};
 pub use error::{TlogError, WitnessError};

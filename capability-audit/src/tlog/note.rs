@@ -87,9 +87,28 @@ impl TreeHead {
 
     /// The checkpoint signed by `signer`, under the key name `origin`.
     pub fn sign(&self, signer: &dyn CheckpointSigner) -> Result<SignedCheckpoint, TlogError> {
+        self.sign_with(&[], signer)
+    }
+
+    /// [`sign`](Self::sign), with `extensions` (lines without their newline, none empty) after
+    /// the root: readers that do not know them ignore them, as `c2sp.org/tlog-checkpoint` says.
+    pub fn sign_with(
+        &self,
+        extensions: &[String],
+        signer: &dyn CheckpointSigner,
+    ) -> Result<SignedCheckpoint, TlogError> {
         check_key_name(&self.origin)?;
+        if extensions.iter().any(|l| l.is_empty() || l.contains('\n')) {
+            return Err(TlogError::Malformed(
+                "an extension line is empty or holds a newline".into(),
+            ));
+        }
         let public_key = public_key(&signer.public_key_hex())?;
-        let body = self.body();
+        let mut body = self.body();
+        for line in extensions {
+            body.push_str(line);
+            body.push('\n');
+        }
         let signature = from_hex(&signer.sign_checkpoint(body.as_bytes()))
             .filter(|s| s.len() == 64)
             .ok_or_else(|| TlogError::Malformed("the signer gave no Ed25519 signature".into()))?;

@@ -247,6 +247,33 @@ impl<'a> LogKeys<'a> {
         })
     }
 
+    /// Whether the key `public_key_hex` may sign this log's tree of `size` records: `Err`
+    /// naming the hand-over when its span does not hold the size, or when it is none of the
+    /// log's keys (a chain checkpoint says which key signed it).
+    pub fn allows(&self, public_key_hex: &str, size: u64) -> Result<(), TlogError> {
+        let key = super::cosignature::public_key_bytes(public_key_hex)?;
+        let span = (self.spans.iter().find(|s| s.public_key == key)).ok_or_else(|| {
+            TlogError::Rotation(format!(
+                "the checkpoint of {size} records is signed by key {}, none of {}'s",
+                hex(&key_id(&self.origin, &key)),
+                self.origin
+            ))
+        })?;
+        let id = hex(&key_id(&self.origin, &key));
+        match span.until {
+            _ if size < span.from => Err(TlogError::Rotation(format!(
+                "the checkpoint of {size} records is signed by key {id}, which takes over only \
+                 at size {}: a key signs no tree before its rotation",
+                span.from
+            ))),
+            Some(until) if size > until => Err(TlogError::Rotation(format!(
+                "the checkpoint of {size} records is signed by key {id}, which handed over at \
+                 size {until}: a retired key signs no larger tree"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks `checkpoint` is of this log and signed by the key whose span holds its size;
     /// returns that key. A signature of a key of the log outside its span is
     /// refused, naming the hand-over; a note signed by none of the keys is [`TlogError::WrongKey`].

@@ -72,9 +72,12 @@ pub struct VerifyArgs {
     #[arg(value_name = "PATH_OR_URL")]
     target: String,
     /// The public key (a `.pub` file from `capability keygen`) the checkpoints are signed
-    /// with.
+    /// with; repeat for a rotated key (the rotations recorded in the trail are read).
     #[arg(long, value_name = "FILE")]
-    key: Option<PathBuf>,
+    key: Vec<PathBuf>,
+    /// A key rotation statement kept apart from the trail; repeat.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    rotation: Vec<PathBuf>,
     /// A witness's public key file: its cosignature on each writer's latest tree checkpoint
     /// counts (`audit witness-submit` stores them); repeat.
     #[arg(long = "witness-key", value_name = "FILE", requires = "key")]
@@ -94,7 +97,8 @@ pub struct VerifyArgs {
 /// Checks the trail; exit 1 names what is wrong (`capability_gateway::evidence::verify`).
 pub fn verify(args: &VerifyArgs, out: &mut Out) -> Result<u8, Failure> {
     let options = capability_gateway::evidence::VerifyOptions {
-        key: args.key.as_deref(),
+        keys: &args.key,
+        rotations: &args.rotation,
         witness_keys: &args.witness_keys,
         witnesses: args.witnesses,
         at: args.at.as_deref(),

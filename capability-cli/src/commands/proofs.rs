@@ -85,6 +85,19 @@ pub struct WitnessSubmit {
     witnesses: Vec<String>,
 }
 
+/// `capability audit rotate`: a writer's checkpoint key handed over to the next.
+#[derive(clap::Args, Debug)]
+pub struct Rotate {
+    /// The JSON Lines trail (its writer stopped).
+    trail: PathBuf,
+    /// The secret key file that signed the checkpoints until now.
+    #[arg(long, value_name = "FILE")]
+    old_key: PathBuf,
+    /// The public key file of the key that signs them from now on.
+    #[arg(long, value_name = "FILE")]
+    new_key: PathBuf,
+}
+
 /// `capability audit consistency`: the newer checkpoint's tree extends the older one's.
 #[derive(clap::Args, Debug)]
 pub struct Consistency {
@@ -176,6 +189,13 @@ pub fn witness_submit(args: &WitnessSubmit, out: &mut Out) -> Result<u8, Failure
     let done = done.map_err(Failure::input)?;
     done.lines.iter().try_for_each(|l| writeln!(out, "{l}"))?;
     Ok(u8::from(done.refused))
+}
+
+/// Records the rotation in the trail and prints its statement (for `check-proof --rotation`).
+pub fn rotate(args: &Rotate, out: &mut Out) -> Result<u8, Failure> {
+    let rotated = capability_gateway::evidence::rotate(&args.trail, &args.old_key, &args.new_key);
+    out.write_all(rotated.map_err(Failure::input)?.to_text().as_bytes())?;
+    Ok(0)
 }
 
 /// Shows the newer tree extends the older, printing the consistency proof; exit 1 when not.

@@ -128,3 +128,62 @@ fn verify_names_a_record_rewritten_with_its_chain_computed_again_in_a_file() {
         "{text}"
     );
 }
+
+/// Each registration names the one before it: a writer deleted with its registration is found
+/// by the next one's. The latest registration deleted with its writer is not (nothing names it
+/// yet): said here so that the limit stays known.
+#[test]
+fn verify_names_a_writer_deleted_with_its_registration_unless_it_registered_last() {
+    let dir = scratch("unregistered");
+    let key = keygen(&dir);
+    let db = dir.join("state.db");
+    let store = capability_store::sqlite::SqliteStore::open(&db).expect("open");
+    store.migrate().expect("migrate");
+    for writer in ["w-1", "w-2", "w-3"] {
+        let mut options = SinkOptions::writer(writer);
+        let signer: Arc<dyn CheckpointSigner> = key.clone();
+        options.checkpoints = Some((signer, EVERY_5));
+        let sink = store.audit_sink(options).expect("sink");
+        sink.append(record("t")).expect("append");
+        sink.close().expect("close");
+    }
+    let verify = || {
+        capability(
+            &dir,
+            &["audit", "verify", "state.db", "--key", "writer.key.pub"],
+        )
+    };
+    let (code, text) = verify();
+    assert_eq!(code, 0, "{text}");
+    let raw = rusqlite::Connection::open(&db).expect("open");
+    let delete = |writer: &str| {
+        for table in [
+            "mcp_audit_log",
+            "mcp_audit_checkpoint",
+            "mcp_audit_tree_checkpoint",
+            "mcp_audit_writer",
+        ] {
+            raw.execute(
+                &format!("DELETE FROM {table} WHERE writer_id = ?1"),
+                [writer],
+            )
+            .expect("delete");
+        }
+    };
+    delete("w-3");
+    let (code, text) = verify();
+    assert_eq!(
+        code, 0,
+        "the latest registration is not named by any: {text}"
+    );
+    delete("w-1");
+    let (code, text) = verify();
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(
+            "writer w-2: removed registration: the registration of writer \"w-2\" names one \
+             before it that is no longer in the store"
+        ),
+        "{text}"
+    );
+}

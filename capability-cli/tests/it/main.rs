@@ -14,6 +14,7 @@ mod proxy_common;
 
 mod approvals_page;
 mod audit_proofs;
+mod audit_rotate;
 mod audit_trees;
 mod audit_witness;
 mod audit_witnessed;

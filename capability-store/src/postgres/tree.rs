@@ -5,6 +5,7 @@
 //! waits for no hashing, and a commit that failed leaves the tree as it was.
 
 use capability_audit::tlog::encoding::base64;
+use capability_audit::tlog::writers::sign_registration;
 use capability_audit::tlog::{Frontier, SignedCheckpoint, WriterTree, checkpoint_time, resume};
 use capability_audit::{AuditError, AuditRecord, Checkpoint, CheckpointSchedule, CheckpointSigner};
 use postgres::GenericClient;
@@ -140,7 +141,16 @@ pub(crate) fn open(
         Ok(tree) => tree,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let note = match tree.sign(tree.committed(), &capability_audit::utc_now(), signer) {
+    // The registration names the one before it (`capability_audit::tlog::writers`).
+    let previous = client
+        .query_opt(
+            "SELECT note FROM mcp_audit_writer ORDER BY registered_at DESC, writer_id DESC LIMIT 1",
+            &[],
+        )?
+        .map(|row| row.get::<_, String>(0));
+    let time = capability_audit::utc_now();
+    let signed = sign_registration(&tree, &time, previous.as_deref(), signer);
+    let note = match signed {
         Ok(note) => note,
         Err(e) => return Ok(Err(e.to_string())),
     };

@@ -21,6 +21,7 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use capability_audit::tlog::writers::sign_registration;
 use capability_audit::tlog::{Frontier, SignedCheckpoint, WriterTree};
 use capability_audit::{
     AuditError, AuditRecord, AuditSink, ChainHead, Checkpoint, CheckpointSchedule,
@@ -357,17 +358,21 @@ fn open_tree(
     };
     let tree = WriterTree::new(writer, frontier).map_err(|e| e.to_string())?;
     if !registered {
-        let note = tree
-            .sign(tree.committed(), &capability_audit::utc_now(), signer)
-            .map_err(|e| e.to_string())?;
         // `load` read outside a transaction: a second writer of the same id is the caller's
-        // mistake (ids are unique), and the registration is kept once either way.
-        let registration = || -> Result<(), rusqlite::Error> {
-            let tx = conn.unchecked_transaction()?;
+        // mistake (ids are unique), and the registration is kept once either way. It names the
+        // registration before it (`capability_audit::tlog::writers`).
+        let registration = || -> Result<Result<(), String>, rusqlite::Error> {
+            let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+            let previous = tree::last_registration(&tx)?;
+            let time = capability_audit::utc_now();
+            let note = match sign_registration(&tree, &time, previous.as_deref(), signer) {
+                Ok(note) => note,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
             tree::register(&tx, writer, &note)?;
-            tx.commit()
+            tx.commit().map(Ok)
         };
-        registration().map_err(|e| e.to_string())?;
+        registration().map_err(|e| e.to_string())??;
     }
     Ok(Some(tree))
 }

@@ -44,6 +44,16 @@ pub(crate) fn register(
     Ok(())
 }
 
+/// The note of the store's latest registration, if any.
+pub(crate) fn last_registration(tx: &Transaction<'_>) -> Result<Option<String>, rusqlite::Error> {
+    tx.query_row(
+        "SELECT note FROM mcp_audit_writer ORDER BY rowid DESC LIMIT 1",
+        [],
+        |row| row.get(0),
+    )
+    .optional()
+}
+
 /// A writer's tree as [`load`] finds it.
 pub(crate) struct Loaded {
     /// Resumed from its records.

@@ -71,6 +71,14 @@ impl tree::Tamper for Raw {
             );
         }
     }
+
+    fn unregister(&self, writer: &str) {
+        self.run(
+            "DELETE FROM mcp_audit_writer WHERE writer_id = $1 AND $2::bigint >= 0",
+            writer,
+            0,
+        );
+    }
 }
 
 #[test]

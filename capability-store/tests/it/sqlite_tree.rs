@@ -68,6 +68,15 @@ impl tree::Tamper for Raw {
             .expect("remove");
         }
     }
+
+    fn unregister(&self, writer: &str) {
+        let db = Connection::open(&self.0).expect("open");
+        db.execute(
+            "DELETE FROM mcp_audit_writer WHERE writer_id = ?1",
+            params![writer],
+        )
+        .expect("unregister");
+    }
 }
 
 #[test]

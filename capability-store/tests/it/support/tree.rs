@@ -24,6 +24,8 @@ pub trait Tamper {
     fn cut_with_checkpoints(&self, writer: &str, keep_through: u64);
     /// Deletes every record and checkpoint of `writer` (its registration stays).
     fn remove(&self, writer: &str);
+    /// Deletes `writer`'s registration (`mcp_audit_writer`).
+    fn unregister(&self, writer: &str);
 }
 
 const EVERY_5: CheckpointEvery = CheckpointEvery {
@@ -160,6 +162,21 @@ pub fn finds_a_removed_writer(store: &dyn Store, tamper: &dyn Tamper) {
     assert!(said.contains("\"w-gone\" registered at 20"), "{said}");
     assert!(said.contains("has no records"), "{said}");
     assert!(!found.contains_key("w-stays"), "{found:?}");
+
+    // Its registration deleted too: the next writer's registration names it.
+    tamper.unregister("w-gone");
+    let found = store
+        .read_trail()
+        .expect("trail")
+        .tree_problems(Some(&public));
+    assert!(!found.contains_key("w-gone"), "{found:?}");
+    let stays = found
+        .get("w-stays")
+        .expect("w-stays's registration names w-gone's");
+    assert!(
+        matches!(&stays[..], [ChainProblem::RegistrationGone { writer }] if writer == "w-stays"),
+        "{stays:?}"
+    );
 }
 
 /// A writer signing every 200 ms: checkpoints while idle, the last one `stopped`, no gap; then

@@ -1,0 +1,162 @@
+//! `capability audit rotate`: a JSON Lines trail's checkpoint key handed over to the next, the
+//! statement a record of the trail; `audit verify --key old --key new` accepts the old key's
+//! checkpoints up to the hand-over and the new key's after it, and names a checkpoint the old
+//! key signs after it; `check-proof --rotation` takes the statement the command printed.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capability::audit::{AuditSink, CheckpointEvery, FlushPolicy, JsonlSink};
+use capability::gate::SecretKey;
+
+use crate::trails::{capability, record};
+
+const EVERY_5: CheckpointEvery = CheckpointEvery {
+    records: 5,
+    interval: Duration::from_secs(3600),
+};
+
+fn secret(dir: &Path, name: &str) -> Arc<SecretKey> {
+    let text = std::fs::read_to_string(dir.join(name)).expect("key");
+    Arc::new(SecretKey::from_text(&text).expect("a key"))
+}
+
+/// `n` more records of `replica-1`, checkpoints signed by `key`.
+fn write(path: &Path, key: Arc<SecretKey>, n: usize) {
+    let sink = JsonlSink::open(path, FlushPolicy::EveryRecord)
+        .expect("open")
+        .with_writer("replica-1")
+        .expect("writer")
+        .with_checkpoints(key, EVERY_5);
+    for i in 0..n {
+        sink.append(record(&format!("t-{i}"))).expect("append");
+    }
+    sink.close().expect("close");
+}
+
+fn verify(dir: &Path, keys: &[&str]) -> (i32, String) {
+    let mut args = vec!["audit", "verify", "trail.jsonl"];
+    for key in keys {
+        args.extend(["--key", key]);
+    }
+    capability(dir, &args)
+}
+
+#[test]
+fn a_rotated_key_is_a_record_and_the_retired_key_signs_nothing_after_it() {
+    let dir = crate::trails::scratch("audit_rotate", "jsonl");
+    for key in ["old.key", "new.key"] {
+        let (code, text) = capability(&dir, &["keygen", "--out", key]);
+        assert_eq!(code, 0, "{text}");
+    }
+    let path = dir.join("trail.jsonl");
+    write(&path, secret(&dir, "old.key"), 3);
+
+    let args = [
+        "audit",
+        "rotate",
+        "trail.jsonl",
+        "--old-key",
+        "old.key",
+        "--new-key",
+        "new.key.pub",
+    ];
+    let (code, statement) = capability(&dir, &args);
+    assert_eq!(code, 0, "{statement}");
+    assert!(
+        statement.starts_with("capability/key-rotation/v1\ncapability/replica-1\n4\n"),
+        "{statement}"
+    );
+    std::fs::write(dir.join("rotation.note"), &statement).expect("write");
+    let (_, report) = capability::audit::read_jsonl(&path).expect("read");
+    assert_eq!(report.records, 4, "the rotation is record 4");
+
+    write(&path, secret(&dir, "new.key"), 2);
+    let (code, text) = verify(&dir, &["old.key.pub", "new.key.pub"]);
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = verify(&dir, &["old.key.pub"]);
+    assert_eq!(code, 1, "the new key not given: {text}");
+    assert!(text.contains("which is not given"), "{text}");
+    let (code, text) = verify(&dir, &["new.key.pub"]);
+    assert_eq!(code, 1, "the old key not given: {text}");
+
+    // Proofs of a record before the hand-over and one after, each under its own key.
+    for (seq, key) in [("2", "old.key"), ("6", "new.key")] {
+        let record = format!("replica-1:{seq}");
+        let out = format!("r{seq}.tlog-proof");
+        let prove = [
+            "audit",
+            "prove",
+            "trail.jsonl",
+            "--record",
+            &record,
+            "--key",
+            key,
+            "--out",
+            &out,
+        ];
+        let (code, text) = capability(&dir, &prove);
+        assert_eq!(code, 0, "{text}");
+        let check = [
+            "audit",
+            "check-proof",
+            &out,
+            "--key",
+            "old.key.pub",
+            "--key",
+            "new.key.pub",
+            "--rotation",
+            "rotation.note",
+        ];
+        let (code, text) = capability(&dir, &check);
+        assert_eq!(code, 0, "record {seq}: {text}");
+    }
+
+    // Whoever still holds the retired key writes on and signs: a finding.
+    write(&path, secret(&dir, "old.key"), 1);
+    let (code, text) = verify(&dir, &["old.key.pub", "new.key.pub"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("the checkpoint of 7 records is signed by key")
+            && text.contains("which handed over at size 4"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_store_is_not_rotated_and_a_busy_trail_is_refused() {
+    let dir = crate::trails::scratch("audit_rotate", "refused");
+    for key in ["old.key", "new.key"] {
+        let (code, text) = capability(&dir, &["keygen", "--out", key]);
+        assert_eq!(code, 0, "{text}");
+    }
+    let args = |trail: &'static str| {
+        [
+            "audit",
+            "rotate",
+            trail,
+            "--old-key",
+            "old.key",
+            "--new-key",
+            "new.key.pub",
+        ]
+    };
+    let (code, text) = capability(&dir, &args("state.db"));
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("a store's writers start a log of their own"),
+        "{text}"
+    );
+
+    let path = dir.join("trail.jsonl");
+    write(&path, secret(&dir, "old.key"), 2);
+    let running = JsonlSink::open(&path, FlushPolicy::EveryRecord).expect("open");
+    let (code, text) = capability(&dir, &args("trail.jsonl"));
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("another writer has this trail open"),
+        "{text}"
+    );
+    drop(running);
+}
