@@ -45,6 +45,27 @@ impl Clock for SystemClock {
     }
 }
 
+/// The monotonic time of the workspace's clocks ([`capability_core::clock`]): one
+/// [`ManualClock`](capability_core::clock::ManualClock) drives the breaker with the rest.
+impl Clock for capability_core::clock::ManualClock {
+    fn now(&self) -> Instant {
+        capability_core::clock::Clock::instant(self)
+    }
+}
+
+impl Clock for capability_core::clock::SystemClock {
+    fn now(&self) -> Instant {
+        capability_core::clock::Clock::instant(self)
+    }
+}
+
+/// A shared clock ([`SharedClock`](capability_core::clock::SharedClock), or an `Arc` of one).
+impl<C: capability_core::clock::Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Instant {
+        capability_core::clock::Clock::instant(&**self)
+    }
+}
+
 /// A clock that moves only when told to: for tests.
 #[derive(Debug)]
 pub struct FakeClock {

@@ -6,6 +6,11 @@
 //! set. [`Clock::instant`] is monotonic, for durations this process measures itself (how long
 //! a session sat idle, how full a rate bucket is again): it never goes back.
 //!
+//! The one clock of the workspace: the HTTP edge reads it (`EdgeConfig::clock`,
+//! `JwtAuth::discover_with_clock` in `capability-http`), and the write gate (`WriteGate::clock`)
+//! and the agent loop's guards and breaker (`LoopGuard::clock`, `Breaker::with_clock`) take it
+//! for their own clock traits, so one [`ManualClock`] drives them all in a test.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;

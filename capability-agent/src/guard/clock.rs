@@ -1,8 +1,11 @@
 //! Wall-clock time for leases and cache entries, in milliseconds since the Unix epoch: shared
 //! by processes (and hosts), so not the monotonic clock of the breaker. Tests use a fake one.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use capability_core::clock as core;
 
 /// Where a guard reads the time.
 pub trait WallClock: Send + Sync {
@@ -20,6 +23,36 @@ impl WallClock for SystemWallClock {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// Milliseconds of a [`capability_core::clock`] clock's wall-clock time (0 before 1970).
+fn core_ms(clock: &(impl core::Clock + ?Sized)) -> u64 {
+    clock
+        .now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The one clock of the workspace ([`capability_core::clock`]) is a guard's clock too: one
+/// [`ManualClock`](capability_core::clock::ManualClock) drives the guards, the gate and the HTTP
+/// edge in a test.
+impl WallClock for core::ManualClock {
+    fn now_ms(&self) -> u64 {
+        core_ms(self)
+    }
+}
+
+impl WallClock for core::SystemClock {
+    fn now_ms(&self) -> u64 {
+        core_ms(self)
+    }
+}
+
+/// A shared clock ([`SharedClock`](capability_core::clock::SharedClock), or an `Arc` of one).
+impl<C: core::Clock + ?Sized> WallClock for Arc<C> {
+    fn now_ms(&self) -> u64 {
+        core_ms(&**self)
     }
 }
 

@@ -261,6 +261,43 @@ fn without_a_policy_version_nothing_is_cached() {
     );
 }
 
+/// The workspace's one clock (`capability_core::clock`, which the gate and the HTTP edge read
+/// too) is a guard's clock: a cached answer expires when a `ManualClock` is moved past its TTL.
+#[test]
+fn a_cached_answer_expires_on_the_shared_clock() {
+    let fx = Fixture::new();
+    let manual = Arc::new(capability_core::clock::ManualClock::new());
+    let guard = LoopGuard::new(fx.leases.clone(), fx.cache.clone(), fx.key.clone())
+        .clock(manual.clone())
+        .holder("replica-a")
+        .answer_ttl(Duration::from_secs(600));
+    let monitor = context(POLICY, "monitor");
+    let runs = AtomicU32::new(0);
+    let answer = || {
+        runs.fetch_add(1, Ordering::SeqCst);
+        LoopOutcome::Answer {
+            text: "db-2's disk is full".into(),
+            iterations: 1,
+            tool_calls: 0,
+        }
+    };
+    let caller = Caller::new("w");
+    guard
+        .run(&fx.dispatch, "disk", &monitor, caller, answer)
+        .expect("run");
+    manual.advance(Duration::from_secs(599));
+    let hit = guard
+        .run(&fx.dispatch, "disk", &monitor, caller, answer)
+        .expect("run");
+    assert!(matches!(hit, Guarded::Cached(_)), "{hit:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "answered from the cache");
+    manual.advance(Duration::from_secs(2));
+    guard
+        .run(&fx.dispatch, "disk", &monitor, caller, answer)
+        .expect("run");
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "past its TTL: run again");
+}
+
 #[test]
 fn answers_and_degrades_expire_on_their_own_ttls() {
     let fx = Fixture::new();

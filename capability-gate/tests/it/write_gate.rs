@@ -824,6 +824,38 @@ fn no_validator_or_preflight_runs_before_the_approval_is_genuine() {
     );
 }
 
+/// The workspace's one clock (`capability::clock`, which the HTTP edge and the agent loop's
+/// guards read too) drives the gate: an approval holds until its expiry and is refused a second
+/// later, the clock moved, not waited for.
+#[test]
+fn an_approval_expires_on_the_shared_clock_the_gate_is_given() {
+    use capability::clock::{ManualClock, SharedClock};
+    use std::time::{Duration, UNIX_EPOCH};
+    let key = SecretKey::generate().expect("randomness");
+    let manual = Arc::new(ManualClock::at(UNIX_EPOCH + Duration::from_secs(NOW)));
+    let shared: SharedClock = manual.clone();
+    let gate = WriteGate::new(AUDIENCE, MemoryLedger::new())
+        .approver("alice", key.public_key())
+        .clock(shared);
+    manual.advance(Duration::from_secs(599));
+    let held = proposal("api-0");
+    let approval = sign_file(held.file(), &key, NOW + 600);
+    assert!(
+        gate.approve(held, Some(&approval)).is_ok(),
+        "valid a second before"
+    );
+    let late = proposal("api-1");
+    let approval = sign_file(late.file(), &key, NOW + 600);
+    manual.advance(Duration::from_secs(1));
+    assert_eq!(
+        refusal(gate.approve(late, Some(&approval))),
+        GateError::Expired {
+            expired_at: NOW + 600,
+            now: NOW + 600
+        }
+    );
+}
+
 #[test]
 fn an_expired_approval_stays_expired_when_the_clock_goes_back() {
     let s = setup();
