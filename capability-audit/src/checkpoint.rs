@@ -280,6 +280,19 @@ pub enum ChainProblem {
         /// The interval the writer signs at, in seconds.
         every: u64,
     },
+    /// Records `from..=to` of a writer that no checkpoint covers, more than its sink lets pass
+    /// (`tlog::gaps::uncovered_records`): its checkpoints over them were deleted, or they were
+    /// appended by someone without its key.
+    UncoveredRecords {
+        /// The writer.
+        writer: String,
+        /// The first record of the span.
+        from: u64,
+        /// The last.
+        to: u64,
+        /// The writer signs a checkpoint at least every this many records.
+        every: u64,
+    },
     /// The writer's latest tree checkpoint lacks the cosignatures a verifier requires
     /// (`tlog::witnessed::unwitnessed`): why, naming the witnesses missing.
     Unwitnessed {
@@ -379,6 +392,18 @@ impl fmt::Display for ChainProblem {
                  few cosignatures: {why}"
             ),
             ChainProblem::Rotation { why } => write!(f, "key rotation: {why}"),
+            ChainProblem::UncoveredRecords {
+                writer,
+                from,
+                to,
+                every,
+            } => write!(
+                f,
+                "records without a checkpoint: no signed tree checkpoint of writer {writer:?} \
+                 covers its records {from} to {to}, where it signs one at least every {every} \
+                 records: their checkpoints were deleted, or the records were appended by \
+                 someone without its key"
+            ),
             ChainProblem::RegistrationGone { writer } => write!(
                 f,
                 "removed registration: the registration of writer {writer:?} names one before \

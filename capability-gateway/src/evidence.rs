@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use capability::audit::tlog::keys::{KeyRing, recorded_rotations};
 use capability::audit::tlog::{self, KeyRotation, WitnessQuorum};
 use capability::audit::{
-    ChainProblem, ChainsReport, CheckpointEvery, CheckpointVerifier, TrailCounts, VerifyReport,
-    WriterReport,
+    AuditRecord, ChainProblem, ChainsReport, CheckpointEvery, CheckpointVerifier, TrailCounts,
+    VerifyReport, WriterReport,
 };
 use capability::gate::PublicKey;
 use capability_store::{RowProblem, Store, TargetKind, target_kind};
@@ -115,11 +115,17 @@ impl Findings {
         })
     }
 
-    /// Each writer's missing checkpoints and missing cosignatures.
-    fn of(&self, notes: &[String]) -> BTreeMap<String, Vec<ChainProblem>> {
+    /// Each writer's missing checkpoints (in time, over `records`) and missing cosignatures.
+    fn of(&self, notes: &[String], records: &[AuditRecord]) -> BTreeMap<String, Vec<ChainProblem>> {
         let (notes, _) = tlog::stored::parse_notes(notes);
-        let every = CheckpointEvery::default().interval;
-        let mut found = tlog::checkpoint_gaps(&notes, every, &self.now);
+        let every = CheckpointEvery::default();
+        let mut found = tlog::checkpoint_gaps(&notes, every.interval, &self.now);
+        let mut counts = BTreeMap::<String, u64>::new();
+        for record in records {
+            *counts.entry(record.writer.clone()).or_default() += 1;
+        }
+        let uncovered = tlog::gaps::uncovered_records(&notes, &counts, every.records);
+        merge(&mut found, uncovered);
         if !self.witnesses.is_empty() {
             let keys = (self.witnesses.iter())
                 .map(|(label, key)| (label.clone(), key as &dyn CheckpointVerifier))
@@ -166,7 +172,7 @@ pub fn verify(target: &str, options: &VerifyOptions<'_>) -> Result<Verified, Str
                 .collect();
         }
         if keyed {
-            merge(&mut found, findings.of(&report.tree_checkpoints));
+            merge(&mut found, findings.of(&report.tree_checkpoints, &records));
             report.chain_problems.extend(found.into_values().flatten());
         }
         return Ok(jsonl_report(target, &report, keyed));
@@ -189,7 +195,10 @@ pub fn verify(target: &str, options: &VerifyOptions<'_>) -> Result<Verified, Str
         ring.verify_chains(&trail.records, &trail.checkpoints)
     };
     if keyed {
-        merge(&mut found, findings.of(&trail.tree_checkpoints));
+        merge(
+            &mut found,
+            findings.of(&trail.tree_checkpoints, &trail.records),
+        );
         for (writer, problems) in found {
             match report.writers.iter_mut().find(|w| w.writer == writer) {
                 Some(found) => found.problems.extend(problems),

@@ -78,6 +78,45 @@ pub fn checkpoint_gaps(
     found
 }
 
+/// The spans of each writer's records that no checkpoint covers although the writer signs one
+/// at least every `every` records: between two checkpoints' sizes, or after the last one up to
+/// `records` (each writer's count), longer than twice `every`. Records appended after a
+/// writer's last checkpoint by someone without its key (the hash chain needs none) are such a
+/// span once there are more than that; fewer read as a writer killed before its next one.
+pub fn uncovered_records(
+    checkpoints: &[SignedCheckpoint],
+    records: &BTreeMap<String, u64>,
+    every: u64,
+) -> BTreeMap<String, Vec<ChainProblem>> {
+    let allowed = every.saturating_mul(2);
+    let mut sizes: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for checkpoint in checkpoints {
+        if let Some(writer) = checkpoint_writer(checkpoint) {
+            sizes.entry(writer).or_default().push(checkpoint.head.size);
+        }
+    }
+    let mut found = BTreeMap::new();
+    for (writer, mut sizes) in sizes {
+        sizes.push(0);
+        sizes.push(records.get(writer).copied().unwrap_or(0));
+        sizes.sort_unstable();
+        sizes.dedup();
+        let spans: Vec<ChainProblem> = (sizes.windows(2))
+            .filter(|pair| pair[1] - pair[0] > allowed)
+            .map(|pair| ChainProblem::UncoveredRecords {
+                writer: writer.to_owned(),
+                from: pair[0] + 1,
+                to: pair[1],
+                every,
+            })
+            .collect();
+        if !spans.is_empty() {
+            found.insert(writer.to_owned(), spans);
+        }
+    }
+    found
+}
+
 /// Milliseconds since the Unix epoch of `YYYY-MM-DDTHH:MM:SS[.fff]Z`, the trail's times.
 pub fn epoch_millis(time: &str) -> Option<i64> {
     let b = time.as_bytes();

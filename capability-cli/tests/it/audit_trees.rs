@@ -187,3 +187,57 @@ fn verify_names_a_writer_deleted_with_its_registration_unless_it_registered_last
         "{text}"
     );
 }
+
+/// Records appended after a writer's last checkpoint by someone without its key extend the
+/// hash chain (it needs no key); past twice the writer's interval of records (1,000) with no
+/// checkpoint over them, `verify --key` names them. Fewer read as a writer killed before its
+/// next checkpoint, and pass.
+#[test]
+fn verify_names_records_appended_without_the_key_past_the_checkpoint_interval() {
+    let dir = scratch("appended");
+    let key = keygen(&dir);
+    let trail = dir.join("trail.jsonl");
+    let sink = JsonlSink::open(&trail, FlushPolicy::EveryRecord)
+        .expect("open")
+        .with_writer("replica-1")
+        .expect("writer")
+        .with_checkpoints(key, EVERY_5);
+    for i in 0..7 {
+        sink.append(record(&format!("t-{i}"))).expect("append");
+    }
+    sink.close().expect("close");
+    let append = |n: usize| {
+        let (records, report) = read_jsonl(&trail).expect("read");
+        let mut head = ChainHead::new("replica-1", report.records, &report.last_hash);
+        let mut text = std::fs::read_to_string(&trail).expect("read");
+        for _ in 0..n {
+            text.push_str(&head.seal(record("forged")).to_line());
+            text.push('\n');
+            head.commit();
+        }
+        std::fs::write(&trail, text).expect("write");
+        records.len() + n
+    };
+    let verify = || {
+        capability(
+            &dir,
+            &["audit", "verify", "trail.jsonl", "--key", "writer.key.pub"],
+        )
+    };
+    assert_eq!(append(10), 17);
+    let (code, text) = verify();
+    assert_eq!(
+        code, 0,
+        "a few: a writer killed before its next checkpoint: {text}"
+    );
+    assert_eq!(append(2_000), 2_017);
+    let (code, text) = verify();
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(
+            "records without a checkpoint: no signed tree checkpoint of writer \"replica-1\" \
+             covers its records 8 to 2017"
+        ),
+        "{text}"
+    );
+}
