@@ -333,24 +333,34 @@ async fn the_proxy_reloads_its_policy_on_sighup_and_with_watch() {
     };
     assert_ne!(denying_echo(), POLICY, "the replacement applies");
 
-    // Without --watch: a changed file is applied at SIGHUP, not before (the proxy used to stop).
-    let dir = scratch("reload_sighup", POLICY);
-    let trail = dir.join("trail.jsonl");
-    let args = proxy_args(
-        &dir,
-        "viewer",
-        "everything",
-        &trail,
-        &["--trust", "trusted"],
-        &everything,
-    );
+    // Two proxies, one without --watch and one with it, and the same change to each one's file.
+    let start = |name: &str, extra: &[&str]| {
+        let dir = scratch(name, POLICY);
+        let trail = dir.join("trail.jsonl");
+        let mut flags = vec!["--trust", "trusted"];
+        flags.extend_from_slice(extra);
+        let args = proxy_args(&dir, "viewer", "everything", &trail, &flags, &everything);
+        (dir, trail, args)
+    };
+    let (dir, trail, args) = start("reload_sighup", &[]);
+    let (watched_dir, watched_trail, watched_args) = start("reload_watch", &["--watch"]);
     let proxy = Proxied::start(&args).await;
-    proxy
-        .call("echo", json!({"message": "hi"}))
-        .await
-        .expect("echo is allowed");
+    let watched = Proxied::start(&watched_args).await;
+    for p in [&proxy, &watched] {
+        p.call("echo", json!({"message": "hi"}))
+            .await
+            .expect("echo is allowed");
+    }
     write(&dir, &denying_echo());
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    write(&watched_dir, &denying_echo());
+
+    // With --watch: the change itself is enough.
+    until_echo_is_refused(&watched).await;
+    assert!(watched.close().await.success());
+    verifies(&watched_trail);
+
+    // Without --watch: a change a watcher has seen and applied by now is applied at SIGHUP, not
+    // before (the proxy used to stop).
     proxy
         .call("echo", json!({"message": "hi"}))
         .await
@@ -368,25 +378,4 @@ async fn the_proxy_reloads_its_policy_on_sighup_and_with_watch() {
         .filter_map(|r| r["policy_version"].as_str().map(str::to_owned))
         .collect();
     assert_eq!(reloads, ["2026-11-deny"]);
-
-    // With --watch: the change itself is enough.
-    let dir = scratch("reload_watch", POLICY);
-    let trail = dir.join("trail.jsonl");
-    let args = proxy_args(
-        &dir,
-        "viewer",
-        "everything",
-        &trail,
-        &["--trust", "trusted", "--watch"],
-        &everything,
-    );
-    let proxy = Proxied::start(&args).await;
-    proxy
-        .call("echo", json!({"message": "hi"}))
-        .await
-        .expect("echo is allowed");
-    write(&dir, &denying_echo());
-    until_echo_is_refused(&proxy).await;
-    assert!(proxy.close().await.success());
-    verifies(&trail);
 }
