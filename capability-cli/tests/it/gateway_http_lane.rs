@@ -567,8 +567,11 @@ async fn a_session_that_only_calls_on_the_lane_stays_open_until_it_is_idle() {
     tokio::task::spawn_blocking(move || {
         let session = Session::open(&url, VIEW_TOKEN);
         let start = Instant::now();
+        let mut last = start;
         let mut n = 2;
-        while start.elapsed() < Duration::from_secs(5) {
+        // Calls for 3 s, past the idle limit (2 s), every 200 ms: open throughout.
+        while start.elapsed() < Duration::from_secs(3) {
+            last = Instant::now();
             let answer = json_answer(&session.call(n, "said", json!({})));
             assert!(
                 text_of(&answer)["id"]
@@ -578,9 +581,29 @@ async fn a_session_that_only_calls_on_the_lane_stays_open_until_it_is_idle() {
                 start.elapsed()
             );
             n += 1;
-            std::thread::sleep(Duration::from_millis(400));
+            std::thread::sleep(Duration::from_millis(200));
         }
-        std::thread::sleep(Duration::from_secs(3));
+        // Then left idle: closed once the limit has passed since its last call. Another
+        // principal naming the session does not touch it (403 while it lives, 404 once it is
+        // gone): it is awaited that way, not slept for.
+        let other = Session {
+            url: url.clone(),
+            token: NARROW_TOKEN,
+            id: session.id.clone(),
+        };
+        let mut m = 1_000;
+        let closed = capability_testkit::wait_for(|| {
+            m += 1;
+            let status = other.call(m, "said", json!({})).status;
+            assert!(status == 403 || status == 404, "{status}");
+            status == 404
+        });
+        assert!(closed, "not closed within 10 s of its idle limit");
+        assert!(
+            last.elapsed() > Duration::from_secs(2),
+            "closed {:?} after its last call, before its idle limit",
+            last.elapsed()
+        );
         let idle = session.call(n, "said", json!({}));
         assert_eq!(idle.status, 404, "{idle:?}");
     })
