@@ -125,7 +125,7 @@ fn query_until(port: u16, query: &str, want: f64) -> Value {
             started.elapsed() < Duration::from_secs(60),
             "`{query}` did not give {want}: {status} {body}"
         );
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
