@@ -189,12 +189,9 @@ fn verify_counts_the_cosignatures_of_the_witnesses_given_and_refuses_an_edited_o
     assert_eq!(verify(&dir, "trail.jsonl", "1").0, 0, "w1's still holds");
 }
 
-#[test]
-fn a_database_writers_checkpoint_is_cosigned_in_place() {
-    let (dir, key) = keys("sqlite");
-    let db = dir.join("state.db");
-    let store = capability_store::sqlite::SqliteStore::open(&db).expect("open");
-    store.migrate().expect("migrate");
+/// `w-db` writes 3 records to `store` (`target`), signed with `key`; witnesses cosign its
+/// latest checkpoint, stored over the note in the database.
+fn cosigned_in_place(dir: &Path, target: &str, store: &dyn Store, key: Arc<SecretKey>) {
     let mut options = SinkOptions::writer("w-db");
     let signer: Arc<dyn CheckpointSigner> = key;
     options.checkpoints = Some((signer, EVERY_5));
@@ -204,17 +201,37 @@ fn a_database_writers_checkpoint_is_cosigned_in_place() {
     }
     sink.close().expect("close");
     drop(sink);
-    let w1 = start_witness(&dir, "w1.key", "capability/w-db=writer.key.pub");
-    let w2 = start_witness(&dir, "w2.key", "capability/w-db=writer.key.pub");
-    let (code, text) = verify(&dir, "state.db", "2");
+    let w1 = start_witness(dir, "w1.key", "capability/w-db=writer.key.pub");
+    let w2 = start_witness(dir, "w2.key", "capability/w-db=writer.key.pub");
+    let (code, text) = verify(dir, target, "2");
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("writer w-db: not witnessed"), "{text}");
     for url in [&w1.url, &w2.url] {
-        let (code, text) = submit(&dir, "state.db", url);
+        let (code, text) = submit(dir, target, url);
         assert_eq!(code, 0, "{text}");
     }
-    let (code, text) = verify(&dir, "state.db", "2");
+    let (code, text) = verify(dir, target, "2");
     assert_eq!(code, 0, "{text}");
+}
+
+#[test]
+fn a_sqlite_writers_checkpoint_is_cosigned_in_place() {
+    let (dir, key) = keys("sqlite");
+    let db = dir.join("state.db");
+    let store = capability_store::sqlite::SqliteStore::open(&db).expect("open");
+    store.migrate().expect("migrate");
+    cosigned_in_place(&dir, "state.db", &store, key);
+}
+
+#[test]
+fn a_postgres_writers_checkpoint_is_cosigned_in_place() {
+    let Some(url) = capability_testkit::pg::schema_url("cli_cosigned") else {
+        return;
+    };
+    let (dir, key) = keys("postgres");
+    let store = capability_store::open(&url).expect("open");
+    store.migrate().expect("migrate");
+    cosigned_in_place(&dir, &url, store.as_ref(), key);
 }
 
 /// A tail cut with every checkpoint after it leaves a trail consistent in itself; the time
