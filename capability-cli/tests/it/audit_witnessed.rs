@@ -152,6 +152,34 @@ fn verify_counts_the_cosignatures_of_the_witnesses_given_and_refuses_an_edited_o
     let (code, text) = verify(&dir, "trail.jsonl", "2");
     assert_eq!(code, 0, "two of two: {text}");
 
+    // A record's proof is made under the stored checkpoint, so it carries the cosignatures.
+    let prove = [
+        "audit",
+        "prove",
+        "trail.jsonl",
+        "--record",
+        "replica-1:7",
+        "--key",
+        "writer.key",
+        "--out",
+        "r7.tlog-proof",
+    ];
+    let (code, text) = capability(&dir, &prove);
+    assert_eq!(code, 0, "{text}");
+    let check = [
+        "audit",
+        "check-proof",
+        "r7.tlog-proof",
+        "--key",
+        "writer.key.pub",
+        "--witness-key",
+        "w1.key.pub",
+        "--witness-key",
+        "w2.key.pub",
+    ];
+    let (code, text) = capability(&dir, &check);
+    assert_eq!(code, 0, "{text}");
+
     // w2's cosignature edited (one bit of its signature) in the line that carries it.
     let w2_key = std::fs::read_to_string(dir.join("w2.key.pub")).expect("read");
     let w2_key = PublicKey::from_text(&w2_key).expect("a key");
