@@ -172,6 +172,11 @@ pub(crate) async fn serve(
                 capability::rmcp::ByTable::new(gateway.clone()).serve(transport).await.map_err(|e| {
                     GatewayError::Config(format!("the client did not connect: {e}"))
                 })?;
+            // A client of 2026-07-28 has no handshake: rmcp serves from its first request,
+            // which it takes itself; the lane takes calls of such a client from then on.
+            if let Some(fast) = &lane {
+                fast.rmcp_serves();
+            }
             let client = running.peer().clone();
             // The servers' requests go to this client from now on (where its role allows).
             let _ = gate.front.set(client.clone());

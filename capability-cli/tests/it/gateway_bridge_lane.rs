@@ -86,7 +86,7 @@ deny = ["journal/denied"]
 /// A client of 2026-07-28 writing its own lines to `capability gateway`.
 struct Client {
     child: Child,
-    input: ChildStdin,
+    input: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
 }
 
@@ -117,7 +117,7 @@ impl Client {
         });
         let mut client = Client {
             child,
-            input,
+            input: Some(input),
             lines,
         };
         client.send(
@@ -131,12 +131,29 @@ impl Client {
                 .is_some_and(|v| v.contains(&json!("2026-07-28"))),
             "{discovered}"
         );
+        // The first request after `server/discover` is rmcp's, which starts the session from
+        // it; the lane takes calls from then on.
+        client.send(
+            &json!({"jsonrpc": "2.0", "id": "listed", "method": "tools/list",
+            "params": {"_meta": meta(&json!({}))}}),
+        );
+        let listed = client.answer(&json!("listed"));
+        assert!(listed["result"]["tools"].is_array(), "{listed}");
         client
     }
 
+    /// Closes the client's side: how the gateway exits.
+    fn close(mut self) -> std::process::ExitStatus {
+        drop(self.input.take());
+        self.child
+            .wait()
+            .expect("the gateway exits once its client is gone")
+    }
+
     fn send(&mut self, message: &Value) {
-        writeln!(self.input, "{message}").expect("write");
-        self.input.flush().expect("flush");
+        let input = self.input.as_mut().expect("the client's side is open");
+        writeln!(input, "{message}").expect("write");
+        input.flush().expect("flush");
     }
 
     /// Every line up to and including the one answering `id`, as written.
@@ -387,6 +404,8 @@ fn a_2026_07_28_clients_call_to_a_2025_11_25_server_takes_the_lane_answered_and_
             .is_some_and(|e| e.contains("cancel")),
         "{cancelled}"
     );
+    // The session was rmcp's all along: the gateway ends as for any client that leaves.
+    assert!(client.close().success(), "the gateway exits 0");
 }
 
 #[test]

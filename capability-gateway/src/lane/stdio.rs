@@ -25,6 +25,7 @@
 //! params hold nothing but `name`, `arguments` and `_meta` (a task-augmented call is rmcp's),
 //! and the server is a spawned one (an HTTP server is reached through rmcp).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -59,6 +60,10 @@ pub(crate) struct Fast {
     initialize: Mutex<Option<String>>,
     /// The revision the session agreed, read off rmcp's answer to `initialize`.
     version: OnceLock<String>,
+    /// Whether rmcp serves the client: until it has taken a first request (`initialize`, or a
+    /// 2026-07-28 client's first request other than `server/discover`), there is no session
+    /// for the lane's calls to belong to.
+    serving: AtomicBool,
     /// The calls in flight, by the client's id: a cancellation stops one.
     in_flight: Arc<Mutex<InFlight>>,
     /// The stdio client, as the snapshot it was made from sees it: made again only when a
@@ -88,6 +93,7 @@ impl Fast {
             gateway,
             initialize: Mutex::new(None),
             version: OnceLock::new(),
+            serving: AtomicBool::new(false),
             in_flight: Arc::default(),
             who: Mutex::new(None),
             open: Arc::default(),
@@ -99,6 +105,12 @@ impl Fast {
     /// the outcome recorded, the spans ended), for at most `within`: how many have not.
     pub(crate) fn wait_for_ends(&self, within: Duration) -> usize {
         self.open.wait(within)
+    }
+
+    /// rmcp serves the client (its first request taken): a 2026-07-28 client's calls may take
+    /// the lane from now on.
+    pub(crate) fn rmcp_serves(&self) {
+        self.serving.store(true, Ordering::Release);
     }
 
     /// The stdio client under `snapshot` (`None` over HTTP).
@@ -128,6 +140,9 @@ impl Fast {
         };
         let bridged = match session {
             Some(_) => None,
+            // Before rmcp serves the client, its first request is rmcp's, which starts the
+            // session from it.
+            None if !self.serving.load(Ordering::Acquire) => return false,
             None => match Bridged::of(params.meta) {
                 Some(bridged) => Some(bridged),
                 None => return false,

@@ -474,9 +474,11 @@ impl Tap for LaneTap {
         // how it ended (its exit comes a moment after its output closes).
         let exited = match why {
             None if !waiting.is_empty() => self.exit.wait_blocking(crate::process::LEARN_WHY),
-            _ => None,
+            // Cut off: said as the server's end (`connect.rs`), as rmcp's path says it.
+            Some(_) => self.exit.get(),
+            None => None,
         };
-        let why = why.or(exited.as_deref()).unwrap_or("its connection closed");
+        let why = exited.as_deref().or(why).unwrap_or("its connection closed");
         for answered in waiting {
             answered(Ended::Failed(format!(
                 "the MCP server `{}` did not answer: {why}",
