@@ -15,6 +15,8 @@ use super::unicode::shown;
 
 /// The shortest run decoded.
 const MIN_RUN: usize = 16;
+/// The shortest run of base64 bytes that, with its padding (two `=` at most), is decoded.
+const MIN_CORE: usize = MIN_RUN - 2;
 /// How deep a payload inside a payload is followed.
 const MAX_DEPTH: usize = 2;
 
@@ -31,28 +33,11 @@ pub(crate) fn scan(raw: &str, out: &mut Vec<Payload>) {
 }
 
 fn scan_at(raw: &str, depth: usize, out: &mut Vec<Payload>) {
-    if raw.len() < MIN_RUN {
-        return;
-    }
-    let bytes = raw.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if !is_base64_byte(bytes[i]) {
-            i += 1;
+    for span in runs(raw.as_bytes()) {
+        let Some(run) = raw.get(span.clone()) else {
             continue;
-        }
-        let start = i;
-        while i < bytes.len() && is_base64_byte(bytes[i]) {
-            i += 1;
-        }
-        let mut end = i;
-        while end < bytes.len() && end - i < 2 && bytes[end] == b'=' {
-            end += 1;
-        }
-        let run = &raw[start..end];
-        if run.len() < MIN_RUN {
-            continue;
-        }
+        };
+        let (start, end) = (span.start, span.end);
         let decoded = if run.bytes().all(|b| b.is_ascii_hexdigit()) && run.len().is_multiple_of(2) {
             hex(run).map(|d| ("hex", d))
         } else if looks_base64(run) {
@@ -73,6 +58,48 @@ fn scan_at(raw: &str, depth: usize, out: &mut Vec<Payload>) {
             });
         }
     }
+}
+
+/// The runs of base64 bytes in `bytes`, each with its padding (two `=` at most), at least
+/// [`MIN_RUN`] long.
+fn runs(bytes: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    let mut i = if bytes.len() < MIN_RUN {
+        bytes.len()
+    } else {
+        0
+    };
+    // Here no run through `i` starts before `i` (the byte before it, or `i` itself after a run,
+    // is not base64).
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            // A run too short to be read even with its padding ends before
+            // `i + MIN_CORE - 1`: when that byte is not base64, skip past it (text of short
+            // words goes by in strides).
+            if bytes
+                .get(i + MIN_CORE - 1)
+                .is_some_and(|b| !is_base64_byte(*b))
+            {
+                i += MIN_CORE;
+                continue;
+            }
+            if !is_base64_byte(bytes[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < bytes.len() && is_base64_byte(bytes[i]) {
+                i += 1;
+            }
+            let mut end = i;
+            while end < bytes.len() && end - i < 2 && bytes[end] == b'=' {
+                end += 1;
+            }
+            if end - start >= MIN_RUN {
+                return Some(start..end);
+            }
+        }
+        None
+    })
 }
 
 /// The bytes of base64, standard and URL-safe.
@@ -197,6 +224,54 @@ mod tests {
         let mut out = Vec::new();
         scan(&hex, &mut out);
         assert_eq!(out.len(), 1, "{hex}");
+    }
+
+    /// [`runs`] strides over short words, and finds the runs a look at every byte finds.
+    #[test]
+    fn runs_are_those_of_a_look_at_every_byte() {
+        fn every_byte(bytes: &[u8]) -> Vec<Range<usize>> {
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < bytes.len() {
+                if !is_base64_byte(bytes[i]) {
+                    i += 1;
+                    continue;
+                }
+                let start = i;
+                while i < bytes.len() && is_base64_byte(bytes[i]) {
+                    i += 1;
+                }
+                let mut end = i;
+                while end < bytes.len() && end - i < 2 && bytes[end] == b'=' {
+                    end += 1;
+                }
+                if end - start >= MIN_RUN {
+                    out.push(start..end);
+                }
+            }
+            out
+        }
+        let alphabet = b"aB3+/-_= .=\n\"";
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        for n in 0..20_000 {
+            let len = n % 80;
+            let text: Vec<u8> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    // Mostly base64 bytes, so runs of every length around the threshold occur.
+                    let k = (state % 64) as usize;
+                    alphabet[if k < 48 { k % 7 } else { k % alphabet.len() }]
+                })
+                .collect();
+            assert_eq!(
+                runs(&text).collect::<Vec<_>>(),
+                every_byte(&text),
+                "{}",
+                String::from_utf8_lossy(&text)
+            );
+        }
     }
 
     #[test]

@@ -277,8 +277,8 @@ fn pair_bit(word: &[u8]) -> (usize, u64) {
 }
 
 /// The bit of a word's length in [`Matcher::starts`].
-fn length_bit(word: &str) -> u32 {
-    1 << word.len().min(31)
+fn length_bit(len: usize) -> u32 {
+    1 << len.min(31)
 }
 
 impl Matcher {
@@ -300,7 +300,7 @@ impl Matcher {
                         Alt::Exact(word) => {
                             matcher.by_word.entry(word).or_default().push(i);
                             let first = word.as_bytes().first().copied().unwrap_or(0);
-                            matcher.starts[usize::from(first)] |= length_bit(word);
+                            matcher.starts[usize::from(first)] |= length_bit(word.len());
                             let (at, bit) = pair_bit(word.as_bytes());
                             matcher.pairs[at] |= bit;
                         }
@@ -336,12 +336,12 @@ impl Matcher {
         mut each: impl FnMut(&'static Phrase, Range<usize>),
     ) {
         for (at, token) in tokens.iter().enumerate() {
-            let word = token.text(text);
-            let first = usize::from(word.as_bytes().first().copied().unwrap_or(0));
-            let (pair, bit) = pair_bit(word.as_bytes());
-            if self.starts[first] & length_bit(word) != 0
+            let bytes = text.as_bytes().get(token.range()).unwrap_or_default();
+            let first = usize::from(bytes.first().copied().unwrap_or(0));
+            let (pair, bit) = pair_bit(bytes);
+            if self.starts[first] & length_bit(bytes.len()) != 0
                 && self.pairs[pair] & bit != 0
-                && let Some(candidates) = self.by_word.get(word)
+                && let Some(candidates) = self.by_word.get(token.text(text))
             {
                 for &i in candidates {
                     if let Some(end) = self.match_at(i, 1, text, tokens, at + 1) {
@@ -351,7 +351,7 @@ impl Matcher {
             }
             if token.word {
                 for &(prefix, i) in &self.by_prefix[first] {
-                    if word.starts_with(prefix)
+                    if bytes.starts_with(prefix.as_bytes())
                         && let Some(end) = self.match_at(i, 1, text, tokens, at + 1)
                     {
                         each(&self.phrases[i], at..end);

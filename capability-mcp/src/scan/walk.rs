@@ -312,6 +312,9 @@ impl<'a> Walker<'a> {
     fn mentions(&mut self, raw: &str, folded: &Folded, tokens: &[Token]) {
         let text = folded.text.as_str();
         let mut pointer = None;
+        // The sentence of the last mention, `(start, end, directive)`: the next mention in it
+        // has the same.
+        let mut last: Option<(usize, usize, bool)> = None;
         for (i, token) in tokens.iter().enumerate() {
             // Cheap tests first: long enough, and a separator or a capital somewhere.
             if !token.word || token.end - token.start < 5 {
@@ -319,18 +322,27 @@ impl<'a> Walker<'a> {
             }
             let span = folded.raw_span(token.range());
             let word = &raw[span.clone()];
-            let separated = token.text(text).contains(['_', '-', '.']);
+            let separated = text.as_bytes()[token.range()]
+                .iter()
+                .any(|b| matches!(b, b'_' | b'-' | b'.'));
             if !(separated || word.bytes().any(|b| b.is_ascii_uppercase())) || !distinctive(word) {
                 continue;
             }
             let pointer = pointer.get_or_insert_with(|| self.pointer()).clone();
-            let (start, end) = sentence(text, tokens, i);
-            let directive = tokens[start..end].iter().enumerate().any(|(k, t)| {
-                directs(
-                    t.text(text),
-                    tokens.get(start + k + 1).map(|n| n.text(text)),
-                )
-            });
+            let directive = match last {
+                Some((start, end, directive)) if (start..end).contains(&i) => directive,
+                _ => {
+                    let (start, end) = sentence(text, tokens, i);
+                    let directive = tokens[start..end].iter().enumerate().any(|(k, t)| {
+                        directs(
+                            t.text(text),
+                            tokens.get(start + k + 1).map(|n| n.text(text)),
+                        )
+                    });
+                    last = Some((start, end, directive));
+                    directive
+                }
+            };
             self.out.mentions.push(Mention {
                 word: token.text(text).into(),
                 pointer,
@@ -431,7 +443,9 @@ fn sentence(text: &str, tokens: &[Token], i: usize) -> (usize, usize) {
         !t.word && matches!(t.text(text), "." | "!" | "?" | ";")
     };
     let new_line = |k: usize| {
-        k > 0 && text[tokens[k - 1].end as usize..tokens[k].start as usize].contains('\n')
+        k > 0
+            && text.as_bytes()[tokens[k - 1].end as usize..tokens[k].start as usize]
+                .contains(&b'\n')
     };
     let mut start = i;
     while start > 0 && !stop(start - 1) && !new_line(start) {
