@@ -112,7 +112,7 @@ fn cosignatures_are_byte_for_byte_those_of_an_independent_implementation() {
 
 #[test]
 fn a_witness_cosigns_growth_and_refuses_a_fork_leaving_its_state_unchanged() {
-    let dir = tempdir();
+    let dir = capability_testkit::Scratch::new("witness-1");
     let state = dir.join("witness.json");
     let (log, w) = (
         SecretKey::generate().unwrap(),
@@ -172,7 +172,7 @@ fn a_witness_cosigns_growth_and_refuses_a_fork_leaving_its_state_unchanged() {
 
 #[test]
 fn a_stale_request_gets_409_with_the_size_held() {
-    let dir = tempdir();
+    let dir = capability_testkit::Scratch::new("witness-2");
     let (log, w) = (
         SecretKey::generate().unwrap(),
         SecretKey::generate().unwrap(),
@@ -209,7 +209,7 @@ fn a_stale_request_gets_409_with_the_size_held() {
 
 #[test]
 fn an_unknown_log_key_or_a_forged_signature_is_refused() {
-    let dir = tempdir();
+    let dir = capability_testkit::Scratch::new("witness-3");
     let (log, w) = (
         SecretKey::generate().unwrap(),
         SecretKey::generate().unwrap(),
@@ -385,7 +385,7 @@ fn a_rotated_key_verifies_within_its_span_only() {
 
 #[test]
 fn a_restarted_witness_keeps_its_state_and_an_edited_or_torn_file_is_an_error() {
-    let dir = tempdir();
+    let dir = capability_testkit::Scratch::new("witness-4");
     let state = dir.join("state.json");
     let (log, w) = (
         SecretKey::generate().unwrap(),
@@ -446,17 +446,4 @@ fn a_cosignature_line_round_trips() {
     assert!(text.starts_with("\u{2014} w.test ") && text.ends_with('\n'));
     assert_eq!(NoteSignature::parse(text.trim_end()), Some(line));
     let _: &PublicKey = &log.public_key();
-}
-
-fn tempdir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "capability-witness-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
