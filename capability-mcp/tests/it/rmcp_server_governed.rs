@@ -472,6 +472,33 @@ async fn a_tool_that_drifted_from_its_pin_is_hidden_from_everyone() {
     let _ = operator.cancel().await;
 }
 
+/// The policy's consent to a server's wording drift reaches an embedder by default: a
+/// rewording of a pinned tool is shown where the policy's `[servers]` entry accepts it, and a
+/// hint flip stays hidden though it does.
+#[tokio::test]
+async fn a_rewording_the_policy_accepts_is_shown_and_a_hint_flip_is_not() {
+    let mut h = Harness::new();
+    let consent =
+        format!("{POLICY}\n[servers.k8s]\ncommand = [\"k8s-mcp\"]\naccept_wording_drift = true\n");
+    h.policy = Arc::new(Policy::from_toml_str(&consent).expect("valid policy"));
+    let mut approved = tool_json();
+    approved[1]["description"] = json!("Restart one pod, gently.");
+    approved[2]["annotations"]["readOnlyHint"] = json!(false);
+    let mut lock = Lockfile::default();
+    lock.pin(&Server::trusted("k8s"), &approved).expect("pins");
+    h.lock = Some(Arc::new(lock));
+    let operator = h.client(FixedRole::new("operator"), false).await;
+    let shown = operator.peer().list_tools(None).await.expect("lists");
+    assert!(
+        names(&shown).contains(&"restart_pod"),
+        "{:?}",
+        names(&shown)
+    );
+    assert!(!names(&shown).contains(&"get_logs"), "{:?}", names(&shown));
+    assert_eq!(reasons(&refused(&operator, "get_logs").await), ["drift"]);
+    let _ = operator.cancel().await;
+}
+
 #[tokio::test]
 async fn one_roles_denials_never_degrade_another_roles_session() {
     let mut h = Harness::new();

@@ -173,8 +173,24 @@ impl<H: ServerHandler> GovernedServer<H> {
     }
 
     /// Reviews the inner handler's tools against a lockfile: a tool that drifted from its pin
-    /// is hidden from everyone.
+    /// is hidden from everyone, unless the change is a rewording that the policy's `[servers]`
+    /// entry of this server accepts (`accept_wording_drift = true`), as the gateway judges it.
+    /// A re-pin (`capability pin --approve`) is taken only once its signature is checked: this
+    /// crate checks none, so call [`Lockfile::check_repins`] (or
+    /// `capability_gateway::pins::governed`) on the lockfile first; unchecked, it is refused.
     pub fn with_lockfile(mut self, lock: Arc<Lockfile>) -> Self {
+        let accepts = self
+            .policy
+            .servers()
+            .iter()
+            .any(|entry| entry.name() == self.server.name() && entry.accepts_wording_drift());
+        let lock = if accepts {
+            let mut lock = Arc::unwrap_or_clone(lock);
+            lock.accept_wording_drift(self.server.name(), true);
+            Arc::new(lock)
+        } else {
+            lock
+        };
         self.listings = ToolListings::new(self.server.clone(), Some(lock));
         self
     }
