@@ -30,6 +30,7 @@ fn gateway(dir: &Path, extra: &[&str]) -> Output {
         .arg(dir.join("policy.toml"))
         .arg("--check")
         .args(extra)
+        .env("TMPDIR", env!("CARGO_TARGET_TMPDIR"))
         .output()
         .expect("runs")
 }

@@ -57,6 +57,7 @@ fn run(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(BIN)
         .args(args)
         .current_dir(dir)
+        .env("TMPDIR", env!("CARGO_TARGET_TMPDIR"))
         .output()
         .expect("run capability")
 }

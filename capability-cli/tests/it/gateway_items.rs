@@ -489,6 +489,7 @@ fn check_shows_each_roles_resources_and_prompts_and_what_two_servers_claim() {
             .args(["gateway", "--check", "--policy"])
             .arg(&policy)
             .args(extra)
+            .env("TMPDIR", env!("CARGO_TARGET_TMPDIR"))
             .output()
             .expect("runs")
     };

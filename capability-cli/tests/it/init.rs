@@ -20,7 +20,12 @@ use proxy_common::{BIN, scratch};
 use support::{McpServer, TsTarget, ts_client_lines};
 
 fn capability(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("runs")
+    // The servers' log of `--check` goes to a new file in the temporary directory: ours.
+    Command::new(BIN)
+        .args(args)
+        .env("TMPDIR", env!("CARGO_TARGET_TMPDIR"))
+        .output()
+        .expect("runs")
 }
 
 fn text(output: &Output) -> (String, String) {
@@ -332,6 +337,7 @@ fn the_readmes_operator_quickstart_runs_as_written() {
             .arg(line)
             .env("HOME", &home)
             .env("PATH", &path)
+            .env("TMPDIR", env!("CARGO_TARGET_TMPDIR"))
             .output()
             .expect("sh");
         let (out, err) = text(&ran);
