@@ -224,8 +224,12 @@ pub(crate) fn excerpt(raw: &str, span: &Range<usize>) -> String {
     while !raw.is_char_boundary(end) {
         end += 1;
     }
-    let mut out = String::new();
-    for (n, c) in raw[start..end].chars().enumerate() {
+    let shown = &raw[start..end];
+    if shown.len() <= EXCERPT_CHARS && shown.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        return shown.to_owned(); // printable ASCII, short: itself
+    }
+    let mut out = String::with_capacity(shown.len().min(4 * EXCERPT_CHARS));
+    for (n, c) in shown.chars().enumerate() {
         if n == EXCERPT_CHARS {
             out.push('…');
             break;

@@ -121,7 +121,10 @@ impl<'a> Walker<'a> {
         for step in &self.path {
             out.push('/');
             match step {
-                Step::Key(key) => out.push_str(&key.replace('~', "~0").replace('/', "~1")),
+                Step::Key(key) if key.contains(['~', '/']) => {
+                    out.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                }
+                Step::Key(key) => out.push_str(key),
                 Step::Index(i) => out.push_str(&i.to_string()),
             }
         }
