@@ -361,6 +361,15 @@ impl Matcher {
         }
     }
 
+    /// Whether a word token of `len` bytes that begins with `head` (its first two bytes, or
+    /// one when it has one) may start a pattern: the test [`Matcher::find`] makes first.
+    pub(crate) fn may_start(&self, head: &[u8], len: usize) -> bool {
+        let first = usize::from(head.first().copied().unwrap_or(0));
+        let (pair, bit) = pair_bit(head);
+        (self.starts[first] & length_bit(len) != 0 && self.pairs[pair] & bit != 0)
+            || !self.by_prefix[first].is_empty()
+    }
+
     /// Calls `each` with every phrase found in a text of one word (`word`, folded): [`Matcher::find`]
     /// on that one token.
     pub(crate) fn find_word(&self, word: &str, mut each: impl FnMut(&'static Phrase)) {

@@ -292,6 +292,14 @@ impl<'a> Walker<'a> {
     /// needs two), nothing invisible (ASCII), too short for a payload or a credential; only the
     /// phrases of one word (a file of secrets) can be in it. Folded, it is only lowercased.
     fn word(&mut self, raw: &str, key: bool) {
+        let matcher = Matcher::text();
+        let mut head = [0u8; 2];
+        let n = raw.len().min(2);
+        head[..n].copy_from_slice(&raw.as_bytes()[..n]);
+        head.make_ascii_lowercase();
+        if !matcher.may_start(&head[..n], raw.len()) {
+            return; // the first test of [`Matcher::find`], before any copy
+        }
         let mut lower = [0u8; SHORT];
         let lower = &mut lower[..raw.len()];
         lower.copy_from_slice(raw.as_bytes());
@@ -300,7 +308,7 @@ impl<'a> Walker<'a> {
             return;
         };
         let mut phrases = Vec::new();
-        Matcher::text().find_word(lower, |phrase| {
+        matcher.find_word(lower, |phrase| {
             phrases.push((phrase.rule, phrase.severity));
         });
         for (rule, severity) in phrases {
@@ -535,6 +543,42 @@ mod tests {
         "array",
         "null",
     ];
+
+    /// A string of one short word ([`Walker::word`]) is still read for the phrases of one word:
+    /// files of secrets, as property names or values, in any case.
+    #[test]
+    fn one_word_strings_find_the_phrases_of_one_word() {
+        for (word, severity) in [
+            ("id_rsa", Severity::Hard),
+            ("ID_ED25519_pub", Severity::Hard),
+            ("authorized_keys", Severity::Hard),
+            ("known_hosts", Severity::Hard),
+            ("Credentials", Severity::Soft),
+            ("kubeconfig", Severity::Soft),
+        ] {
+            for key in [false, true] {
+                let mut walker = Walker {
+                    path: vec![Step::Key("inputSchema")],
+                    folded: Folded::default(),
+                    tokens: Vec::new(),
+                    cut: false,
+                    out: ToolScan::default(),
+                };
+                walker.string(word, key, true);
+                let found: Vec<_> = walker
+                    .out
+                    .findings
+                    .iter()
+                    .map(|f| (f.rule, f.severity, f.span.clone(), f.key))
+                    .collect();
+                assert_eq!(
+                    found,
+                    [(Rule::SensitivePath, severity, 0..word.len(), key)],
+                    "{word}"
+                );
+            }
+        }
+    }
 
     /// The fast path skips only what the rules would find nothing in.
     #[test]
