@@ -17,3 +17,4 @@ mod pinning;
 mod readme_quickstart;
 mod release_profile;
 mod rmcp_server_example;
+mod tiers;

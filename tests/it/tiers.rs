@@ -1,0 +1,84 @@
+//! The two tiers of `cargo test --workspace` (`.ci/interop-tests`, run by `.ci/tiers`): every
+//! line of the list names a test module or a test function that exists, and no more, so a test
+//! renamed or moved does not leave the interop tier unseen. (`.ci/run`'s `.ci/tiers check` also
+//! holds the two tiers against `cargo test -- --list`: each test in exactly one.)
+
+use std::path::{Path, PathBuf};
+
+/// The test binaries whose tests the list names: `tests/it` of the CLI and of the root.
+const BINARIES: [&str; 2] = ["capability-cli/tests/it", "tests/it"];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The lines of `.ci/interop-tests` that are filters (comments and blank lines left out).
+fn filters() -> Vec<String> {
+    let list = std::fs::read_to_string(root().join(".ci/interop-tests")).expect("the list");
+    list.lines()
+        .map(|line| line.split('#').next().unwrap_or_default().trim().to_owned())
+        .filter(|line| !line.is_empty())
+        .collect()
+}
+
+/// The file of test module `module` in one of [`BINARIES`], declared in its `main.rs`.
+fn module_file(module: &str) -> Option<PathBuf> {
+    BINARIES.iter().find_map(|binary| {
+        let dir = root().join(binary);
+        let main = std::fs::read_to_string(dir.join("main.rs")).ok()?;
+        let declared = main.lines().any(|l| l.trim() == format!("mod {module};"));
+        let file = dir.join(format!("{module}.rs"));
+        (declared && file.is_file()).then_some(file)
+    })
+}
+
+#[test]
+fn every_line_of_the_interop_list_names_a_test_that_exists() {
+    let filters = filters();
+    assert!(filters.len() > 10, "{filters:?}");
+    for filter in &filters {
+        let (module, function) = filter
+            .split_once("::")
+            .unwrap_or_else(|| panic!("`{filter}`: neither `module::` nor `module::fn`"));
+        let file = module_file(module)
+            .unwrap_or_else(|| panic!("`{filter}`: no test module `{module}` in {BINARIES:?}"));
+        if function.is_empty() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("the module");
+        let at = text
+            .find(&format!("fn {function}("))
+            .unwrap_or_else(|| panic!("`{filter}`: no `fn {function}` in {}", file.display()));
+        let before = &text[..at];
+        let attribute = before.rfind("#[").map(|i| &before[i..]).unwrap_or_default();
+        assert!(
+            attribute.starts_with("#[test]") || attribute.starts_with("#[tokio::test"),
+            "`{filter}`: `fn {function}` is not a test"
+        );
+    }
+}
+
+#[test]
+fn a_line_that_names_a_test_selects_no_other_of_its_module() {
+    // A filter is a substring of the test's path: `module::fn` also selects `module::fn_more`.
+    for filter in filters() {
+        let Some((module, function)) = filter.split_once("::").filter(|(_, f)| !f.is_empty())
+        else {
+            continue;
+        };
+        let file = module_file(module).expect("checked above");
+        let text = std::fs::read_to_string(&file).expect("the module");
+        let longer = text
+            .match_indices(&format!("fn {function}"))
+            .filter(|(at, found)| {
+                text[at + found.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+            })
+            .count();
+        assert_eq!(
+            longer,
+            0,
+            "`{filter}` also selects a longer name in {}",
+            file.display()
+        );
+    }
+}
