@@ -4,9 +4,9 @@
 //! scanned (`ToolScan::of` on each, then `scan_fleet` with the fleet's rules too), in one run.
 //! The goal was a scan at most a tenth of parsing. It is not met, and cannot be by a scan of
 //! the parsed values: visiting every string once, doing nothing with it, is itself about a tenth
-//! of parsing (measured here as a third baseline). Measured: parse 2.19 ms, visit 0.23 ms, the
-//! per-tool scan 3.0 ms (about 1.4 times parsing), `scan_fleet` 4.4 ms (about 2 times); see
-//! `docs/scan.md`.
+//! of parsing (measured here as a third baseline). Measured (2026-12-05): parse 2.09-2.14 ms,
+//! visit 0.23 ms, the per-tool scan 2.18-2.25 ms (about 1.05 times parsing; 1.35 times before
+//! that day's changes), `scan_fleet` 3.43-3.46 ms (about 1.6 times); see `docs/scan.md`.
 //!
 //! `cargo bench -p capability-mcp --bench scan`
 
