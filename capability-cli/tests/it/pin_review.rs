@@ -381,6 +381,19 @@ fn pin_approve_puts_the_repin_on_record_in_the_trail() {
     let out = capability(&dir, &["audit", "verify", "trail.jsonl"]);
     assert_eq!(code(&out), 0, "{}", said(&out));
 
+    // A store takes the record on a chain of the command's own, beside any other writer's.
+    assert_eq!(code(&capability(&dir, &["db", "migrate", "state.db"])), 0);
+    let mut third = again.clone();
+    third[1]["description"] = json!("Lists a directory, with sizes.");
+    serve(&dir, &third);
+    let mut to_store = approve.to_vec();
+    to_store.splice(4..4, ["--audit", "state.db"]);
+    let out = capability(&dir, &with_policy(&to_store));
+    assert_eq!(code(&out), 0, "{}", said(&out));
+    let out = capability(&dir, &["audit", "verify", "--json", "state.db"]);
+    assert_eq!(code(&out), 0, "{}", said(&out));
+    assert!(said(&out).contains("pin:files/"), "{}", said(&out));
+
     // The record edited (another approver named): the chain no longer checks.
     let edited = trail.replacen("\"approver\":\"alice\"", "\"approver\":\"bob\"", 1);
     assert_ne!(edited, trail);
