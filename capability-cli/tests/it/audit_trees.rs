@@ -5,25 +5,16 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use capability::audit::{
-    AuditSink, ChainHead, CheckpointEvery, CheckpointSigner, FlushPolicy, GENESIS, JsonlSink,
-    read_jsonl,
-};
+use capability::audit::{ChainHead, CheckpointSigner, GENESIS, read_jsonl};
 use capability::gate::SecretKey;
 use capability_store::{SinkOptions, Store};
 
-use crate::trails::{capability, record};
+use crate::trails::{EVERY_5, capability, record};
 
 fn scratch(name: &str) -> PathBuf {
     crate::trails::scratch("audit_trees", name)
 }
-
-const EVERY_5: CheckpointEvery = CheckpointEvery {
-    records: 5,
-    interval: Duration::from_secs(3600),
-};
 
 /// `capability keygen` in `dir`; the secret key.
 fn keygen(dir: &Path) -> Arc<SecretKey> {
@@ -79,20 +70,18 @@ fn verify_names_a_writer_whose_records_were_all_deleted_from_a_database() {
     );
 }
 
+/// `trail.jsonl` in `dir`: seven records of `replica-1`, checkpointed every five with
+/// `writer.key` (made here), closed.
+fn seven_records(dir: &Path) -> PathBuf {
+    let trail = dir.join("trail.jsonl");
+    crate::trails::seven_records(&trail, keygen(dir));
+    trail
+}
+
 #[test]
 fn verify_names_a_record_rewritten_with_its_chain_computed_again_in_a_file() {
     let dir = scratch("rewritten");
-    let key = keygen(&dir);
-    let trail = dir.join("trail.jsonl");
-    let sink = JsonlSink::open(&trail, FlushPolicy::EveryRecord)
-        .expect("open")
-        .with_writer("replica-1")
-        .expect("writer")
-        .with_checkpoints(key, EVERY_5);
-    for i in 0..7 {
-        sink.append(record(&format!("t-{i}"))).expect("append");
-    }
-    sink.close().expect("close");
+    let trail = seven_records(&dir);
     let (code, text) = capability(
         &dir,
         &["audit", "verify", "trail.jsonl", "--key", "writer.key.pub"],
@@ -195,17 +184,7 @@ fn verify_names_a_writer_deleted_with_its_registration_unless_it_registered_last
 #[test]
 fn verify_names_records_appended_without_the_key_past_the_checkpoint_interval() {
     let dir = scratch("appended");
-    let key = keygen(&dir);
-    let trail = dir.join("trail.jsonl");
-    let sink = JsonlSink::open(&trail, FlushPolicy::EveryRecord)
-        .expect("open")
-        .with_writer("replica-1")
-        .expect("writer")
-        .with_checkpoints(key, EVERY_5);
-    for i in 0..7 {
-        sink.append(record(&format!("t-{i}"))).expect("append");
-    }
-    sink.close().expect("close");
+    let trail = seven_records(&dir);
     let append = |n: usize| {
         let (records, report) = read_jsonl(&trail).expect("read");
         let mut head = ChainHead::new("replica-1", report.records, &report.last_hash);

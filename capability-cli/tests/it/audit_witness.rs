@@ -5,17 +5,16 @@
 //! witness key ignored and the quorum naming who is missing, a rotated key, raw requests that do
 //! not follow the protocol.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use capability::audit::tlog::KeyRotation;
 use capability::audit::{ChainHead, CheckpointVerifier, GENESIS};
 use capability::gate::{PublicKey, SecretKey};
 
-use crate::trails::{capability, record};
+use crate::trails::{WitnessProcess, capability, record, witness_args};
 
 fn scratch(name: &str) -> PathBuf {
     crate::trails::scratch("audit_witness", name)
@@ -51,53 +50,16 @@ fn setup(name: &str) -> PathBuf {
     dir
 }
 
-/// A witness process, killed (SIGKILL) when dropped.
-struct WitnessProcess {
-    child: Child,
-    url: String,
-}
-
-impl Drop for WitnessProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn witness_args() -> [&'static str; 10] {
-    [
-        "audit",
-        "witness",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        "witness.key",
-        "--state",
-        "state.json",
-        "--log",
-        "capability/replica-1=writer.key.pub",
-    ]
-}
+/// The witness of these tests: `witness.key`, `state.json`, `replica-1`'s log.
+const WITNESS: (&str, &str, &str) = (
+    "witness.key",
+    "state.json",
+    "capability/replica-1=writer.key.pub",
+);
 
 fn start_witness(dir: &Path) -> WitnessProcess {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capability"))
-        .current_dir(dir)
-        .args(witness_args())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawns");
-    let mut line = String::new();
-    let stdout = child.stdout.take().expect("stdout");
-    BufReader::new(stdout).read_line(&mut line).expect("a line");
-    let url = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .filter(|u| u.starts_with("http://127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    WitnessProcess { child, url }
+    let (key, state, log) = WITNESS;
+    crate::trails::start_witness(dir, key, state, log)
 }
 
 fn prove(dir: &Path, trail: &str, seq: u64, out: &str, witness: &str) -> (i32, String) {
@@ -278,7 +240,7 @@ fn a_witness_cosigns_refuses_a_fork_and_a_stale_view_and_keeps_its_state_across_
         .unwrap()
         .replacen("\\n7\\n", "\\n6\\n", 1);
     std::fs::write(dir.join("state.json"), edited).unwrap();
-    let (code, text) = capability(&dir, &witness_args());
+    let (code, text) = capability(&dir, &witness_args(WITNESS.0, WITNESS.1, WITNESS.2));
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("state.json: edited"), "{text}");
 }

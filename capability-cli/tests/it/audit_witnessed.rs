@@ -3,26 +3,16 @@
 //! checkpoints carry no cosignature, one of the two required, a stranger's, two, and an edited
 //! one; and `audit verify --at` finding the span a cut took with its checkpoints.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 
 use capability::audit::tlog::cosignature::public_key_bytes;
 use capability::audit::tlog::{SignedCheckpoint, cosigner_key_id};
-use capability::audit::{
-    AuditSink, CheckpointEvery, CheckpointSigner, CheckpointVerifier, FlushPolicy, JsonlSink,
-};
+use capability::audit::{CheckpointSigner, CheckpointVerifier};
 use capability::gate::{PublicKey, SecretKey};
 use capability_store::{SinkOptions, Store};
 
-use crate::trails::{capability, record};
-
-const EVERY_5: CheckpointEvery = CheckpointEvery {
-    records: 5,
-    interval: Duration::from_secs(3600),
-};
+use crate::trails::{EVERY_5, WitnessProcess, capability, record, seven_records};
 
 /// A folder with keys `writer.key`, `w1.key`, `w2.key` and `stranger.key` (and their `.pub`).
 fn keys(name: &str) -> (PathBuf, Arc<SecretKey>) {
@@ -35,61 +25,8 @@ fn keys(name: &str) -> (PathBuf, Arc<SecretKey>) {
     (dir, Arc::new(SecretKey::from_text(&text).expect("a key")))
 }
 
-/// `replica-1`'s trail of 7 records, checkpoints every 5 and when it closed.
-fn write_trail(path: &Path, key: Arc<SecretKey>) {
-    let sink = JsonlSink::open(path, FlushPolicy::EveryRecord)
-        .expect("open")
-        .with_writer("replica-1")
-        .expect("writer")
-        .with_checkpoints(key, EVERY_5);
-    for i in 0..7 {
-        sink.append(record(&format!("t-{i}"))).expect("append");
-    }
-    sink.close().expect("close");
-}
-
-/// A witness process (killed with SIGKILL when dropped) signing with `key`, for `log`.
-struct WitnessProcess {
-    child: Child,
-    url: String,
-}
-
-impl Drop for WitnessProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start_witness(dir: &Path, key: &str, log: &str) -> WitnessProcess {
-    let state = format!("{key}.state.json");
-    let args = [
-        "audit",
-        "witness",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        key,
-        "--state",
-        &state,
-        "--log",
-        log,
-    ];
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capability"))
-        .current_dir(dir)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawns");
-    let mut line = String::new();
-    let stdout = child.stdout.take().expect("stdout");
-    BufReader::new(stdout).read_line(&mut line).expect("a line");
-    let url = (line.trim().rsplit(' ').next())
-        .filter(|u| u.starts_with("http://127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    WitnessProcess { child, url }
+    crate::trails::start_witness(dir, key, &format!("{key}.state.json"), log)
 }
 
 fn verify(dir: &Path, trail: &str, needed: &str) -> (i32, String) {
@@ -116,7 +53,7 @@ fn submit(dir: &Path, trail: &str, url: &str) -> (i32, String) {
 #[test]
 fn verify_counts_the_cosignatures_of_the_witnesses_given_and_refuses_an_edited_one() {
     let (dir, key) = keys("jsonl");
-    write_trail(&dir.join("trail.jsonl"), key);
+    seven_records(&dir.join("trail.jsonl"), key);
     let log = "capability/replica-1=writer.key.pub";
     let (w1, w2) = (
         start_witness(&dir, "w1.key", log),
@@ -268,7 +205,7 @@ fn a_postgres_writers_checkpoint_is_cosigned_in_place() {
 fn verify_names_the_span_a_cut_took_with_its_checkpoints() {
     let (dir, key) = keys("gap");
     let path = dir.join("trail.jsonl");
-    write_trail(&path, key);
+    seven_records(&path, key);
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("time")
