@@ -1,7 +1,7 @@
 //! The two tiers of `cargo test --workspace` (`.ci/interop-tests`, run by `.ci/tiers`): every
 //! line of the list names a test module or a test function that exists, and no more, so a test
 //! renamed or moved does not leave the interop tier unseen. (`.ci/run`'s `.ci/tiers check` also
-//! holds the two tiers against `cargo test -- --list`: each test in exactly one.)
+//! takes the two tiers from one `cargo test -- --list`: each line selects a test, none a doc test.)
 
 use std::path::{Path, PathBuf};
 
