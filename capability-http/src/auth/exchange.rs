@@ -11,6 +11,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use capability_core::clock::{SharedClock, SystemClock};
+
 use serde_json::Value;
 
 use super::AuthSetupError;
@@ -78,6 +80,8 @@ pub struct TokenExchange {
     client_secret: String,
     audience: String,
     kept: Mutex<HashMap<String, Exchanged>>,
+    /// Where how long an exchanged token is kept is timed.
+    clock: SharedClock,
 }
 
 impl fmt::Debug for TokenExchange {
@@ -130,7 +134,16 @@ impl TokenExchange {
             client_secret: client_secret.into(),
             audience: audience.into(),
             kept: Mutex::new(HashMap::new()),
+            clock: SystemClock::shared(),
         })
+    }
+
+    /// Times how long an exchanged token is kept with `clock` (the system clock unless told:
+    /// tests move a [`ManualClock`](capability_core::clock::ManualClock)).
+    #[must_use]
+    pub fn with_clock(mut self, clock: SharedClock) -> TokenExchange {
+        self.clock = clock;
+        self
     }
 
     /// The audience the exchanged tokens are for.
@@ -143,7 +156,7 @@ impl TokenExchange {
     /// the issuer refused (its `error` and `error_description`), never a token.
     pub async fn exchange(&self, subject: &SubjectToken) -> Result<Exchanged, String> {
         let key = capability_rules::sha256_hex(subject.secret().as_bytes());
-        let now = Instant::now();
+        let now = self.clock.instant();
         if let Some(kept) = self.lock().get(&key).filter(|e| e.good_until > now) {
             return Ok(kept.clone());
         }
@@ -256,6 +269,71 @@ mod tests {
     fn a_form_value_is_percent_encoded() {
         assert_eq!(encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
         assert_eq!(encode("urn:ietf:x"), "urn%3Aietf%3Ax");
+    }
+
+    /// An issuer on a loopback port that exchanges every subject token for `exchanged-<n>`,
+    /// good for 120 s: its URL and how many exchanges it made.
+    fn issuer() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{BufRead, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let url = format!("http://{}", listener.local_addr().expect("bound"));
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (issuer, made) = (url.clone(), Arc::clone(&count));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = std::io::BufReader::new(&stream);
+                let (mut head, mut line, mut length) = (String::new(), String::new(), 0);
+                let _ = reader.read_line(&mut head);
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap_or(0);
+                    }
+                    line.clear();
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let answer = if head.starts_with("POST") {
+                    let n = made.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    serde_json::json!({"access_token": format!("exchanged-{n}"),
+                        "token_type": "Bearer", "expires_in": 120})
+                } else {
+                    serde_json::json!({"issuer": issuer, "token_endpoint": format!("{issuer}/token"),
+                        "grant_types_supported": [TOKEN_EXCHANGE_GRANT]})
+                }
+                .to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        (url, count)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_exchanged_token_is_kept_until_its_expiry_less_the_margin_on_the_given_clock() {
+        let (url, exchanges) = issuer();
+        let clock = Arc::new(capability_core::clock::ManualClock::new());
+        let exchange = TokenExchange::discover(&url, "gateway", "secret", "https://api.test")
+            .await
+            .expect("the issuer is discovered")
+            .with_clock(clock.clone());
+        let subject = SubjectToken(Arc::from("eyJcaller"));
+        let first = exchange.exchange(&subject).await.expect("exchanged");
+        assert_eq!(first.secret(), "exchanged-1");
+        // Kept: asked again before its expiry less the margin (120 - 10 s), no new exchange.
+        clock.advance(Duration::from_secs(109));
+        let kept = exchange.exchange(&subject).await.expect("kept");
+        assert_eq!(kept.secret(), "exchanged-1");
+        assert_eq!(exchanges.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Past it: exchanged again, without anyone waiting two minutes.
+        clock.advance(Duration::from_secs(2));
+        let again = exchange.exchange(&subject).await.expect("exchanged again");
+        assert_eq!(again.secret(), "exchanged-2");
+        assert_eq!(exchanges.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]
