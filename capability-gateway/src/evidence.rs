@@ -165,6 +165,7 @@ pub fn verify(target: &str, options: &VerifyOptions<'_>) -> Result<Verified, Str
             found.entry(String::new()).or_default().extend(bad);
             merge(&mut found, tlog::verify_trees(&records, &notes, None));
             merge(&mut found, ring.note_problems(&notes, ""));
+            merge(&mut found, ring.handover_problems(&notes));
             report.chain_problems = chains
                 .writers
                 .into_iter()
@@ -190,6 +191,7 @@ pub fn verify(target: &str, options: &VerifyOptions<'_>) -> Result<Verified, Str
         let (registrations, _) = tlog::stored::parse_notes(&registered);
         merge(&mut found, trail.tree_problems(None));
         merge(&mut found, ring.note_problems(&notes, ""));
+        merge(&mut found, ring.handover_problems(&notes));
         let what = "the writer's registration: ";
         merge(&mut found, ring.note_problems(&registrations, what));
         ring.verify_chains(&trail.records, &trail.checkpoints)

@@ -192,6 +192,57 @@ impl<'a> KeyRing<'a> {
         }
     }
 
+    /// Each rotation's hand-over, in `notes` (a trail's tree checkpoints): the tree of its size
+    /// signed by the key it retires. Without it, nothing ties the records before the hand-over
+    /// to the retired key: whoever holds the new key could have written the whole log again
+    /// under it (the rotation's own record left out), and every checkpoint would be in the new
+    /// key's span. A rotation of a log with no note at all (a store's run, no tree kept) is not
+    /// looked for.
+    pub fn handover_problems(
+        &self,
+        notes: &[SignedCheckpoint],
+    ) -> BTreeMap<String, Vec<ChainProblem>> {
+        let mut found: BTreeMap<String, Vec<ChainProblem>> = BTreeMap::new();
+        for rotation in &self.rotations {
+            let theirs = || notes.iter().filter(|n| n.head.origin == rotation.origin);
+            if theirs().next().is_none() {
+                continue;
+            }
+            let retiring = (self.keys.iter()).find(|(_, hex)| {
+                public_key_bytes(hex).is_ok_and(|bytes| {
+                    let id = key_id(&rotation.origin, &bytes);
+                    rotation.signatures.iter().any(|s| s.key_id == id)
+                })
+            });
+            let signed = retiring.is_some_and(|(key, _)| {
+                theirs().any(|n| {
+                    n.head.size == rotation.size && n.verify(&rotation.origin, *key).is_ok()
+                })
+            });
+            if !signed {
+                let writer =
+                    (rotation.origin.strip_prefix(ORIGIN_PREFIX)).unwrap_or(&rotation.origin);
+                found
+                    .entry(writer.to_owned())
+                    .or_default()
+                    .push(ChainProblem::Rotation {
+                        why: format!(
+                            "no checkpoint of the hand-over at size {} is signed by the key it \
+                             retires{}: the records before it are not the retired key's (the \
+                             log may have been written again under the new key)",
+                            rotation.size,
+                            if retiring.is_none() {
+                                " (that key is not given)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    });
+            }
+        }
+        found
+    }
+
     /// What each tree checkpoint's signature shows ([`check_note`](Self::check_note)), by
     /// writer; `what` names the notes in messages (`the writer's registration`).
     pub fn note_problems(

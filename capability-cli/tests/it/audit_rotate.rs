@@ -122,6 +122,32 @@ fn a_rotated_key_is_a_record_and_the_retired_key_signs_nothing_after_it() {
             && text.contains("which handed over at size 4"),
         "{text}"
     );
+
+    // Whoever holds the new key writes the whole log again under it, the rotation record left
+    // out: the trail alone no longer says when the new key took over, so both keys pass it.
+    // The statement kept apart (`--rotation`) still does, and names the forgery.
+    write(&dir.join("forged.jsonl"), secret(&dir, "new.key"), 6);
+    let forged = |extra: &[&'static str]| {
+        let mut args = vec![
+            "audit",
+            "verify",
+            "forged.jsonl",
+            "--key",
+            "old.key.pub",
+            "--key",
+            "new.key.pub",
+        ];
+        args.extend_from_slice(extra);
+        capability(&dir, &args)
+    };
+    let (code, text) = forged(&[]);
+    assert_eq!(code, 0, "the trail alone cannot tell: {text}");
+    let (code, text) = forged(&["--rotation", "rotation.note"]);
+    assert_eq!(code, 1, "the statement kept apart tells: {text}");
+    assert!(
+        text.contains("rotation") || text.contains("handed over"),
+        "{text}"
+    );
 }
 
 #[test]
