@@ -544,6 +544,19 @@ mod tests {
         "null",
     ];
 
+    /// What the walk finds in `word`, a string of an input schema (a member name when `key`).
+    fn scanned(word: &str, key: bool) -> ToolScan {
+        let mut walker = Walker {
+            path: vec![Step::Key("inputSchema")],
+            folded: Folded::default(),
+            tokens: Vec::new(),
+            cut: false,
+            out: ToolScan::default(),
+        };
+        walker.string(word, key, true);
+        walker.out
+    }
+
     /// A string of one short word ([`Walker::word`]) is still read for the phrases of one word:
     /// files of secrets, as property names or values, in any case.
     #[test]
@@ -557,16 +570,7 @@ mod tests {
             ("kubeconfig", Severity::Soft),
         ] {
             for key in [false, true] {
-                let mut walker = Walker {
-                    path: vec![Step::Key("inputSchema")],
-                    folded: Folded::default(),
-                    tokens: Vec::new(),
-                    cut: false,
-                    out: ToolScan::default(),
-                };
-                walker.string(word, key, true);
-                let found: Vec<_> = walker
-                    .out
+                let found: Vec<_> = scanned(word, key)
                     .findings
                     .iter()
                     .map(|f| (f.rule, f.severity, f.span.clone(), f.key))
@@ -585,15 +589,7 @@ mod tests {
     fn the_words_of_json_schema_are_clean() {
         for word in SCHEMA_WORDS {
             for key in [false, true] {
-                let mut walker = Walker {
-                    path: vec![Step::Key("inputSchema")],
-                    folded: Folded::default(),
-                    tokens: Vec::new(),
-                    cut: false,
-                    out: ToolScan::default(),
-                };
-                walker.string(word, key, true);
-                assert_eq!(walker.out, ToolScan::default(), "{word}");
+                assert_eq!(scanned(word, key), ToolScan::default(), "{word}");
             }
         }
     }
