@@ -18,7 +18,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -158,19 +157,7 @@ impl Client {
 
     /// Every line up to and including the one answering `id`, as written.
     fn until_answer(&mut self, id: &Value) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            let Ok(line) = self.lines.recv_timeout(left) else {
-                break;
-            };
-            let value: Value = serde_json::from_str(&line).expect("the gateway writes JSON");
-            seen.push(line);
-            if value.get("method").is_none() && &value["id"] == id {
-                return seen;
-            }
-        }
-        panic!("no answer to {id}: {seen:?}")
+        proxy_common::until_answer(&self.lines, id)
     }
 
     fn answer(&mut self, id: &Value) -> Value {

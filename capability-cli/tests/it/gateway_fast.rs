@@ -253,20 +253,11 @@ impl Client {
 
     /// Every line up to and including the one answering `id`, in order.
     fn until_answer(&mut self, id: &Value) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            let Ok(line) = self.lines.recv_timeout(left) else {
-                break;
-            };
-            let value: Value = serde_json::from_str(&line).expect("the gateway writes JSON");
-            let answer = value.get("method").is_none() && &value["id"] == id;
-            seen.push(value);
-            if answer {
-                return seen;
-            }
-        }
-        panic!("no answer to {id}; seen: {seen:?}");
+        let lines = proxy_common::until_answer(&self.lines, id);
+        lines
+            .iter()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect()
     }
 
     fn answer(&mut self, id: &Value) -> Value {

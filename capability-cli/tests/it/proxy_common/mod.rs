@@ -436,3 +436,22 @@ impl Drop for KillOnPanic<'_> {
         }
     }
 }
+
+/// The lines a client read from the gateway (`lines`, one JSON message each), up to and
+/// including the one answering `id`, as written; within 20 s, else the test fails naming what
+/// it saw.
+pub fn until_answer(lines: &std::sync::mpsc::Receiver<String>, id: &Value) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        let Ok(line) = lines.recv_timeout(left) else {
+            break;
+        };
+        let value: Value = serde_json::from_str(&line).expect("the gateway writes JSON");
+        seen.push(line);
+        if value.get("method").is_none() && &value["id"] == id {
+            return seen;
+        }
+    }
+    panic!("no answer to {id}; seen: {seen:?}")
+}
