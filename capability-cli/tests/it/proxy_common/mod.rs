@@ -167,8 +167,10 @@ pub fn records_in(text: &str) -> Vec<Value> {
         .collect()
 }
 
-/// One record per call: the outcome of a call that ran (each outcome checked to follow its
-/// intent, which is left out), the one record of a call that did not run.
+/// One record per call, in the order the calls were made: the outcome of a call that ran, in
+/// its intent's place (each outcome checked to follow its intent, which is left out; a lane
+/// answers a call before it writes the outcome, so the next call's records may come between),
+/// the one record of a call that did not run.
 pub fn calls(trail: &Path) -> Vec<Value> {
     calls_in(&std::fs::read_to_string(trail).expect("the trail exists"))
 }
@@ -186,10 +188,23 @@ pub fn calls_in(text: &str) -> Vec<Value> {
             );
         }
     }
-    records
-        .into_iter()
-        .filter(|r| r["phase"] != "intent")
-        .collect()
+    // Each call's place is its first record's; an intent's place takes its outcome.
+    let mut places: Vec<Option<Value>> = Vec::new();
+    let mut waiting = std::collections::HashMap::new();
+    for record in records {
+        match record["phase"].as_str() {
+            Some("intent") => {
+                waiting.insert(record["call_id"].to_string(), places.len());
+                places.push(None);
+            }
+            Some("outcome") => match waiting.remove(&record["call_id"].to_string()) {
+                Some(place) => places[place] = Some(record),
+                None => places.push(Some(record)),
+            },
+            _ => places.push(Some(record)),
+        }
+    }
+    places.into_iter().flatten().collect()
 }
 
 /// `(role, tool, verdict)` of each call (see [`calls`]).
