@@ -13,7 +13,8 @@
 //! - [`sink`]: the `AuditSink` seam and the in-memory sink; [`jsonl`]: the JSON Lines file sink
 //!   (with signed checkpoints between the records); [`verify`]: reading and verifying a JSON
 //!   Lines trail byte for byte, and against the checkpoint key.
-//! - [`checkpoint`]: signed checkpoints and [`verify_chains`], per-writer chains.
+//! - [`checkpoint`]: signed checkpoints and [`verify_chains`], per-writer chains; [`problem`]:
+//!   what each check finds wrong ([`ChainProblem`]).
 //! - [`calls`]: the records as calls (an intent joined to its outcome); [`summary`]: a trail
 //!   summed up for people (what its records are, its sessions).
 //! - [`dispatch`]: `AuditedDispatch` (fail-closed by itself; one record per call, even a
@@ -36,6 +37,7 @@ pub mod dispatch;
 pub mod error;
 pub mod jsonl;
 pub mod key;
+pub mod problem;
 pub mod reason;
 pub mod record;
 pub mod redact;
