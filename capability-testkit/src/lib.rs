@@ -12,6 +12,8 @@
 //!   and an OTLP receiver.
 //! - [`Binary`]: a harness that runs the `capability` binary (its path comes from the caller:
 //!   `CARGO_BIN_EXE_capability` is only set for `capability-cli`'s own tests).
+//! - [`tier`]: the tier of `.ci/tiers` a test runs in; what only the interop tier provides
+//!   refuses in the default one, so `.ci/interop-tests` cannot miss a test.
 //! - `fixtures` (feature `facade`): manifests, grants and trail checks built with the facade.
 //!
 //! The tools crate of the registry tests stays its own crate (`tests/toolkit`): a crate of
@@ -28,6 +30,7 @@ pub mod pg;
 mod rng;
 mod scratch;
 pub mod servers;
+pub mod tier;
 mod wait;
 
 pub use bin::Binary;

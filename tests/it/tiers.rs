@@ -5,8 +5,13 @@
 
 use std::path::{Path, PathBuf};
 
-/// The test binaries whose tests the list names: `tests/it` of the CLI and of the root.
-const BINARIES: [&str; 2] = ["capability-cli/tests/it", "tests/it"];
+/// The test binaries whose tests the list names: `tests/it` of the CLI, of capability-mcp and of
+/// the root.
+const BINARIES: [&str; 3] = [
+    "capability-cli/tests/it",
+    "capability-mcp/tests/it",
+    "tests/it",
+];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -81,4 +86,39 @@ fn a_line_that_names_a_test_selects_no_other_of_its_module() {
             file.display()
         );
     }
+}
+
+/// In the default tier (`CAPABILITY_TIER=default`, as `.ci/tiers default` runs it), what only
+/// the interop tier provides refuses, naming the list: a test that needs Node.js and is not in
+/// `.ci/interop-tests` fails there instead of running unseen. Run in a child process, the one
+/// way to give a test an environment variable of its own.
+#[test]
+fn in_the_default_tier_the_test_kit_refuses_node_and_names_the_interop_list() {
+    let child = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .args([
+            "--exact",
+            "tiers::child_asks_for_the_reference_servers",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(capability_testkit::tier::TIER_ENV, "default")
+        .env("CAPABILITY_REQUIRE_MCP_SERVERS", "1")
+        .output()
+        .expect("the child test runs");
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    assert!(!child.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("needs Node.js and the npm packages, which only the interop tier provides")
+            && stderr.contains("name it in .ci/interop-tests"),
+        "{stdout}\n{stderr}"
+    );
+}
+
+/// The child of the test above: asks for the reference servers as a test of the interop tier does.
+#[test]
+#[ignore = "run by in_the_default_tier_the_test_kit_refuses_node_and_names_the_interop_list"]
+fn child_asks_for_the_reference_servers() {
+    let _servers =
+        capability_testkit::require_servers!("tiers::child_asks_for_the_reference_servers");
 }

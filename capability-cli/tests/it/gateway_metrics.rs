@@ -86,22 +86,28 @@ impl Drop for Prometheus {
 }
 
 fn prometheus_binary() -> Option<std::path::PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("prometheus"))
-            .find(|path| path.is_file())
+    let found = capability_testkit::tier::interop_only("Prometheus").and_then(|()| {
+        std::env::var_os("PATH")
+            .and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|dir| dir.join("prometheus"))
+                    .find(|path| path.is_file())
+            })
+            .ok_or_else(|| "no `prometheus` on PATH (apt-get install prometheus)".to_owned())
     });
-    if found.is_none() {
-        if std::env::var(REQUIRE).as_deref() == Ok("1") {
-            panic!("Prometheus is required ({REQUIRE}=1) but no `prometheus` is on PATH");
+    match found {
+        Ok(found) => Some(found),
+        Err(why) if std::env::var(REQUIRE).as_deref() == Ok("1") => {
+            panic!("Prometheus is required ({REQUIRE}=1): {why}")
         }
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: gateway_metrics: no `prometheus` on PATH (apt-get install prometheus; \
-             set {REQUIRE}=1 to make this a failure)"
-        );
+        Err(why) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: gateway_metrics: {why} (set {REQUIRE}=1 to make this a failure)"
+            );
+            None
+        }
     }
-    found
 }
 
 /// The value PromQL `query` gives now, polled until it is `want` (Prometheus scrapes every

@@ -29,6 +29,7 @@ fn required() -> bool {
 
 /// The virtual environment's python, installed once per requirements file.
 fn install() -> Result<PathBuf, String> {
+    capability_testkit::tier::interop_only("the scanner's Python environment")?;
     let requirements = root().join("tests/python/mcp-scanner-requirements.txt");
     let wanted =
         std::fs::read(&requirements).map_err(|e| format!("{}: {e}", requirements.display()))?;

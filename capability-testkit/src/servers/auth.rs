@@ -293,6 +293,7 @@ fn python_env() -> Result<PathBuf, String> {
 }
 
 fn install_python() -> Result<PathBuf, String> {
+    crate::tier::interop_only("the Python SDK's environment")?;
     let requirements = workspace().join("tests/python/requirements.txt");
     let wanted = fs::read(&requirements).map_err(|e| format!("{}: {e}", requirements.display()))?;
     let dir = super::install_dir("python-mcp");

@@ -417,6 +417,7 @@ fn install() -> Result<Servers, String> {
 /// `node_modules` (ES modules resolve packages from the importing file's folder): the
 /// `node_modules` folder.
 pub fn npm_install(source: &Path, dir: &Path, scripts: &[&str]) -> Result<PathBuf, String> {
+    crate::tier::interop_only("Node.js and the npm packages")?;
     check_tools()?;
     let package_json = read(&source.join(PACKAGE_JSON))?;
     let package_lock = read(&source.join(PACKAGE_LOCK))?;
