@@ -93,6 +93,11 @@ pub fn intents_have_outcomes(records: &[capability::audit::AuditRecord]) {
 
 /// The binary of the facade's example `name`, built with the profile and target directory of
 /// the running test binary (`<target>/<profile>/deps/<test>` → `<target>/<profile>/examples/`).
+///
+/// Built with `--workspace`, so with the features `cargo test --workspace` unifies: the build
+/// reuses every library the tests built. Built for the facade alone, 37 of them (serde_json,
+/// tracing, rustls, rmcp, every crate of the workspace) got other features, and were compiled a
+/// second time on a fresh clone.
 pub fn example_binary(name: &str) -> std::path::PathBuf {
     use std::path::Path;
     let exe = std::env::current_exe().expect("the test binary's path");
@@ -106,7 +111,14 @@ pub fn example_binary(name: &str) -> std::path::PathBuf {
         Some(other) => other.to_owned(),
     };
     let status = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", name, "--profile"])
+        .args([
+            "build",
+            "--quiet",
+            "--workspace",
+            "--example",
+            name,
+            "--profile",
+        ])
         .arg(&profile)
         .arg("--manifest-path")
         .arg(crate::servers::workspace_root().join("Cargo.toml"))
