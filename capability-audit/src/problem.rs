@@ -119,6 +119,25 @@ pub enum ChainProblem {
         /// The writer whose registration names the one gone.
         writer: String,
     },
+    /// A writer's tree checkpoint names the store's latest registration as the writer signed
+    /// it, and the store no longer holds that registration, or holds fewer registrations than
+    /// the checkpoint counts: a registered writer was removed with its registration, even the
+    /// latest one (`tlog::writers`).
+    RegistrationRemoved {
+        /// The writer whose checkpoint names it.
+        writer: String,
+        /// The size of the tree that checkpoint signs.
+        size: u64,
+        /// When that checkpoint was signed (its `time` line).
+        time: String,
+        /// The registrations the store held as it was signed.
+        counted: u64,
+        /// The registrations the store holds now.
+        present: u64,
+        /// Whether the registration it names as the latest is gone (else only fewer are left
+        /// than it counted).
+        latest_gone: bool,
+    },
 }
 
 impl fmt::Display for ChainProblem {
@@ -216,6 +235,36 @@ impl fmt::Display for ChainProblem {
                  it that is no longer in the store (a writer's registration was deleted, with \
                  its records)"
             ),
+            ChainProblem::RegistrationRemoved {
+                writer,
+                size,
+                time,
+                counted,
+                present,
+                latest_gone,
+            } => {
+                write!(
+                    f,
+                    "removed writer: the tree checkpoint of size {size} that writer {writer:?} \
+                     signed at {time} "
+                )?;
+                if *latest_gone {
+                    write!(
+                        f,
+                        "names the store's latest registration as it signed (of {counted}), and \
+                         the store no longer holds it"
+                    )?;
+                } else {
+                    write!(
+                        f,
+                        "counts {counted} registrations in the store, and {present} are left"
+                    )?;
+                }
+                f.write_str(
+                    ": a registered writer was deleted with its records, its checkpoints and \
+                     its registration",
+                )
+            }
         }
     }
 }

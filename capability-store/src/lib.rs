@@ -325,8 +325,9 @@ impl Trail {
     /// (`capability_audit::tlog::verify_trees`): with `key`, their signatures; a checkpoint
     /// beyond the writer's records (a cut tail), one whose root the records no longer hash to
     /// (a rewritten record); a registered writer with no records and no checkpoint left (a
-    /// removed writer); and a registration that names one no longer stored (a writer removed
-    /// with its registration: `capability_audit::tlog::writers`).
+    /// removed writer); a registration that names one no longer stored, and a writer's tree
+    /// checkpoint that names the store's latest registration as it signed, no longer stored (a
+    /// writer removed with its registration, even the latest: `capability_audit::tlog::writers`).
     pub fn tree_problems(
         &self,
         key: Option<&dyn capability_audit::CheckpointVerifier>,
@@ -367,8 +368,9 @@ impl Trail {
             }
         }
         let registrations: Vec<String> = self.writers.iter().map(|w| w.note.clone()).collect();
-        let gone = capability_audit::tlog::writers::registration_problems(&registrations);
-        for (writer, found) in gone {
+        let gone = tlog::writers::registration_problems(&registrations);
+        let removed = tlog::writers::removed_registration_problems(&notes, &registrations, key);
+        for (writer, found) in gone.into_iter().chain(removed) {
             problems.entry(writer).or_default().extend(found);
         }
         problems.retain(|_, p| !p.is_empty());

@@ -94,7 +94,7 @@ impl WriterTree {
         time: &str,
         signer: &dyn CheckpointSigner,
     ) -> Result<SignedCheckpoint, TlogError> {
-        sign_note(&self.origin, frontier, Some(time), false, signer)
+        sign_note(&self.origin, frontier, Some(time), None, false, signer)
     }
 
     /// [`sign`](Self::sign), the checkpoint of a writer that stops: with the
@@ -105,7 +105,7 @@ impl WriterTree {
         time: &str,
         signer: &dyn CheckpointSigner,
     ) -> Result<SignedCheckpoint, TlogError> {
-        sign_note(&self.origin, frontier, Some(time), true, signer)
+        sign_note(&self.origin, frontier, Some(time), None, true, signer)
     }
 }
 
@@ -117,13 +117,18 @@ pub fn sign_frontier(
     time: Option<&str>,
     signer: &dyn CheckpointSigner,
 ) -> Result<SignedCheckpoint, TlogError> {
-    sign_note(origin, frontier, time, false, signer)
+    sign_note(origin, frontier, time, None, false, signer)
 }
 
-fn sign_note(
+/// The checkpoint of the tree `frontier` of the log `origin`, signed by `signer` under the key
+/// name `origin`: its extension lines the `time` line (when given), then `extra` (one line,
+/// when given: [`writers`](super::writers) names the store's latest registration so), then the
+/// [`STOPPED_EXTENSION`] line when `stopped`.
+pub(crate) fn sign_note(
     origin: &str,
     frontier: &Frontier,
     time: Option<&str>,
+    extra: Option<&str>,
     stopped: bool,
     signer: &dyn CheckpointSigner,
 ) -> Result<SignedCheckpoint, TlogError> {
@@ -137,6 +142,10 @@ fn sign_note(
     if let Some(time) = time.filter(|t| !t.is_empty() && !t.contains('\n')) {
         body.push_str(TIME_EXTENSION);
         body.push_str(time);
+        body.push('\n');
+    }
+    if let Some(extra) = extra.filter(|e| !e.is_empty() && !e.contains('\n')) {
+        body.push_str(extra);
         body.push('\n');
     }
     if stopped {

@@ -15,3 +15,4 @@ mod audit_strict_jsonl;
 mod tlog;
 mod tree_sinks;
 mod witness;
+mod writers;

@@ -352,7 +352,10 @@ pub(crate) fn read_trail(
 }
 
 /// Every tree checkpoint's note (`mcp_audit_tree_checkpoint`), by writer and size; every
-/// registered writer (`mcp_audit_writer`) and its note.
+/// registered writer (`mcp_audit_writer`) and its note. The notes first: each statement reads
+/// its own snapshot, and a note names only registrations committed before it was stored, so
+/// the registrations read after it hold every one a note read names (else a live store's
+/// newest checkpoint could name a registration not read yet: a false finding).
 fn read_trees(
     client: &mut impl GenericClient,
 ) -> Result<(Vec<String>, Vec<crate::RegisteredWriter>), postgres::Error> {

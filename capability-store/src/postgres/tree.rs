@@ -5,10 +5,11 @@
 //! waits for no hashing, and a commit that failed leaves the tree as it was.
 
 use capability_audit::tlog::encoding::base64;
-use capability_audit::tlog::writers::sign_registration;
+use capability_audit::tlog::writers::{LatestRegistration, PendingCheckpoint, sign_registration};
 use capability_audit::tlog::{Frontier, SignedCheckpoint, WriterTree, checkpoint_time, resume};
 use capability_audit::{AuditError, AuditRecord, Checkpoint, CheckpointSchedule, CheckpointSigner};
 use postgres::GenericClient;
+use std::sync::Arc;
 
 use super::pool::Pool;
 use super::rows;
@@ -39,34 +40,73 @@ pub(crate) fn open_sink(
     }
 }
 
+/// A tree checkpoint to sign where it is stored, and its signer.
+pub(crate) type Pending = (PendingCheckpoint, Arc<dyn CheckpointSigner>);
+
 /// The tree checkpoint of `frontier` (else the tree as committed) beside `checkpoint`, when
-/// there is a tree and a signer.
+/// there is a tree and a signer: signed as it is stored ([`insert_checkpoints`]).
 pub(crate) fn note(
     tree: Option<&WriterTree>,
     frontier: Option<&Frontier>,
     checkpoint: Option<&Checkpoint>,
-    keys: Option<&(std::sync::Arc<dyn CheckpointSigner>, CheckpointSchedule)>,
-) -> Option<SignedCheckpoint> {
+    keys: Option<&(Arc<dyn CheckpointSigner>, CheckpointSchedule)>,
+) -> Option<Pending> {
     let (tree, checkpoint, (signer, _)) = (tree?, checkpoint?, keys?);
     let frontier = frontier.unwrap_or(tree.committed());
-    tree.sign(frontier, &checkpoint.time, signer.as_ref())
-        .inspect_err(|e| tracing::error!(error = %e, "tree checkpoint not signed"))
-        .ok()
+    let pending = PendingCheckpoint::new(tree, frontier, &checkpoint.time);
+    Some((pending, signer.clone()))
 }
 
 /// Inserts a chain checkpoint and its tree's, in the transaction `tx`.
 pub(crate) fn insert_checkpoints(
     tx: &mut impl GenericClient,
     checkpoint: Option<&Checkpoint>,
-    note: Option<&SignedCheckpoint>,
+    note: Option<&Pending>,
 ) -> Result<(), postgres::Error> {
     if let Some(checkpoint) = checkpoint {
         rows::insert_checkpoint(tx, checkpoint)?;
-        if let Some(note) = note {
-            insert(tx, &checkpoint.writer, note)?;
+        if let Some((pending, signer)) = note {
+            sign_and_insert(tx, &checkpoint.writer, pending, signer.as_ref())?;
         }
     }
     Ok(())
+}
+
+/// The store's latest registration and how many it holds, read by one statement (one
+/// snapshot), as a tree checkpoint stored in the same transaction names them
+/// (`capability_audit::tlog::writers`); `None` when it holds none.
+fn latest_registration(
+    client: &mut impl GenericClient,
+) -> Result<Option<LatestRegistration>, postgres::Error> {
+    let row = client.query_opt(
+        "SELECT note, count(*) OVER () FROM mcp_audit_writer
+         ORDER BY registered_at DESC, writer_id DESC LIMIT 1",
+        &[],
+    )?;
+    Ok(row.map(|row| {
+        let count: i64 = row.get(1);
+        LatestRegistration::new(count.unsigned_abs(), &row.get::<_, String>(0))
+    }))
+}
+
+/// Signs `pending`, naming the store's latest registration as `client` reads it, and inserts
+/// it as `writer`'s. Call it in the transaction that stores the checkpoint: a writer
+/// registered since is named, never one read earlier (a registration another writer commits
+/// meanwhile may be named or not: both are in the store).
+pub(crate) fn sign_and_insert(
+    client: &mut impl GenericClient,
+    writer: &str,
+    pending: &PendingCheckpoint,
+    signer: &dyn CheckpointSigner,
+) -> Result<(), postgres::Error> {
+    let latest = latest_registration(client)?;
+    match pending.sign(latest.as_ref(), signer) {
+        Ok(note) => insert(client, writer, &note).map(drop),
+        Err(e) => {
+            tracing::error!(writer, error = %e, "tree checkpoint not signed");
+            Ok(())
+        }
+    }
 }
 
 /// Inserts a signed tree checkpoint of `writer`.

@@ -21,8 +21,8 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use capability_audit::tlog::writers::sign_registration;
-use capability_audit::tlog::{Frontier, SignedCheckpoint, WriterTree};
+use capability_audit::tlog::WriterTree;
+use capability_audit::tlog::writers::{PendingCheckpoint, sign_registration};
 use capability_audit::{
     AuditError, AuditRecord, AuditSink, ChainHead, Checkpoint, CheckpointSchedule,
     CheckpointSigner, DigestKey, GENESIS,
@@ -201,14 +201,16 @@ impl SqliteSink {
             )),
             _ => None,
         };
-        let note = self.sign_tree(&state, checkpoint.as_ref(), frontier.as_ref());
+        let note = (state.tree.as_ref()).zip(checkpoint.as_ref().zip(frontier.as_ref()));
+        let note = note.map(|(tree, (c, f))| PendingCheckpoint::new(tree, f, &c.time));
         state.committing = true;
         drop(state);
 
         let started = Instant::now();
         let result = {
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            write(&mut conn, &batch, checkpoint.as_ref(), note.as_ref())
+            let note = note.as_ref().zip(self.signer.as_deref());
+            write(&mut conn, &batch, checkpoint.as_ref(), note)
         };
 
         let mut state = self.state();
@@ -316,20 +318,27 @@ impl SqliteSink {
     }
 }
 
-/// Inserts a batch (and a checkpoint, and its tree's) in one durable transaction.
+/// Inserts a batch (and a checkpoint, and its tree's) in one durable transaction. The tree's
+/// is signed there, naming the store's latest registration as this transaction reads it
+/// (`capability_audit::tlog::writers`): a writer registered since is named, never one read
+/// earlier and gone since.
 fn write(
     conn: &mut Connection,
     batch: &[AuditRecord],
     checkpoint: Option<&Checkpoint>,
-    note: Option<&SignedCheckpoint>,
+    note: Option<(&PendingCheckpoint, &dyn CheckpointSigner)>,
 ) -> Result<(), rusqlite::Error> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     records::insert_records(&tx, batch)?;
     if let Some(checkpoint) = checkpoint {
         records::insert_checkpoint(&tx, checkpoint)?;
     }
-    if let Some(note) = note {
-        tree::insert(&tx, note)?;
+    if let Some((pending, signer)) = note {
+        let latest = tree::latest_registration(&tx)?;
+        match pending.sign(latest.as_ref(), signer) {
+            Ok(note) => tree::insert(&tx, &note)?,
+            Err(e) => tracing::error!(error = %e, "tree checkpoint not signed"),
+        }
     }
     tx.commit()
 }
@@ -375,26 +384,6 @@ fn open_tree(
         registration().map_err(|e| e.to_string())??;
     }
     Ok(Some(tree))
-}
-
-impl SqliteSink {
-    /// The tree checkpoint beside `checkpoint`, of `frontier`.
-    fn sign_tree(
-        &self,
-        state: &State,
-        checkpoint: Option<&Checkpoint>,
-        frontier: Option<&Frontier>,
-    ) -> Option<SignedCheckpoint> {
-        let (signer, checkpoint, tree, frontier) = (
-            self.signer.as_ref()?,
-            checkpoint?,
-            state.tree.as_ref()?,
-            frontier?,
-        );
-        tree.sign(frontier, &checkpoint.time, signer.as_ref())
-            .inspect_err(|e| tracing::error!(writer = %self.writer, error = %e, "tree checkpoint not signed"))
-            .ok()
-    }
 }
 
 impl AuditSink for SqliteSink {
@@ -446,7 +435,8 @@ impl AuditSink for SqliteSink {
         let note = self.stopped_note(&state);
         if checkpoint.is_some() || note.is_some() {
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            write(&mut conn, &[], checkpoint.as_ref(), note.as_ref())
+            let note = note.as_ref().zip(self.signer.as_deref());
+            write(&mut conn, &[], checkpoint.as_ref(), note)
                 .map_err(|e| self.failed(super::explain(&e, self.busy_timeout)))?;
             state.checkpointed = seq;
         }

@@ -4,6 +4,7 @@
 
 use capability_audit::tlog::encoding::base64;
 use capability_audit::tlog::stored::checkpoint_writer;
+use capability_audit::tlog::writers::LatestRegistration;
 use capability_audit::tlog::{Frontier, SignedCheckpoint, checkpoint_time, resume};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
@@ -51,6 +52,23 @@ pub(crate) fn last_registration(tx: &Transaction<'_>) -> Result<Option<String>, 
         [],
         |row| row.get(0),
     )
+    .optional()
+}
+
+/// The store's latest registration and how many it holds, as a tree checkpoint stored in `tx`
+/// names them (`capability_audit::tlog::writers`); `None` when it holds none.
+pub(crate) fn latest_registration(
+    tx: &Transaction<'_>,
+) -> Result<Option<LatestRegistration>, rusqlite::Error> {
+    tx.prepare_cached(
+        "SELECT note, (SELECT count(*) FROM mcp_audit_writer) FROM mcp_audit_writer
+         ORDER BY rowid DESC LIMIT 1",
+    )?
+    .query_row([], |row| {
+        let count: i64 = row.get(1)?;
+        let note: String = row.get(0)?;
+        Ok(LatestRegistration::new(count.unsigned_abs(), &note))
+    })
     .optional()
 }
 

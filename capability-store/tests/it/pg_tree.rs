@@ -6,7 +6,7 @@
 
 use capability_testkit::pg;
 
-use crate::support::tree;
+use crate::support::{tree, writers};
 
 use capability_store::postgres::PgStore;
 use capability_store::{SCHEMA_VERSION, Store};
@@ -119,4 +119,39 @@ fn postgres_an_idle_writer_signs_checkpoints_and_a_cut_with_its_checkpoints_leav
         return;
     };
     tree::idle_checkpoints_and_a_cut_with_them(&store, &Raw(url));
+}
+
+#[test]
+fn postgres_the_latest_writer_removed_is_found_by_a_later_checkpoint_of_another() {
+    let Some((store, url)) = store("tree_latest") else {
+        return;
+    };
+    writers::finds_the_latest_writer_removed(&store, &Raw(url));
+}
+
+#[test]
+fn postgres_idle_and_stopped_checkpoints_name_the_latest_registration() {
+    let Some((store, url)) = store("tree_latest_idle") else {
+        return;
+    };
+    writers::idle_and_stopped_checkpoints_name_the_latest(&store, &Raw(url));
+}
+
+#[test]
+fn postgres_the_latest_writer_removed_before_any_checkpoint_names_it_is_not_found() {
+    let Some((store, url)) = store("tree_latest_unnamed") else {
+        return;
+    };
+    writers::the_latest_writer_removed_before_any_checkpoint_names_it_is_not_found(
+        &store,
+        &Raw(url),
+    );
+}
+
+#[test]
+fn postgres_writers_registering_while_another_checkpoints_are_never_a_finding() {
+    let Some((store, _)) = store("tree_latest_race") else {
+        return;
+    };
+    writers::writers_registering_while_another_checkpoints_are_never_a_finding(&store);
 }

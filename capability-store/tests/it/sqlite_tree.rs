@@ -2,7 +2,7 @@
 //! checkpoints and registrations in `mcp_audit_tree_checkpoint` and `mcp_audit_writer`
 //! (migration 7), resumed on restart; a cut tail, a rewritten record, a removed writer found.
 
-use crate::support::tree;
+use crate::support::{tree, writers};
 
 use std::path::PathBuf;
 
@@ -128,4 +128,31 @@ fn sqlite_a_database_of_schema_6_migrates_to_the_tree_tables() {
 fn sqlite_an_idle_writer_signs_checkpoints_and_a_cut_with_its_checkpoints_leaves_a_gap() {
     let (store, path) = store("idle");
     tree::idle_checkpoints_and_a_cut_with_them(&store, &Raw(path));
+}
+
+#[test]
+fn sqlite_the_latest_writer_removed_is_found_by_a_later_checkpoint_of_another() {
+    let (store, path) = store("latest");
+    writers::finds_the_latest_writer_removed(&store, &Raw(path));
+}
+
+#[test]
+fn sqlite_idle_and_stopped_checkpoints_name_the_latest_registration() {
+    let (store, path) = store("latest-idle");
+    writers::idle_and_stopped_checkpoints_name_the_latest(&store, &Raw(path));
+}
+
+#[test]
+fn sqlite_the_latest_writer_removed_before_any_checkpoint_names_it_is_not_found() {
+    let (store, path) = store("latest-unnamed");
+    writers::the_latest_writer_removed_before_any_checkpoint_names_it_is_not_found(
+        &store,
+        &Raw(path),
+    );
+}
+
+#[test]
+fn sqlite_writers_registering_while_another_checkpoints_are_never_a_finding() {
+    let (store, _) = store("latest-race");
+    writers::writers_registering_while_another_checkpoints_are_never_a_finding(&store);
 }

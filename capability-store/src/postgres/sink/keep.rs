@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use capability_audit::tlog::Frontier;
+use capability_audit::tlog::writers::PendingCheckpoint;
 use capability_audit::{AuditRecord, Checkpoint, utc_now};
 
 use super::super::{rows, tree};
@@ -44,11 +45,14 @@ impl Committer {
             return;
         }
         let size = tree.committed().size();
-        let Ok(note) = tree.sign(tree.committed(), &utc_now(), signer.as_ref()) else {
-            return;
-        };
+        let note = PendingCheckpoint::new(tree, tree.committed(), &utc_now());
+        let signer = signer.clone();
         let writer = tree.origin().trim_start_matches("capability/").to_owned();
-        let written = self.with_client(|client, _| tree::insert(client, &writer, &note));
+        let written = self.with_client(|client, _| {
+            let mut tx = client.transaction()?;
+            tree::sign_and_insert(&mut tx, &writer, &note, signer.as_ref())?;
+            tx.commit()
+        });
         if !matches!(written, Ok(Ok(_))) {
             tracing::error!(writer = %writer, "idle checkpoint not written");
         }
@@ -65,14 +69,12 @@ impl Committer {
         let Some((signer, _)) = &self.checkpoints else {
             return;
         };
+        let signer = signer.clone();
         let checkpoint = (seq > 0 && seq > self.checkpointed)
             .then(|| Checkpoint::sign(writer, seq, head, signer.as_ref()));
         let note = (self.tree.as_ref())
             .filter(|t| t.committed().size() == seq)
-            .and_then(|t| {
-                t.sign_stopped(t.committed(), &utc_now(), signer.as_ref())
-                    .ok()
-            });
+            .map(|t| PendingCheckpoint::stopped(t, t.committed(), &utc_now()));
         if checkpoint.is_none() && note.is_none() {
             return;
         }
@@ -82,7 +84,7 @@ impl Committer {
                 rows::insert_checkpoint(&mut tx, checkpoint)?;
             }
             if let Some(note) = &note {
-                tree::insert(&mut tx, writer, note)?;
+                tree::sign_and_insert(&mut tx, writer, note, signer.as_ref())?;
             }
             tx.commit()
         });

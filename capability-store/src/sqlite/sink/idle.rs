@@ -6,7 +6,7 @@
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
 
-use capability_audit::tlog::SignedCheckpoint;
+use capability_audit::tlog::writers::PendingCheckpoint;
 
 use super::{SqliteSink, State, write};
 
@@ -55,13 +55,11 @@ impl SqliteSink {
             return true;
         };
         let time = capability_audit::utc_now();
-        let Ok(note) = tree.sign(tree.committed(), &time, signer.as_ref()) else {
-            return true;
-        };
+        let note = PendingCheckpoint::new(tree, tree.committed(), &time);
         // The state stays locked: no commit starts meanwhile (one is led under this lock).
         let written = {
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            write(&mut conn, &[], None, Some(&note))
+            write(&mut conn, &[], None, Some((&note, signer.as_ref())))
         };
         if let Err(error) = written {
             tracing::error!(writer = %self.writer, error = %error, "idle checkpoint not written");
@@ -75,12 +73,12 @@ impl SqliteSink {
         true
     }
 
-    /// The tree checkpoint of a writer that stops (marked `stopped`), of what is committed.
-    pub(super) fn stopped_note(&self, state: &State) -> Option<SignedCheckpoint> {
-        let (signer, tree) = (self.signer.as_ref()?, state.tree.as_ref()?);
+    /// The tree checkpoint of a writer that stops (marked `stopped`), of what is committed:
+    /// signed as it is written.
+    pub(super) fn stopped_note(&self, state: &State) -> Option<PendingCheckpoint> {
+        self.signer.as_ref()?;
+        let tree = state.tree.as_ref()?;
         let time = capability_audit::utc_now();
-        tree.sign_stopped(tree.committed(), &time, signer.as_ref())
-            .inspect_err(|e| tracing::error!(error = %e, "stopping checkpoint not signed"))
-            .ok()
+        Some(PendingCheckpoint::stopped(tree, tree.committed(), &time))
     }
 }

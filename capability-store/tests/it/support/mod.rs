@@ -3,3 +3,4 @@
 pub mod proposals;
 pub mod tree;
 pub mod versions;
+pub mod writers;

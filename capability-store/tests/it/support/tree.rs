@@ -39,7 +39,7 @@ pub fn key() -> (Arc<SecretKey>, PublicKey) {
     (Arc::new(key), public)
 }
 
-fn record(i: u64) -> AuditRecord {
+pub fn record(i: u64) -> AuditRecord {
     serde_json::from_value(json!({
         "seq": 0, "time": "2026-12-05T02:00:00.000Z", "agent": "a", "role": "r",
         "session": "s", "step": null, "provider": null, "tool": format!("tool-{i}"),
@@ -174,7 +174,20 @@ pub fn finds_a_removed_writer(store: &dyn Store, tamper: &dyn Tamper) {
         .get("w-stays")
         .expect("w-stays's registration names w-gone's");
     assert!(
-        matches!(&stays[..], [ChainProblem::RegistrationGone { writer }] if writer == "w-stays"),
+        matches!(&stays[0], ChainProblem::RegistrationGone { writer } if writer == "w-stays"),
+        "{stays:?}"
+    );
+    // And w-stays's checkpoints counted two registrations: one is left.
+    assert!(
+        matches!(
+            &stays[1..],
+            [ChainProblem::RegistrationRemoved {
+                counted: 2,
+                present: 1,
+                latest_gone: false,
+                ..
+            }]
+        ),
         "{stays:?}"
     );
 }
