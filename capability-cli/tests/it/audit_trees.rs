@@ -119,10 +119,11 @@ fn verify_names_a_record_rewritten_with_its_chain_computed_again_in_a_file() {
 }
 
 /// Each registration names the one before it: a writer deleted with its registration is found
-/// by the next one's. The latest registration deleted with its writer is not (nothing names it
-/// yet): said here so that the limit stays known.
+/// by the next one's. The latest registration deleted with its writer, every writer having
+/// signed its last checkpoint before it registered, is not (nothing names it): said here so
+/// that the limit stays known.
 #[test]
-fn verify_names_a_writer_deleted_with_its_registration_unless_it_registered_last() {
+fn verify_names_a_writer_deleted_with_its_registration_unless_nothing_names_it() {
     let dir = scratch("unregistered");
     let key = keygen(&dir);
     let db = dir.join("state.db");
@@ -172,6 +173,68 @@ fn verify_names_a_writer_deleted_with_its_registration_unless_it_registered_last
         text.contains(
             "writer w-2: removed registration: the registration of writer \"w-2\" names one \
              before it that is no longer in the store"
+        ),
+        "{text}"
+    );
+}
+
+/// Every tree checkpoint a writer signs names the store's latest registration: w-1, still
+/// writing when w-2 registered, names w-2's in its checkpoint of 5; w-2 deleted with its
+/// records, checkpoints and registration (it registered last) is then named through it.
+#[test]
+fn verify_names_the_latest_writer_deleted_with_its_registration_once_another_checkpointed() {
+    let dir = scratch("latest");
+    let key = keygen(&dir);
+    let db = dir.join("state.db");
+    let store = capability_store::sqlite::SqliteStore::open(&db).expect("open");
+    store.migrate().expect("migrate");
+    let open = |writer: &str| {
+        let mut options = SinkOptions::writer(writer);
+        let signer: Arc<dyn CheckpointSigner> = key.clone();
+        options.checkpoints = Some((signer, EVERY_5));
+        store.audit_sink(options).expect("sink")
+    };
+    let first = open("w-1");
+    first.append(record("t-0")).expect("append");
+    let last = open("w-2");
+    last.append(record("t-0")).expect("append");
+    last.close().expect("close");
+    for i in 1..5 {
+        first.append(record(&format!("t-{i}"))).expect("append");
+    }
+    first.close().expect("close");
+    let verify = || {
+        capability(
+            &dir,
+            &["audit", "verify", "state.db", "--key", "writer.key.pub"],
+        )
+    };
+    let (code, text) = verify();
+    assert_eq!(code, 0, "{text}");
+    let raw = rusqlite::Connection::open(&db).expect("open");
+    for table in [
+        "mcp_audit_log",
+        "mcp_audit_checkpoint",
+        "mcp_audit_tree_checkpoint",
+        "mcp_audit_writer",
+    ] {
+        raw.execute(&format!("DELETE FROM {table} WHERE writer_id = 'w-2'"), [])
+            .expect("delete");
+    }
+    let (code, text) = verify();
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(
+            "writer w-1: removed writer: the tree checkpoint of size 5 that writer \"w-1\" signed \
+             at 20"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "names the store's latest registration as it signed (of 2), and the store no longer \
+             holds it: a registered writer was deleted with its records, its checkpoints and its \
+             registration"
         ),
         "{text}"
     );
