@@ -111,6 +111,7 @@ pub(crate) async fn serve(
         audit: Arc::from(audit),
         levels: crate::upstream::relay::Levels::default(),
         name: engine.name,
+        scope: Arc::from(engine.scope()),
     };
     // Before any server starts: a gateway that cannot keep approvals once serves nothing.
     let approvals = Approvals::open(&policy, &base, Some(audit)).map_err(GatewayError::Config)?;
@@ -133,7 +134,7 @@ pub(crate) async fn serve(
         versions: crate::fleet::versions::store_of(audit),
         levels: gate.levels.clone(),
         name: engine.name,
-        scope: Arc::from(engine.scope()),
+        scope: gate.scope.clone(),
     };
     gateway.saw_tools(&gateway.current());
     if let Some(metrics) = metrics {

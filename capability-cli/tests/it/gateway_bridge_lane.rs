@@ -41,7 +41,7 @@ for line in sys.stdin:
             "protocolVersion": "2025-11-25",
             "capabilities": {"tools": {}}, "serverInfo": {"name": "journal", "version": "1"}}})
     elif method == "tools/list":
-        names = ["echo", "denied", "held", "progress", "slow"]
+        names = ["echo", "denied", "held", "progress", "slow", "sample"]
         send({"jsonrpc": "2.0", "id": id, "result": {"tools": [tool(n) for n in names]}})
     elif method == "tools/call":
         name, arguments = message["params"]["name"], message["params"].get("arguments")
@@ -49,6 +49,20 @@ for line in sys.stdin:
             token = message["params"]["_meta"]["progressToken"]
             send({"jsonrpc": "2.0", "method": "notifications/progress",
                   "params": {"progressToken": token, "progress": 1, "total": 2}})
+        if name == "sample":
+            # Asks the client a question while it serves the call, and answers the call with
+            # what it was answered.
+            asked = "asked"
+            send({"jsonrpc": "2.0", "id": asked, "method": "sampling/createMessage",
+                  "params": {"messages": [{"role": "user",
+                                           "content": {"type": "text", "text": "hi"}}],
+                             "maxTokens": 5}})
+            for reply in sys.stdin:
+                journal.write(reply)
+                reply = json.loads(reply)
+                if reply.get("id") == asked and "method" not in reply:
+                    break
+            arguments = {"answered": reply}
         if name != "slow":
             send({"jsonrpc": "2.0", "id": id, "result": {
                 "content": [{"type": "text", "text": json.dumps(arguments)}],
@@ -432,4 +446,76 @@ fn a_2026_07_28_clients_held_call_is_still_held_and_reaches_no_server() {
         "held: nothing reached the server"
     );
     assert!(on_lane(&calls_of(&dir, "echo")[0]));
+}
+
+/// A server that asks its client something (`sampling/createMessage`) while it serves a lane
+/// call is refused as on rmcp's path, when the role allows the server no request (what keeps a
+/// call on the lane): the server hears the same refusal, the client the same answer, and the
+/// trail has the same records, so taking the lane changes nothing a server can make happen.
+#[test]
+fn a_servers_request_during_a_lane_call_is_refused_and_recorded_as_on_rmcps_path() {
+    let dir = setup("gateway-bridge-lane-asks", "");
+    let mut client = Client::start(&dir, "audit.jsonl");
+    let fast = client.call(1, "j_sample", json!({}), &json!({}));
+    let slow = client.call(1, "j_sample", json!({}), &typed());
+    let sent = calls_of(&dir, "sample");
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(on_lane(&sent[0]), "the call took the lane: {}", sent[0]);
+    assert!(!on_lane(&sent[1]), "its twin took rmcp's path: {}", sent[1]);
+    // What the server was answered, as it reports it in the call's result.
+    let heard = |answer: &Value| -> Value {
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a text result: {answer}"));
+        let heard: Value = serde_json::from_str(text).expect("JSON");
+        heard["answered"].clone()
+    };
+    let (on_lane_heard, on_rmcp_heard) = (heard(&fast), heard(&slow));
+    assert!(
+        on_lane_heard["error"]["message"].is_string(),
+        "the server's request is refused: {on_lane_heard}"
+    );
+    assert!(
+        on_lane_heard.get("result").is_none(),
+        "and not answered: {on_lane_heard}"
+    );
+    let without_id = |heard: &Value| {
+        let mut heard = heard.clone();
+        heard.as_object_mut().map(|m| m.remove("id"));
+        heard
+    };
+    assert_eq!(
+        without_id(&on_lane_heard),
+        without_id(&on_rmcp_heard),
+        "the same refusal on both paths"
+    );
+    assert_eq!(fast, slow, "the same answer to the client");
+    // No sampling request reached the client on either path.
+    // (`Client::call` reads up to the answer: a request of the server's would be among them.)
+    let trail = records_in(&std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default());
+    let mut calls: Vec<&Value> = Vec::new();
+    for record in trail.iter().filter(|r| r["tool"] == "sample") {
+        if !calls.contains(&&record["call_id"]) {
+            calls.push(&record["call_id"]);
+        }
+    }
+    assert_eq!(calls.len(), 2, "{trail:#?}");
+    assert_eq!(
+        records_of_call(&trail, calls[0]),
+        records_of_call(&trail, calls[1]),
+        "recorded alike on both paths: {trail:#?}"
+    );
+    // The server's request is on record as refused, once a path, in the same session.
+    let refused: Vec<Value> = trail
+        .iter()
+        .filter(|r| r["method"] == "sampling/createMessage")
+        .map(comparable)
+        .collect();
+    assert_eq!(refused.len(), 2, "{trail:#?}");
+    assert_eq!(refused[0], refused[1], "refused alike on both paths");
+    assert_eq!(
+        refused[0]["session"], "mcp:gateway/operator/server-requests",
+        "{refused:#?}"
+    );
+    assert!(client.close().success(), "the gateway exits 0");
 }

@@ -42,6 +42,10 @@ pub(crate) struct Gate {
     pub(crate) levels: crate::upstream::relay::Levels,
     /// The engine's name, for the servers' errors and what they are told of their client.
     pub(crate) name: &'static str,
+    /// What the sessions are named under (`Gateway::scope`), so that a server's request is
+    /// decided in the stdio client's own `.../server-requests` session whichever path its call
+    /// took.
+    pub(crate) scope: std::sync::Arc<str>,
 }
 
 impl Gate {
@@ -49,6 +53,7 @@ impl Gate {
         std::sync::Arc::new(ServerRequests::of(
             server,
             self.name,
+            &self.scope,
             policy,
             self.role.as_deref(),
             self.dispatch.clone(),

@@ -85,19 +85,24 @@ const NO_CLIENT: &str = "many clients are served over Streamable HTTP, and this 
                          tied to one of them";
 
 impl ServerRequests {
-    /// The gate of `server` when `by` (a gateway) serves it, to the client that `front` will
-    /// hold once it connected (shared by every server of the gateway).
+    /// The gate of `server` when `by` (a gateway whose sessions are named under `scope`) serves
+    /// it, to the client that `front` will hold once it connected (shared by every server of
+    /// the gateway).
     pub(crate) fn of(
         server: &str,
         by: &'static str,
+        scope: &str,
         policy: &Policy,
         role: Option<&str>,
         dispatch: Arc<AuditedDispatch>,
         front: Arc<OnceLock<Peer<RoleServer>>>,
     ) -> Self {
         let role_name = role.unwrap_or("(http)").to_owned();
-        // Its own session: a server's requests do not spend the client's budget.
-        let session = format!("mcp:{server}/{role_name}/server-requests");
+        // Its own session: a server's requests do not spend the client's budget. The stdio
+        // client's session with `/server-requests`, as rmcp's path names it for a request made
+        // during a call (`Gateway::serve_ask`), so a request made during a call the lane took
+        // is decided and recorded alike.
+        let session = format!("mcp:{scope}/{role_name}/server-requests");
         ServerRequests {
             server: server.to_owned(),
             by,
