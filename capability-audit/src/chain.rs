@@ -85,6 +85,23 @@ impl ChainHead {
         self.prev.clone_from(&record.hash);
     }
 
+    /// [`seal_line_in_place`](Self::seal_line_in_place), computing the SHA-256 of `beside`
+    /// side by side with the record's hash ([`AuditRecord::seal_line_beside`]); returns it.
+    pub(crate) fn seal_line_beside(
+        &mut self,
+        record: &mut AuditRecord,
+        line: &mut String,
+        beside: &[u8],
+    ) -> [u8; 32] {
+        record.writer.clone_from(&self.writer);
+        record.seq = self.seq + 1;
+        record.prev = std::mem::take(&mut self.prev);
+        let other = record.seal_line_beside(line, beside);
+        self.seq = record.seq;
+        self.prev.clone_from(&record.hash);
+        other
+    }
+
     /// The records sealed so far are in the trail.
     pub fn commit(&mut self) {
         self.committed_seq = self.seq;

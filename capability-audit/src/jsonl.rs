@@ -392,13 +392,22 @@ impl AuditSink for JsonlSink {
             return Err(error);
         }
         let intent = record.phase == Some(Phase::Intent);
+        let FileState {
+            head, tree, buffer, ..
+        } = &mut *state;
         crate::scratch::with_text(|line| {
-            state.head.seal_line_in_place(record, line);
-            if let Some(tree) = &mut state.tree {
-                tree.push_line(line.as_bytes());
+            if let Some(tree) = tree {
+                // The leaf of the record before is hashed beside this one's own hash.
+                let held = (tree.held()).map(|held| head.seal_line_beside(record, line, held));
+                if held.is_none() {
+                    head.seal_line_in_place(record, line);
+                }
+                tree.hold(held, line.as_bytes());
+            } else {
+                head.seal_line_in_place(record, line);
             }
             line.push('\n');
-            state.buffer.extend_from_slice(line.as_bytes());
+            buffer.extend_from_slice(line.as_bytes());
         });
         state.pending += 1;
         if state.schedule.as_ref().is_some_and(|s| s.due(record.seq)) {

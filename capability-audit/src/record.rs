@@ -212,8 +212,24 @@ impl AuditRecord {
         let start = out.len();
         let at = self.write_parts(out, false);
         self.hash = capability_rules::sha256_hex(&out.as_bytes()[start..]);
-        // `at` is where the `hash` member goes: after the members whose keys sort before it
-        // (there is always one, `agent`), before the comma of the next.
+        self.insert_hash(out, at);
+    }
+
+    /// [`seal_line`](Self::seal_line), computing the SHA-256 of `beside` too, side by side with
+    /// the record's own hash (`tlog::hash::sha256_pair`: cheaper than one after the other).
+    /// Returns `beside`'s hash.
+    pub(crate) fn seal_line_beside(&mut self, out: &mut String, beside: &[u8]) -> [u8; 32] {
+        let start = out.len();
+        let at = self.write_parts(out, false);
+        let (own, other) = crate::tlog::hash::sha256_pair(&out.as_bytes()[start..], beside);
+        self.hash = capability_rules::hex::encode(&own);
+        self.insert_hash(out, at);
+        other
+    }
+
+    /// Puts the `hash` member into the record's JSON in `out` at `at`: after the members whose
+    /// keys sort before it (there is always one, `agent`), before the comma of the next.
+    fn insert_hash(&self, out: &mut String, at: usize) {
         let mut member = String::with_capacity(self.hash.len() + 10);
         member.push_str(",\"hash\":\"");
         member.push_str(&self.hash);

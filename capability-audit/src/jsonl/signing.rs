@@ -43,9 +43,10 @@ impl JsonlSink {
     /// Signs a checkpoint of the tree as sealed (marked `stopped` when the sink closes) and
     /// appends its line to the buffer.
     pub(super) fn tree_line(&self, state: &mut FileState, time: &str, stopped: bool) {
-        let (Some(signer), Some(tree)) = (&self.signer, &state.tree) else {
+        let (Some(signer), Some(tree)) = (&self.signer, &mut state.tree) else {
             return;
         };
+        tree.release();
         let signed = if stopped {
             tree.sign_stopped(tree.sealed(), time, signer.as_ref())
         } else {

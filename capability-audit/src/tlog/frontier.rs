@@ -8,6 +8,8 @@
 //! size, and signs its root at every checkpoint without reading a record back. Proofs need the
 //! whole tree ([`Tree`](super::tree::Tree)): they are made by whoever reads the trail.
 
+use sha2::{Digest, Sha256};
+
 use super::hash::{Hash, empty_root, leaf_hash, node_hash};
 
 /// The compact range of a tree's leaves `[0, size)` (see the module docs).
@@ -24,11 +26,27 @@ use super::hash::{Hash, empty_root, leaf_hash, node_hash};
 /// assert_eq!(frontier.hashes().len(), 2, "5 = 4 + 1: two complete subtrees");
 /// # Ok::<(), capability::audit::tlog::TlogError>(())
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Frontier {
     size: u64,
     /// The complete subtrees, left (largest) to right.
     hashes: Vec<Hash>,
+}
+
+/// Written out for `clone_from` to keep the hashes' allocation (a derived `Clone` makes a new
+/// one): a writer copies its frontier at every commit.
+impl Clone for Frontier {
+    fn clone(&self) -> Frontier {
+        Frontier {
+            size: self.size,
+            hashes: self.hashes.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Frontier) {
+        self.size = source.size;
+        self.hashes.clone_from(&source.hashes);
+    }
 }
 
 impl Frontier {
@@ -85,6 +103,85 @@ impl Frontier {
     }
 }
 
+/// A [`Frontier`] that may hold back the hash of its last leaf, for it to be computed later beside
+/// other work (a writer hashes a record's leaf beside the next record's chain hash:
+/// `WriterTree::hold`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Lagging {
+    /// Every leaf but the one held back.
+    frontier: Frontier,
+    /// `0x00 ||` the data of the leaf held back: its leaf hash is this input's SHA-256. Empty
+    /// when none is held (a held one holds at least the `0x00`).
+    held: Vec<u8>,
+}
+
+impl Clone for Lagging {
+    fn clone(&self) -> Lagging {
+        Lagging {
+            frontier: self.frontier.clone(),
+            held: self.held.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Lagging) {
+        self.frontier.clone_from(&source.frontier);
+        self.held.clone_from(&source.held);
+    }
+}
+
+impl Lagging {
+    pub(crate) fn new(frontier: Frontier) -> Lagging {
+        Lagging {
+            frontier,
+            held: Vec::new(),
+        }
+    }
+
+    /// Every leaf but the one held back, if one is.
+    pub(crate) fn frontier(&self) -> &Frontier {
+        &self.frontier
+    }
+
+    /// The leaf hash input (`0x00 ||` data) of the leaf held back, if one is.
+    pub(crate) fn held(&self) -> Option<&[u8]> {
+        (!self.held.is_empty()).then_some(self.held.as_slice())
+    }
+
+    /// Appends the leaf held back, if one is, hashing it now.
+    pub(crate) fn release(&mut self) {
+        self.hold_next(None);
+    }
+
+    /// Appends a leaf holding `data`, the one held back first.
+    pub(crate) fn push(&mut self, data: &[u8]) {
+        self.release();
+        self.frontier.push(data);
+    }
+
+    /// Appends the leaf held back, whose hash is `held_hash` (the SHA-256 of
+    /// [`held`](Self::held), computed by the caller beside other work; `None`: hashed here),
+    /// and holds back a leaf holding `data`.
+    pub(crate) fn hold(&mut self, held_hash: Option<Hash>, data: &[u8]) {
+        self.hold_next(held_hash);
+        self.held.push(0x00);
+        self.held.extend_from_slice(data);
+    }
+
+    fn hold_next(&mut self, held_hash: Option<Hash>) {
+        if self.held.is_empty() {
+            return;
+        }
+        let leaf = held_hash.unwrap_or_else(|| Sha256::digest(&self.held).into());
+        debug_assert_eq!(
+            leaf,
+            <Hash>::from(Sha256::digest(&self.held)),
+            "not its hash"
+        );
+        self.frontier.push_hash(leaf);
+        self.held.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tree::Tree;
@@ -109,5 +206,61 @@ mod tests {
         let again = Frontier::from_parts(frontier.size(), frontier.hashes().to_vec()).unwrap();
         assert_eq!(again, frontier);
         assert!(Frontier::from_parts(3, vec![empty_root()]).is_none());
+    }
+
+    #[test]
+    fn a_frontier_holding_back_its_last_leaf_has_every_leaf_once_released() {
+        let (mut lagging, mut frontier) = (Lagging::default(), Frontier::new());
+        for i in 0..40u32 {
+            let leaf = i.to_be_bytes();
+            frontier.push(&leaf);
+            match i % 4 {
+                // Its hash given, as a writer computes it beside the next record's.
+                0 | 1 => {
+                    let held = lagging.held().map(|h| Sha256::digest(h).into());
+                    lagging.hold(held, &leaf);
+                }
+                2 => lagging.hold(None, &leaf),
+                _ => lagging.push(&leaf),
+            }
+            let held = u64::from(lagging.held().is_some());
+            assert_eq!(lagging.frontier().size() + held, frontier.size());
+            let mut released = lagging.clone();
+            released.release();
+            assert_eq!(released.frontier(), &frontier, "after {}", i + 1);
+            assert_eq!(released.held(), None);
+        }
+        let mut copy = Lagging::default();
+        copy.clone_from(&lagging);
+        assert_eq!(copy, lagging);
+    }
+
+    #[test]
+    fn a_write_that_fails_takes_back_the_leaf_it_held_and_not_the_one_before() {
+        use super::super::stored::WriterTree;
+        let held_hash = |tree: &WriterTree| tree.held().map(|h| Sha256::digest(h).into());
+        let (mut tree, mut written) = (WriterTree::new("w", Frontier::new()).unwrap(), Vec::new());
+        for line in [&b"one"[..], b"two"] {
+            tree.hold(held_hash(&tree), line);
+            tree.commit();
+            written.push(line);
+        }
+        // A record sealed, its write failed: "two" stays, held back as it was when committed.
+        tree.hold(held_hash(&tree), b"lost");
+        tree.roll_back();
+        assert_eq!(tree.held(), Some(&b"\0two"[..]));
+        // Then one sealed, the root taken for a checkpoint, and that write failed too.
+        tree.hold(held_hash(&tree), b"lost again");
+        tree.release();
+        tree.roll_back();
+        tree.hold(held_hash(&tree), b"three");
+        tree.commit();
+        written.push(b"three");
+        tree.release();
+        let mut expected = Frontier::new();
+        for line in written {
+            expected.push(line);
+        }
+        assert_eq!(tree.sealed(), &expected);
     }
 }

@@ -13,7 +13,8 @@ use std::path::Path;
 
 use super::encoding::from_hex;
 use super::error::TlogError;
-use super::frontier::Frontier;
+use super::frontier::{Frontier, Lagging};
+use super::hash::Hash;
 use super::note::{NoteSignature, SignedCheckpoint, TreeHead, check_key_name, key_id};
 use super::trail::{ORIGIN_PREFIX, origin, writer_tree};
 use crate::checkpoint::{ChainProblem, CheckpointSigner, CheckpointVerifier};
@@ -34,11 +35,15 @@ pub const TREE_LINE_VERSION: u32 = 1;
 
 /// A writer's tree as its sink keeps it: the frontier of every record sealed, and of those
 /// committed (written), so that a write that fails takes its leaves back with its records.
+///
+/// A sink may hold back the leaf hash of the record it sealed last (`hold`), to
+/// compute it beside the next record's chain hash: the two side by side cost about two thirds
+/// of the two one after the other.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriterTree {
     origin: String,
-    sealed: Frontier,
-    committed: Frontier,
+    sealed: Lagging,
+    committed: Lagging,
 }
 
 impl WriterTree {
@@ -47,8 +52,8 @@ impl WriterTree {
     pub fn new(writer: &str, frontier: Frontier) -> Result<WriterTree, TlogError> {
         Ok(WriterTree {
             origin: origin(writer)?,
-            sealed: frontier.clone(),
-            committed: frontier,
+            sealed: Lagging::new(frontier.clone()),
+            committed: Lagging::new(frontier),
         })
     }
 
@@ -62,14 +67,34 @@ impl WriterTree {
         self.sealed.push(line);
     }
 
-    /// Every record sealed so far.
-    pub fn sealed(&self) -> &Frontier {
-        &self.sealed
+    /// The leaf hash input (`0x00 ||` its line) of the record sealed last, when its leaf is
+    /// held back ([`hold`](Self::hold)): its SHA-256 is the leaf hash.
+    pub(crate) fn held(&self) -> Option<&[u8]> {
+        self.sealed.held()
     }
 
-    /// Every record committed so far.
+    /// Appends the leaf held back, whose hash is `held_hash` (the SHA-256 of
+    /// [`held`](Self::held), computed beside the next record's hash; `None`: hashed here), and
+    /// holds back the leaf of the record sealed now, whose line is `line`.
+    pub(crate) fn hold(&mut self, held_hash: Option<Hash>, line: &[u8]) {
+        self.sealed.hold(held_hash, line);
+    }
+
+    /// Appends the leaf held back, if one is (before the tree's root is needed).
+    pub(crate) fn release(&mut self) {
+        self.sealed.release();
+    }
+
+    /// Every record sealed so far (by a sink that holds leaves back: after `release`).
+    pub fn sealed(&self) -> &Frontier {
+        debug_assert!(self.sealed.held().is_none(), "a leaf is held back");
+        self.sealed.frontier()
+    }
+
+    /// Every record committed so far (for a sink that never holds a leaf back).
     pub fn committed(&self) -> &Frontier {
-        &self.committed
+        debug_assert!(self.committed.held().is_none(), "a leaf is held back");
+        self.committed.frontier()
     }
 
     /// The records sealed so far are written.
@@ -79,7 +104,7 @@ impl WriterTree {
 
     /// The records up to `frontier` (taken from [`sealed`](Self::sealed) earlier) are written.
     pub fn commit_to(&mut self, frontier: Frontier) {
-        self.committed = frontier;
+        self.committed = Lagging::new(frontier);
     }
 
     /// The records sealed since the last commit are not written: their leaves go too.
