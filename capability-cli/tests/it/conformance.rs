@@ -21,28 +21,6 @@ use support::conformance::{self, Reference, Summary};
 
 const TOKEN: &str = "the-conformance-runners-token";
 
-/// The one check that fails through the gateway and passes straight
-/// (`sep-2575-http-server-no-independent-requests-on-stream`): it calls the reference server's
-/// diagnostic tool `test_streaming_elicitation` and wants the frames of its answer to hold an
-/// answer and no request of the server's. The reference server answers with two JSON texts,
-/// one per line (a progress notification, then the result), under `Content-Type:
-/// application/json`, where Streamable HTTP has one JSON-RPC message (or an event stream); the
-/// runner reads lines. The gateway's HTTP lane reads such a body one JSON text at a time
-/// (`gateway_http_lane.rs::a_json_answer_of_several_json_texts_is_read_one_message_at_a_time`),
-/// but it takes only calls of 2025-11-25 sessions whose role allows the server no request; a
-/// 2026-07-28 call goes through rmcp's client, whose reqwest client reads an
-/// `application/json` body as exactly one message (`serde_json::from_slice`: "trailing
-/// characters"), and the call fails. The gateway's one seam there is rmcp's
-/// `StreamableHttpClient` (`upstream/http/seen.rs`): reading such a body there means posting
-/// the call itself, and so answering for every other answer rmcp's client handles (the 401 and
-/// 403 challenges, a session's 404, 429 and 5xx with `Retry-After`, bounded error bodies, the
-/// event stream with its bound per event that `proxy_http.rs`'s 64 MiB tests hold), a copy of
-/// rmcp's transport. Left open in the issue "One engine for the edge".
-const REFUSED_BY_CHOICE: (&str, &str, &str) = (
-    "2026-07-28",
-    "server-stateless",
-    "sep-2575-http-server-no-independent-requests-on-stream",
-);
 const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
 
 /// The gateway in front of the reference server, for the token's role: `all` (everything,
@@ -125,10 +103,7 @@ async fn every_scenario_that_passes_straight_passes_through_the_gateway() {
              server, {g}/{total} through the gateway"
         );
         for scenario in straight.passed() {
-            let (rev, name, check) = REFUSED_BY_CHOICE;
-            let by_choice =
-                revision == rev && scenario == name && through.failing_checks(&scenario) == [check];
-            if !through.did_pass(&scenario) && !by_choice {
+            if !through.did_pass(&scenario) {
                 broken.push(format!(
                     "{revision} {scenario}:\n      {}",
                     through.failures(&scenario)

@@ -31,6 +31,7 @@ mod gateway_fast;
 mod gateway_headers;
 mod gateway_http_lane;
 mod gateway_items;
+mod gateway_json_texts;
 mod gateway_methods;
 mod gateway_metrics;
 mod governed;

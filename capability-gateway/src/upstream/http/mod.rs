@@ -13,7 +13,9 @@
 //! The call is written to the server from the task that decided it, with no hop through rmcp's
 //! workers; one connection of the pooled client carries it.
 
+mod body;
 mod events;
+mod post;
 mod seen;
 
 use std::borrow::Cow;
@@ -79,19 +81,14 @@ const ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// A JSON body of at most `limit` bytes, or why it cannot be had.
 async fn read_json(response: &mut reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) if body.len() + chunk.len() > limit => {
-                return Err(format!(
-                    "its answer is longer than {limit} bytes (--max-message)"
-                ));
+    body::read_bounded(response, limit)
+        .await
+        .map_err(|unread| match unread {
+            body::Unread::TooLong => {
+                format!("its answer is longer than {limit} bytes (--max-message)")
             }
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            Ok(None) => return Ok(body),
-            Err(error) => return Err(error.to_string()),
-        }
-    }
+            body::Unread::Failed(error) => error.to_string(),
+        })
 }
 
 /// The lane to one HTTP server.
@@ -239,13 +236,11 @@ impl Reach {
             let Ok(text) = std::str::from_utf8(&body) else {
                 return self.failed("its answer is not UTF-8");
             };
-            // One JSON text, or several one after another (a server that writes its
-            // notifications before the answer, one per line): each is a message as an event
-            // of a stream would be. JSON texts delimit themselves, so where one ends is read,
-            // not guessed; anything else between them is refused.
-            for message in serde_json::Deserializer::from_str(text).into_iter::<&RawValue>() {
+            // One JSON text, or several one after another: each is a message as an event of a
+            // stream would be.
+            for message in body::json_texts(text) {
                 let message = match message {
-                    Ok(message) => message.get(),
+                    Ok(message) => message,
                     Err(error) => {
                         return self.failed(format_args!("its answer is not JSON: {error}"));
                     }
@@ -268,7 +263,7 @@ impl Reach {
                 Ok(None) => return self.failed("its stream ended before the answer"),
                 Err(error) => return self.failed(error),
             };
-            let complete = match events.feed(&chunk) {
+            let complete = match events.feed_data(&chunk) {
                 Ok(complete) => complete,
                 Err(why) => return self.failed(why),
             };
@@ -393,7 +388,7 @@ mod tests {
     fn a_message_over_several_lines_is_one_event() {
         let event = super::event("{\"a\":\n1,\r\n\"b\":2}");
         let mut events = super::events::Events::new(1024);
-        let got = events.feed(&event).expect("read");
+        let got = events.feed_data(&event).expect("read");
         assert_eq!(got.len(), 1);
         let value: serde_json::Value = serde_json::from_str(&got[0]).expect("JSON");
         assert_eq!(value, serde_json::json!({"a": 1, "b": 2}));

@@ -15,6 +15,8 @@ use futures_core::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
 use sse_stream::Sse;
 
+use super::post;
+
 /// What rmcp last sent a message of its session with.
 #[derive(Clone, Debug)]
 pub(crate) struct Session {
@@ -91,15 +93,16 @@ impl StreamableHttpClient for Seen {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.saw(
-            &uri,
-            session_id.as_ref(),
-            auth_header.as_ref(),
-            &custom_headers,
-        );
-        self.client
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await
+        let limits = StreamableHttpResponseLimits::default();
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -111,24 +114,21 @@ impl StreamableHttpClient for Seen {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.saw(
-            &uri,
-            session_id.as_ref(),
-            auth_header.as_ref(),
-            &custom_headers,
-        );
-        self.client
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = max_sse_event_size;
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
     }
 
+    /// A request (but `server/discover`) is POSTed by [`super::post`], which reads a JSON
+    /// answer of several messages; anything else by rmcp's client.
     async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
@@ -144,6 +144,17 @@ impl StreamableHttpClient for Seen {
             auth_header.as_ref(),
             &custom_headers,
         );
+        if post::posts_itself(&message) {
+            let post = post::Post {
+                uri,
+                message,
+                session_id,
+                auth: auth_header,
+                headers: custom_headers,
+                limits,
+            };
+            return post::post(&self.client, post).await;
+        }
         self.client
             .post_message_with_response_limits(
                 uri,

@@ -1,0 +1,318 @@
+//! A server of 2026-07-28 that answers a call with several JSON texts in one `application/json`
+//! body, one per line (a progress notification, then the result), as the MCP conformance
+//! project's reference server does: through `capability gateway --listen`, the call that rmcp's
+//! client makes for the gateway gets its result, and the progress reaches the client that
+//! asked for it. rmcp's own client reads such a body as one message ("trailing characters")
+//! and failed the call. The bounds still hold: a body of several texts longer than
+//! `--max-message` fails the call and the next is served; a body that is not JSON fails the
+//! call as rmcp would.
+//!
+//! The server is bytes written on a loopback socket, with no HTTP library between the test and
+//! the gateway.
+
+#![cfg(unix)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+
+use crate::proxy_common;
+use crate::support::{Raw, raw_post};
+
+const TOKEN: &str = "json-texts-token";
+
+/// The tools of the server, all read-only.
+fn tools() -> Value {
+    let tool = |name: &str| {
+        json!({"name": name, "inputSchema": {"type": "object"},
+               "annotations": {"readOnlyHint": true}})
+    };
+    json!([
+        tool("progress"),
+        tool("huge"),
+        tool("not_json"),
+        tool("one")
+    ])
+}
+
+/// A complete result (2026-07-28 says which kind a result is).
+fn result(id: &Value, mut result: Value) -> String {
+    result["resultType"] = json!("complete");
+    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+}
+
+fn text(id: &Value, text: &str) -> String {
+    result(id, json!({"content": [{"type": "text", "text": text}]}))
+}
+
+fn discover(id: &Value) -> String {
+    result(
+        id,
+        json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+               "ttlMs": 0, "cacheScope": "public",
+               "_meta": {"io.modelcontextprotocol/serverInfo":
+                         {"name": "json-texts", "version": "1"}}}),
+    )
+}
+
+/// The body a request of the server is answered with (always `application/json`); each
+/// `server/discover` is counted in `discovered`.
+fn answer(request: &Value, discovered: &AtomicUsize) -> String {
+    let id = &request["id"];
+    match request["method"].as_str().unwrap_or_default() {
+        "server/discover" => {
+            discovered.fetch_add(1, Ordering::SeqCst);
+            discover(id)
+        }
+        "tools/list" => result(
+            id,
+            json!({"tools": tools(), "ttlMs": 0, "cacheScope": "public"}),
+        ),
+        "tools/call" => {
+            let params = &request["params"];
+            let token = &params["_meta"]["progressToken"];
+            let progress = |message: &str| {
+                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                       "params": {"progressToken": token, "progress": 1, "total": 2,
+                                  "message": message}})
+                .to_string()
+            };
+            match params["name"].as_str().unwrap_or_default() {
+                // Two texts, one per line, the result last.
+                "progress" => format!("{}\n{}\n", progress("half way"), text(id, "done")),
+                // Each text within the gateway's bound of 64 KiB, the two past it.
+                "huge" => {
+                    let pad = "p".repeat(40 * 1024);
+                    format!("{}\n{}\n", progress(&pad), text(id, &pad))
+                }
+                "not_json" => format!("{}\nnot JSON\n", text(id, "lost")),
+                _ => text(id, "one"),
+            }
+        }
+        _ => json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32601, "message": "Method not found"}})
+        .to_string(),
+    }
+}
+
+/// Reads one request and answers it; `Connection: close` after each.
+fn serve(stream: TcpStream, discovered: &AtomicUsize) -> Option<()> {
+    let mut writer = stream.try_clone().ok()?;
+    let mut reader = BufReader::new(stream);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line).ok()?;
+    let mut length = 0;
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header).ok()?;
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.trim().eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    let head = |status: &str, kind: &str, length: usize| {
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {length}\r\n\
+             Connection: close\r\n\r\n"
+        )
+    };
+    let answer = if !request_line.starts_with("POST ") {
+        head("405 Method Not Allowed", "text/plain", 0)
+    } else {
+        let request: Value = serde_json::from_slice(&body).ok()?;
+        if request.get("id").is_none() {
+            head("202 Accepted", "text/plain", 0)
+        } else {
+            let body = answer(&request, discovered);
+            head("200 OK", "application/json", body.len()) + &body
+        }
+    };
+    writer.write_all(answer.as_bytes()).ok()
+}
+
+/// The server on a free loopback port: its URL, and how many times it was discovered.
+fn server() -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let discovered = Arc::new(AtomicUsize::new(0));
+    let counted = discovered.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counted = counted.clone();
+            std::thread::spawn(move || serve(stream, &counted));
+        }
+    });
+    (url, discovered)
+}
+
+/// `tools/call` of `tool`, as a client of 2026-07-28 naming `progress_token` if any.
+fn call(url: &str, id: u64, tool: &str, progress_token: Option<&str>) -> Raw {
+    let bearer = format!("Bearer {TOKEN}");
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    });
+    if let Some(token) = progress_token {
+        meta["progressToken"] = json!(token);
+    }
+    raw_post(
+        url,
+        &[
+            ("Authorization", bearer.as_str()),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", tool),
+        ],
+        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": tool, "arguments": {}, "_meta": meta}}),
+    )
+}
+
+/// Every JSON-RPC message of an answer: a JSON body, or the data of each event of a stream.
+fn messages(raw: &Raw) -> Vec<Value> {
+    let body = raw.body.trim();
+    if body.starts_with('{') {
+        return vec![serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {raw:?}"))];
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("{e}: {raw:?}")))
+        .collect()
+}
+
+/// The answer to the call `id` among `raw`'s messages.
+fn answer_to(raw: &Raw, id: u64) -> Value {
+    messages(raw)
+        .into_iter()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("no answer to {id}: {raw:?}"))
+}
+
+/// Whether, within 10 s, the gateway connected to the server again (it discovered it more
+/// than `before` times) and a call of `one` is answered.
+fn served_again(front: &str, discovered: &AtomicUsize, before: usize) -> bool {
+    capability_testkit::wait_for(|| discovered.load(Ordering::SeqCst) > before)
+        && capability_testkit::wait_for(|| {
+            let one = answer_to(&call(front, 9, "one", None), 9);
+            one["result"]["content"][0]["text"] == "one"
+        })
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_client() {
+    let (url, discovered) = server();
+    let policy = format!(
+        r#"version = "json-texts-1"
+[roles.viewer]
+ceiling = "read-only"
+allow = ["*"]
+[bearer_tokens]
+"sha256:{hash}" = "viewer"
+[servers.texts]
+url = "{url}"
+trust = "trusted"
+prefix = ""
+"#,
+        hash = capability_rules::sha256_hex(TOKEN.as_bytes()),
+    );
+    let dir = proxy_common::scratch("gateway-json-texts", &policy);
+    let mut args = proxy_common::gateway_listen(
+        &dir.join("policy.toml"),
+        "127.0.0.1:0",
+        &dir.join("trail.jsonl"),
+    );
+    args.extend(["--max-message".into(), "64KiB".into()]);
+    let gateway = proxy_common::Listening::start_args(&args).await;
+    let front = gateway.url.clone();
+
+    tokio::task::spawn_blocking(move || {
+        // The result answers the call; the progress before it reaches the client that named a
+        // token, under that token.
+        let answered = call(&front, 1, "progress", Some("tok-1"));
+        assert_eq!(answered.status, 200, "{answered:?}");
+        let result = answer_to(&answered, 1);
+        assert_eq!(
+            result["result"]["content"][0]["text"], "done",
+            "{answered:?}"
+        );
+        let progress: Vec<Value> = messages(&answered)
+            .into_iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .collect();
+        assert_eq!(progress.len(), 1, "{answered:?}");
+        assert_eq!(progress[0]["params"]["progressToken"], "tok-1");
+        assert_eq!(progress[0]["params"]["message"], "half way");
+        // Without a token, the result alone.
+        let quiet = call(&front, 2, "progress", None);
+        assert_eq!(
+            answer_to(&quiet, 2)["result"]["content"][0]["text"],
+            "done",
+            "{quiet:?}"
+        );
+
+        // Several texts longer than the bound in all fail the call, which is not held. (A
+        // failed POST has the gateway take the server for gone and connect again, as with
+        // rmcp's own client: the next call is served once it has.)
+        let before = discovered.load(Ordering::SeqCst);
+        let huge = answer_to(&call(&front, 3, "huge", Some("tok-3")), 3);
+        let why = huge["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("exceeded the maximum size of 65536 bytes"),
+            "{huge}"
+        );
+        assert!(
+            served_again(&front, &discovered, before),
+            "a call is served after the one past the bound"
+        );
+        let before = discovered.load(Ordering::SeqCst);
+        // A body that is not JSON throughout fails the call as rmcp's client fails it.
+        let broken = answer_to(&call(&front, 4, "not_json", None), 4);
+        let why = broken["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("could not parse JSON response as ServerJsonRpcMessage"),
+            "{broken}"
+        );
+        assert!(
+            served_again(&front, &discovered, before),
+            "a call is served after the one not JSON"
+        );
+    })
+    .await
+    .expect("the client ran");
+
+    let outcomes: Vec<(String, bool)> = proxy_common::calls(&dir.join("trail.jsonl"))
+        .iter()
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap_or_default().to_owned(),
+                r["success"] == true,
+            )
+        })
+        .filter(|(tool, ok)| tool != "one" || *ok)
+        .collect();
+    let expected = [
+        ("progress", true),
+        ("progress", true),
+        ("huge", false),
+        ("one", true),
+        ("not_json", false),
+        ("one", true),
+    ]
+    .map(|(tool, ok)| (tool.to_owned(), ok));
+    assert_eq!(outcomes, expected, "every call on record");
+    assert_eq!(gateway.stop().await.code(), Some(0));
+    proxy_common::verifies(&dir.join("trail.jsonl"));
+}
