@@ -49,10 +49,10 @@ impl Events {
         }
     }
 
-    /// Reads `chunk`: each event it completes, in order, or why the stream cannot be read on
-    /// (an event over the bound, a field that is not UTF-8).
-    pub(crate) fn feed(&mut self, mut chunk: &[u8]) -> Result<Vec<Sse>, String> {
-        let mut complete = Vec::new();
+    /// Reads `chunk`: each event it completes goes to `complete`, in order, until the stream
+    /// cannot be read on (an event over the bound, a field that is not UTF-8): then why,
+    /// after the events completed before.
+    pub(crate) fn feed(&mut self, mut chunk: &[u8], complete: &mut Vec<Sse>) -> Result<(), String> {
         if self.after_cr && chunk.first() == Some(&b'\n') {
             chunk = &chunk[1..];
         }
@@ -81,17 +81,19 @@ impl Events {
             self.line.clear();
         }
         self.line.extend_from_slice(chunk);
-        self.bound(self.line.len())?;
-        Ok(complete)
+        self.bound(self.line.len())
     }
 
-    /// The data of each event `chunk` completes that has any (what the lane reads).
-    pub(crate) fn feed_data(&mut self, chunk: &[u8]) -> Result<Vec<String>, String> {
-        let events = self.feed(chunk)?;
-        Ok(events
+    /// The data of each event `chunk` completes that has any (what the lane reads), and why
+    /// the stream cannot be read on if it cannot, after them.
+    pub(crate) fn feed_data(&mut self, chunk: &[u8]) -> (Vec<String>, Option<String>) {
+        let mut events = Vec::new();
+        let failed = self.feed(chunk, &mut events).err();
+        let data = events
             .into_iter()
             .filter_map(|event| event.data.filter(|data| !data.is_empty()))
-            .collect())
+            .collect();
+        (data, failed)
     }
 
     fn bound(&self, line: usize) -> Result<(), String> {
@@ -167,7 +169,11 @@ mod tests {
         let mut events = Events::new(limit);
         let mut out = Vec::new();
         for chunk in chunks {
-            out.extend(events.feed_data(chunk)?);
+            let (data, failed) = events.feed_data(chunk);
+            out.extend(data);
+            if let Some(why) = failed {
+                return Err(why);
+            }
         }
         Ok(out)
     }
@@ -176,7 +182,7 @@ mod tests {
         let mut events = Events::new(limit);
         let mut out = Vec::new();
         for chunk in chunks {
-            out.extend(events.feed(chunk)?);
+            events.feed(chunk, &mut out)?;
         }
         Ok(out)
     }
@@ -244,6 +250,11 @@ mod tests {
         assert!(all(16, &[b": 0123456789abcdef\n"]).is_err());
         let many = b"data: 0123456\n\n".repeat(10);
         assert_eq!(all(16, &[&many]).map(|d| d.len()), Ok(10));
+        // The events completed before one over the bound are given, then why.
+        let mut events = Events::new(16);
+        let (data, failed) = events.feed_data(b"data: a\n\ndata: 0123456789\n\ndata: b\n\n");
+        assert_eq!(data, ["a"]);
+        assert!(failed.is_some_and(|why| why.contains("longer than 16 bytes")));
     }
 
     #[test]

@@ -263,14 +263,14 @@ impl Reach {
                 Ok(None) => return self.failed("its stream ended before the answer"),
                 Err(error) => return self.failed(error),
             };
-            let complete = match events.feed_data(&chunk) {
-                Ok(complete) => complete,
-                Err(why) => return self.failed(why),
-            };
+            let (complete, failed) = events.feed_data(&chunk);
             for data in complete {
                 if let Some(ended) = self.heard(&data, &mine, &session, progress).await {
                     return ended;
                 }
+            }
+            if let Some(why) = failed {
+                return self.failed(why);
             }
         }
     }
@@ -388,7 +388,8 @@ mod tests {
     fn a_message_over_several_lines_is_one_event() {
         let event = super::event("{\"a\":\n1,\r\n\"b\":2}");
         let mut events = super::events::Events::new(1024);
-        let got = events.feed_data(&event).expect("read");
+        let (got, failed) = events.feed_data(&event);
+        assert_eq!(failed, None);
         assert_eq!(got.len(), 1);
         let value: serde_json::Value = serde_json::from_str(&got[0]).expect("JSON");
         assert_eq!(value, serde_json::json!({"a": 1, "b": 2}));

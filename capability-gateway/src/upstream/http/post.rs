@@ -74,9 +74,6 @@ pub(super) struct Post {
 /// rmcp's worker sets after the handshake and so lets through).
 const RESERVED: [&str; 3] = ["accept", HEADER_SESSION_ID, HEADER_LAST_EVENT_ID];
 
-/// A `Retry-After` longer than this is not kept (rmcp's bound).
-const MAX_RETRY_AFTER_BYTES: usize = 128;
-
 /// How much of a body that is no JSON-RPC message a failure's text shows.
 const PREVIEW_BYTES: usize = 256;
 
@@ -317,14 +314,14 @@ fn scope_of(header: &str) -> Option<String> {
     (end > 0).then(|| value[..end].to_owned())
 }
 
-/// A 429's or 5xx's status and `Retry-After` (kept only when short).
+/// A 429's or 5xx's status and `Retry-After` (which [`HttpStatusError::new`] keeps only when
+/// short).
 fn http_status_error(status: StatusCode, headers: &HeaderMap) -> Option<HttpStatusError> {
     if status != StatusCode::TOO_MANY_REQUESTS && !status.is_server_error() {
         return None;
     }
     let retry_after = headers
         .get(RETRY_AFTER)
-        .filter(|value| value.as_bytes().len() <= MAX_RETRY_AFTER_BYTES)
         .and_then(|value| std::str::from_utf8(value.as_bytes()).ok())
         .map(str::to_owned);
     Some(HttpStatusError::new(status.as_u16(), retry_after))
@@ -344,6 +341,8 @@ fn media_type_is(value: &str, expected: &str) -> bool {
 struct EventStream {
     reading: Option<(BoxStream<'static, reqwest::Result<bytes::Bytes>>, Events)>,
     ready: VecDeque<Sse>,
+    /// Why the stream ended, given after the events read before.
+    failed: Option<SseError>,
 }
 
 impl EventStream {
@@ -351,6 +350,7 @@ impl EventStream {
         EventStream {
             reading: Some((Box::pin(response.bytes_stream()), Events::new(limit))),
             ready: VecDeque::new(),
+            failed: None,
         }
     }
 
@@ -358,6 +358,7 @@ impl EventStream {
         EventStream {
             reading: None,
             ready,
+            failed: None,
         }
     }
 }
@@ -372,7 +373,7 @@ impl Stream for EventStream {
                 return Poll::Ready(Some(Ok(event)));
             }
             let Some((body, events)) = this.reading.as_mut() else {
-                return Poll::Ready(None);
+                return Poll::Ready(this.failed.take().map(Err));
             };
             let chunk = match body.as_mut().poll_next(cx) {
                 Poll::Pending => return Poll::Pending,
@@ -383,17 +384,365 @@ impl Stream for EventStream {
                 }
                 Poll::Ready(Some(Err(error))) => {
                     this.reading = None;
-                    return Poll::Ready(Some(Err(SseError::Body(Box::new(error)))));
+                    this.failed = Some(SseError::Body(Box::new(error)));
+                    continue;
                 }
             };
-            match events.feed(&chunk) {
-                Ok(complete) => this.ready.extend(complete),
-                Err(why) => {
-                    // Nothing more is read after an event over the bound.
-                    this.reading = None;
-                    return Poll::Ready(Some(Err(SseError::Body(why.into()))));
-                }
+            let mut complete = Vec::new();
+            let read = events.feed(&chunk, &mut complete);
+            this.ready.extend(complete);
+            if let Err(why) = read {
+                // Nothing more is read after an event over the bound.
+                this.reading = None;
+                this.failed = Some(SseError::Body(why.into()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The gateway's POST against rmcp's own, answer for answer: a loopback server writes the
+    //! same bytes to both, and what each makes of them must be the same, but for what the
+    //! gateway reads differently (a JSON body of several messages, the text of an event over
+    //! the bound).
+
+    use std::sync::{Arc, Mutex};
+
+    use ::rmcp::transport::streamable_http_client::StreamableHttpClient;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+
+    const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#;
+    const RESULT: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
+    const ERROR: &str = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"no"}}"#;
+    const PROGRESS: &str = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+
+    /// A server that answers every request with `answer` (a status line's code and reason,
+    /// headers, body) and keeps each request's head.
+    async fn server(answer: String) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let kept = heads.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (answer, kept) = (answer.clone(), kept.clone());
+                tokio::spawn(async move {
+                    let (read, mut write) = stream.into_split();
+                    let mut read = BufReader::new(read);
+                    let (mut head, mut length) = (String::new(), 0);
+                    loop {
+                        let mut line = String::new();
+                        if read.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if let Some(value) =
+                            line.to_ascii_lowercase().strip_prefix("content-length:")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        head.push_str(&line);
+                    }
+                    let mut body = vec![0; length];
+                    let _ = read.read_exact(&mut body).await;
+                    kept.lock().expect("heads").push(head);
+                    let _ = write.write_all(answer.as_bytes()).await;
+                    let _ = write.shutdown().await;
+                });
+            }
+        });
+        (url, heads)
+    }
+
+    fn canned(status: &str, headers: &[&str], body: &str) -> String {
+        let mut answer = format!("HTTP/1.1 {status}\r\nconnection: close\r\n");
+        for header in headers {
+            answer.push_str(header);
+            answer.push_str("\r\n");
+        }
+        answer + &format!("content-length: {}\r\n\r\n{body}", body.len())
+    }
+
+    fn limits() -> StreamableHttpResponseLimits {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_json_response_size = 1024;
+        limits.max_error_response_size = 16;
+        limits.max_sse_event_size = 200;
+        limits
+    }
+
+    fn request(uri: &str, session: Option<&str>, headers: &[(&'static str, &str)]) -> Post {
+        Post {
+            uri: uri.into(),
+            message: serde_json::from_str(CALL).expect("a request"),
+            session_id: session.map(Into::into),
+            auth: Some("the-token".to_owned()),
+            headers: headers
+                .iter()
+                .map(|(name, value)| {
+                    (
+                        HeaderName::from_static(name),
+                        HeaderValue::from_str(value).expect("a value"),
+                    )
+                })
+                .collect(),
+            limits: limits(),
+        }
+    }
+
+    /// What an answer is, as text: each event of a stream, read to its end.
+    async fn described(answer: Answer) -> String {
+        match answer {
+            Ok(StreamableHttpPostResponse::Sse(mut stream, session)) => {
+                let mut out = format!("Sse({session:?})");
+                while let Some(item) =
+                    std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await
+                {
+                    match item {
+                        Ok(event) => out.push_str(&format!(" {event:?}")),
+                        Err(error) => out.push_str(&format!(" error: {error}")),
+                    }
+                }
+                out
+            }
+            Ok(other) => format!("{other:?}"),
+            Err(error) => format!("{error:?}"),
+        }
+    }
+
+    fn client() -> reqwest::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::new()
+    }
+
+    /// What the gateway and rmcp make of `answer` to the same request.
+    async fn both(answer: String, session: Option<&str>) -> (String, String) {
+        let (url, _) = server(answer).await;
+        let client = client();
+        let ours = described(post(&client, request(&url, session, &[])).await).await;
+        let Post {
+            uri,
+            message,
+            session_id,
+            auth,
+            headers,
+            limits,
+        } = request(&url, session, &[]);
+        let rmcps = client
+            .post_message_with_response_limits(uri, message, session_id, auth, headers, limits)
+            .await;
+        (ours, described(rmcps).await)
+    }
+
+    #[tokio::test]
+    async fn every_answer_rmcp_reads_is_read_as_rmcp_reads_it() {
+        let long = "x".repeat(100);
+        let huge = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"t":"{}"}}}}"#,
+            "x".repeat(2000)
+        );
+        let sse = format!(
+            "id: 1\nretry: 1500\ndata:\n\n: a comment\nevent: message\nid: 2\ndata: {RESULT}\n\n"
+        );
+        let json = "content-type: application/json";
+        let cases = [
+            canned(
+                "401 Unauthorized",
+                &[r#"www-authenticate: Bearer realm="mcp""#],
+                "",
+            ),
+            canned("401 Unauthorized", &["content-type: text/plain"], &long),
+            canned(
+                "403 Forbidden",
+                &[r#"www-authenticate: Bearer error="insufficient_scope", scope="a b""#],
+                "",
+            ),
+            canned(
+                "403 Forbidden",
+                &["www-authenticate: Bearer scope=files:read, x=1"],
+                "",
+            ),
+            canned("403 Forbidden", &[json], ERROR),
+            canned("202 Accepted", &[], ""),
+            canned("204 No Content", &[], ""),
+            canned("404 Not Found", &[json], ERROR),
+            canned("404 Not Found", &["content-type: text/html"], &long),
+            canned("429 Too Many Requests", &[json, "retry-after: 7"], ERROR),
+            canned(
+                "503 Service Unavailable",
+                &[json, "mcp-session-id: s2"],
+                ERROR,
+            ),
+            canned(
+                "503 Service Unavailable",
+                &[json, &format!("retry-after: {}", "9".repeat(129))],
+                &long,
+            ),
+            canned(
+                "500 Internal Server Error",
+                &["content-type: text/plain", "retry-after: 3"],
+                &long,
+            ),
+            canned("500 Internal Server Error", &[json], &huge),
+            canned("400 Bad Request", &[json], &huge),
+            canned(
+                "400 Bad Request",
+                &["content-type: application/json; charset=utf-8"],
+                &format!("{{\"not\":\"{long}\"}}"),
+            ),
+            canned("400 Bad Request", &[], ""),
+            canned(
+                "200 OK",
+                &[
+                    "content-type: Application/JSON; charset=utf-8",
+                    "mcp-session-id: s1",
+                ],
+                RESULT,
+            ),
+            canned("200 OK", &[json], &huge),
+            canned("200 OK", &[json], "<html>not JSON</html>"),
+            canned("200 OK", &[json], ""),
+            canned("200 OK", &[json], &format!("{RESULT}\nnot JSON")),
+            canned("200 OK", &["content-type: text/html"], RESULT),
+            canned("200 OK", &[], RESULT),
+            canned(
+                "200 OK",
+                &["content-type: text/event-stream", "mcp-session-id: s3"],
+                &sse,
+            ),
+            canned(
+                "200 OK",
+                &["content-type: text/event-stream"],
+                "data: a\r\rdata: b\r\n\r\n",
+            ),
+        ];
+        for case in cases {
+            for session in [None, Some("s0")] {
+                let (ours, rmcps) = both(case.clone(), session).await;
+                assert_eq!(ours, rmcps, "{case} (session {session:?})");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_json_body_of_several_messages_is_a_stream_of_them_in_order() {
+        let body = format!("{PROGRESS}\n{RESULT}\n");
+        let answer = canned(
+            "200 OK",
+            &["content-type: application/json", "mcp-session-id: s"],
+            &body,
+        );
+        let (ours, rmcps) = both(answer, None).await;
+        let expected = format!(
+            "Sse(Some(\"s\")) {:?} {:?}",
+            Sse::default().data(PROGRESS),
+            Sse::default().data(RESULT)
+        );
+        assert_eq!(ours, expected);
+        assert!(rmcps.contains("trailing characters"), "{rmcps}");
+        // Still within the bound for a JSON body, all texts counted.
+        let bound = limits().max_json_response_size;
+        let many = format!("{PROGRESS}\n").repeat(bound / PROGRESS.len()) + RESULT;
+        let answer = canned("200 OK", &["content-type: application/json"], &many);
+        let (ours, rmcps) = both(answer, None).await;
+        assert_eq!(
+            ours,
+            format!("ResponseBodyTooLarge {{ max_size: {bound} }}")
+        );
+        assert_eq!(ours, rmcps);
+        // A text that is no message among them fails as rmcp fails one body that is none.
+        for body in [
+            format!("{PROGRESS}\n{{\"a\":1}}"),
+            format!("{PROGRESS} {RESULT} ]"),
+        ] {
+            let answer = canned("200 OK", &["content-type: application/json"], &body);
+            let (ours, rmcps) = both(answer, None).await;
+            assert!(ours.contains("could not parse JSON response"), "{ours}");
+            assert_eq!(ours, rmcps);
+        }
+    }
+
+    /// The events before one over the bound are read, then the stream ends with an error
+    /// (rmcp's own reader drops those that came in the same chunk as the long one: here one
+    /// chunk holds all).
+    #[tokio::test]
+    async fn an_event_over_the_bound_ends_the_stream_with_an_error() {
+        let sse = format!(
+            "data: {RESULT}\n\ndata: {}\n\ndata: {RESULT}\n\n",
+            "x".repeat(300)
+        );
+        let answer = canned("200 OK", &["content-type: text/event-stream"], &sse);
+        let (ours, rmcps) = both(answer, None).await;
+        let first = format!("Sse(None) {:?}", Sse::default().data(RESULT));
+        assert_eq!(
+            ours,
+            format!(
+                "{first} error: body error: an event of the server's stream is longer than \
+                 200 bytes (--max-message)"
+            )
+        );
+        assert_eq!(
+            rmcps,
+            "Sse(None) error: body error: SSE event exceeded the maximum size of 200 bytes"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_request_carries_what_rmcps_carries_and_no_reserved_header_of_the_caller() {
+        let (url, heads) = server(canned("202 Accepted", &[], "")).await;
+        let client = client();
+        let headers = [("mcp-protocol-version", "2026-07-28"), ("x-custom", "1")];
+        let sent = post(&client, request(&url, Some("s9"), &headers)).await;
+        assert!(matches!(sent, Ok(StreamableHttpPostResponse::Accepted)));
+        let head = heads.lock().expect("heads").join("").to_ascii_lowercase();
+        for line in [
+            "accept: text/event-stream, application/json",
+            "authorization: bearer the-token",
+            "content-type: application/json",
+            "mcp-session-id: s9",
+            "mcp-protocol-version: 2026-07-28",
+            "x-custom: 1",
+        ] {
+            assert!(head.contains(line), "{line} in {head}");
+        }
+        for reserved in ["accept", "mcp-session-id", "last-event-id"] {
+            let refused = post(&client, request(&url, None, &[(reserved, "x")])).await;
+            assert!(
+                matches!(&refused, Err(StreamableHttpError::ReservedHeaderConflict(name)) if name == reserved),
+                "{reserved}: {:?}",
+                refused.map(|_| ())
+            );
+        }
+        assert_eq!(
+            heads.lock().expect("heads").len(),
+            1,
+            "nothing sent when refused"
+        );
+    }
+
+    #[test]
+    fn posted_here_are_requests_but_discover() {
+        let message =
+            |text: &str| serde_json::from_str::<ClientJsonRpcMessage>(text).expect("a message");
+        assert!(posts_itself(&message(CALL)));
+        assert!(posts_itself(&message(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#
+        )));
+        assert!(!posts_itself(&message(
+            r#"{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{}}"#
+        )));
+        assert!(!posts_itself(&message(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+        )));
+        assert!(!posts_itself(&message(
+            r#"{"jsonrpc":"2.0","id":4,"result":{}}"#
+        )));
     }
 }
