@@ -13,6 +13,7 @@ mod audit_intent;
 mod audit_secrets;
 mod audit_strict_jsonl;
 mod tlog;
+mod tree_held;
 mod tree_sinks;
 mod witness;
 mod writers;
