@@ -67,6 +67,12 @@ fn answer(request: &Value, discovered: &AtomicUsize) -> String {
             discovered.fetch_add(1, Ordering::SeqCst);
             discover(id)
         }
+        // A session of 2025-11-25 too, as the reference server keeps one.
+        "initialize" => result(
+            id,
+            json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "json-texts", "version": "1"}}),
+        ),
         "tools/list" => result(
             id,
             json!({"tools": tools(), "ttlMs": 0, "cacheScope": "public"}),
@@ -201,19 +207,9 @@ fn answer_to(raw: &Raw, id: u64) -> Value {
         .unwrap_or_else(|| panic!("no answer to {id}: {raw:?}"))
 }
 
-/// Whether, within 10 s, the gateway connected to the server again (it discovered it more
-/// than `before` times) and a call of `one` is answered.
-fn served_again(front: &str, discovered: &AtomicUsize, before: usize) -> bool {
-    capability_testkit::wait_for(|| discovered.load(Ordering::SeqCst) > before)
-        && capability_testkit::wait_for(|| {
-            let one = answer_to(&call(front, 9, "one", None), 9);
-            one["result"]["content"][0]["text"] == "one"
-        })
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_client() {
-    let (url, discovered) = server();
+/// A gateway `--listen` with `--max-message 64KiB` in front of the server at `url` (role
+/// `viewer` for [`TOKEN`]), its scratch directory named `name`.
+async fn gateway_over(url: &str, name: &str) -> (std::path::PathBuf, proxy_common::Listening) {
     let policy = format!(
         r#"version = "json-texts-1"
 [roles.viewer]
@@ -228,14 +224,60 @@ prefix = ""
 "#,
         hash = capability_rules::sha256_hex(TOKEN.as_bytes()),
     );
-    let dir = proxy_common::scratch("gateway-json-texts", &policy);
+    let dir = proxy_common::scratch(name, &policy);
     let mut args = proxy_common::gateway_listen(
         &dir.join("policy.toml"),
         "127.0.0.1:0",
         &dir.join("trail.jsonl"),
     );
     args.extend(["--max-message".into(), "64KiB".into()]);
-    let gateway = proxy_common::Listening::start_args(&args).await;
+    (dir, proxy_common::Listening::start_args(&args).await)
+}
+
+/// A client of 2025-11-25: its session at `front`, then `tools/call` of `tool` naming the
+/// progress token `tok`.
+fn call_in_a_session(front: &str, tool: &str) -> Raw {
+    let bearer = format!("Bearer {TOKEN}");
+    let opened = raw_post(
+        front,
+        &[("Authorization", bearer.as_str())],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    let session = opened
+        .header("mcp-session-id")
+        .unwrap_or_else(|| panic!("a session: {opened:?}"))
+        .to_owned();
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(raw_post(front, &headers, &initialized).status, 202);
+    raw_post(
+        front,
+        &headers,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": tool, "arguments": {}, "_meta": {"progressToken": "tok"}}}),
+    )
+}
+
+/// Whether, within 10 s, the gateway connected to the server again (it discovered it more
+/// than `before` times) and a call of `one` is answered.
+fn served_again(front: &str, discovered: &AtomicUsize, before: usize) -> bool {
+    capability_testkit::wait_for(|| discovered.load(Ordering::SeqCst) > before)
+        && capability_testkit::wait_for(|| {
+            let one = answer_to(&call(front, 9, "one", None), 9);
+            one["result"]["content"][0]["text"] == "one"
+        })
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_client() {
+    let (url, discovered) = server();
+    let (dir, gateway) = gateway_over(&url, "gateway-json-texts").await;
     let front = gateway.url.clone();
 
     tokio::task::spawn_blocking(move || {
@@ -315,4 +357,31 @@ prefix = ""
     assert_eq!(outcomes, expected, "every call on record");
     assert_eq!(gateway.stop().await.code(), Some(0));
     proxy_common::verifies(&dir.join("trail.jsonl"));
+}
+
+/// The same through the server's session of 2025-11-25, which the gateway keeps for a client
+/// of that revision.
+#[tokio::test(flavor = "current_thread")]
+async fn a_2025_11_25_client_gets_the_result_and_the_progress_too() {
+    let (url, _) = server();
+    let (dir, gateway) = gateway_over(&url, "gateway-json-texts-session").await;
+    let front = gateway.url.clone();
+    let answered = tokio::task::spawn_blocking(move || call_in_a_session(&front, "progress"))
+        .await
+        .expect("the client ran");
+    let result = answer_to(&answered, 2);
+    assert_eq!(
+        result["result"]["content"][0]["text"], "done",
+        "{answered:?}"
+    );
+    let progress: Vec<Value> = messages(&answered)
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 1, "{answered:?}");
+    assert_eq!(progress[0]["params"]["progressToken"], "tok");
+    assert_eq!(gateway.stop().await.code(), Some(0));
+    let calls = proxy_common::calls(&dir.join("trail.jsonl"));
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["success"], true, "{calls:?}");
 }

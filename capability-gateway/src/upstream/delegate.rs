@@ -108,6 +108,8 @@ impl Delegated {
             .auth_header(exchanged.secret().to_owned());
         let client = crate::upstream::pooled::client()
             .map_err(|e| ErrorData::internal_error(format!("{}: {e}", self.url), None))?;
+        // The gateway's client, which reads a JSON answer of several messages.
+        let client = crate::upstream::http::Seen::new(client);
         let transport = crate::upstream::pooled::transport_with(client, config);
         let service = Relaying(Relay::default())
             .serve_with_lifecycle(transport, lifecycle())

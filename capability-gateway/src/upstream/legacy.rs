@@ -74,6 +74,8 @@ impl Legacy {
                 if let Some(token) = &self.token {
                     config = config.auth_header(token.0.clone());
                 }
+                // The gateway's client, which reads a JSON answer of several messages.
+                let client = crate::upstream::http::Seen::new(client);
                 let transport = crate::upstream::pooled::transport_with(client, config);
                 match self
                     .watch

@@ -18,12 +18,18 @@
 //! event ([`super::events`], keeping each event's `id`, `retry` and name, with which rmcp
 //! resumes it).
 //!
+//! The tests hold the copy to rmcp's client: a loopback server writes the same bytes to both,
+//! answer after answer, and what each makes of them must be the same.
+//!
 //! Only requests come here, and not `server/discover`: a POST that awaits no answer, and the
 //! legacy server's refusal of `server/discover`, rmcp reads by rules of its own
-//! ([`posts_itself`]). And one difference rmcp cannot be told of: an event over the bound ends
-//! the stream with an error rmcp does not know for that one (its own type is private), so rmcp
-//! tries once to resume the stream from the last event id the server gave, if it gave one,
-//! and that GET is rmcp's own, bounded as rmcp bounds it.
+//! ([`posts_itself`]). Where an event stream is read differently: a field rmcp's parser
+//! (`sse-stream`) refuses, and which would end the stream, is read as the HTML standard says
+//! (an unknown field ignored, the last `id` kept); the events before one over the bound are
+//! given even when they came in the same chunk (rmcp's reader drops that chunk whole); and
+//! rmcp cannot tell an event over the bound from a broken stream (its own error type is
+//! private), so it tries once to resume the stream from the last event id the server gave, if
+//! it gave one, with a GET of its own, bounded as rmcp bounds it.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};

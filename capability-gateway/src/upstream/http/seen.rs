@@ -1,7 +1,11 @@
 //! The client of an HTTP server's rmcp connection, which keeps what the lane needs to send on
 //! the same session: the endpoint, the session id the server issued, and the headers rmcp
-//! sends with each message (the agreed `MCP-Protocol-Version` among them). Everything else is
-//! the process's pooled client ([`crate::upstream::pooled`]) as rmcp would use it.
+//! sends with each message (the agreed `MCP-Protocol-Version` among them). A request is POSTed
+//! and its answer read by the gateway ([`super::post`]: a JSON answer of several messages is
+//! read as those messages); everything else is the process's pooled client
+//! ([`crate::upstream::pooled`]) as rmcp would use it. Every rmcp connection of the engine to
+//! an HTTP server goes through one: the server's own, the session of 2025-11-25 kept for older
+//! clients (`legacy.rs`), a caller's own connection (`delegate.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
