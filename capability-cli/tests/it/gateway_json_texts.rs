@@ -14,8 +14,8 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
@@ -34,6 +34,7 @@ fn tools() -> Value {
         tool("progress"),
         tool("huge"),
         tool("not_json"),
+        tool("resumed"),
         tool("one")
     ])
 }
@@ -58,13 +59,29 @@ fn discover(id: &Value) -> String {
     )
 }
 
-/// The body a request of the server is answered with (always `application/json`); each
-/// `server/discover` is counted in `discovered`.
-fn answer(request: &Value, discovered: &AtomicUsize) -> String {
+/// What the server saw: how many times it was discovered, the call it answers on a resumed
+/// stream, and the `Last-Event-ID` of each stream resumed.
+#[derive(Default)]
+struct Seen {
+    discovered: AtomicUsize,
+    pending: Mutex<Option<Value>>,
+    resumed: Mutex<Vec<String>>,
+}
+
+const JSON: &str = "application/json";
+const EVENTS: &str = "text/event-stream";
+
+/// The content type and body a request of the server is answered with.
+fn answer(request: &Value, seen: &Seen) -> (&'static str, String) {
     let id = &request["id"];
-    match request["method"].as_str().unwrap_or_default() {
+    if request["params"]["name"] == "resumed" {
+        // A priming event (an id, no data) and the end of the stream: the client resumes it.
+        *seen.pending.lock().expect("pending") = Some(id.clone());
+        return (EVENTS, "id: e1\nretry: 50\ndata:\n\n".to_owned());
+    }
+    let body = match request["method"].as_str().unwrap_or_default() {
         "server/discover" => {
-            discovered.fetch_add(1, Ordering::SeqCst);
+            seen.discovered.fetch_add(1, Ordering::SeqCst);
             discover(id)
         }
         // A session of 2025-11-25 too, as the reference server keeps one.
@@ -101,16 +118,28 @@ fn answer(request: &Value, discovered: &AtomicUsize) -> String {
         _ => json!({"jsonrpc": "2.0", "id": id,
                     "error": {"code": -32601, "message": "Method not found"}})
         .to_string(),
-    }
+    };
+    (JSON, body)
+}
+
+/// A GET: the resumed stream of the call pending, after the event it names; else 405.
+fn resume(last_event_id: Option<String>, seen: &Seen) -> Option<(&'static str, String)> {
+    let last = last_event_id?;
+    let id = seen.pending.lock().expect("pending").take()?;
+    seen.resumed.lock().expect("resumed").push(last);
+    Some((
+        EVENTS,
+        format!("id: e2\ndata: {}\n\n", text(&id, "resumed")),
+    ))
 }
 
 /// Reads one request and answers it; `Connection: close` after each.
-fn serve(stream: TcpStream, discovered: &AtomicUsize) -> Option<()> {
+fn serve(stream: TcpStream, seen: &Seen) -> Option<()> {
     let mut writer = stream.try_clone().ok()?;
     let mut reader = BufReader::new(stream);
     let mut request_line = String::new();
     reader.read_line(&mut request_line).ok()?;
-    let mut length = 0;
+    let (mut length, mut last_event_id) = (0, None);
     loop {
         let mut header = String::new();
         reader.read_line(&mut header).ok()?;
@@ -118,10 +147,14 @@ fn serve(stream: TcpStream, discovered: &AtomicUsize) -> Option<()> {
         if header.is_empty() {
             break;
         }
-        if let Some((name, value)) = header.split_once(':')
-            && name.trim().eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().ok()?;
+        match header.split_once(':') {
+            Some((name, value)) if name.trim().eq_ignore_ascii_case("content-length") => {
+                length = value.trim().parse().ok()?;
+            }
+            Some((name, value)) if name.trim().eq_ignore_ascii_case("last-event-id") => {
+                last_event_id = Some(value.trim().to_owned());
+            }
+            _ => {}
         }
     }
     let mut body = vec![0; length];
@@ -132,33 +165,38 @@ fn serve(stream: TcpStream, discovered: &AtomicUsize) -> Option<()> {
              Connection: close\r\n\r\n"
         )
     };
-    let answer = if !request_line.starts_with("POST ") {
+    let answer = if request_line.starts_with("GET ") {
+        match resume(last_event_id, seen) {
+            Some((kind, body)) => head("200 OK", kind, body.len()) + &body,
+            None => head("405 Method Not Allowed", "text/plain", 0),
+        }
+    } else if !request_line.starts_with("POST ") {
         head("405 Method Not Allowed", "text/plain", 0)
     } else {
         let request: Value = serde_json::from_slice(&body).ok()?;
         if request.get("id").is_none() {
             head("202 Accepted", "text/plain", 0)
         } else {
-            let body = answer(&request, discovered);
-            head("200 OK", "application/json", body.len()) + &body
+            let (kind, body) = answer(&request, seen);
+            head("200 OK", kind, body.len()) + &body
         }
     };
     writer.write_all(answer.as_bytes()).ok()
 }
 
-/// The server on a free loopback port: its URL, and how many times it was discovered.
-fn server() -> (String, Arc<AtomicUsize>) {
+/// The server on a free loopback port: its URL, and what it saw.
+fn server() -> (String, Arc<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
-    let discovered = Arc::new(AtomicUsize::new(0));
-    let counted = discovered.clone();
+    let seen = Arc::new(Seen::default());
+    let kept = seen.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let counted = counted.clone();
-            std::thread::spawn(move || serve(stream, &counted));
+            let kept = kept.clone();
+            std::thread::spawn(move || serve(stream, &kept));
         }
     });
-    (url, discovered)
+    (url, seen)
 }
 
 /// `tools/call` of `tool`, as a client of 2026-07-28 naming `progress_token` if any.
@@ -266,8 +304,8 @@ fn call_in_a_session(front: &str, tool: &str) -> Raw {
 
 /// Whether, within 10 s, the gateway connected to the server again (it discovered it more
 /// than `before` times) and a call of `one` is answered.
-fn served_again(front: &str, discovered: &AtomicUsize, before: usize) -> bool {
-    capability_testkit::wait_for(|| discovered.load(Ordering::SeqCst) > before)
+fn served_again(front: &str, seen: &Seen, before: usize) -> bool {
+    capability_testkit::wait_for(|| seen.discovered.load(Ordering::SeqCst) > before)
         && capability_testkit::wait_for(|| {
             let one = answer_to(&call(front, 9, "one", None), 9);
             one["result"]["content"][0]["text"] == "one"
@@ -276,7 +314,7 @@ fn served_again(front: &str, discovered: &AtomicUsize, before: usize) -> bool {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_client() {
-    let (url, discovered) = server();
+    let (url, seen) = server();
     let (dir, gateway) = gateway_over(&url, "gateway-json-texts").await;
     let front = gateway.url.clone();
 
@@ -308,7 +346,7 @@ async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_cl
         // Several texts longer than the bound in all fail the call, which is not held. (A
         // failed POST has the gateway take the server for gone and connect again, as with
         // rmcp's own client: the next call is served once it has.)
-        let before = discovered.load(Ordering::SeqCst);
+        let before = seen.discovered.load(Ordering::SeqCst);
         let huge = answer_to(&call(&front, 3, "huge", Some("tok-3")), 3);
         let why = huge["error"]["message"].as_str().unwrap_or_default();
         assert!(
@@ -316,10 +354,10 @@ async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_cl
             "{huge}"
         );
         assert!(
-            served_again(&front, &discovered, before),
+            served_again(&front, &seen, before),
             "a call is served after the one past the bound"
         );
-        let before = discovered.load(Ordering::SeqCst);
+        let before = seen.discovered.load(Ordering::SeqCst);
         // A body that is not JSON throughout fails the call as rmcp's client fails it.
         let broken = answer_to(&call(&front, 4, "not_json", None), 4);
         let why = broken["error"]["message"].as_str().unwrap_or_default();
@@ -328,7 +366,7 @@ async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_cl
             "{broken}"
         );
         assert!(
-            served_again(&front, &discovered, before),
+            served_again(&front, &seen, before),
             "a call is served after the one not JSON"
         );
     })
@@ -384,4 +422,24 @@ async fn a_2025_11_25_client_gets_the_result_and_the_progress_too() {
     let calls = proxy_common::calls(&dir.join("trail.jsonl"));
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0]["success"], true, "{calls:?}");
+}
+
+/// A request's event stream keeps its event ids: one that ends after a priming event (an id,
+/// no data) is resumed by rmcp's client from that id, and the call is answered on the resumed
+/// stream.
+#[tokio::test(flavor = "current_thread")]
+async fn a_calls_stream_that_ends_early_is_resumed_from_its_last_event_id() {
+    let (url, seen) = server();
+    let (_dir, gateway) = gateway_over(&url, "gateway-json-texts-resumed").await;
+    let front = gateway.url.clone();
+    let answered = tokio::task::spawn_blocking(move || call(&front, 1, "resumed", None))
+        .await
+        .expect("the client ran");
+    let result = answer_to(&answered, 1);
+    assert_eq!(
+        result["result"]["content"][0]["text"], "resumed",
+        "{answered:?}"
+    );
+    assert_eq!(*seen.resumed.lock().expect("resumed"), ["e1"]);
+    assert_eq!(gateway.stop().await.code(), Some(0));
 }
