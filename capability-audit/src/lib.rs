@@ -42,6 +42,7 @@ pub mod reason;
 pub mod record;
 pub mod redact;
 mod scratch;
+mod sha_pair;
 pub mod sink;
 pub mod summary;
 pub mod time;

@@ -216,12 +216,12 @@ impl AuditRecord {
     }
 
     /// [`seal_line`](Self::seal_line), computing the SHA-256 of `beside` too, side by side with
-    /// the record's own hash (`tlog::hash::sha256_pair`: cheaper than one after the other).
+    /// the record's own hash (`sha_pair::sha256_pair`: cheaper than one after the other).
     /// Returns `beside`'s hash.
     pub(crate) fn seal_line_beside(&mut self, out: &mut String, beside: &[u8]) -> [u8; 32] {
         let start = out.len();
         let at = self.write_parts(out, false);
-        let (own, other) = crate::tlog::hash::sha256_pair(&out.as_bytes()[start..], beside);
+        let (own, other) = crate::sha_pair::sha256_pair(&out.as_bytes()[start..], beside);
         self.hash = capability_rules::hex::encode(&own);
         self.insert_hash(out, at);
         other
