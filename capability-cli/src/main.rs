@@ -184,8 +184,8 @@ enum AuditCommand {
     Witness(commands::proofs::WitnessArgs),
     /// Have witnesses cosign each writer's latest tree checkpoint, and store their cosignatures.
     WitnessSubmit(commands::proofs::WitnessSubmit),
-    /// Hand a JSON Lines trail's checkpoint key over to another, in a statement the old key
-    /// signs, written as a record of the trail (and printed).
+    /// Hand a trail's checkpoint key over to another, in a statement the old key signs,
+    /// written as a record of the trail (and printed); a store's, at its next writer's run.
     Rotate(commands::proofs::Rotate),
     /// Calls, allowed, denied, errors, degraded and p50/p95 latency per day, role and tool
     /// (`mcp_daily_stats`).

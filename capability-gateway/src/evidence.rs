@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use capability::audit::tlog::keys::{KeyRing, recorded_rotations};
+use capability::audit::tlog::store_keys::store_key_problems;
 use capability::audit::tlog::{self, KeyRotation, WitnessQuorum};
 use capability::audit::{
     AuditRecord, ChainProblem, ChainsReport, CheckpointEvery, CheckpointVerifier, TrailCounts,
@@ -185,10 +186,13 @@ pub fn verify(target: &str, options: &VerifyOptions<'_>) -> Result<Verified, Str
     let mut report = if keys.len() <= 1 && rotations.is_empty() {
         trail.verify(keys.first().copied())
     } else {
-        let ring = KeyRing::new(&keys, rotations);
         let (notes, _) = tlog::stored::parse_notes(&trail.tree_checkpoints);
         let registered: Vec<String> = trail.writers.iter().map(|w| w.note.clone()).collect();
         let (registrations, _) = tlog::stored::parse_notes(&registered);
+        let (checkpoints, store_keys) = (&trail.checkpoints, &keys);
+        let by_store = store_key_problems(store_keys, &rotations, &registered, &notes, checkpoints);
+        merge(&mut found, by_store);
+        let ring = KeyRing::new(&keys, rotations);
         merge(&mut found, trail.tree_problems(None));
         merge(&mut found, ring.note_problems(&notes, ""));
         merge(&mut found, ring.handover_problems(&notes));

@@ -94,7 +94,7 @@ fn opened(
 
 /// A store's sink with a chain of its own: `<writer>/<pid>-<start>`. The store must exist and
 /// be migrated.
-fn store_sink(
+pub(crate) fn store_sink(
     target: &str,
     kind: TargetKind,
     writer: &str,

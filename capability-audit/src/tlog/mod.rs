@@ -64,6 +64,7 @@ pub mod note;
 pub mod proof;
 pub mod receipt;
 pub mod rotation;
+pub mod store_keys;
 pub mod stored;
 pub mod trail;
 pub mod tree;

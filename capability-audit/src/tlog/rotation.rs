@@ -247,6 +247,15 @@ impl<'a> LogKeys<'a> {
         })
     }
 
+    /// The span of sizes the key `public_key_hex` may sign: from, and until when it handed
+    /// over (`None` for a key that is none of the log's).
+    pub fn span_of(&self, public_key_hex: &str) -> Option<(u64, Option<u64>)> {
+        let key = super::cosignature::public_key_bytes(public_key_hex).ok()?;
+        (self.spans.iter())
+            .find(|s| s.public_key == key)
+            .map(|s| (s.from, s.until))
+    }
+
     /// Whether the key `public_key_hex` may sign this log's tree of `size` records: `Err`
     /// naming the hand-over when its span does not hold the size, or when it is none of the
     /// log's keys (a chain checkpoint says which key signed it).

@@ -173,3 +173,38 @@ fn a_checkpoint_not_signed_by_the_key_names_nothing_and_an_altered_line_breaks_t
     assert_eq!(checkpoint_writer(&edited), Some("w-a"));
     assert!(edited.verify("capability/w-a", &key.public_key()).is_err());
 }
+
+/// The place of each registration in the store's chain (`tlog::store_keys`, by which a store's
+/// key rotation tells which key each run must sign with): the first is 1, each next one more;
+/// two naming the same one (a fork) share a place; one whose chain does not reach the first
+/// (one before it deleted) has none, nor has one that names none.
+#[test]
+fn each_registration_has_its_place_in_the_chain_and_a_broken_chain_none() {
+    use capability::audit::tlog::store_keys::registration_places;
+    let key = SecretKey::generate().unwrap();
+    let a = register("w-a", None, &key);
+    let b = register("w-b", Some(&a), &key);
+    let c = register("w-c", Some(&b), &key);
+    let fork = register("w-fork", Some(&b), &key);
+    let gone = register("w-gone", Some(&c), &key);
+    let after_gone = register("w-after", Some(&gone), &key);
+    // Given in no particular order, without `w-gone`.
+    let places = registration_places(&[
+        after_gone.clone(),
+        c.clone(),
+        fork.clone(),
+        a.clone(),
+        b.clone(),
+    ]);
+    let place = |note: &str| places.get(&registration_hash(note)).copied();
+    assert_eq!(
+        [place(&a), place(&b), place(&c), place(&fork)],
+        [Some(1), Some(2), Some(3), Some(3)]
+    );
+    assert_eq!(
+        place(&after_gone),
+        None,
+        "its chain does not reach the first"
+    );
+    assert_eq!(places.len(), 4);
+}

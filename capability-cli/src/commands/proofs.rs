@@ -88,7 +88,7 @@ pub struct WitnessSubmit {
 /// `capability audit rotate`: a writer's checkpoint key handed over to the next.
 #[derive(clap::Args, Debug)]
 pub struct Rotate {
-    /// The JSON Lines trail (its writer stopped).
+    /// The trail: a JSON Lines file (its writer stopped), or a store.
     trail: PathBuf,
     /// The secret key file that signed the checkpoints until now.
     #[arg(long, value_name = "FILE")]
