@@ -10,8 +10,10 @@ use crate::*;
 
 mod named;
 mod signing;
+mod witnessing;
 use named::identity;
 pub use signing::keep_idle_checkpoints;
+pub use witnessing::CheckpointFeed;
 
 /// The longest a sink with a watch on its path goes without looking the path up.
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -84,6 +86,9 @@ struct FileState {
     /// The writer's tree, kept while the sink signs checkpoints (`tlog::stored`).
     tree: Option<crate::tlog::WriterTree>,
     last_tree: Option<crate::tlog::SignedCheckpoint>,
+    /// Where tree checkpoints go once written (`witnessing`), and the one in the buffer.
+    feed: Option<Arc<dyn CheckpointFeed>>,
+    fed: Option<crate::tlog::SignedCheckpoint>,
     closed: bool,
 }
 
@@ -182,6 +187,8 @@ impl JsonlSink {
                 schedule: None,
                 tree: None,
                 last_tree: None,
+                feed: None,
+                fed: None,
                 closed: false,
             }),
             key: SinkKey::default(),
@@ -325,10 +332,12 @@ impl JsonlSink {
                 if let Some(tree) = &mut state.tree {
                     tree.commit();
                 }
+                self.deliver(state);
                 Ok(())
             }
             Err(error) => {
                 let lost = state.head.roll_back();
+                state.fed = None;
                 if let Some(tree) = &mut state.tree {
                     tree.roll_back();
                 }

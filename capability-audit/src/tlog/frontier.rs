@@ -113,6 +113,9 @@ pub(crate) struct Lagging {
     /// `0x00 ||` the data of the leaf held back: its leaf hash is this input's SHA-256. Empty
     /// when none is held (a held one holds at least the `0x00`).
     held: Vec<u8>,
+    /// The leaf hashes appended to `frontier`, when they are kept (`keep_leaves`: for a writer
+    /// submitting its checkpoints to witnesses). Not copied by `clone_from`.
+    leaves: Option<Vec<Hash>>,
 }
 
 impl Clone for Lagging {
@@ -120,9 +123,12 @@ impl Clone for Lagging {
         Lagging {
             frontier: self.frontier.clone(),
             held: self.held.clone(),
+            leaves: self.leaves.clone(),
         }
     }
 
+    /// The frontier and the leaf held back; the leaves kept, if any, stay (a writer's committed
+    /// copy keeps none: `WriterTree::roll_back` cuts them back).
     fn clone_from(&mut self, source: &Lagging) {
         self.frontier.clone_from(&source.frontier);
         self.held.clone_from(&source.held);
@@ -134,7 +140,18 @@ impl Lagging {
         Lagging {
             frontier,
             held: Vec::new(),
+            leaves: None,
         }
+    }
+
+    /// Keeps the hash of every leaf appended from now on ([`leaves`](Self::leaves)).
+    pub(crate) fn keep_leaves(&mut self) {
+        self.leaves.get_or_insert_with(Vec::new);
+    }
+
+    /// The leaf hashes kept, if they are.
+    pub(crate) fn leaves(&mut self) -> Option<&mut Vec<Hash>> {
+        self.leaves.as_mut()
     }
 
     /// Every leaf but the one held back, if one is.
@@ -155,7 +172,10 @@ impl Lagging {
     /// Appends a leaf holding `data`, the one held back first.
     pub(crate) fn push(&mut self, data: &[u8]) {
         self.release();
-        self.frontier.push(data);
+        let leaf = self.frontier.push(data);
+        if let Some(leaves) = &mut self.leaves {
+            leaves.push(leaf);
+        }
     }
 
     /// Appends the leaf held back, whose hash is `held_hash` (the SHA-256 of
@@ -178,6 +198,9 @@ impl Lagging {
             "not its hash"
         );
         self.frontier.push_hash(leaf);
+        if let Some(leaves) = &mut self.leaves {
+            leaves.push(leaf);
+        }
         self.held.clear();
     }
 }

@@ -58,6 +58,7 @@ pub mod encoding;
 pub mod error;
 pub mod frontier;
 pub mod gaps;
+pub mod growth;
 pub mod hash;
 pub mod keys;
 pub mod note;
@@ -78,6 +79,7 @@ pub use cosignature::{Cosigned, Cosigner, WitnessQuorum, cosigner_key_id, cosign
 pub use error::{TlogError, WitnessError};
 pub use frontier::Frontier;
 pub use gaps::checkpoint_gaps;
+pub use growth::Growth;
 pub use hash::{Hash, empty_root, leaf_hash, node_hash};
 pub use note::{SignedCheckpoint, TreeHead, key_id, verifier_key};
 pub use proof::{PROOF_HEADER, TlogProof};

@@ -109,7 +109,29 @@ impl WriterTree {
 
     /// The records sealed since the last commit are not written: their leaves go too.
     pub fn roll_back(&mut self) {
+        let (sealed, committed) = (
+            self.sealed.frontier().size(),
+            self.committed.frontier().size(),
+        );
+        if let Some(leaves) = self.sealed.leaves() {
+            let cut = (sealed - committed) as usize;
+            leaves.truncate(leaves.len().saturating_sub(cut));
+        }
         self.sealed.clone_from(&self.committed);
+    }
+
+    /// Keeps the hash of every leaf sealed from now on, for [`take_leaves`](Self::take_leaves)
+    /// (a writer submitting its checkpoints to witnesses).
+    pub fn keep_leaves(&mut self) {
+        self.sealed.keep_leaves();
+    }
+
+    /// The leaf hashes kept since the last call, and the index of the first (for a sink whose
+    /// records sealed are all written: call it after a commit). Empty when none are kept.
+    pub fn take_leaves(&mut self) -> (u64, Vec<Hash>) {
+        let size = self.sealed.frontier().size();
+        let leaves = self.sealed.leaves().map(std::mem::take).unwrap_or_default();
+        (size - leaves.len() as u64, leaves)
     }
 
     /// A checkpoint of `frontier` signed by `signer`, with the time extension `time`.
