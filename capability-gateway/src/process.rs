@@ -198,7 +198,9 @@ impl Ended {
     /// Why a request to the server got no answer (`error`, from its connection): how the
     /// server ended, when it did. A spawned server's exit comes a moment after its output
     /// closes, so it is waited for ([`LEARN_WHY`]); an HTTP server is gone when a request
-    /// cannot reach it, which this says from now on (the engine then stops, or reconnects).
+    /// cannot reach it (the engine then stops, or reconnects). That request's own error is
+    /// what it is answered: the connection serves on until it is replaced, so a later request
+    /// that fails on it fails for its own reason, not the first one's.
     pub(crate) async fn why(&self, error: &rmcp::ServiceError) -> Option<String> {
         match self {
             Ended::Spawned(exit) => exit.wait(LEARN_WHY).await,
@@ -207,10 +209,11 @@ impl Ended {
                     error,
                     rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
                 );
-                if transport {
-                    exit.set(format!("the connection to {url} failed: {error}"));
-                }
-                exit.get()
+                transport.then(|| {
+                    let why = format!("the connection to {url} failed: {error}");
+                    exit.set(why.clone());
+                    why
+                })
             }
         }
     }

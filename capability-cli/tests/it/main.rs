@@ -30,6 +30,7 @@ mod gateway_example;
 mod gateway_fast;
 mod gateway_headers;
 mod gateway_http_lane;
+mod gateway_http_restart;
 mod gateway_items;
 mod gateway_json_texts;
 mod gateway_methods;

@@ -136,7 +136,7 @@ pub(crate) async fn list(
         let peer = connection.peer();
         let tools = crate::upstream::list(&peer, &Server::untrusted(name)).await?;
         let items = crate::upstream::list_items(&peer, name).await;
-        let _ = connection.service.cancel().await;
+        connection.close().await;
         let tools = tools
             .into_iter()
             .map(|tool| serde_json::to_value(tool).map_err(|e| e.to_string()))

@@ -26,7 +26,7 @@
 //! and the server is a spawned one (an HTTP server is reached through rmcp).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -67,8 +67,9 @@ pub(crate) struct Fast {
     /// The calls in flight, by the client's id: a cancellation stops one.
     in_flight: Arc<Mutex<InFlight>>,
     /// The stdio client, as the snapshot it was made from sees it: made again only when a
-    /// change, a restart or a reload swaps the snapshot.
-    who: Mutex<Option<(Arc<Snapshot>, Arc<Who>)>>,
+    /// change, a restart or a reload swaps the snapshot. The snapshot is not held here: one
+    /// swapped out lets go of the connections it routed to once its calls have ended.
+    who: Mutex<Option<(Weak<Snapshot>, Arc<Who>)>>,
     /// The calls written to a server whose end (the client's answer, the outcome, the spans)
     /// has not run to its last line: the gateway waits for them before it closes the trail.
     open: Arc<Open>,
@@ -116,13 +117,14 @@ impl Fast {
     /// The stdio client under `snapshot` (`None` over HTTP).
     fn who(&self, snapshot: &Arc<Snapshot>) -> Option<Arc<Who>> {
         let mut cached = self.who.lock().unwrap_or_else(PoisonError::into_inner);
+        // The weak reference keeps the allocation, so its address is not another snapshot's.
         if let Some((seen, who)) = cached.as_ref()
-            && Arc::ptr_eq(seen, snapshot)
+            && std::ptr::eq(seen.as_ptr(), Arc::as_ptr(snapshot))
         {
             return Some(who.clone());
         }
         let who = Arc::new(self.gateway.stdio_client(snapshot)?);
-        *cached = Some((snapshot.clone(), who.clone()));
+        *cached = Some((Arc::downgrade(snapshot), who.clone()));
         Some(who)
     }
 

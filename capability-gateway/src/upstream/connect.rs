@@ -95,7 +95,7 @@ pub(crate) async fn connect(
                 lane.agreed(info.protocol_version.to_string());
             }
             Ok(Connection {
-                service,
+                service: Arc::new(service),
                 lane: Some(lane),
                 reach: None,
                 legacy: None,
@@ -123,6 +123,8 @@ pub(crate) async fn connect(
                 .serve_with_lifecycle(transport, crate::protocol::lifecycle())
                 .await
                 .map_err(|e| GatewayError::Server(format!("{url} did not connect: {e}")))?;
+            let service = Arc::new(service);
+            reach.holds(Arc::clone(&service));
             let mut legacy = None;
             if let Some(info) = service.peer().peer_info() {
                 reach.agreed(info.protocol_version.to_string());

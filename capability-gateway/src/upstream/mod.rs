@@ -283,9 +283,14 @@ impl Watch {
     }
 }
 
+/// rmcp's connection to one server, with the gateway's handler facing it.
+pub(crate) type Service = RunningService<RoleClient, Watch>;
+
 /// One live server.
 pub(crate) struct Connection {
-    pub(crate) service: RunningService<RoleClient, Watch>,
+    /// rmcp's connection: closed once the last holder lets go of it (an HTTP server's is held
+    /// by its lane too, [`Reach`], for the calls still in flight on it after a restart).
+    pub(crate) service: Arc<Service>,
     /// The forwarding lane next to rmcp's connection (a spawned server's pipes only).
     pub(crate) lane: Option<Arc<Lane>>,
     /// The forwarding lane on the session of rmcp's connection (an HTTP server only).
@@ -311,5 +316,18 @@ impl Connection {
     /// The calls in flight through rmcp, where the server's requests and log messages go.
     pub(crate) fn calls(&self) -> Calls {
         self.service.service().calls.clone()
+    }
+
+    /// Closes rmcp's connection and waits until it ended (an HTTP server's session deleted):
+    /// for a connection made only to list the server, which nothing else holds.
+    pub(crate) async fn close(self) {
+        let Connection { service, reach, .. } = self;
+        drop(reach);
+        match Arc::try_unwrap(service) {
+            Ok(service) => {
+                let _ = service.cancel().await;
+            }
+            Err(held) => held.cancellation_token().cancel(),
+        }
     }
 }

@@ -99,6 +99,12 @@ pub(crate) struct Reach {
     next: AtomicU64,
     /// The protocol revision rmcp agreed with the server.
     version: OnceLock<String>,
+    /// rmcp's connection, whose session the lane sends on, held as long as the lane is: by
+    /// the snapshots that route to the server and the calls on the lane. A restart (the
+    /// server taken for gone after a failed request) replaces the connection; the calls that
+    /// were routed to it before, through rmcp or the lane, still end on it, and it closes
+    /// once the last of them let go.
+    connection: OnceLock<Arc<crate::upstream::Service>>,
 }
 
 /// A message of the server's, its members as written, read once.
@@ -136,7 +142,13 @@ impl Reach {
             watch,
             next: AtomicU64::new(1),
             version: OnceLock::new(),
+            connection: OnceLock::new(),
         })
+    }
+
+    /// rmcp's connection to the server, held from now on (see [`Reach`]'s `connection`).
+    pub(crate) fn holds(&self, connection: Arc<crate::upstream::Service>) {
+        let _ = self.connection.set(connection);
     }
 
     /// rmcp agreed `version` with the server.
