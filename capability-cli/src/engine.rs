@@ -16,6 +16,9 @@ pub struct ServeArgs {
     /// verify --key <FILE>.pub` detects records cut off its end.
     #[arg(long, value_name = "FILE")]
     pub checkpoint_key: Option<PathBuf>,
+    /// A witness (URL; repeatable) cosigning each tree checkpoint of a JSON Lines trail as written.
+    #[arg(long, value_name = "URL", requires = "checkpoint_key")]
+    pub witness: Vec<String>,
     /// Tool calls a client's session may make; then every call is refused.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub max_calls: u32,
@@ -97,14 +100,6 @@ pub fn run_engine(serving: Serving<'_>, args: &ServeArgs) -> Result<Ended, Gatew
         trail_name,
         who,
     } = serving;
-    let writer = match &front {
-        Front::Stdio(role) => role.clone(),
-        Front::Http(_) => "http".to_owned(),
-    };
-    let signer = match &args.checkpoint_key {
-        Some(path) => Some(capability_gateway::trail::checkpoint_key(path)?),
-        None => None,
-    };
     let metrics = args
         .metrics
         .map(|address| {
@@ -112,7 +107,12 @@ pub fn run_engine(serving: Serving<'_>, args: &ServeArgs) -> Result<Ended, Gatew
         })
         .transpose()
         .map_err(GatewayError::Config)?;
-    let mut sink = capability_gateway::trail::open(target, trail_name, &writer, signer)?;
+    let mut sink = capability_gateway::trail::open_witnessed(
+        target,
+        (trail_name, front.role()),
+        args.checkpoint_key.as_deref(),
+        &args.witness,
+    )?;
     if let Some(endpoint) = &metrics {
         sink = Arc::new(capability_gateway::metrics::MeteredSink::new(
             sink,

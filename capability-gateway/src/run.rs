@@ -56,6 +56,16 @@ pub enum Front {
     Http(std::net::TcpListener),
 }
 
+impl Front {
+    /// The role its trail's writer is named after: the stdio client's, or `http`.
+    pub fn role(&self) -> &str {
+        match self {
+            Front::Stdio(role) => role,
+            Front::Http(_) => "http",
+        }
+    }
+}
+
 /// How the engine runs beyond its policy: what a command chooses ([`crate::Builder`]).
 #[derive(Clone, Debug)]
 pub(crate) struct Engine {

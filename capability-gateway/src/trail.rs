@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use capability::audit::jsonl::TAKEN;
+use capability::audit::tlog::SignedCheckpoint;
 use capability::audit::{
     AuditError, AuditSink, CheckpointEvery, CheckpointSigner, FlushPolicy, JsonlSink,
 };
 use capability::gate::SecretKey;
+use capability_http::witness::{StoreCosigned, WitnessFeed};
 use capability_store::{SinkOptions, TargetKind, redact_url, target_kind};
 
 use crate::GatewayError;
@@ -49,7 +51,33 @@ pub fn open(
     role: &str,
     signer: Option<Arc<dyn CheckpointSigner>>,
 ) -> Result<Arc<dyn AuditSink>, GatewayError> {
-    opened(target, server, role, signer).map_err(GatewayError::Config)
+    opened(target, server, role, signer, &[]).map_err(GatewayError::Config)
+}
+
+/// [`open`] for the engine `server` serving `role` ([`crate::Front::role`]), the checkpoints signed with the secret key in the file `key` (when given) and,
+/// while the trail is written, each tree checkpoint submitted to each witness of `witnesses`
+/// (their submission URLs) in the background, its cosignature stored beside it
+/// ([`capability_http::witness::WitnessFeed`]). Witnesses take a JSON Lines trail, and a key.
+pub fn open_witnessed(
+    target: &str,
+    (server, role): (&str, &str),
+    key: Option<&Path>,
+    witnesses: &[String],
+) -> Result<Arc<dyn AuditSink>, GatewayError> {
+    let signer = key.map(checkpoint_key).transpose()?;
+    if !witnesses.is_empty() && signer.is_none() {
+        return Err(GatewayError::Config(
+            "--witness takes --checkpoint-key: a witness cosigns the checkpoints it signs".into(),
+        ));
+    }
+    if !witnesses.is_empty() && target_kind(target) != TargetKind::Jsonl {
+        return Err(GatewayError::Config(format!(
+            "--witness takes a JSON Lines trail: for the store {}, submit its checkpoints with \
+             `capability audit witness-submit`",
+            redact_url(target)
+        )));
+    }
+    opened(target, server, role, signer, witnesses).map_err(GatewayError::Config)
 }
 
 fn opened(
@@ -57,6 +85,7 @@ fn opened(
     server: &str,
     role: &str,
     signer: Option<Arc<dyn CheckpointSigner>>,
+    witnesses: &[String],
 ) -> Result<Arc<dyn AuditSink>, String> {
     let writer = format!("proxy:{server}/{role}");
     match target_kind(target) {
@@ -84,11 +113,33 @@ fn opened(
                 sink = sink.with_checkpoints(signer, CheckpointEvery::default());
             }
             let sink = Arc::new(sink);
+            if !witnesses.is_empty() {
+                feed_witnesses(&sink, target, witnesses)?;
+            }
             // A tree checkpoint every interval when idle too: a missing one is a finding.
             capability::audit::jsonl::keep_idle_checkpoints(&sink);
             Ok(sink)
         }
         kind => store_sink(target, kind, &writer, signer),
+    }
+}
+
+/// Has `witnesses` cosign each tree checkpoint `sink` writes, in the background, and stores
+/// their cosignatures with it.
+fn feed_witnesses(sink: &Arc<JsonlSink>, target: &str, witnesses: &[String]) -> Result<(), String> {
+    let weak = Arc::downgrade(sink);
+    let store: Arc<StoreCosigned> = Arc::new(move |note: &SignedCheckpoint| {
+        weak.upgrade().map_or(Ok(false), |sink| {
+            sink.store_cosigned(note).map_err(|e| e.to_string())
+        })
+    });
+    let feed = WitnessFeed::start(witnesses, target.into(), store);
+    match sink.feed_checkpoints(Arc::new(feed)) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!(
+            "{target}: this writer keeps no tree, so it has no checkpoints for witnesses"
+        )),
+        Err(e) => Err(format!("cannot submit the checkpoints of {target}: {e}")),
     }
 }
 

@@ -21,6 +21,10 @@ use hyper::body::Incoming;
 
 use crate::listen::{Limits, allowed_hosts, host_allowed};
 
+mod feed;
+
+pub use feed::{MAX_KEPT, StoreCosigned, WitnessFeed};
+
 /// The largest `add-checkpoint` body taken: a checkpoint, 63 proof lines, signatures.
 pub const MAX_BODY: usize = 64 * 1024;
 

@@ -53,3 +53,4 @@ mod receipts;
 mod reference;
 mod tool_versions;
 mod trails;
+mod witness_feed;

@@ -1,0 +1,252 @@
+//! `capability proxy --checkpoint-key K --witness W1 --witness W2` on a JSON Lines trail: each
+//! tree checkpoint the running proxy writes is cosigned by real `capability audit witness`
+//! processes and stored in the trail by the proxy itself, so `audit verify --witnesses 2`
+//! passes while it runs; the consistency proofs, computed from what the writer keeps, are
+//! accepted checkpoint after checkpoint (a witness refuses a wrong one); a witness that is down
+//! neither blocks nor fails a call, and verify names it; a witness holding a checkpoint of an
+//! earlier run gets a proof read once from the trail, then the incremental ones.
+
+#![cfg(unix)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use capability::audit::tlog::SignedCheckpoint;
+use capability_testkit::wait_for;
+use serde_json::json;
+
+use crate::proxy_common::{Proxied, proxy_args, scratch};
+use crate::support;
+use crate::trails::{WitnessProcess, capability, start_witness};
+
+const POLICY: &str = r#"
+[roles.operator]
+ceiling = "unrestricted"
+allow = ["*"]
+"#;
+
+/// The witnessed log: the proxy's writer `proxy:sh/operator`, under the key `audit.key`.
+const LOG: &str = "capability/proxy:sh/operator=audit.key.pub";
+
+/// An `sh` server of 2025-11-25 with one tool, `peek`, that answers `called`.
+fn sh_server(dir: &Path) -> support::McpServer {
+    let script = r#"reply() { printf '{"jsonrpc":"2.0","id":%s,%s}\n' "$1" "$2"; }
+while IFS= read -r line; do
+  id=$(printf '%s\n' "$line" | sed -n 's/^[^{]*{[^{]*"id":\([0-9][0-9]*\|"[^"]*"\).*/\1/p')
+  case "$line" in
+    *'"method":"initialize"'*) reply "$id" '"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"sh","version":"1.0.0"}}' ;;
+    *'"method":"tools/list"'*) reply "$id" '"result":{"tools":[{"name":"peek","inputSchema":{"type":"object"}}]}' ;;
+    *'"method":"tools/call"'*) reply "$id" '"result":{"content":[{"type":"text","text":"called"}]}' ;;
+    *'"id":'*) reply "$id" '"error":{"code":-32601,"message":"Method not found"}' ;;
+  esac
+done"#;
+    support::McpServer {
+        name: "sh",
+        program: "sh".into(),
+        args: vec![
+            "-c".to_owned(),
+            format!("cd '{}' && {{ {script}\n}}", dir.display()),
+        ],
+        env: Vec::new(),
+    }
+}
+
+fn setup(name: &str) -> std::path::PathBuf {
+    let dir = scratch(name, POLICY);
+    for key in ["audit.key", "w1.key", "w2.key"] {
+        let (code, text) = capability(&dir, &["keygen", "--out", key]);
+        assert_eq!(code, 0, "{text}");
+    }
+    dir
+}
+
+fn witness(dir: &Path, key: &str) -> WitnessProcess {
+    start_witness(dir, key, &format!("{key}.state.json"), LOG)
+}
+
+async fn proxy(dir: &Path, witnesses: &[&str], stderr: Stdio) -> Proxied {
+    let mut extra = vec!["--checkpoint-key", "audit.key"];
+    for url in witnesses {
+        extra.extend(["--witness", url]);
+    }
+    let trail = dir.join("trail.jsonl");
+    let mut args = proxy_args(dir, "operator", "sh", &trail, &extra, &sh_server(dir));
+    // The key's path relative to the test's folder.
+    let at = args.iter().position(|a| a == "audit.key").expect("the key");
+    args[at] = dir.join("audit.key").display().to_string();
+    Proxied::start_with(&args, stderr).await
+}
+
+fn verify(dir: &Path, witness_keys: &[&str], needed: &str) -> (i32, String) {
+    let mut args = vec!["audit", "verify", "trail.jsonl", "--key", "audit.key.pub"];
+    for key in witness_keys {
+        args.extend(["--witness-key", key]);
+    }
+    if !witness_keys.is_empty() {
+        args.extend(["--witnesses", needed]);
+    }
+    capability(dir, &args)
+}
+
+/// Waits (the writer checkpoints every 10 seconds when idle) until `done`.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    (0..3).any(|_| wait_for(&mut done))
+}
+
+/// The trail's records, and the largest tree each witness key id cosigned in it.
+fn cosigned_sizes(dir: &Path) -> (u64, Vec<u64>) {
+    let text = std::fs::read_to_string(dir.join("trail.jsonl")).expect("the trail");
+    let mut records = 0;
+    let mut sizes = std::collections::BTreeMap::<[u8; 4], u64>::new();
+    for line in text.lines() {
+        if line.starts_with("{\"checkpoint\"") {
+            continue;
+        }
+        if !line.starts_with("{\"tree_checkpoint\"") {
+            records += 1;
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        let note = value["tree_checkpoint"]["note"].as_str().expect("a note");
+        let note = SignedCheckpoint::parse(note).expect("a signed note");
+        for signature in note.signatures.iter().skip(1) {
+            let size = sizes.entry(signature.key_id).or_default();
+            *size = (*size).max(note.head.size);
+        }
+    }
+    (records, sizes.into_values().collect())
+}
+
+async fn calls(proxied: &Proxied, n: usize) {
+    for _ in 0..n {
+        let started = Instant::now();
+        proxied.call("peek", json!({})).await.expect("runs");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "a call waited {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_running_proxys_checkpoints_are_cosigned_by_its_witnesses_and_verify_counts_them() {
+    let dir = setup("witness-feed-two");
+    let (w1, w2) = (witness(&dir, "w1.key"), witness(&dir, "w2.key"));
+    let proxied = proxy(&dir, &[&w1.url, &w2.url], Stdio::inherit()).await;
+    let both = ["w1.key.pub", "w2.key.pub"];
+    let mut last = 0;
+    for round in 0..3 {
+        calls(&proxied, 3 + round).await;
+        let (records, _) = cosigned_sizes(&dir);
+        // While the proxy runs: its latest checkpoint cosigned by both, stored by the proxy.
+        let cosigned = eventually(|| {
+            let (_, sizes) = cosigned_sizes(&dir);
+            sizes.len() == 2
+                && sizes.iter().all(|s| *s >= records)
+                && verify(&dir, &both, "2").0 == 0
+        });
+        let (_, sizes) = cosigned_sizes(&dir);
+        assert!(
+            cosigned,
+            "round {round}: {records} records, cosigned {sizes:?}: {}",
+            verify(&dir, &both, "2").1
+        );
+        // Each witness took a proof from the size it held: the cosigned tree grew.
+        assert!(sizes.iter().all(|s| *s > last), "{sizes:?} after {last}");
+        last = sizes.iter().copied().min().unwrap_or(0);
+    }
+    assert!(proxied.close().await.success());
+    assert_eq!(verify(&dir, &[], "").0, 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_witness_down_fails_no_call_and_verify_names_it() {
+    let dir = setup("witness-feed-down");
+    let w1 = witness(&dir, "w1.key");
+    // A port nobody listens on.
+    let down = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://{}", listener.local_addr().expect("address"))
+    };
+    let mut proxied = proxy(&dir, &[&w1.url, &down], Stdio::piped()).await;
+    let stderr = proxied.child.stderr.take().expect("stderr");
+    calls(&proxied, 4).await;
+    let (records, _) = cosigned_sizes(&dir);
+    let one = eventually(|| {
+        cosigned_sizes(&dir)
+            .1
+            .first()
+            .is_some_and(|s| *s >= records)
+            && verify(&dir, &["w1.key.pub"], "1").0 == 0
+    });
+    assert!(one, "{}", verify(&dir, &["w1.key.pub"], "1").1);
+    let (code, text) = verify(&dir, &[], "");
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = verify(&dir, &["w1.key.pub", "w2.key.pub"], "2");
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("w2.key.pub (no cosignature)") && text.contains("not witnessed"),
+        "{text}"
+    );
+    assert!(proxied.close().await.success());
+    let mut said = String::new();
+    use tokio::io::AsyncReadExt as _;
+    let mut stderr = stderr;
+    stderr.read_to_string(&mut said).await.expect("stderr");
+    assert!(
+        said.contains("checkpoint not cosigned by this witness") && said.contains(&down),
+        "{said}"
+    );
+    drop(w1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_witness_holding_an_earlier_runs_checkpoint_is_proven_from_the_trail_once() {
+    let dir = setup("witness-feed-restart");
+    let w1 = witness(&dir, "w1.key");
+    // A first run without the witness, a second with it.
+    let proxied = proxy(&dir, &[], Stdio::inherit()).await;
+    calls(&proxied, 3).await;
+    assert!(proxied.close().await.success());
+    let (code, text) = capability(
+        &dir,
+        &[
+            "audit",
+            "witness-submit",
+            "trail.jsonl",
+            "--witness",
+            &w1.url,
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    let (first, sizes) = cosigned_sizes(&dir);
+    assert_eq!(sizes, vec![first]);
+    // More records than the witness holds, so the next run starts past its size.
+    let proxied = proxy(&dir, &[], Stdio::inherit()).await;
+    calls(&proxied, 2).await;
+    assert!(proxied.close().await.success());
+
+    let proxied = proxy(&dir, &[&w1.url], Stdio::inherit()).await;
+    let mut last = first;
+    for round in 0..2 {
+        calls(&proxied, 2 + round).await;
+        let (records, _) = cosigned_sizes(&dir);
+        let grown = eventually(|| {
+            cosigned_sizes(&dir)
+                .1
+                .first()
+                .is_some_and(|s| *s >= records)
+                && verify(&dir, &["w1.key.pub"], "1").0 == 0
+        });
+        let (_, sizes) = cosigned_sizes(&dir);
+        assert!(
+            grown,
+            "round {round}: {records} records, cosigned {sizes:?}"
+        );
+        assert!(sizes[0] > last, "{sizes:?} after {last}");
+        last = sizes[0];
+    }
+    assert!(proxied.close().await.success());
+}
