@@ -286,4 +286,40 @@ mod tests {
         }
         assert_eq!(tree.sealed(), &expected);
     }
+
+    #[test]
+    fn the_leaves_kept_for_witnesses_are_those_written_once_each_in_order() {
+        use super::super::stored::WriterTree;
+        let held_hash = |tree: &WriterTree| tree.held().map(|h| Sha256::digest(h).into());
+        let mut tree = WriterTree::new("w", Frontier::new()).unwrap();
+        tree.hold(None, b"before");
+        tree.commit();
+        tree.keep_leaves();
+        let (mut written, mut taken) = (vec![&b"before"[..]], Vec::new());
+        for round in 0..6u8 {
+            for line in [&b"one"[..], b"two", b"three"] {
+                tree.hold(held_hash(&tree), line);
+                tree.commit();
+                written.push(line);
+            }
+            // A record sealed whose write fails (after a checkpoint released it, every other
+            // round): its leaf is not kept.
+            tree.hold(held_hash(&tree), b"lost");
+            if round % 2 == 0 {
+                tree.release();
+            }
+            tree.roll_back();
+            // Sealed but not yet committed: not taken.
+            tree.hold(held_hash(&tree), b"pending");
+            let (first, leaves) = tree.take_leaves();
+            assert_eq!(first, taken.len() as u64, "round {round}");
+            taken.extend(leaves);
+            tree.roll_back();
+        }
+        tree.release();
+        tree.commit();
+        taken.extend(tree.take_leaves().1);
+        let expected: Vec<Hash> = written.iter().map(|l| leaf_hash(l)).collect();
+        assert_eq!(taken, expected);
+    }
 }

@@ -126,12 +126,20 @@ impl WriterTree {
         self.sealed.keep_leaves();
     }
 
-    /// The leaf hashes kept since the last call, and the index of the first (for a sink whose
-    /// records sealed are all written: call it after a commit). Empty when none are kept.
+    /// The leaf hashes kept and committed since the last call, and the index of the first
+    /// (call it after a commit). Empty when none are kept.
     pub fn take_leaves(&mut self) -> (u64, Vec<Hash>) {
-        let size = self.sealed.frontier().size();
-        let leaves = self.sealed.leaves().map(std::mem::take).unwrap_or_default();
-        (size - leaves.len() as u64, leaves)
+        let (sealed, committed) = (
+            self.sealed.frontier().size(),
+            self.committed.frontier().size(),
+        );
+        let Some(kept) = self.sealed.leaves() else {
+            return (sealed, Vec::new());
+        };
+        // Only those committed: the others may still be rolled back.
+        let first = sealed - kept.len() as u64;
+        let count = (committed.saturating_sub(first) as usize).min(kept.len());
+        (first, kept.drain(..count).collect())
     }
 
     /// A checkpoint of `frontier` signed by `signer`, with the time extension `time`.

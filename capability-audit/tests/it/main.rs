@@ -16,4 +16,5 @@ mod tlog;
 mod tree_held;
 mod tree_sinks;
 mod witness;
+mod witness_feed;
 mod writers;
