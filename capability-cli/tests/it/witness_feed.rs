@@ -250,3 +250,29 @@ async fn a_witness_holding_an_earlier_runs_checkpoint_is_proven_from_the_trail_o
     }
     assert!(proxied.close().await.success());
 }
+
+#[test]
+fn witness_without_a_checkpoint_key_or_on_a_store_is_refused_saying_why() {
+    let dir = setup("witness-feed-refused");
+    let server = sh_server(&dir);
+    let run = |audit: &Path, extra: &[&str]| {
+        let args = proxy_args(&dir, "operator", "sh", audit, extra, &server);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        capability(&dir, &args)
+    };
+    let (code, text) = run(
+        &dir.join("trail.jsonl"),
+        &["--witness", "http://127.0.0.1:9"],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--checkpoint-key <FILE>"), "{text}");
+    let key = dir.join("audit.key").display().to_string();
+    let store = ["--checkpoint-key", &key, "--witness", "http://127.0.0.1:9"];
+    let (code, text) = run(&dir.join("state.db"), &store);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("--witness takes a JSON Lines trail") && text.contains("witness-submit"),
+        "{text}"
+    );
+    assert!(!dir.join("trail.jsonl").exists() && !dir.join("state.db").exists());
+}
