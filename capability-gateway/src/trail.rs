@@ -5,13 +5,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use capability::audit::jsonl::CheckpointFeed;
 use capability::audit::jsonl::TAKEN;
 use capability::audit::tlog::SignedCheckpoint;
 use capability::audit::{
     AuditError, AuditSink, CheckpointEvery, CheckpointSigner, FlushPolicy, JsonlSink,
 };
 use capability::gate::SecretKey;
-use capability_http::witness::{StoreCosigned, WitnessFeed};
+use capability_http::witness::{ReadTree, StoreCosigned, WitnessFeed, jsonl_tree};
 use capability_store::{SinkOptions, TargetKind, redact_url, target_kind};
 
 use crate::GatewayError;
@@ -70,10 +71,10 @@ pub fn open_witnessed(
             "--witness takes --checkpoint-key: a witness cosigns the checkpoints it signs".into(),
         ));
     }
-    if !witnesses.is_empty() && target_kind(target) != TargetKind::Jsonl {
+    if !witnesses.is_empty() && target_kind(target) == TargetKind::Postgres {
         return Err(GatewayError::Config(format!(
-            "--witness takes a JSON Lines trail: for the store {}, submit its checkpoints with \
-             `capability audit witness-submit`",
+            "--witness takes a JSON Lines trail or a SQLite store: for {}, submit its \
+             checkpoints with `capability audit witness-submit`",
             redact_url(target)
         )));
     }
@@ -120,7 +121,7 @@ fn opened(
             capability::audit::jsonl::keep_idle_checkpoints(&sink);
             Ok(sink)
         }
-        kind => store_sink(target, kind, &writer, signer),
+        kind => witnessed_store_sink(target, kind, &writer, signer, witnesses),
     }
 }
 
@@ -133,7 +134,7 @@ fn feed_witnesses(sink: &Arc<JsonlSink>, target: &str, witnesses: &[String]) -> 
             sink.store_cosigned(note).map_err(|e| e.to_string())
         })
     });
-    let feed = WitnessFeed::start(witnesses, target.into(), store);
+    let feed = WitnessFeed::start(witnesses, jsonl_tree(target.into()), store);
     match sink.feed_checkpoints(Arc::new(feed)) {
         Ok(true) => Ok(()),
         Ok(false) => Err(format!(
@@ -143,6 +144,25 @@ fn feed_witnesses(sink: &Arc<JsonlSink>, target: &str, witnesses: &[String]) -> 
     }
 }
 
+/// Witnesses cosigning a store's tree checkpoints, the cosigned ones stored over the stored
+/// note through a connection of their own (so the `stopped` one is stored too).
+fn store_feed(target: &str, witnesses: &[String]) -> Result<Arc<dyn CheckpointFeed>, String> {
+    let shown = redact_url(target);
+    let store: Arc<dyn capability_store::Store> = capability_store::open(target)
+        .map_err(|e| format!("cannot open the audit trail {shown}: {e}"))?
+        .into();
+    let reader = store.clone();
+    let read_tree: Arc<ReadTree> = Arc::new(move |origin: &str| {
+        let trail = reader.read_trail().map_err(|e| e.to_string())?;
+        let writer = origin.strip_prefix("capability/").unwrap_or(origin);
+        Ok(capability::audit::tlog::writer_tree(&trail.records, writer))
+    });
+    let store: Arc<StoreCosigned> = Arc::new(move |note: &SignedCheckpoint| {
+        store.store_cosigned(note).map_err(|e| e.to_string())
+    });
+    Ok(Arc::new(WitnessFeed::start(witnesses, read_tree, store)))
+}
+
 /// A store's sink with a chain of its own: `<writer>/<pid>-<start>`. The store must exist and
 /// be migrated.
 pub(crate) fn store_sink(
@@ -150,6 +170,17 @@ pub(crate) fn store_sink(
     kind: TargetKind,
     writer: &str,
     signer: Option<Arc<dyn CheckpointSigner>>,
+) -> Result<Arc<dyn AuditSink>, String> {
+    witnessed_store_sink(target, kind, writer, signer, &[])
+}
+
+/// [`store_sink`], its tree checkpoints cosigned by `witnesses` as they are stored.
+fn witnessed_store_sink(
+    target: &str,
+    kind: TargetKind,
+    writer: &str,
+    signer: Option<Arc<dyn CheckpointSigner>>,
+    witnesses: &[String],
 ) -> Result<Arc<dyn AuditSink>, String> {
     let shown = redact_url(target);
     if kind == TargetKind::Sqlite && !Path::new(target).exists() {
@@ -165,6 +196,9 @@ pub(crate) fn store_sink(
         .map_or(0, |d| d.as_nanos());
     let mut options = SinkOptions::writer(format!("{writer}/{}-{start}", std::process::id()));
     options.checkpoints = signer.map(|s| (s, CheckpointEvery::default()));
+    if !witnesses.is_empty() {
+        options.feed = Some(store_feed(target, witnesses)?);
+    }
     store
         .audit_sink(options)
         .map_err(|e| format!("cannot write the audit trail {shown}: {e}"))

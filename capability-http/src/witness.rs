@@ -23,7 +23,7 @@ use crate::listen::{Limits, allowed_hosts, host_allowed};
 
 mod feed;
 
-pub use feed::{MAX_KEPT, StoreCosigned, WitnessFeed};
+pub use feed::{MAX_KEPT, ReadTree, StoreCosigned, WitnessFeed, jsonl_tree};
 
 /// The largest `add-checkpoint` body taken: a checkpoint, 63 proof lines, signatures.
 pub const MAX_BODY: usize = 64 * 1024;

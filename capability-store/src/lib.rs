@@ -279,6 +279,9 @@ pub struct SinkOptions {
     pub digest_key: Option<DigestKey>,
     /// Signs checkpoints, at these intervals and when the sink is closed.
     pub checkpoints: Option<(Arc<dyn CheckpointSigner>, CheckpointEvery)>,
+    /// Where each tree checkpoint goes once stored, with the leaf hashes since (for witnesses:
+    /// `capability_http::witness::WitnessFeed`); SQLite only for now.
+    pub feed: Option<Arc<dyn capability_audit::jsonl::CheckpointFeed>>,
 }
 
 impl SinkOptions {
@@ -288,6 +291,7 @@ impl SinkOptions {
             writer: writer.into(),
             digest_key: None,
             checkpoints: None,
+            feed: None,
         }
     }
 }

@@ -66,11 +66,15 @@ fn witness(dir: &Path, key: &str) -> WitnessProcess {
 }
 
 async fn proxy(dir: &Path, witnesses: &[&str], stderr: Stdio) -> Proxied {
+    proxy_on(dir, "trail.jsonl", witnesses, stderr).await
+}
+
+async fn proxy_on(dir: &Path, audit: &str, witnesses: &[&str], stderr: Stdio) -> Proxied {
     let mut extra = vec!["--checkpoint-key", "audit.key"];
     for url in witnesses {
         extra.extend(["--witness", url]);
     }
-    let trail = dir.join("trail.jsonl");
+    let trail = dir.join(audit);
     let mut args = proxy_args(dir, "operator", "sh", &trail, &extra, &sh_server(dir));
     // The key's path relative to the test's folder.
     let at = args.iter().position(|a| a == "audit.key").expect("the key");
@@ -268,11 +272,83 @@ fn witness_without_a_checkpoint_key_or_on_a_store_is_refused_saying_why() {
     assert!(text.contains("--checkpoint-key <FILE>"), "{text}");
     let key = dir.join("audit.key").display().to_string();
     let store = ["--checkpoint-key", &key, "--witness", "http://127.0.0.1:9"];
-    let (code, text) = run(&dir.join("state.db"), &store);
+    let postgres = Path::new("postgres://nobody@127.0.0.1:9/none");
+    let (code, text) = run(postgres, &store);
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains("--witness takes a JSON Lines trail") && text.contains("witness-submit"),
+        text.contains("--witness takes a JSON Lines trail or a SQLite store")
+            && text.contains("witness-submit"),
         "{text}"
     );
-    assert!(!dir.join("trail.jsonl").exists() && !dir.join("state.db").exists());
+    assert!(!dir.join("trail.jsonl").exists());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_running_proxys_sqlite_checkpoints_are_cosigned_and_stored_over_the_stored_note() {
+    let dir = setup("witness-feed-sqlite");
+    let (code, text) = capability(&dir, &["db", "migrate", "state.db"]);
+    assert_eq!(code, 0, "{text}");
+    // A store's writer is named after the process (`proxy:sh/operator/<pid>-<start>`): the
+    // witness is started on a port given to the proxy once the writer's name is known.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").port()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let proxied = proxy_on(&dir, "state.db", &[&url], Stdio::inherit()).await;
+    calls(&proxied, 3).await;
+    let store = capability_store::open(&dir.join("state.db").display().to_string()).expect("open");
+    let trail = store.read_trail().expect("read");
+    let writer = trail.records[0].writer.clone();
+    let log = format!("capability/{writer}=audit.key.pub");
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = crate::trails::witness_args("w1.key", "w1.state.json", &log);
+    args[3] = &listen;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capability"))
+        .current_dir(&dir)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawns");
+    calls(&proxied, 2).await;
+    let records = store.read_trail().expect("read").records.len() as u64;
+    let cosigned = eventually(|| {
+        let (code, _) = capability(
+            &dir,
+            &[
+                "audit",
+                "verify",
+                "state.db",
+                "--key",
+                "audit.key.pub",
+                "--witness-key",
+                "w1.key.pub",
+                "--witnesses",
+                "1",
+            ],
+        );
+        let notes = store.read_trail().expect("read").tree_checkpoints;
+        code == 0
+            && notes.iter().any(|n| {
+                let note = SignedCheckpoint::parse(n).expect("a note");
+                note.signatures.len() >= 2 && note.head.size >= records
+            })
+    });
+    let (_, text) = capability(
+        &dir,
+        &[
+            "audit",
+            "verify",
+            "state.db",
+            "--key",
+            "audit.key.pub",
+            "--witness-key",
+            "w1.key.pub",
+        ],
+    );
+    assert!(cosigned, "{records} records: {text}");
+    assert!(proxied.close().await.success());
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use capability_audit::jsonl::CheckpointFeed;
-use capability_audit::tlog::{AddCheckpoint, Frontier, Growth, Hash, SignedCheckpoint};
+use capability_audit::tlog::{AddCheckpoint, Frontier, Growth, Hash, SignedCheckpoint, Tree};
 
 use super::{ClientError, add_checkpoint};
 
@@ -23,6 +23,17 @@ pub const MAX_KEPT: usize = 1 << 18;
 /// Stores a cosigned checkpoint beside the writer's records: `Ok(false)` when it no longer
 /// can (the writer stopped).
 pub type StoreCosigned = dyn Fn(&SignedCheckpoint) -> Result<bool, String> + Send + Sync;
+
+/// Reads the tree of the log of this origin from the trail's records (the fallback: a witness
+/// holding a size the feed has no frontier for).
+pub type ReadTree = dyn Fn(&str) -> Result<Tree, String> + Send + Sync;
+
+/// [`ReadTree`] for the JSON Lines trail at `path`.
+pub fn jsonl_tree(path: PathBuf) -> Arc<ReadTree> {
+    Arc::new(move |origin: &str| {
+        capability_audit::tlog::writer_tree_jsonl(&path, origin).map_err(|e| e.to_string())
+    })
+}
 
 /// A [`CheckpointFeed`] that has each witness cosign each checkpoint written, in the
 /// background, and stores each cosigned one with `store`.
@@ -67,8 +78,13 @@ fn lock(slot: &Slot) -> MutexGuard<'_, Job> {
 
 impl WitnessFeed {
     /// Starts a thread for each witness of `urls` (its submission prefix) submitting the
-    /// checkpoints of the JSON Lines trail at `trail`; each cosigned one is given to `store`.
-    pub fn start(urls: &[String], trail: PathBuf, store: Arc<StoreCosigned>) -> WitnessFeed {
+    /// checkpoints it is fed; each cosigned one is given to `store`; `read_tree` reads the
+    /// log's tree from the trail when a proof cannot be made from what was fed.
+    pub fn start(
+        urls: &[String],
+        read_tree: Arc<ReadTree>,
+        store: Arc<StoreCosigned>,
+    ) -> WitnessFeed {
         let mut slots = Vec::new();
         for url in urls {
             let slot = Arc::new(Slot {
@@ -78,7 +94,7 @@ impl WitnessFeed {
             });
             let worker = Worker {
                 slot: slot.clone(),
-                trail: trail.clone(),
+                read_tree: read_tree.clone(),
                 store: store.clone(),
                 held: None,
                 growth: None,
@@ -144,7 +160,7 @@ impl Drop for WitnessFeed {
 
 struct Worker {
     slot: Arc<Slot>,
-    trail: PathBuf,
+    read_tree: Arc<ReadTree>,
     store: Arc<StoreCosigned>,
     /// The size the witness holds, once known.
     held: Option<u64>,
@@ -242,7 +258,7 @@ impl Worker {
         origin: &str,
         old: u64,
         size: u64,
-    ) -> Result<(Vec<Hash>, Option<capability_audit::tlog::Tree>), String> {
+    ) -> Result<(Vec<Hash>, Option<Tree>), String> {
         if old == 0 || old == size {
             return Ok((Vec::new(), None));
         }
@@ -255,7 +271,7 @@ impl Worker {
             held = old,
             "the witness holds a size with no frontier kept: the proof is read from the trail"
         );
-        let tree = capability_audit::tlog::writer_tree_jsonl(&self.trail, origin)
+        let tree = (self.read_tree)(origin)
             .map_err(|e| format!("the trail gives no consistency proof from size {old}: {e}"))?;
         let proof = tree
             .consistency_proof(old, size)
@@ -264,7 +280,7 @@ impl Worker {
     }
 
     /// The witness holds `size` now: the growth goes on from it.
-    fn cosigned(&mut self, size: u64, read: Option<capability_audit::tlog::Tree>) {
+    fn cosigned(&mut self, size: u64, read: Option<Tree>) {
         self.held = Some(size);
         if let Some(tree) = read {
             self.growth = Growth::from_tree(&tree, size, self.end);

@@ -21,8 +21,9 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use capability_audit::tlog::WriterTree;
+use capability_audit::jsonl::CheckpointFeed;
 use capability_audit::tlog::writers::{PendingCheckpoint, sign_registration};
+use capability_audit::tlog::{SignedCheckpoint, WriterTree};
 use capability_audit::{
     AuditError, AuditRecord, AuditSink, ChainHead, Checkpoint, CheckpointSchedule,
     CheckpointSigner, DigestKey, GENESIS,
@@ -54,6 +55,7 @@ pub struct SqliteSink {
     /// Wakes a leader gathering records when one is queued.
     gathered: Condvar,
     signer: Option<Arc<dyn CheckpointSigner>>,
+    feed: Option<Arc<dyn CheckpointFeed>>,
 }
 
 struct State {
@@ -111,7 +113,7 @@ impl SqliteSink {
             .and_then(|head| Ok((head, records::checkpointed(&conn, &options.writer)?)));
         let (head, checkpointed) = resume.map_err(|e| store_error(db.error(e)))?;
         let (seq, prev) = head.unwrap_or_else(|| (0, GENESIS.to_owned()));
-        let tree = match &options.checkpoints {
+        let mut tree = match &options.checkpoints {
             Some((signer, _)) => {
                 open_tree(&conn, &options.writer, signer.as_ref()).map_err(|why| {
                     AuditError::Store {
@@ -122,6 +124,12 @@ impl SqliteSink {
             }
             None => None,
         };
+        // Leaves kept from here on for the feed (a store's tree never holds one back).
+        let feed = options.feed.filter(|_| tree.is_some());
+        if let (Some(feed), Some(tree)) = (&feed, &mut tree) {
+            tree.keep_leaves();
+            feed.start(tree.committed());
+        }
         let (signer, schedule) = match options.checkpoints {
             Some((signer, every)) => (
                 Some(signer),
@@ -156,6 +164,7 @@ impl SqliteSink {
             changed: Condvar::new(),
             gathered: Condvar::new(),
             signer,
+            feed,
         })
     }
 
@@ -216,13 +225,14 @@ impl SqliteSink {
         let mut state = self.state();
         state.committing = false;
         match result {
-            Ok(()) => {
+            Ok(signed) => {
                 state.last_batch = batch.len();
                 state.last_commit = started.elapsed();
                 state.head.commit_through(last_seq, &last_hash);
                 if let (Some(tree), Some(frontier)) = (&mut state.tree, frontier) {
                     tree.commit_to(frontier);
                 }
+                self.fed(&mut state, signed);
                 state.failure = None;
                 if checkpoint.is_some() {
                     state.checkpointed = last_seq;
@@ -327,20 +337,24 @@ fn write(
     batch: &[AuditRecord],
     checkpoint: Option<&Checkpoint>,
     note: Option<(&PendingCheckpoint, &dyn CheckpointSigner)>,
-) -> Result<(), rusqlite::Error> {
+) -> Result<Option<SignedCheckpoint>, rusqlite::Error> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     records::insert_records(&tx, batch)?;
     if let Some(checkpoint) = checkpoint {
         records::insert_checkpoint(&tx, checkpoint)?;
     }
+    let mut signed = None;
     if let Some((pending, signer)) = note {
         let latest = tree::latest_registration(&tx)?;
         match pending.sign(latest.as_ref(), signer) {
-            Ok(note) => tree::insert(&tx, &note)?,
+            Ok(note) => {
+                tree::insert(&tx, &note)?;
+                signed = Some(note);
+            }
             Err(e) => tracing::error!(error = %e, "tree checkpoint not signed"),
         }
     }
-    tx.commit()
+    tx.commit().map(|()| signed)
 }
 
 /// The writer's tree, resumed from its records and checked against its last tree checkpoint;
@@ -436,9 +450,10 @@ impl AuditSink for SqliteSink {
         if checkpoint.is_some() || note.is_some() {
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
             let note = note.as_ref().zip(self.signer.as_deref());
-            write(&mut conn, &[], checkpoint.as_ref(), note)
+            let signed = write(&mut conn, &[], checkpoint.as_ref(), note)
                 .map_err(|e| self.failed(super::explain(&e, self.busy_timeout)))?;
             state.checkpointed = seq;
+            self.fed(&mut state, signed);
         }
         Ok(())
     }

@@ -12,6 +12,7 @@ mod pg_outage;
 mod pg_store;
 mod pg_tree;
 mod sqlite_audit;
+mod sqlite_feed;
 mod sqlite_gate;
 mod sqlite_store;
 mod sqlite_tree;

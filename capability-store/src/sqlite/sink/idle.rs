@@ -6,6 +6,8 @@
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
 
+use capability_audit::Checkpoint;
+use capability_audit::tlog::SignedCheckpoint;
 use capability_audit::tlog::writers::PendingCheckpoint;
 
 use super::{SqliteSink, State, write};
@@ -56,13 +58,31 @@ impl SqliteSink {
         };
         let time = capability_audit::utc_now();
         let note = PendingCheckpoint::new(tree, tree.committed(), &time);
+        // Records committed since the chain's last checkpoint: one for the chain too, so that a
+        // writer still running verifies (`audit verify --key`) without waiting for a record.
+        let (seq, head) = state.head.committed();
+        let chain = (seq > state.checkpointed)
+            .then(|| Checkpoint::sign(&self.writer, seq, head, signer.as_ref()));
         // The state stays locked: no commit starts meanwhile (one is led under this lock).
         let written = {
             let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            write(&mut conn, &[], None, Some((&note, signer.as_ref())))
+            write(
+                &mut conn,
+                &[],
+                chain.as_ref(),
+                Some((&note, signer.as_ref())),
+            )
         };
-        if let Err(error) = written {
-            tracing::error!(writer = %self.writer, error = %error, "idle checkpoint not written");
+        match written {
+            Ok(signed) => {
+                if chain.is_some() {
+                    state.checkpointed = seq;
+                }
+                self.fed(&mut state, signed);
+            }
+            Err(error) => {
+                tracing::error!(writer = %self.writer, error = %error, "idle checkpoint not written")
+            }
         }
         // Tried: the next one an interval later, written or not (the span without a checkpoint
         // stays a finding).
@@ -71,6 +91,15 @@ impl SqliteSink {
             schedule.written(seq);
         }
         true
+    }
+
+    /// Hands `signed`, a tree checkpoint just stored, to the feed with the leaves committed
+    /// since the last.
+    pub(super) fn fed(&self, state: &mut State, signed: Option<SignedCheckpoint>) {
+        if let (Some(feed), Some(note), Some(tree)) = (&self.feed, signed, &mut state.tree) {
+            let (first, leaves) = tree.take_leaves();
+            feed.written(&note, first, leaves);
+        }
     }
 
     /// The tree checkpoint of a writer that stops (marked `stopped`), of what is committed:
