@@ -55,10 +55,11 @@ pub fn open(
     opened(target, server, role, signer, &[]).map_err(GatewayError::Config)
 }
 
-/// [`open`] for the engine `server` serving `role` ([`crate::Front::role`]), the checkpoints signed with the secret key in the file `key` (when given) and,
-/// while the trail is written, each tree checkpoint submitted to each witness of `witnesses`
-/// (their submission URLs) in the background, its cosignature stored beside it
-/// ([`capability_http::witness::WitnessFeed`]). Witnesses take a JSON Lines trail, and a key.
+/// [`open`] for the engine `server` serving `role` ([`crate::Front::role`]), the checkpoints
+/// signed with the secret key in the file `key` (when given) and, while the trail is written,
+/// each tree checkpoint submitted to each witness of `witnesses` (their submission URLs) in the
+/// background, its cosignature stored beside it ([`capability_http::witness::WitnessFeed`]).
+/// Witnesses take a JSON Lines trail or a SQLite store, and a key.
 pub fn open_witnessed(
     target: &str,
     (server, role): (&str, &str),
