@@ -25,7 +25,7 @@ use super::{public_key, read};
 /// [`ROTATION_METHOD`], and the old key signs the checkpoint that covers it (its last). The
 /// writer then signs with the new key. Refused while the trail's writer has it open (its lock),
 /// and for a broken trail. A store's key is handed over between its writers' runs instead
-/// ([`rotate_store`]).
+/// (`rotate_store`).
 pub fn rotate(trail: &Path, old_key: &Path, new_key: &Path) -> Result<KeyRotation, String> {
     let shown = trail.display();
     let old =
