@@ -16,7 +16,7 @@ pub struct ServeArgs {
     /// verify --key <FILE>.pub` detects records cut off its end.
     #[arg(long, value_name = "FILE")]
     pub checkpoint_key: Option<PathBuf>,
-    /// A witness URL (repeatable) cosigning each tree checkpoint as written (JSON Lines, SQLite).
+    /// A witness URL (repeatable) to cosign each tree checkpoint of the trail as it is written.
     #[arg(long, value_name = "URL", requires = "checkpoint_key")]
     pub witness: Vec<String>,
     /// Tool calls a client's session may make; then every call is refused.

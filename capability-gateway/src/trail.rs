@@ -59,7 +59,7 @@ pub fn open(
 /// signed with the secret key in the file `key` (when given) and, while the trail is written,
 /// each tree checkpoint submitted to each witness of `witnesses` (their submission URLs) in the
 /// background, its cosignature stored beside it ([`capability_http::witness::WitnessFeed`]).
-/// Witnesses take a JSON Lines trail or a SQLite store, and a key.
+/// Witnesses take a key.
 pub fn open_witnessed(
     target: &str,
     (server, role): (&str, &str),
@@ -71,13 +71,6 @@ pub fn open_witnessed(
         return Err(GatewayError::Config(
             "--witness takes --checkpoint-key: a witness cosigns the checkpoints it signs".into(),
         ));
-    }
-    if !witnesses.is_empty() && target_kind(target) == TargetKind::Postgres {
-        return Err(GatewayError::Config(format!(
-            "--witness takes a JSON Lines trail or a SQLite store: for {}, submit its \
-             checkpoints with `capability audit witness-submit`",
-            redact_url(target)
-        )));
     }
     opened(target, server, role, signer, witnesses).map_err(GatewayError::Config)
 }

@@ -280,7 +280,7 @@ pub struct SinkOptions {
     /// Signs checkpoints, at these intervals and when the sink is closed.
     pub checkpoints: Option<(Arc<dyn CheckpointSigner>, CheckpointEvery)>,
     /// Where each tree checkpoint goes once stored, with the leaf hashes since (for witnesses:
-    /// `capability_http::witness::WitnessFeed`); SQLite only for now.
+    /// `capability_http::witness::WitnessFeed`).
     pub feed: Option<Arc<dyn capability_audit::jsonl::CheckpointFeed>>,
 }
 

@@ -84,6 +84,8 @@ struct Committer {
     checkpointed: u64,
     /// The writer's tree of what is committed, kept while it signs checkpoints (`tree`).
     tree: Option<capability_audit::tlog::WriterTree>,
+    /// Where its tree checkpoints go once stored (`keep.rs`).
+    feed: Option<keep::Fed>,
     /// When `mcp_daily_stats`' deltas were last compacted by this writer.
     compacted: Instant,
     /// Whether a compaction is running.
@@ -118,6 +120,14 @@ impl PgSink {
             .map_err(|e| store_error(pool.error("cannot read the checkpoints", &e)))?;
         let signer = options.checkpoints.as_ref().map(|c| &*c.0);
         let tree = tree::open_sink(&pool, &mut client, &writer, signer)?;
+        let feed = (options.feed.zip(tree.as_ref())).map(|(feed, tree)| {
+            feed.start(tree.committed());
+            keep::Fed {
+                feed,
+                first: tree.committed().size(),
+                leaves: Vec::new(),
+            }
+        });
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 head: ChainHead::new(writer, seq, prev),
@@ -149,6 +159,7 @@ impl PgSink {
                 .map(|(signer, every)| (signer, CheckpointSchedule::new(every, checkpointed))),
             checkpointed,
             tree,
+            feed,
         };
         let handle = std::thread::Builder::new()
             .name("capability-pg-audit".to_owned())
@@ -430,15 +441,16 @@ impl Committer {
             .with_client(|client, insert| {
                 let mut tx = client.transaction()?;
                 columns.insert(&mut tx, insert)?;
-                tree::insert_checkpoints(&mut tx, checkpoint.as_ref(), note.as_ref())?;
-                tx.commit()
+                let signed = tree::insert_checkpoints(&mut tx, checkpoint.as_ref(), note.as_ref())?;
+                tx.commit().map(|()| signed)
             })
             .map_err(|e| e.message)?;
         match written {
-            Ok(()) => {
+            Ok(signed) => {
                 if let (Some(t), Some(f)) = (&mut self.tree, frontier) {
                     t.commit_to(f);
                 }
+                self.fed(batch, signed);
                 if let (Some(c), Some((_, schedule))) = (&checkpoint, &mut self.checkpoints) {
                     schedule.written(c.seq);
                     self.checkpointed = c.seq;

@@ -62,14 +62,14 @@ pub(crate) fn insert_checkpoints(
     tx: &mut impl GenericClient,
     checkpoint: Option<&Checkpoint>,
     note: Option<&Pending>,
-) -> Result<(), postgres::Error> {
+) -> Result<Option<SignedCheckpoint>, postgres::Error> {
     if let Some(checkpoint) = checkpoint {
         rows::insert_checkpoint(tx, checkpoint)?;
         if let Some((pending, signer)) = note {
-            sign_and_insert(tx, &checkpoint.writer, pending, signer.as_ref())?;
+            return sign_and_insert(tx, &checkpoint.writer, pending, signer.as_ref());
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The store's latest registration and how many it holds, read by one statement (one
@@ -98,13 +98,13 @@ pub(crate) fn sign_and_insert(
     writer: &str,
     pending: &PendingCheckpoint,
     signer: &dyn CheckpointSigner,
-) -> Result<(), postgres::Error> {
+) -> Result<Option<SignedCheckpoint>, postgres::Error> {
     let latest = latest_registration(client)?;
     match pending.sign(latest.as_ref(), signer) {
-        Ok(note) => insert(client, writer, &note).map(drop),
+        Ok(note) => insert(client, writer, &note).map(|_| Some(note)),
         Err(e) => {
             tracing::error!(writer, error = %e, "tree checkpoint not signed");
-            Ok(())
+            Ok(None)
         }
     }
 }

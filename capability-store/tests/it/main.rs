@@ -7,6 +7,7 @@ mod support;
 
 mod loop_guards;
 mod pg_audit;
+mod pg_feed;
 mod pg_gate;
 mod pg_outage;
 mod pg_store;

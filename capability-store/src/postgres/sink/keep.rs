@@ -5,14 +5,45 @@
 
 use std::time::Duration;
 
-use capability_audit::tlog::Frontier;
+use std::sync::Arc;
+
+use capability_audit::jsonl::CheckpointFeed;
 use capability_audit::tlog::writers::PendingCheckpoint;
+use capability_audit::tlog::{Frontier, Hash, SignedCheckpoint, leaf_hash};
 use capability_audit::{AuditRecord, Checkpoint, utc_now};
 
 use super::super::{rows, tree};
 use super::Committer;
 
+/// Where the committer's tree checkpoints go once stored, with the leaves committed since.
+pub(super) struct Fed {
+    pub(super) feed: Arc<dyn CheckpointFeed>,
+    /// The index of the first leaf in `leaves`.
+    pub(super) first: u64,
+    pub(super) leaves: Vec<Hash>,
+}
+
 impl Committer {
+    /// Keeps the leaves of `batch`, committed, and hands `signed`, a tree checkpoint just
+    /// stored, to the feed with the leaves since the last.
+    pub(super) fn fed(&mut self, batch: &[AuditRecord], signed: Option<SignedCheckpoint>) {
+        let Some(fed) = &mut self.feed else { return };
+        if let Some(first) = batch.first() {
+            // After a commit reported failed that reached the database, the leaves do not
+            // follow: the feed's next proof is then read from the store.
+            if fed.first + fed.leaves.len() as u64 != first.seq - 1 {
+                (fed.first, fed.leaves) = (first.seq - 1, Vec::new());
+            }
+            let lines = batch.iter().map(|r| leaf_hash(r.to_line().as_bytes()));
+            fed.leaves.extend(lines);
+        }
+        if let Some(note) = signed {
+            let (first, leaves) = (fed.first, std::mem::take(&mut fed.leaves));
+            fed.first += leaves.len() as u64;
+            fed.feed.written(&note, first, leaves);
+        }
+    }
+
     /// The tree once `batch` commits (resumed first if a failed commit reached the database).
     pub(super) fn advance(&mut self, batch: &[AuditRecord]) -> Option<Frontier> {
         let signer = self.checkpoints.as_ref()?.0.clone();
@@ -48,13 +79,31 @@ impl Committer {
         let note = PendingCheckpoint::new(tree, tree.committed(), &utc_now());
         let signer = signer.clone();
         let writer = tree.origin().trim_start_matches("capability/").to_owned();
+        // Records committed since the chain's last checkpoint: one for the chain too, so that a
+        // writer still running verifies (`audit verify --key`) without waiting for a record.
+        let (seq, head) = {
+            let state = super::lock(&self.shared.state);
+            let (seq, head) = state.head.committed();
+            (seq, head.to_owned())
+        };
+        let chain = (seq > self.checkpointed && seq == size)
+            .then(|| Checkpoint::sign(&writer, seq, &head, signer.as_ref()));
         let written = self.with_client(|client, _| {
             let mut tx = client.transaction()?;
-            tree::sign_and_insert(&mut tx, &writer, &note, signer.as_ref())?;
-            tx.commit()
+            if let Some(chain) = &chain {
+                rows::insert_checkpoint(&mut tx, chain)?;
+            }
+            let signed = tree::sign_and_insert(&mut tx, &writer, &note, signer.as_ref())?;
+            tx.commit().map(|()| signed)
         });
-        if !matches!(written, Ok(Ok(_))) {
-            tracing::error!(writer = %writer, "idle checkpoint not written");
+        match written {
+            Ok(Ok(signed)) => {
+                if chain.is_some() {
+                    self.checkpointed = seq;
+                }
+                self.fed(&[], signed);
+            }
+            _ => tracing::error!(writer = %writer, "idle checkpoint not written"),
         }
         // Tried: the next one an interval later, written or not (a server that does not answer
         // is not asked every tick; the span without a checkpoint stays a finding).
@@ -83,13 +132,17 @@ impl Committer {
             if let Some(checkpoint) = &checkpoint {
                 rows::insert_checkpoint(&mut tx, checkpoint)?;
             }
+            let mut signed = None;
             if let Some(note) = &note {
-                tree::sign_and_insert(&mut tx, writer, note, signer.as_ref())?;
+                signed = tree::sign_and_insert(&mut tx, writer, note, signer.as_ref())?;
             }
-            tx.commit()
+            tx.commit().map(|()| signed)
         });
-        if let (Ok(Ok(())), Some(_)) = (written, &checkpoint) {
-            self.checkpointed = seq;
+        if let Ok(Ok(signed)) = written {
+            if checkpoint.is_some() {
+                self.checkpointed = seq;
+            }
+            self.fed(&[], signed);
         }
     }
 }
