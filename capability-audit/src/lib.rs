@@ -69,7 +69,7 @@ pub use redact::redact_sensitive;
 pub(crate) use sink::SinkKey;
 pub use sink::{AuditSink, MemorySink};
 pub use summary::{SessionSummary, TrailCounts, sessions};
-pub use time::utc_now;
+pub use time::{utc_now, utc_now_after};
 pub use verify::{
     ProblemKind, TrailProblem, VerifyReport, read_jsonl, verify_jsonl,
     verify_jsonl_with_checkpoints, verify_jsonl_with_key,

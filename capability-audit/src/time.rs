@@ -27,6 +27,20 @@ pub fn utc_now() -> String {
     format_utc(since.as_secs(), since.subsec_millis())
 }
 
+/// [`utc_now`], but never `previous`: within the millisecond of `previous`, the next one
+/// (waited for: at most a millisecond). A writer gives its checkpoints times this way, so two of
+/// them of one size (the last on its record count and the `stopped` one as it closes) never
+/// share their time, which a store keeps unique per writer and size.
+pub fn utc_now_after(previous: Option<&str>) -> String {
+    loop {
+        let now = utc_now();
+        if previous != Some(now.as_str()) {
+            return now;
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// A Unix time in seconds, UTC, as records write times (`YYYY-MM-DDTHH:MM:SS.000Z`).
 pub fn utc_at(secs: u64) -> String {
     format_utc(secs, 0)

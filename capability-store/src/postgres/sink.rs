@@ -86,6 +86,8 @@ struct Committer {
     tree: Option<capability_audit::tlog::WriterTree>,
     /// Where its tree checkpoints go once stored (`keep.rs`).
     feed: Option<keep::Fed>,
+    /// The time of the last tree checkpoint it stored: the next is never given the same.
+    noted: Option<String>,
     /// When `mcp_daily_stats`' deltas were last compacted by this writer.
     compacted: Instant,
     /// Whether a compaction is running.
@@ -160,6 +162,7 @@ impl PgSink {
             checkpointed,
             tree,
             feed,
+            noted: None,
         };
         let handle = std::thread::Builder::new()
             .name("capability-pg-audit".to_owned())

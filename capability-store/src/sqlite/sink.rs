@@ -79,6 +79,8 @@ struct State {
     /// The writer's tree, kept while the sink signs checkpoints: sealed with the chain,
     /// committed with it (`capability_audit::tlog::stored`).
     tree: Option<WriterTree>,
+    /// The time of the last tree checkpoint it stored: the next is never given the same.
+    noted: Option<String>,
     closed: bool,
 }
 
@@ -159,6 +161,7 @@ impl SqliteSink {
                 schedule,
                 checkpointed,
                 tree,
+                noted: None,
                 closed: false,
             }),
             changed: Condvar::new(),

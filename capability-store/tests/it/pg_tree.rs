@@ -155,3 +155,13 @@ fn postgres_writers_registering_while_another_checkpoints_are_never_a_finding() 
     };
     writers::writers_registering_while_another_checkpoints_are_never_a_finding(&store);
 }
+
+#[test]
+fn postgres_a_writer_closing_in_the_millisecond_of_its_last_checkpoint_stores_its_stopped_one() {
+    let Some((store, _)) = store("tree_stopped_same_ms") else {
+        return;
+    };
+    writers::a_writer_closing_in_the_millisecond_of_its_last_checkpoint_stores_its_stopped_one(
+        &store,
+    );
+}

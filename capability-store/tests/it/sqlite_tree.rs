@@ -156,3 +156,11 @@ fn sqlite_writers_registering_while_another_checkpoints_are_never_a_finding() {
     let (store, _) = store("latest-race");
     writers::writers_registering_while_another_checkpoints_are_never_a_finding(&store);
 }
+
+#[test]
+fn sqlite_a_writer_closing_in_the_millisecond_of_its_last_checkpoint_stores_its_stopped_one() {
+    let (store, _) = store("stopped-same-ms");
+    writers::a_writer_closing_in_the_millisecond_of_its_last_checkpoint_stores_its_stopped_one(
+        &store,
+    );
+}

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use capability_audit::jsonl::CheckpointFeed;
 use capability_audit::tlog::writers::PendingCheckpoint;
 use capability_audit::tlog::{Frontier, Hash, SignedCheckpoint, leaf_hash};
-use capability_audit::{AuditRecord, Checkpoint, utc_now};
+use capability_audit::{AuditRecord, Checkpoint, utc_now_after};
 
 use super::super::{rows, tree};
 use super::Committer;
@@ -27,6 +27,9 @@ impl Committer {
     /// Keeps the leaves of `batch`, committed, and hands `signed`, a tree checkpoint just
     /// stored, to the feed with the leaves since the last.
     pub(super) fn fed(&mut self, batch: &[AuditRecord], signed: Option<SignedCheckpoint>) {
+        if let Some(note) = &signed {
+            self.noted = capability_audit::tlog::checkpoint_time(note).map(str::to_owned);
+        }
         let Some(fed) = &mut self.feed else { return };
         if let Some(first) = batch.first() {
             // After a commit reported failed that reached the database, the leaves do not
@@ -76,7 +79,11 @@ impl Committer {
             return;
         }
         let size = tree.committed().size();
-        let note = PendingCheckpoint::new(tree, tree.committed(), &utc_now());
+        let note = PendingCheckpoint::new(
+            tree,
+            tree.committed(),
+            &utc_now_after(self.noted.as_deref()),
+        );
         let signer = signer.clone();
         let writer = tree.origin().trim_start_matches("capability/").to_owned();
         // Records committed since the chain's last checkpoint: one for the chain too, so that a
@@ -123,7 +130,9 @@ impl Committer {
             .then(|| Checkpoint::sign(writer, seq, head, signer.as_ref()));
         let note = (self.tree.as_ref())
             .filter(|t| t.committed().size() == seq)
-            .map(|t| PendingCheckpoint::stopped(t, t.committed(), &utc_now()));
+            .map(|t| {
+                PendingCheckpoint::stopped(t, t.committed(), &utc_now_after(self.noted.as_deref()))
+            });
         if checkpoint.is_none() && note.is_none() {
             return;
         }

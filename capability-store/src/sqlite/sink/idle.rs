@@ -56,7 +56,7 @@ impl SqliteSink {
         let (Some(signer), Some(tree), true) = (&self.signer, &state.tree, idle && due) else {
             return true;
         };
-        let time = capability_audit::utc_now();
+        let time = capability_audit::utc_now_after(state.noted.as_deref());
         let note = PendingCheckpoint::new(tree, tree.committed(), &time);
         // Records committed since the chain's last checkpoint: one for the chain too, so that a
         // writer still running verifies (`audit verify --key`) without waiting for a record.
@@ -96,6 +96,9 @@ impl SqliteSink {
     /// Hands `signed`, a tree checkpoint just stored, to the feed with the leaves committed
     /// since the last.
     pub(super) fn fed(&self, state: &mut State, signed: Option<SignedCheckpoint>) {
+        if let Some(note) = &signed {
+            state.noted = capability_audit::tlog::checkpoint_time(note).map(str::to_owned);
+        }
         if let (Some(feed), Some(note), Some(tree)) = (&self.feed, signed, &mut state.tree) {
             let (first, leaves) = tree.take_leaves();
             feed.written(&note, first, leaves);
@@ -107,7 +110,7 @@ impl SqliteSink {
     pub(super) fn stopped_note(&self, state: &State) -> Option<PendingCheckpoint> {
         self.signer.as_ref()?;
         let tree = state.tree.as_ref()?;
-        let time = capability_audit::utc_now();
+        let time = capability_audit::utc_now_after(state.noted.as_deref());
         Some(PendingCheckpoint::stopped(tree, tree.committed(), &time))
     }
 }

@@ -208,9 +208,12 @@ pub fn writers_registering_while_another_checkpoints_are_never_a_finding(store: 
         interval: Duration::from_secs(3600),
     };
     let a = sink(store, "w-a", &key, every);
+    // Its first checkpoint before any other writer registers: what it names changes at least
+    // once below, however the threads are scheduled.
+    append(&*a, 0, 1);
     std::thread::scope(|s| {
         let a = a.clone();
-        let writing = s.spawn(move || append(&*a, 0, 60));
+        let writing = s.spawn(move || append(&*a, 1, 60));
         for i in 0..6 {
             write(store, &format!("w-{i}"), &key, 1).expect("a writer");
         }
@@ -233,5 +236,39 @@ pub fn writers_registering_while_another_checkpoints_are_never_a_finding(store: 
         "w-a named several registrations: {named:?}"
     );
     a.close().expect("close");
+    assert_eq!(problems(store, &public), [], "an honest store");
+}
+
+/// A writer that closes in the millisecond of its last checkpoint, of the same size: its
+/// `stopped` checkpoint is stored too, with a later time (a store keeps a writer's checkpoints
+/// unique by size and time: SQLite refused the second, so the close failed; PostgreSQL dropped
+/// it, so the writer read as killed once the interval passed). Many times over, so that most
+/// of them close within the millisecond.
+pub fn a_writer_closing_in_the_millisecond_of_its_last_checkpoint_stores_its_stopped_one(
+    store: &dyn Store,
+) {
+    let (key, public) = key();
+    let every = CheckpointEvery {
+        records: 1,
+        interval: Duration::from_secs(3600),
+    };
+    for i in 0..40 {
+        let writer = format!("w-{i}");
+        let sink = sink(store, &writer, &key, every);
+        append(&*sink, 0, 1);
+        sink.close()
+            .expect("the close stores its stopped checkpoint");
+        let notes = notes(store, &writer);
+        let last = notes.last().expect("a note");
+        assert!(
+            capability::audit::tlog::checkpoint_stopped(last),
+            "{writer}: the last checkpoint says it stopped: {}",
+            last.body
+        );
+        let times: std::collections::BTreeSet<_> = (notes.iter())
+            .filter_map(capability::audit::tlog::checkpoint_time)
+            .collect();
+        assert_eq!(times.len(), notes.len(), "{writer}: one time each");
+    }
     assert_eq!(problems(store, &public), [], "an honest store");
 }
