@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::*;
 
+mod lock;
 mod named;
 mod signing;
 mod witnessing;
@@ -136,7 +137,7 @@ impl JsonlSink {
         // machine and holds no chain to extend, so locking it would only make unrelated
         // writers wait for each other.
         match if meta.is_file() {
-            file.try_lock()
+            lock::lock_soon(&file)
         } else {
             Ok(())
         } {
