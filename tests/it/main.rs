@@ -8,7 +8,6 @@ use capability_testkit::fixtures as common;
 
 mod agent_loop_example;
 mod architecture;
-mod compiletest;
 mod doc_links;
 mod mcp_export;
 mod mcp_meta;

@@ -1,6 +1,11 @@
 //! The compile-time contract: every misuse of the macros fails with the message and at the token
 //! recorded in `ui-tests/**/*.stderr`, and every accepted form in `ui-tests/pass/` builds.
 //!
+//! A package of its own (`capability-ui-tests`) because trybuild builds every dev-dependency of
+//! the package it tests: from the facade's, the whole workspace (stores, PostgreSQL, the HTTP
+//! edge, rmcp's clients), 454 libraries compiled again in trybuild's own target on a fresh clone;
+//! here, only what the cases use.
+//!
 //! Compiler diagnostics change between compiler releases, so the snapshots are only compared on
 //! the compiler they were taken with (`ui-tests/RUSTC_VERSION`). On another compiler this test
 //! says so and passes without comparing; set `CAPABILITY_UI_ANY_RUSTC=1` to compare anyway.
@@ -18,7 +23,7 @@ fn rustc_version() -> Option<String> {
 #[test]
 #[cfg_attr(miri, ignore)]
 fn ui() {
-    let pinned = include_str!("../../ui-tests/RUSTC_VERSION").trim();
+    let pinned = include_str!("RUSTC_VERSION").trim();
     let current = rustc_version().unwrap_or_else(|| "unknown".to_owned());
     let forced = std::env::var_os("CAPABILITY_UI_ANY_RUSTC").is_some();
     if current != pinned && !forced {
@@ -30,10 +35,10 @@ fn ui() {
         return;
     }
     let t = trybuild::TestCases::new();
-    t.pass("ui-tests/pass/*.rs");
-    t.compile_fail("ui-tests/capability/*.rs");
-    t.compile_fail("ui-tests/advisor/*.rs");
-    t.compile_fail("ui-tests/agent/*.rs");
-    t.compile_fail("ui-tests/gate/*.rs");
-    t.compile_fail("ui-tests/router/*.rs");
+    t.pass("pass/*.rs");
+    t.compile_fail("capability/*.rs");
+    t.compile_fail("advisor/*.rs");
+    t.compile_fail("agent/*.rs");
+    t.compile_fail("gate/*.rs");
+    t.compile_fail("router/*.rs");
 }
