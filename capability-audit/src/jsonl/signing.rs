@@ -54,16 +54,7 @@ impl JsonlSink {
         };
         match signed {
             Ok(note) => {
-                let mut line = TreeCheckpointLine {
-                    tree_checkpoint: TreeNote {
-                        note: note.to_text(),
-                        v: crate::tlog::stored::TREE_LINE_VERSION,
-                    },
-                }
-                .to_line()
-                .into_bytes();
-                line.push(b'\n');
-                state.buffer.extend_from_slice(&line);
+                state.buffer.extend_from_slice(&tree_line(&note));
                 if state.feed.is_some() {
                     state.fed = Some(note.clone());
                 }
@@ -172,6 +163,20 @@ impl JsonlSink {
     pub fn last_tree_checkpoint(&self) -> Option<SignedCheckpoint> {
         lock(&self.state).last_tree.clone()
     }
+}
+
+/// A tree checkpoint's line in the trail (with its newline), as the writer writes it.
+pub(super) fn tree_line(note: &SignedCheckpoint) -> Vec<u8> {
+    let mut line = TreeCheckpointLine {
+        tree_checkpoint: TreeNote {
+            note: note.to_text(),
+            v: crate::tlog::stored::TREE_LINE_VERSION,
+        },
+    }
+    .to_line()
+    .into_bytes();
+    line.push(b'\n');
+    line
 }
 
 /// Starts `sink`'s idle checkpoints: a thread that holds it weakly and calls

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use super::{FileState, JsonlSink};
 use crate::tlog::{Frontier, Hash, SignedCheckpoint};
-use crate::verify::{TreeCheckpointLine, TreeNote};
 use crate::*;
 
 /// Takes a writer's tree checkpoints as they are written, for witnesses to cosign. Called
@@ -77,16 +76,9 @@ impl JsonlSink {
                 ),
             });
         }
-        let mut line = TreeCheckpointLine {
-            tree_checkpoint: TreeNote {
-                note: note.to_text(),
-                v: crate::tlog::stored::TREE_LINE_VERSION,
-            },
-        }
-        .to_line()
-        .into_bytes();
-        line.push(b'\n');
-        state.buffer.extend_from_slice(&line);
+        state
+            .buffer
+            .extend_from_slice(&super::signing::tree_line(note));
         self.write_out(&mut state).map(|()| true)
     }
 }

@@ -30,7 +30,8 @@ fn scratch(name: &str) -> PathBuf {
     path
 }
 
-fn record(i: u64) -> AuditRecord {
+/// A record of tool `tool-<i>` (shared with `witness_feed`).
+pub(crate) fn record(i: u64) -> AuditRecord {
     serde_json::from_value(json!({
         "seq": 0, "time": "2026-12-05T02:00:00.000Z", "agent": "a", "role": "r",
         "session": "s", "step": null, "provider": null, "tool": format!("tool-{i}"),

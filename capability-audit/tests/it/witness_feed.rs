@@ -13,11 +13,8 @@ use capability::audit::tlog::{
     Cosigner, Frontier, Growth, Hash, SignedCheckpoint, verify_consistency,
     verify_jsonl_with_trees, writer_tree,
 };
-use capability::audit::{
-    AuditRecord, AuditSink, CheckpointEvery, FlushPolicy, JsonlSink, read_jsonl,
-};
+use capability::audit::{AuditSink, CheckpointEvery, FlushPolicy, JsonlSink, read_jsonl};
 use capability::gate::SecretKey;
-use serde_json::json;
 
 #[derive(Debug, Default)]
 struct Recorded {
@@ -39,24 +36,14 @@ impl CheckpointFeed for Recording {
     }
 }
 
+use crate::tree_sinks::record;
+
 fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("witness_feed");
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join(name);
     let _ = std::fs::remove_file(&path);
     path
-}
-
-fn record(i: u64) -> AuditRecord {
-    serde_json::from_value(json!({
-        "seq": 0, "time": "2026-12-05T02:00:00.000Z", "agent": "a", "role": "r",
-        "session": "s", "step": null, "provider": null, "tool": format!("tool-{i}"),
-        "descriptor_hash": "", "policy_version": null, "verdict": "allowed", "reasons": [],
-        "input": {"i": i}, "input_digest": "", "input_size": 0, "output_digest": null,
-        "output_size": null, "latency_us": null, "success": null, "error": null,
-        "prev": "", "hash": ""
-    }))
-    .expect("a record")
 }
 
 const EVERY_7: CheckpointEvery = CheckpointEvery {
