@@ -12,7 +12,7 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::proxy_common::{self, Proxied};
+use capability_testkit::servers::read_request;
 
 /// What the server saw, in order: `initialize s<n>`, `list s<n>`, `call <tool> s<n>`,
 /// `answered <tool> s<n>`, `delete s<n>`.
@@ -91,36 +92,16 @@ fn held(id: &Value, session: &str, log: &Log) -> String {
 /// Reads one request and answers it; `Connection: close` after each.
 fn serve(stream: TcpStream, log: &Log, sessions: &Mutex<u32>) -> Option<()> {
     let mut writer = stream.try_clone().ok()?;
-    let mut reader = BufReader::new(stream);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line).ok()?;
-    let (mut length, mut session) = (0, String::from("-"));
-    loop {
-        let mut header = String::new();
-        reader.read_line(&mut header).ok()?;
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        match header.split_once(':') {
-            Some((name, value)) if name.trim().eq_ignore_ascii_case("content-length") => {
-                length = value.trim().parse().ok()?;
-            }
-            Some((name, value)) if name.trim().eq_ignore_ascii_case("mcp-session-id") => {
-                value.trim().clone_into(&mut session);
-            }
-            _ => {}
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
+    let request = read_request(&mut BufReader::new(stream))?;
+    let (request_line, body) = (&request.line, &request.body);
+    let session = request.header("mcp-session-id").unwrap_or("-");
     let answer = if request_line.starts_with("DELETE ") {
         log.push(format!("delete {session}"));
         head("200 OK", "text/plain", 0, None)
     } else if !request_line.starts_with("POST ") {
         head("405 Method Not Allowed", "text/plain", 0, None)
     } else {
-        let request: Value = serde_json::from_slice(&body).ok()?;
+        let request: Value = serde_json::from_slice(body).ok()?;
         let id = &request["id"];
         match (request["method"].as_str().unwrap_or_default(), id.is_null()) {
             (_, true) => head("202 Accepted", "text/plain", 0, None),
@@ -150,7 +131,7 @@ fn serve(stream: TcpStream, log: &Log, sessions: &Mutex<u32>) -> Option<()> {
                         head("200 OK", "application/json", 4096, None) + r#"{"jsonrpc":"2.0","#
                     }
                     "not_json" => json_answer("not JSON"),
-                    "held" => held(id, &session, log),
+                    "held" => held(id, session, log),
                     _ => json_answer(&text(id, "one")),
                 }
             }

@@ -12,7 +12,7 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::proxy_common;
 use crate::support::{Raw, raw_post};
+use capability_testkit::servers::read_request;
 
 const TOKEN: &str = "json-texts-token";
 
@@ -136,29 +137,9 @@ fn resume(last_event_id: Option<String>, seen: &Seen) -> Option<(&'static str, S
 /// Reads one request and answers it; `Connection: close` after each.
 fn serve(stream: TcpStream, seen: &Seen) -> Option<()> {
     let mut writer = stream.try_clone().ok()?;
-    let mut reader = BufReader::new(stream);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line).ok()?;
-    let (mut length, mut last_event_id) = (0, None);
-    loop {
-        let mut header = String::new();
-        reader.read_line(&mut header).ok()?;
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        match header.split_once(':') {
-            Some((name, value)) if name.trim().eq_ignore_ascii_case("content-length") => {
-                length = value.trim().parse().ok()?;
-            }
-            Some((name, value)) if name.trim().eq_ignore_ascii_case("last-event-id") => {
-                last_event_id = Some(value.trim().to_owned());
-            }
-            _ => {}
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
+    let request = read_request(&mut BufReader::new(stream))?;
+    let (request_line, body) = (&request.line, &request.body);
+    let last_event_id = request.header("last-event-id").map(str::to_owned);
     let head = |status: &str, kind: &str, length: usize| {
         format!(
             "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {length}\r\n\
@@ -173,7 +154,7 @@ fn serve(stream: TcpStream, seen: &Seen) -> Option<()> {
     } else if !request_line.starts_with("POST ") {
         head("405 Method Not Allowed", "text/plain", 0)
     } else {
-        let request: Value = serde_json::from_slice(&body).ok()?;
+        let request: Value = serde_json::from_slice(body).ok()?;
         if request.get("id").is_none() {
             head("202 Accepted", "text/plain", 0)
         } else {

@@ -767,47 +767,76 @@ impl OtlpReceiver {
     }
 }
 
+/// One HTTP/1.1 request as a test's raw server reads it: its request line, headers and body
+/// (`Content-Length` bytes).
+pub struct Request {
+    /// `POST /mcp HTTP/1.1`, without its line end.
+    pub line: String,
+    /// Each header's name and value, trimmed, in order.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// The method: `POST`, `GET`, ...
+    pub fn method(&self) -> &str {
+        self.line.split_whitespace().next().unwrap_or_default()
+    }
+
+    /// The value of header `name` (any case), if the request has it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        (self.headers.iter())
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads the next request from `reader`; `None` when the connection ends or is not HTTP.
+pub fn read_request(reader: &mut impl std::io::BufRead) -> Option<Request> {
+    let mut line = String::new();
+    if reader.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let mut headers = Vec::new();
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).ok()? == 0 {
+            return None;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        let (name, value) = header.split_once(':')?;
+        headers.push((name.trim().to_owned(), value.trim().to_owned()));
+    }
+    let mut request = Request {
+        line: line.trim_end().to_owned(),
+        headers,
+        body: Vec::new(),
+    };
+    let length = request
+        .header("content-length")
+        .map_or(Some(0), |l| l.parse().ok())?;
+    request.body = vec![0; length];
+    reader.read_exact(&mut request.body).ok()?;
+    Some(request)
+}
+
 fn serve_otlp(stream: std::net::TcpStream, kept: &std::sync::Mutex<Vec<Post>>) {
-    use std::io::{BufRead, Read, Write};
+    use std::io::Write;
     let mut writer = stream.try_clone().expect("clone");
     let mut reader = std::io::BufReader::new(stream);
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-            return;
-        }
-        let path = request_line
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or_default()
-            .to_owned();
-        let mut length = 0;
-        let mut content_type = String::new();
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                return;
-            }
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                match name.trim().to_ascii_lowercase().as_str() {
-                    "content-length" => length = value.trim().parse().unwrap_or(0),
-                    "content-type" => value.trim().clone_into(&mut content_type),
-                    _ => {}
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
+    while let Some(request) = read_request(&mut reader) {
         kept.lock().expect("posts").push(Post {
-            path,
-            content_type,
-            body,
+            path: (request.line.split_whitespace().nth(1))
+                .unwrap_or_default()
+                .to_owned(),
+            content_type: request
+                .header("content-type")
+                .unwrap_or_default()
+                .to_owned(),
+            body: request.body,
         });
         let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n\
                       content-length: 0\r\n\r\n";
