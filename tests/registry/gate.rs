@@ -316,7 +316,9 @@ fn persist_spec_refuses_a_tool_the_registry_does_not_know() {
         registry.persist_spec(spec),
         Err(PersistError::UnknownTool { tool, .. }) if tool == "elsewhere/list_pods"
     ));
-    assert_eq!(registry.agents().len(), 0);
+    // Only the agents this binary declares: nothing refused was stored.
+    let agents: Vec<&str> = registry.agents().map(|a| a.name()).collect();
+    assert_eq!(agents, ["directory-admin", "directory_analyst"]);
 
     // Registered at run time, it is known.
     registry.register_tool(unknown.clone()).expect("a new name");
@@ -340,7 +342,7 @@ fn register_tool_refuses_a_name_already_taken() {
         refused,
         RegisterError::DuplicateTool {
             name: "restart_pod".into(),
-            origin: "registration_gate".into()
+            origin: "registry::gate".into()
         }
     );
     assert!(
@@ -358,7 +360,19 @@ fn register_tool_refuses_a_name_already_taken() {
         Some(capability::registry::RUNTIME_ORIGIN)
     );
     let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
-    assert_eq!(names, ["fresh", "list_pods", "restart_pod"], "still sorted");
+    assert_eq!(
+        names,
+        [
+            "count_sessions",
+            "delete_user",
+            "fresh",
+            "list_pods",
+            "list_users",
+            "lock_user",
+            "restart_pod"
+        ],
+        "still sorted"
+    );
 }
 
 #[test]

@@ -1,4 +1,8 @@
-//! The registry across two crates: tools from `toolkit`, tools and agents from this test crate.
+//! The registry across two crates: tools from `toolkit`, tools and agents from this test crate
+//! (here and in `gate`). One binary of its own, apart from `tests/it`: its tests assert on the
+//! whole process-wide inventory, which every `#[derive(Capability)]` linked into a binary joins.
+
+mod gate;
 
 use capability::{Agent, Capability, Registry, Target, advisor_agent, agent};
 
@@ -34,12 +38,20 @@ fn collects_tools_from_both_crates_sorted_by_name() {
     let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
     assert_eq!(
         names,
-        ["count_sessions", "delete_user", "list_users", "lock_user"]
+        [
+            "count_sessions",
+            "delete_user",
+            "list_pods",
+            "list_users",
+            "lock_user",
+            "restart_pod"
+        ]
     );
-    assert_eq!(registry.tools().len(), 4);
+    assert_eq!(registry.tools().len(), 6);
     assert_eq!(registry.tool_origin("list_users"), Some("toolkit"));
     assert_eq!(registry.tool_origin("delete_user"), Some("toolkit"));
     assert_eq!(registry.tool_origin("count_sessions"), Some("registry"));
+    assert_eq!(registry.tool_origin("list_pods"), Some("registry::gate"));
     assert_eq!(
         registry.tool("list_users").map(|t| t.input_schema_id()),
         Some("toolkit::ListUsers")
