@@ -16,6 +16,11 @@ pub struct ServeArgs {
     /// verify --key <FILE>.pub` detects records cut off its end.
     #[arg(long, value_name = "FILE")]
     pub checkpoint_key: Option<PathBuf>,
+    /// Seconds between two checkpoints at most, idle or not, from 1 to 10 (`audit verify`
+    /// expects one every 10): shorter, and a witness cosigns a fresher tree. [default: 10]
+    #[arg(long, value_name = "SECONDS", requires = "checkpoint_key",
+          value_parser = clap::value_parser!(u64).range(1..=10))]
+    pub checkpoint_every: Option<u64>,
     /// A witness URL (repeatable) to cosign each tree checkpoint of the trail as it is written.
     #[arg(long, value_name = "URL", requires = "checkpoint_key")]
     pub witness: Vec<String>,
@@ -55,6 +60,15 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// When the trail's checkpoints come: `--checkpoint-every`'s interval, else the default.
+    fn checkpoint_every(&self) -> capability::audit::CheckpointEvery {
+        let mut every = capability::audit::CheckpointEvery::default();
+        if let Some(seconds) = self.checkpoint_every {
+            every.interval = std::time::Duration::from_secs(seconds);
+        }
+        every
+    }
+
     /// Makes `--max-message` the process's bound, before anything is read.
     pub fn apply_bound(&self) {
         if let Some(bytes) = self.max_message {
@@ -110,7 +124,7 @@ pub fn run_engine(serving: Serving<'_>, args: &ServeArgs) -> Result<Ended, Gatew
     let mut sink = capability_gateway::trail::open_witnessed(
         target,
         (trail_name, front.role()),
-        args.checkpoint_key.as_deref(),
+        (args.checkpoint_key.as_deref(), args.checkpoint_every()),
         &args.witness,
     )?;
     if let Some(endpoint) = &metrics {

@@ -52,6 +52,7 @@ pub fn open(
     role: &str,
     signer: Option<Arc<dyn CheckpointSigner>>,
 ) -> Result<Arc<dyn AuditSink>, GatewayError> {
+    let signer = signer.map(|signer| (signer, CheckpointEvery::default()));
     opened(target, server, role, signer, &[]).map_err(GatewayError::Config)
 }
 
@@ -59,14 +60,15 @@ pub fn open(
 /// signed with the secret key in the file `key` (when given) and, while the trail is written,
 /// each tree checkpoint submitted to each witness of `witnesses` (their submission URLs) in the
 /// background, its cosignature stored beside it ([`capability_http::witness::WitnessFeed`]).
-/// Witnesses take a key.
+/// The checkpoints come `every` so many records or so long, idle or not. Witnesses take a key.
 pub fn open_witnessed(
     target: &str,
     (server, role): (&str, &str),
-    key: Option<&Path>,
+    (key, every): (Option<&Path>, CheckpointEvery),
     witnesses: &[String],
 ) -> Result<Arc<dyn AuditSink>, GatewayError> {
     let signer = key.map(checkpoint_key).transpose()?;
+    let signer = signer.map(|signer| (signer, every));
     if !witnesses.is_empty() && signer.is_none() {
         return Err(GatewayError::Config(
             "--witness takes --checkpoint-key: a witness cosigns the checkpoints it signs".into(),
@@ -79,7 +81,7 @@ fn opened(
     target: &str,
     server: &str,
     role: &str,
-    signer: Option<Arc<dyn CheckpointSigner>>,
+    signer: Option<(Arc<dyn CheckpointSigner>, CheckpointEvery)>,
     witnesses: &[String],
 ) -> Result<Arc<dyn AuditSink>, String> {
     let writer = format!("proxy:{server}/{role}");
@@ -104,8 +106,8 @@ fn opened(
                 })?
                 .with_writer(writer)
                 .map_err(|e| one_writer(e.to_string()))?;
-            if let Some(signer) = signer {
-                sink = sink.with_checkpoints(signer, CheckpointEvery::default());
+            if let Some((signer, every)) = signer {
+                sink = sink.with_checkpoints(signer, every);
             }
             let sink = Arc::new(sink);
             if !witnesses.is_empty() {
@@ -165,6 +167,7 @@ pub(crate) fn store_sink(
     writer: &str,
     signer: Option<Arc<dyn CheckpointSigner>>,
 ) -> Result<Arc<dyn AuditSink>, String> {
+    let signer = signer.map(|signer| (signer, CheckpointEvery::default()));
     witnessed_store_sink(target, kind, writer, signer, &[])
 }
 
@@ -173,7 +176,7 @@ fn witnessed_store_sink(
     target: &str,
     kind: TargetKind,
     writer: &str,
-    signer: Option<Arc<dyn CheckpointSigner>>,
+    signer: Option<(Arc<dyn CheckpointSigner>, CheckpointEvery)>,
     witnesses: &[String],
 ) -> Result<Arc<dyn AuditSink>, String> {
     let shown = redact_url(target);
@@ -189,7 +192,7 @@ fn witnessed_store_sink(
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let mut options = SinkOptions::writer(format!("{writer}/{}-{start}", std::process::id()));
-    options.checkpoints = signer.map(|s| (s, CheckpointEvery::default()));
+    options.checkpoints = signer;
     if !witnesses.is_empty() {
         options.feed = Some(store_feed(target, witnesses)?);
     }

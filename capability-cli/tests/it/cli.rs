@@ -503,7 +503,7 @@ fn live_server_errors_are_clear() {
         &[
             "inspect",
             "--timeout",
-            "5",
+            "2",
             "--",
             "sh",
             "-c",

@@ -70,7 +70,8 @@ async fn proxy(dir: &Path, witnesses: &[&str], stderr: Stdio) -> Proxied {
 }
 
 async fn proxy_on(dir: &Path, audit: &str, witnesses: &[&str], stderr: Stdio) -> Proxied {
-    let mut extra = vec!["--checkpoint-key", "audit.key"];
+    // A checkpoint at least every second, so the tests wait a second, not ten.
+    let mut extra = vec!["--checkpoint-key", "audit.key", "--checkpoint-every", "1"];
     for url in witnesses {
         extra.extend(["--witness", url]);
     }
@@ -96,7 +97,7 @@ fn verify(dir: &Path, witness_keys: &[&str], needed: &str) -> (i32, String) {
     capability(dir, &args)
 }
 
-/// Waits (the writer checkpoints every 10 seconds when idle) until `done`.
+/// Waits (the writer checkpoints every second, idle or not) until `done`.
 fn eventually(mut done: impl FnMut() -> bool) -> bool {
     (0..3).any(|_| wait_for(&mut done))
 }
@@ -274,6 +275,62 @@ fn witness_without_a_checkpoint_key_is_refused_saying_why() {
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("--checkpoint-key <FILE>"), "{text}");
     assert!(!dir.join("trail.jsonl").exists());
+}
+
+/// The largest tree any checkpoint of the trail signs.
+fn checkpointed_size(dir: &Path) -> u64 {
+    let text = std::fs::read_to_string(dir.join("trail.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter(|line| line.starts_with("{\"tree_checkpoint\""))
+        .filter_map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).ok()?;
+            let note = SignedCheckpoint::parse(value["tree_checkpoint"]["note"].as_str()?).ok()?;
+            Some(note.head.size)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn checkpoint_every_bounds_an_idle_writers_wait_and_is_refused_out_of_range() {
+    let dir = setup("witness-feed-every");
+    // `--checkpoint-every 1`: the calls' records are signed within about a second of the last
+    // one, the proxy idle (the default, 10 s, would leave them unsigned for that long).
+    let proxied = proxy(&dir, &[], Stdio::inherit()).await;
+    calls(&proxied, 2).await;
+    let (records, _) = cosigned_sizes(&dir);
+    let idle = Instant::now();
+    while checkpointed_size(&dir) < records && idle.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        checkpointed_size(&dir) >= records,
+        "{records} records, none signed {:?} after the last call",
+        idle.elapsed()
+    );
+    assert!(proxied.close().await.success());
+    assert_eq!(verify(&dir, &[], "").0, 0);
+
+    let server = sh_server(&dir);
+    let trail = dir.join("other.jsonl");
+    for (extra, said) in [
+        (
+            &["--checkpoint-key", "audit.key", "--checkpoint-every", "0"][..],
+            "1..=10",
+        ),
+        (
+            &["--checkpoint-key", "audit.key", "--checkpoint-every", "11"],
+            "1..=10",
+        ),
+        (&["--checkpoint-every", "1"], "--checkpoint-key <FILE>"),
+    ] {
+        let args = proxy_args(&dir, "operator", "sh", &trail, extra, &server);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, text) = capability(&dir, &args);
+        assert_eq!(code, 2, "{extra:?}: {text}");
+        assert!(text.contains(said), "{extra:?}: {text}");
+        assert!(!trail.exists(), "{extra:?}: a trail opened");
+    }
 }
 
 #[tokio::test(flavor = "current_thread")]
