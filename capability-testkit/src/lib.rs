@@ -35,5 +35,5 @@ mod wait;
 
 pub use bin::Binary;
 pub use rng::Rng;
-pub use scratch::Scratch;
+pub use scratch::{Scratch, fresh_dir};
 pub use wait::wait_for;

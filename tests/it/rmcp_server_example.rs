@@ -66,9 +66,9 @@ impl Scratch {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join("rmcp_server_example")
             .join(test);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("creates the scratch directory");
-        Scratch { dir }
+        Scratch {
+            dir: capability_testkit::fresh_dir(dir),
+        }
     }
 
     fn audit(&self) -> PathBuf {

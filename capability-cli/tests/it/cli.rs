@@ -16,12 +16,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn scratch(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    crate::trails::scratch("cli", test)
 }
 
 fn capability(dir: &Path, args: &[&str]) -> Output {

@@ -8,12 +8,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 fn scratch(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli-hygiene")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    crate::trails::scratch("cli-hygiene", test)
 }
 
 fn capability(dir: &Path, args: &[&str]) -> Output {

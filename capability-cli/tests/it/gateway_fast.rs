@@ -1140,7 +1140,7 @@ fn sigterm_with_a_call_in_flight_leaves_its_failure_on_record() {
 /// call's intent on record, no outcome, every line sealed).
 #[test]
 fn sigterm_with_an_answer_the_client_never_reads_ends_after_the_bound_and_says_so() {
-    let dir = scratch("gateway-fast-unread", "");
+    let dir = scratch("gateway-fast-sigterm-unread", "");
     std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
     let mut child = spawn_bare(&dir, Stdio::piped());
     let child = KillOnPanic(&mut child);

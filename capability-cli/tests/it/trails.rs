@@ -13,12 +13,11 @@ use serde_json::json;
 
 /// An empty folder `<target tmp>/<area>/<name>`, made anew.
 pub fn scratch(area: &str, name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(area)
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    dir
+    capability_testkit::fresh_dir(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(area)
+            .join(name),
+    )
 }
 
 /// `capability <args>` run in `dir`: its exit code (-1 when killed by a signal) and what it

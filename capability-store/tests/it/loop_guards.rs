@@ -323,8 +323,7 @@ fn a_killed_holder_is_taken_over_after_the_ttl(target: &str) {
 
 fn sqlite_target(test: &str) -> (std::path::PathBuf, String) {
     let dir = std::env::temp_dir().join(format!("loop-guards-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = capability_testkit::fresh_dir(dir);
     let path = dir.join("state.db");
     let target = path.to_str().expect("utf-8").to_owned();
     (dir, target)

@@ -29,11 +29,11 @@ pub fn binary() -> capability_testkit::Binary {
 
 /// A fresh directory for one test, with the policy in it.
 pub fn scratch(name: &str, policy: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("proxy")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let dir = capability_testkit::fresh_dir(
+        Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("proxy")
+            .join(name),
+    );
     std::fs::write(dir.join("policy.toml"), policy).expect("policy");
     dir
 }
