@@ -23,7 +23,8 @@ fn claim(dir: &Path) {
 }
 
 /// A fresh folder at `dir` (emptied first) for one test, left in place for whoever reads what
-/// it wrote; panics when another test of this process has `dir` (see [`claim`]) or when the
+/// it wrote; panics when another test of this process has `dir` (two tests on one folder would
+/// delete each other's files when they happen to run at once) or when the
 /// folder cannot be made.
 pub fn fresh_dir(dir: PathBuf) -> PathBuf {
     claim(&dir);
