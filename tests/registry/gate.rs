@@ -9,6 +9,8 @@ use capability::{
 };
 use serde_json::json;
 
+use super::registry;
+
 fn built(name: &str, read_only: Option<bool>) -> CapabilityManifest {
     let builder = CapabilityManifest::builder(name).provider("tools");
     let builder = match read_only {
@@ -197,13 +199,6 @@ struct RestartPod;
 #[derive(Capability)]
 #[capability(read_only, idempotent, scopes = ["k8s:read"], provider = "k8s")]
 struct ListPods;
-
-fn registry() -> Registry {
-    match Registry::from_inventory() {
-        Ok(registry) => registry,
-        Err(error) => panic!("{error}"),
-    }
-}
 
 #[test]
 fn persist_spec_takes_each_tool_from_the_registry_not_from_the_spec() {
