@@ -98,6 +98,11 @@ pub fn intents_have_outcomes(records: &[capability::audit::AuditRecord]) {
 /// reuses every library the tests built. Built for the facade alone, 37 of them (serde_json,
 /// tracing, rustls, rmcp, every crate of the workspace) got other features, and were compiled a
 /// second time on a fresh clone.
+///
+/// Built without the variables Cargo sets for the running test (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`, ...): `ring`'s build script reruns when `CARGO_MANIFEST_DIR` changes, so a
+/// build that inherited it rebuilt `ring` and all above it (rustls, reqwest, rmcp, the
+/// workspace), about 18 s, and so did the next `cargo test`, which has it unset.
 pub fn example_binary(name: &str) -> std::path::PathBuf {
     use std::path::Path;
     let exe = std::env::current_exe().expect("the test binary's path");
@@ -110,7 +115,13 @@ pub fn example_binary(name: &str) -> std::path::PathBuf {
         Some("debug") | None => "dev".to_owned(),
         Some(other) => other.to_owned(),
     };
-    let status = std::process::Command::new(env!("CARGO"))
+    let mut cargo = std::process::Command::new(env!("CARGO"));
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(set_for_the_test) {
+            cargo.env_remove(key);
+        }
+    }
+    let status = cargo
         .args([
             "build",
             "--quiet",
@@ -131,4 +142,18 @@ pub fn example_binary(name: &str) -> std::path::PathBuf {
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(binary.is_file(), "{} is missing", binary.display());
     binary
+}
+
+/// Whether Cargo sets the variable `key` for a test it runs (not for the `cargo` it was run by).
+fn set_for_the_test(key: &str) -> bool {
+    const SET: [&str; 7] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "OUT_DIR",
+    ];
+    SET.contains(&key) || key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_BIN_")
 }
