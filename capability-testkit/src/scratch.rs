@@ -24,8 +24,8 @@ fn claim(dir: &Path) {
 
 /// A fresh folder at `dir` (emptied first) for one test, left in place for whoever reads what
 /// it wrote; panics when another test of this process has `dir` (two tests on one folder would
-/// delete each other's files when they happen to run at once) or when the
-/// folder cannot be made.
+/// delete each other's files when they happen to run at once) or when the folder cannot be
+/// made.
 pub fn fresh_dir(dir: PathBuf) -> PathBuf {
     claim(&dir);
     let _ = std::fs::remove_dir_all(&dir);
@@ -50,7 +50,8 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// Makes the folder; panics (the test fails) when it cannot.
+    /// Makes the folder; panics (the test fails) when it cannot, or when another test of this
+    /// process took the same `name` ([`fresh_dir`]).
     pub fn new(name: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("capability-{name}-{}", std::process::id()));
         Scratch {
