@@ -32,6 +32,7 @@ mod scratch;
 pub mod servers;
 pub mod tier;
 mod wait;
+pub mod workspace;
 
 pub use bin::Binary;
 pub use rng::Rng;

@@ -3,7 +3,6 @@
 //! `#[path]` include in tests or benches. Cargo itself says which test targets there are.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -16,24 +15,7 @@ fn root() -> &'static Path {
 
 /// Every test target of the workspace's packages, as `package: target`, from `cargo metadata`.
 fn test_targets() -> Vec<String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let out = Command::new(cargo)
-        .args([
-            "metadata",
-            "--no-deps",
-            "--format-version",
-            "1",
-            "--offline",
-        ])
-        .current_dir(root())
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        out.status.success(),
-        "cargo metadata: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let metadata: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+    let metadata = capability_testkit::workspace::metadata();
     let mut targets = Vec::new();
     for package in metadata["packages"].as_array().expect("packages") {
         let name = package["name"].as_str().unwrap_or("?");

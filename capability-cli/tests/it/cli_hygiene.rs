@@ -3,7 +3,7 @@
 //! that writes a key twice is refused, and a call that started without an outcome is reported.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
@@ -331,19 +331,7 @@ fn verify_and_replay_report_a_call_that_started_with_no_outcome() {
 /// not published), and says what it is and under which license.
 #[test]
 fn every_crate_the_command_needs_can_be_published() {
-    let metadata = Command::new(env!("CARGO"))
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata");
-    assert!(metadata.status.success(), "{}", text(&metadata.stderr));
-    let metadata: Value = serde_json::from_slice(&metadata.stdout).expect("JSON");
+    let metadata = capability_testkit::workspace::metadata();
     let packages = metadata["packages"].as_array().expect("packages");
     let by_name = |name: &str| packages.iter().find(|p| p["name"] == name);
     let mut needed = vec!["capability-cli".to_owned()];
