@@ -106,3 +106,121 @@ fn no_test_or_bench_includes_a_file_by_path() {
         "`#[path]` includes in tests or benches (use capability-testkit instead): {offenders:?}"
     );
 }
+
+/// The duration a line's `sleep(Duration::from_secs(N))` or `sleep(...from_millis(N))` waits, in
+/// milliseconds, when it is written as a number (not in a string: a line with a `"` before the
+/// call).
+fn slept_ms(line: &str) -> Option<u64> {
+    let at = line.find("sleep(")?;
+    if line[..at].contains('"') {
+        return None;
+    }
+    let rest = &line[at..];
+    let (unit, start) = [("from_secs(", 1000), ("from_millis(", 1)]
+        .into_iter()
+        .find_map(|(call, unit)| rest.find(call).map(|i| (unit, i + call.len())))?;
+    let digits: String = rest[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '_')
+        .filter(char::is_ascii_digit)
+        .collect();
+    digits.parse::<u64>().ok().map(|n| n * unit)
+}
+
+/// The name of the function a line at `index` of `lines` is in: the nearest `fn` above it.
+fn enclosing_fn(lines: &[&str], index: usize) -> Option<String> {
+    lines[..=index].iter().rev().find_map(|line| {
+        let (_, after) = line.split_once("fn ")?;
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        (!name.is_empty() && after[name.len()..].starts_with(['(', '<'])).then_some(name)
+    })
+}
+
+/// Issue 46: no fixed sleep over 200 ms in the default tier (a clock is injected where a test
+/// waits out an expiry, and a test waits for what it started with `capability_testkit::
+/// wait_for`). A longer sleep stands only in a test of the interop and soak tier
+/// (`.ci/interop-tests`), or in a process the test kills (a comment just above says so).
+#[test]
+fn no_test_of_the_default_tier_sleeps_more_than_200_ms() {
+    let listed = std::fs::read_to_string(root().join(".ci/interop-tests")).expect("the list");
+    let interop: Vec<&str> = listed
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or("").trim())
+        .filter(|line| !line.is_empty())
+        .collect();
+    let mut files = Vec::new();
+    rust_files(root(), &mut files);
+    let mut long = 0;
+    let mut offenders = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(root()).unwrap_or(file);
+        let parts: Vec<String> = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let Some(tests) = parts.iter().position(|part| part == "tests") else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        // The test's path in its binary: the modules below `tests/it/` (or `tests/`), then the
+        // function.
+        let modules: Vec<&str> = parts[tests + 1..]
+            .iter()
+            .map(|part| part.trim_end_matches(".rs"))
+            .filter(|part| !matches!(*part, "it" | "main" | "mod"))
+            .collect();
+        let lines: Vec<&str> = text.lines().collect();
+        for (index, line) in lines.iter().enumerate() {
+            if slept_ms(line).is_none_or(|ms| ms <= 200) {
+                continue;
+            }
+            long += 1;
+            let test = format!(
+                "{}::{}",
+                modules.join("::"),
+                enclosing_fn(&lines, index).unwrap_or_default()
+            );
+            let in_interop = interop.iter().any(|filter| test.contains(filter));
+            let killed = lines[index.saturating_sub(2)..index]
+                .iter()
+                .any(|above| above.trim_start().starts_with("//") && above.contains("killed"));
+            if !in_interop && !killed {
+                offenders.push(format!("{}:{} in {test}", relative.display(), index + 1));
+            }
+        }
+    }
+    // The check reads what it should: the soak tests' long sleeps are found.
+    assert!(long >= 4, "{long} sleeps over 200 ms found");
+    assert!(
+        offenders.is_empty(),
+        "fixed sleeps over 200 ms in the default tier (wait for the event with \
+         capability_testkit::wait_for, inject a clock, or move the test to .ci/interop-tests):\n  \
+         {}",
+        offenders.join("\n  ")
+    );
+}
+
+#[test]
+fn a_sleep_is_read_with_its_unit() {
+    assert_eq!(
+        slept_ms("std::thread::sleep(Duration::from_secs(5));"),
+        Some(5000)
+    );
+    assert_eq!(
+        slept_ms("tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;"),
+        Some(1500)
+    );
+    assert_eq!(slept_ms("sleep(POLL)"), None);
+    assert_eq!(
+        slept_ms(r#"let s = "sleep(Duration::from_secs(5))";"#),
+        None
+    );
+    assert_eq!(slept_ms("let d = Duration::from_secs(9);"), None);
+    let lines = ["async fn waits() {", "    let x = 1;", "    sleep(..);"];
+    assert_eq!(enclosing_fn(&lines, 2).as_deref(), Some("waits"));
+}

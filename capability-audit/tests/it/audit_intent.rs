@@ -99,6 +99,7 @@ fn mid_call_child() {
         || {
             // The mutation happens; the process dies before the tool returns.
             std::fs::write(&marker, "acting").expect("marker");
+            // Never waited out: the test has this process killed.
             std::thread::sleep(Duration::from_secs(120));
             Ok(2)
         },

@@ -205,7 +205,7 @@ prefix = ""
     // call has gone out on the new connection (`one`, sent again until one does).
     let (held, ones) = tokio::join!(call(&client, "held"), async {
         let mut ones = Vec::new();
-        let since = std::time::Instant::now();
+        let since = Instant::now();
         while !log.has("call one s2") && since.elapsed() < Duration::from_secs(30) {
             ones.push(call(&client, "one").await);
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -139,6 +139,7 @@ fn child() {
                 "hold" => {
                     println!("RESULT holding");
                     loop {
+                        // Never waited out: the test has this process killed.
                         std::thread::sleep(Duration::from_secs(60));
                     }
                 }
