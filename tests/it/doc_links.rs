@@ -19,6 +19,12 @@
 //!    `.md` or `.toml` file has its record `docs/adr/<number>-*.md`, linked from
 //!    `docs/adr/README.md`, and every numbered decision cited (`ADR-105 D2`,
 //!    `adr-105-d2/...`) is a heading `D2. ...` of that record.
+//! 4. **Every test the documentation names exists.** A code span `<package>: <path>` (as
+//!    `tests/README.md` and `docs/threat-model.md` name the test that proves a guarantee:
+//!    `capability-gate: write_gate::files_round_trip_and_bad_files_are_refused`) names a package
+//!    of the workspace, and in its sources every module of the path (a file or folder of that
+//!    name, or a `tests` module) and the function last, in a file of its innermost module; a
+//!    path of one word is a module, a test target or a function; `name*` is a prefix.
 //!
 //! Each failure names the file and line of every offender. The scanning is plain text with the
 //! standard library; the tests in `mod scanner` at the end check the scanner itself.
@@ -167,6 +173,120 @@ fn every_adr_and_decision_the_code_cites_is_written_down() {
         problems.len(),
         problems.join("\n")
     );
+}
+
+#[test]
+fn every_test_the_documentation_names_exists() {
+    let root = root();
+    let metadata = capability_testkit::workspace::metadata();
+    let mut packages: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let (Some(name), Some(manifest)) =
+            (package["name"].as_str(), package["manifest_path"].as_str())
+        else {
+            continue;
+        };
+        if let Some(dir) = Path::new(manifest).parent() {
+            packages.insert(name.to_owned(), dir.to_path_buf());
+        }
+    }
+    let mut sources: HashMap<String, Vec<(PathBuf, String)>> = HashMap::new();
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for file in files_with_extension(&root, &["md"]) {
+        let doc = Markdown::read(&root, &file);
+        for (line, package, path) in doc.named_tests() {
+            // `alg: none` is a JSON member, not a test.
+            let Some(dir) = packages.get(&package) else {
+                continue;
+            };
+            checked += 1;
+            let others: Vec<&PathBuf> = packages.values().filter(|d| *d != dir).collect();
+            let files = sources
+                .entry(package.clone())
+                .or_insert_with(|| package_sources(dir, &others));
+            if let Err(why) = names_a_test(files, &path) {
+                problems.push(format!("{}:{line}: `{package}: {path}`: {why}", doc.rel));
+            }
+        }
+    }
+    assert!(
+        checked > 200,
+        "{checked} named tests found: is the scanner broken?"
+    );
+    assert!(
+        problems.is_empty(),
+        "{} tests named in the documentation that do not exist:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// Every `.rs` file of the package in `dir` (its own: not those of the packages in `others`,
+/// which the root's folder holds), with its text.
+fn package_sources(dir: &Path, others: &[&PathBuf]) -> Vec<(PathBuf, String)> {
+    files_with_extension(dir, &["rs"])
+        .into_iter()
+        .filter(|file| {
+            !others
+                .iter()
+                .any(|other| other.starts_with(dir) && file.starts_with(other))
+        })
+        .map(|file| {
+            let text = read(&file);
+            (file, text)
+        })
+        .collect()
+}
+
+/// Whether `path` (`module::...::function`) names a test in `files` (see the module's point 4).
+fn names_a_test(files: &[(PathBuf, String)], path: &str) -> Result<(), String> {
+    let is_module = |file: &Path, name: &str| {
+        file.file_stem().is_some_and(|s| s == name)
+            || file
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|s| s == name)
+    };
+    let defines = |text: &str, name: &str| text.contains(&format!("fn {name}("));
+    let segments: Vec<&str> = path.split("::").collect();
+    let Some((last, modules)) = segments.split_last() else {
+        return Err("an empty path".to_owned());
+    };
+    for module in modules {
+        if *module != "tests" && !files.iter().any(|(file, _)| is_module(file, module)) {
+            return Err(format!(
+                "no module `{module}` (a file or folder of that name)"
+            ));
+        }
+    }
+    if let Some(prefix) = last.strip_suffix('*') {
+        let starts = |text: &str| prefix.is_empty() || text.contains(&format!("fn {prefix}"));
+        return if files.iter().any(|(_, text)| starts(text)) {
+            Ok(())
+        } else {
+            Err(format!("no function starting `{prefix}`"))
+        };
+    }
+    let Some(module) = modules.iter().rev().find(|m| **m != "tests") else {
+        // One word: a module (a file or folder), a test target (a file), or a function.
+        return if files
+            .iter()
+            .any(|(file, text)| is_module(file, last) || defines(text, last))
+        {
+            Ok(())
+        } else {
+            Err(format!("no module, test target or function `{last}`"))
+        };
+    };
+    if files
+        .iter()
+        .any(|(file, text)| is_module(file, module) && defines(text, last))
+    {
+        Ok(())
+    } else {
+        Err(format!("no `fn {last}` in a file of module `{module}`"))
+    }
 }
 
 // ----- files -----
@@ -395,6 +515,34 @@ impl Markdown {
                     paragraph.line_of(start),
                     format!("{path}.rs"),
                     function.to_owned(),
+                ));
+            }
+        }
+        found
+    }
+
+    /// Every test named as `<package>: <path>` in a code span: where, the package, the path.
+    fn named_tests(&self) -> Vec<(usize, String, String)> {
+        let mut found = Vec::new();
+        for paragraph in &self.paragraphs {
+            let (_, spans) = mask_code_spans(&paragraph.text);
+            for (start, content) in spans {
+                let Some((package, path)) = content.trim().split_once(": ") else {
+                    continue;
+                };
+                let in_package = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+                let in_path = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*');
+                if package.is_empty()
+                    || !package.chars().all(in_package)
+                    || path.is_empty()
+                    || !path.chars().all(in_path)
+                {
+                    continue;
+                }
+                found.push((
+                    paragraph.line_of(start),
+                    package.to_owned(),
+                    path.to_owned(),
                 ));
             }
         }
@@ -1506,6 +1654,45 @@ mod scanner {
             .map(|(l, t)| (*l, (*t).to_owned()))
             .collect();
         assert_eq!(shown, expected);
+    }
+
+    #[test]
+    fn named_tests_are_code_spans_of_a_package_and_a_path() {
+        let text = "| a guarantee | `capability-gate: write_gate::files_round_trip` |\n\
+                    | another | `capability-cli: witness_feed::*`, `alg: none`, `a: b c` |\n";
+        let (fences, paragraphs) = split_blocks(text);
+        let doc = Markdown {
+            path: PathBuf::new(),
+            rel: String::new(),
+            fences,
+            paragraphs,
+        };
+        let named: Vec<(usize, String, String)> = doc.named_tests();
+        let expected = [
+            (1, "capability-gate", "write_gate::files_round_trip"),
+            (2, "capability-cli", "witness_feed::*"),
+            (2, "alg", "none"),
+        ]
+        .map(|(l, p, t)| (l, p.to_owned(), t.to_owned()));
+        assert_eq!(named, expected);
+
+        let files = vec![
+            (
+                PathBuf::from("tests/it/write_gate.rs"),
+                "fn files_round_trip() {}".to_owned(),
+            ),
+            (
+                PathBuf::from("tests/it/proxy_common/mod.rs"),
+                "fn spawn() {}".to_owned(),
+            ),
+        ];
+        assert_eq!(names_a_test(&files, "write_gate::files_round_trip"), Ok(()));
+        assert_eq!(names_a_test(&files, "write_gate"), Ok(()));
+        assert_eq!(names_a_test(&files, "proxy_common::spawn"), Ok(()));
+        assert_eq!(names_a_test(&files, "write_gate::*"), Ok(()));
+        assert!(names_a_test(&files, "write_gate::spawn").is_err());
+        assert!(names_a_test(&files, "policy").is_err());
+        assert!(names_a_test(&files, "policy::files_round_trip").is_err());
     }
 
     #[test]
