@@ -25,6 +25,9 @@
 //!    of the workspace, and in its sources every module of the path (a file or folder of that
 //!    name, or a `tests` module) and the function last, in a file of its innermost module; a
 //!    path of one word is a module, a test target or a function; `name*` is a prefix.
+//! 5. **Every Rust block is a doctest or says why not.** A ```` ```rust ```` block marked
+//!    `ignore` (the chapters are the crates' documentation, so the others compile as doctests)
+//!    opens with a line `// Not a doctest: <why>` that names where the whole thing is built.
 //!
 //! Each failure names the file and line of every offender. The scanning is plain text with the
 //! standard library; the tests in `mod scanner` at the end check the scanner itself.
@@ -220,6 +223,46 @@ fn every_test_the_documentation_names_exists() {
         problems.len(),
         problems.join("\n")
     );
+}
+
+#[test]
+fn every_ignored_rust_block_says_why_it_is_no_doctest() {
+    let root = root();
+    let mut ignored = 0;
+    let mut problems = Vec::new();
+    for file in files_with_extension(&root, &["md"]) {
+        let text = read(&file);
+        let lines: Vec<&str> = text.lines().collect();
+        for (index, line) in lines.iter().enumerate() {
+            if !unexplained_ignore(line, lines.get(index + 1).copied()) {
+                continue;
+            }
+            problems.push(format!("{}:{}", relative(&root, &file), index + 1));
+        }
+        ignored += lines.iter().filter(|line| ignored_rust_fence(line)).count();
+    }
+    assert!(ignored >= 5, "{ignored} ignored Rust blocks found");
+    assert!(
+        problems.is_empty(),
+        "Rust blocks marked `ignore` without a first line `// Not a doctest: <why>` (make them \
+         doctests, or say why not and where the whole is built):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// A fence that opens a Rust block marked `ignore`.
+fn ignored_rust_fence(line: &str) -> bool {
+    let Some(info) = line.trim_start().strip_prefix("```") else {
+        return false;
+    };
+    let mut words = info.split([',', ' ']).filter(|w| !w.is_empty());
+    words.next() == Some("rust") && words.any(|w| w == "ignore")
+}
+
+/// Whether `line` opens an ignored Rust block whose first line (`next`) does not say why.
+fn unexplained_ignore(line: &str, next: Option<&str>) -> bool {
+    ignored_rust_fence(line)
+        && !next.is_some_and(|next| next.trim_start().starts_with("// Not a doctest: "))
 }
 
 /// Every `.rs` file of the package in `dir` (its own: not those of the packages in `others`,
@@ -1693,6 +1736,19 @@ mod scanner {
         assert!(names_a_test(&files, "write_gate::spawn").is_err());
         assert!(names_a_test(&files, "policy").is_err());
         assert!(names_a_test(&files, "policy::files_round_trip").is_err());
+    }
+
+    #[test]
+    fn an_ignored_rust_block_is_told_from_others() {
+        assert!(unexplained_ignore("```rust,ignore", Some("let x = 1;")));
+        assert!(unexplained_ignore("```rust, ignore", None));
+        assert!(!unexplained_ignore(
+            "```rust,ignore",
+            Some("// Not a doctest: a fragment")
+        ));
+        assert!(!unexplained_ignore("```rust,no_run", Some("let x = 1;")));
+        assert!(!unexplained_ignore("```text", Some("ignore")));
+        assert!(!unexplained_ignore("```rust", Some("let x = 1;")));
     }
 
     #[test]
