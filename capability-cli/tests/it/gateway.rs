@@ -261,6 +261,32 @@ fn a_bad_file_or_a_server_that_cannot_start_stops_it_before_anything_runs() {
         "{stderr}"
     );
 
+    // A server that exits without answering, and one that cannot be reached: said as what
+    // happened, not as rmcp prints its errors (a transport's type name, "discover response").
+    let stderr = refused("[servers.mute]\ncommand = [\"sh\", \"-c\", \"echo not-mcp; exit 3\"]\n");
+    assert!(
+        stderr.contains(
+            "server `mute`: `sh` did not connect: it exited (exit status: 3) before answering \
+             the MCP handshake"
+        ),
+        "{stderr}"
+    );
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = closed.local_addr().expect("address").port();
+    drop(closed);
+    let stderr = refused(&format!(
+        "[servers.away]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"
+    ));
+    assert!(
+        stderr.contains(&format!(
+            "server `away`: http://127.0.0.1:{port}/mcp did not connect: it could not be reached"
+        )) && stderr.contains("Connection refused"),
+        "{stderr}"
+    );
+    for rmcps_words in ["discover", "rmcp::", "Transport ["] {
+        assert!(!stderr.contains(rmcps_words), "{stderr}");
+    }
+
     let output = Command::new(BIN)
         .args(["gateway", "--policy"])
         .arg(dir.join("policy.toml"))

@@ -454,7 +454,9 @@ async fn failed(
     }
 }
 
-fn handshake_message(error: &ClientInitializeError) -> String {
+/// Why a handshake was refused or failed, in words (the connection closing is said by the
+/// caller, which knows how the server ended).
+pub(crate) fn handshake_message(error: &ClientInitializeError) -> String {
     match error {
         ClientInitializeError::JsonRpcError(data) => format!(
             "the MCP handshake was rejected: {} (code {})",

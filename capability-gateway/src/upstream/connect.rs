@@ -16,6 +16,7 @@ use crate::upstream::progress::Relay as ProgressRelay;
 use crate::upstream::relay::{Calls, Levels};
 use crate::upstream::requests::ServerRequests;
 use crate::upstream::stdio::Lane;
+use crate::upstream::unconnected;
 use crate::upstream::{Connection, Watch};
 
 /// Starts (or reaches) `server` from `source` and connects to it.
@@ -84,13 +85,25 @@ pub(crate) async fn connect(
                 lane.tap(watch.progress.clone(), watch.levels.clone()),
             )
             .map_err(cannot)?;
-            let service = watch
+            let service = match watch
                 .serve_with_lifecycle(
                     crate::wire::lines::rmcp_lines(stdout, lane.rmcp_input()),
                     crate::protocol::lifecycle(),
                 )
                 .await
-                .map_err(|e| GatewayError::Server(format!("`{program}` did not connect: {e}")))?;
+            {
+                Ok(service) => service,
+                Err(error) => {
+                    let ended = match unconnected::closed(&error) {
+                        true => unconnected::ended(&mut child).await,
+                        false => None,
+                    };
+                    return Err(GatewayError::Server(format!(
+                        "`{program}` did not connect: {}",
+                        unconnected::why(&error, ended.as_deref())
+                    )));
+                }
+            };
             if let Some(info) = service.peer().peer_info() {
                 lane.agreed(info.protocol_version.to_string());
             }
@@ -122,7 +135,12 @@ pub(crate) async fn connect(
             let service = watch
                 .serve_with_lifecycle(transport, crate::protocol::lifecycle())
                 .await
-                .map_err(|e| GatewayError::Server(format!("{url} did not connect: {e}")))?;
+                .map_err(|e| {
+                    GatewayError::Server(format!(
+                        "{url} did not connect: {}",
+                        unconnected::why(&e, None)
+                    ))
+                })?;
             let service = Arc::new(service);
             reach.holds(Arc::clone(&service));
             let mut legacy = None;

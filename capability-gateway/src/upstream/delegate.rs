@@ -117,8 +117,9 @@ impl Delegated {
             .map_err(|e| {
                 ErrorData::internal_error(
                     format!(
-                        "{} did not accept a connection on the caller's behalf: {e}",
-                        self.url
+                        "{} did not accept a connection on the caller's behalf: {}",
+                        self.url,
+                        super::unconnected::why(&e, None)
                     ),
                     None,
                 )

@@ -86,9 +86,10 @@ impl Legacy {
                     Ok(service) => Some(service),
                     Err(error) => {
                         crate::note(format_args!(
-                            "server `{}` takes no session of 2025-11-25 ({error}): its clients \
-                             of that revision are served over its 2026-07-28 connection, bridged",
-                            self.server
+                            "server `{}` takes no session of 2025-11-25 ({}): its clients of \
+                             that revision are served over its 2026-07-28 connection, bridged",
+                            self.server,
+                            super::unconnected::why(&error, None)
                         ));
                         None
                     }

@@ -13,6 +13,7 @@ pub(crate) mod stdio;
 
 mod connect;
 mod list;
+mod unconnected;
 
 pub(crate) use connect::connect;
 pub(crate) use list::{Listed, list, list_items, list_served_items};
