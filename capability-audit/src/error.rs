@@ -7,8 +7,16 @@ use crate::*;
 /// An audit trail that could not be written or read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AuditError {
-    /// The file could not be opened, read or written (full disk, read-only file, ...).
+    /// The file could not be opened or written to record (full disk, read-only file, ...).
     Io {
+        /// The file.
+        path: String,
+        /// The operating system's message.
+        message: String,
+    },
+    /// A trail could not be opened or read to be verified or counted (a missing file, no
+    /// permission): nothing was written.
+    Unread {
         /// The file.
         path: String,
         /// The operating system's message.
@@ -44,6 +52,9 @@ impl fmt::Display for AuditError {
         match self {
             AuditError::Io { path, message } => {
                 write!(f, "cannot write the audit trail {path}: {message}")
+            }
+            AuditError::Unread { path, message } => {
+                write!(f, "cannot read the audit trail {path}: {message}")
             }
             AuditError::Broken { path, problem } => write!(
                 f,

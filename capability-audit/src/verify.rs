@@ -222,7 +222,7 @@ fn scan(
     key: Option<&dyn CheckpointVerifier>,
     kept: &[Checkpoint],
 ) -> Result<(Vec<AuditRecord>, VerifyReport), AuditError> {
-    let io = |e: std::io::Error| AuditError::Io {
+    let io = |e: std::io::Error| AuditError::Unread {
         path: path.display().to_string(),
         message: e.to_string(),
     };

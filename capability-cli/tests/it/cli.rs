@@ -621,8 +621,16 @@ fn audit_verify_and_stats() {
         let out = capability(&dir, &["audit", "verify", "--json", "audit.jsonl"]);
         assert_eq!(json_out(&out)["intact"], false);
     }
-    let out = capability(&dir, &["audit", "verify", "missing.jsonl"]);
-    assert_eq!(code(&out), 2);
+    // A trail that is not there: nothing was to be written, so the error says read.
+    for command in ["verify", "stats"] {
+        let out = capability(&dir, &["audit", command, "missing.jsonl"]);
+        assert_eq!(code(&out), 2);
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("cannot read the audit trail missing.jsonl: No such file"),
+            "{command}: {stderr}"
+        );
+    }
 }
 
 /// A trail in a SQLite database, written by two writers, one of them signing checkpoints.
