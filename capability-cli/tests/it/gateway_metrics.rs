@@ -187,6 +187,20 @@ async fn prometheus_scrapes_the_gateways_calls_denials_and_latencies() {
         );
     }
 
+    // A lane writes a call's outcome just after its answer (the client may have it first):
+    // the metrics count what the trail holds, so the test waits for the three outcomes.
+    let outcomes = || {
+        proxy_common::records(&trail)
+            .iter()
+            .filter(|r| r["tool"] == "shifty" && r["phase"] == "outcome")
+            .count()
+    };
+    assert!(
+        capability_testkit::wait_for(|| outcomes() == 3),
+        "{} outcomes of shifty on record",
+        outcomes()
+    );
+
     // Without the token, with another, or for another Host (DNS rebinding): nothing read.
     let (status, text) = http(metrics, "GET", "/metrics");
     assert_eq!(status, 401, "{text}");
