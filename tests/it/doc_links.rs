@@ -541,55 +541,45 @@ impl Markdown {
         shown
     }
 
-    /// Every `path.rs::function` written in a code span, by line: the tests a record names.
-    fn named_functions(&self) -> Vec<(usize, String, String)> {
+    /// Every code span `split` cuts in two, by line: where, and the two parts.
+    fn split_spans(
+        &self,
+        split: impl Fn(&str) -> Option<(String, String)>,
+    ) -> Vec<(usize, String, String)> {
         let mut found = Vec::new();
         for paragraph in &self.paragraphs {
             let (_, spans) = mask_code_spans(&paragraph.text);
             for (start, content) in spans {
-                let Some((path, function)) = content.trim().split_once(".rs::") else {
-                    continue;
-                };
-                let plain = |c: char| c.is_ascii_alphanumeric() || c == '_';
-                if function.is_empty() || !function.chars().all(plain) || path.contains(' ') {
-                    continue;
+                if let Some((first, second)) = split(content.trim()) {
+                    found.push((paragraph.line_of(start), first, second));
                 }
-                found.push((
-                    paragraph.line_of(start),
-                    format!("{path}.rs"),
-                    function.to_owned(),
-                ));
             }
         }
         found
     }
 
+    /// Every `path.rs::function` written in a code span, by line: the tests a record names.
+    fn named_functions(&self) -> Vec<(usize, String, String)> {
+        self.split_spans(|span| {
+            let (path, function) = span.split_once(".rs::")?;
+            let plain = |c: char| c.is_ascii_alphanumeric() || c == '_';
+            (!function.is_empty() && function.chars().all(plain) && !path.contains(' '))
+                .then(|| (format!("{path}.rs"), function.to_owned()))
+        })
+    }
+
     /// Every test named as `<package>: <path>` in a code span: where, the package, the path.
     fn named_tests(&self) -> Vec<(usize, String, String)> {
-        let mut found = Vec::new();
-        for paragraph in &self.paragraphs {
-            let (_, spans) = mask_code_spans(&paragraph.text);
-            for (start, content) in spans {
-                let Some((package, path)) = content.trim().split_once(": ") else {
-                    continue;
-                };
-                let in_package = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
-                let in_path = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*');
-                if package.is_empty()
-                    || !package.chars().all(in_package)
-                    || path.is_empty()
-                    || !path.chars().all(in_path)
-                {
-                    continue;
-                }
-                found.push((
-                    paragraph.line_of(start),
-                    package.to_owned(),
-                    path.to_owned(),
-                ));
-            }
-        }
-        found
+        self.split_spans(|span| {
+            let (package, path) = span.split_once(": ")?;
+            let in_package = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+            let in_path = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*');
+            (!package.is_empty()
+                && package.chars().all(in_package)
+                && !path.is_empty()
+                && path.chars().all(in_path))
+            .then(|| (package.to_owned(), path.to_owned()))
+        })
     }
 
     /// The anchors GitHub gives the file's headings (`#two-commands`, a repeated heading's
@@ -1599,6 +1589,17 @@ fn adr_record(adr_dir: &Path, number: &str) -> Option<(String, BTreeSet<String>)
 mod scanner {
     use super::*;
 
+    /// `text` read as a Markdown file.
+    fn markdown(text: &str) -> Markdown {
+        let (fences, paragraphs) = split_blocks(text);
+        Markdown {
+            path: PathBuf::new(),
+            rel: String::new(),
+            fences,
+            paragraphs,
+        }
+    }
+
     #[test]
     fn slugs_follow_githubs_rules() {
         assert_eq!(slug("Two commands"), "two-commands");
@@ -1638,13 +1639,7 @@ mod scanner {
     fn links_in_code_are_no_links_and_lines_are_counted() {
         let text = "See [it](a.md#x) and `[not](b.md)`,\n``[nor](c.md)`` but\n![img](d.png \"t\")\n\n\
                     ```md\n[no](e.md)\n```\n\n[ref]: f.md\n<a href=\"g.md\">g</a> and [p](h(1).md)\n";
-        let (fences, paragraphs) = split_blocks(text);
-        let doc = Markdown {
-            path: PathBuf::new(),
-            rel: String::new(),
-            fences,
-            paragraphs,
-        };
+        let doc = markdown(text);
         let links: Vec<(usize, String)> =
             doc.links().into_iter().map(|l| (l.line, l.dest)).collect();
         let expected = [
@@ -1677,13 +1672,7 @@ mod scanner {
                     cargo run -p capability-cli -- keygen --out a.key\n```\n\n\
                     Run `capability audit verify` on `capability-cli/tests` and `capability::rmcp`.\n\n\
                     ```json\n{\"command\": \"capability\", \"args\": [\"gateway\",\n  \"--policy\"]}\n```\n";
-        let (fences, paragraphs) = split_blocks(text);
-        let doc = Markdown {
-            path: PathBuf::new(),
-            rel: String::new(),
-            fences,
-            paragraphs,
-        };
+        let doc = markdown(text);
         let shown: Vec<(usize, String)> =
             doc.commands().iter().map(|s| (s.line, s.text())).collect();
         let expected = [
@@ -1703,13 +1692,7 @@ mod scanner {
     fn named_tests_are_code_spans_of_a_package_and_a_path() {
         let text = "| a guarantee | `capability-gate: write_gate::files_round_trip` |\n\
                     | another | `capability-cli: witness_feed::*`, `alg: none`, `a: b c` |\n";
-        let (fences, paragraphs) = split_blocks(text);
-        let doc = Markdown {
-            path: PathBuf::new(),
-            rel: String::new(),
-            fences,
-            paragraphs,
-        };
+        let doc = markdown(text);
         let named: Vec<(usize, String, String)> = doc.named_tests();
         let expected = [
             (1, "capability-gate", "write_gate::files_round_trip"),
