@@ -29,6 +29,7 @@
 //!
 //! Needs Node.js 20+ and npm (the pinned packages are installed by the tests' support module).
 
+use capability_testkit::relay::{relay, spawned};
 use capability_testkit::servers as support;
 
 use std::path::Path;
@@ -498,55 +499,6 @@ fn start_and_memory(
         (after - before) / 50.0
     );
     stop(child);
-}
-
-/// `command` (a relay's server) spawned with pipes, and its pipes; exits 2 without a command.
-fn spawned(
-    command: &[String],
-) -> (
-    std::process::Child,
-    std::process::ChildStdin,
-    std::process::ChildStdout,
-) {
-    let Some((program, args)) = command.split_first() else {
-        std::process::exit(2);
-    };
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("relay: {program}: {e}"));
-    let (Some(to_child), Some(from_child)) = (child.stdin.take(), child.stdout.take()) else {
-        std::process::exit(2);
-    };
-    (child, to_child, from_child)
-}
-
-/// A plain byte relay: spawns `command` and copies standard input to it and its output back.
-fn relay(command: &[String]) {
-    let (mut child, mut to_child, mut from_child) = spawned(command);
-    // Plain reads and writes, each chunk passed on as it comes (no splicing, no buffering).
-    fn pump(from: &mut dyn std::io::Read, to: &mut dyn std::io::Write) {
-        let mut buffer = vec![0u8; 64 * 1024];
-        while let Ok(n) = from.read(&mut buffer) {
-            if n == 0
-                || to
-                    .write_all(&buffer[..n])
-                    .and_then(|()| to.flush())
-                    .is_err()
-            {
-                break;
-            }
-        }
-    }
-    let down = std::thread::spawn(move || {
-        pump(&mut std::io::stdin(), &mut to_child);
-    });
-    pump(&mut from_child, &mut std::io::stdout());
-    let _ = down.join();
-    let _ = child.wait();
 }
 
 /// `--relay-reactor <command...>`: the relay of [`relay`], waiting as the gateway does: on a

@@ -1,7 +1,9 @@
 //! The latency a `capability proxy` adds to a tool call: `echo` of the official reference server
-//! `server-everything`, called by rmcp's client over stdio, once straight to the server and once
-//! through `capability proxy` (role `operator`, every call decided and audited into a JSON Lines
-//! file), in the same run, rounds interleaved. Prints p50 and p99 of each and their ratios.
+//! `server-everything`, called by rmcp's client over stdio, straight to the server, through a
+//! plain byte relay (this executable run with `--relay`: a process in between that only copies
+//! bytes, what any stdio proxy costs at the least) and through `capability proxy` (role
+//! `operator`, every call decided and audited into a JSON Lines file), in the same run, rounds
+//! interleaved. Prints p50 and p99 of each and their ratios.
 //!
 //! `cargo bench -p capability-cli --bench proxy_overhead`
 //!
@@ -25,8 +27,13 @@ const ROUNDS: usize = 3;
 const POLICY: &str = "[roles.operator]\nceiling = \"unrestricted\"\nallow = [\"everything/*\"]\n";
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--relay") {
+        capability_testkit::relay::relay(&args[2..]);
+        return;
+    }
     // `cargo test --benches` runs this without `--bench`: nothing to time then.
-    if !std::env::args().any(|a| a == "--bench") {
+    if !args.iter().any(|a| a == "--bench") {
         return;
     }
     let servers = match support::servers() {
@@ -46,6 +53,16 @@ fn main() {
     let direct_cmd: Vec<String> = std::iter::once(everything.program.display().to_string())
         .chain(everything.args.iter().cloned())
         .collect();
+    let relayed_cmd: Vec<String> = [
+        std::env::current_exe()
+            .unwrap_or_else(|e| panic!("this bench's executable: {e}"))
+            .display()
+            .to_string(),
+        "--relay".to_owned(),
+    ]
+    .into_iter()
+    .chain(direct_cmd.iter().cloned())
+    .collect();
     let mut proxied_cmd: Vec<String> = vec![
         env!("CARGO_BIN_EXE_capability").to_owned(),
         "proxy".to_owned(),
@@ -67,32 +84,48 @@ fn main() {
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
-    let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+    let (mut direct, mut relayed, mut proxied) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         let _ = std::fs::remove_file(&audit);
         direct.extend(runtime.block_on(latencies(&direct_cmd)));
+        relayed.extend(runtime.block_on(latencies(&relayed_cmd)));
         proxied.extend(runtime.block_on(latencies(&proxied_cmd)));
     }
     let (d50, d99) = (percentile(&mut direct, 0.50), percentile(&mut direct, 0.99));
+    let (r50, r99) = (
+        percentile(&mut relayed, 0.50),
+        percentile(&mut relayed, 0.99),
+    );
     let (p50, p99) = (
         percentile(&mut proxied, 0.50),
         percentile(&mut proxied, 0.99),
     );
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!("echo of server-everything, rmcp client over stdio, {ROUNDS} x {CALLS} calls each");
-    println!(
-        "direct:  p50 {:>7.1} us  p99 {:>7.1} us",
-        micros(d50),
-        micros(d99)
-    );
-    println!(
-        "proxied: p50 {:>7.1} us  p99 {:>7.1} us",
-        micros(p50),
-        micros(p99)
-    );
+    for (path, p50, p99) in [
+        ("direct", d50, d99),
+        ("relayed", r50, r99),
+        ("proxied", p50, p99),
+    ] {
+        println!(
+            "{:<8} p50 {:>7.1} us  p99 {:>7.1} us",
+            format!("{path}:"),
+            micros(p50),
+            micros(p99)
+        );
+    }
     println!(
         "ratio proxied / direct: p50 {:.2}x (goal <= 1.3x), p99 {:.2}x",
-        p50.as_secs_f64() / d50.as_secs_f64(),
-        p99.as_secs_f64() / d99.as_secs_f64()
+        ratio(p50, d50),
+        ratio(p99, d99)
+    );
+    println!(
+        "ratio relayed / direct: p50 {:.2}x (a process in between that only copies bytes)",
+        ratio(r50, d50)
+    );
+    println!(
+        "ratio proxied / relayed: p50 {:.2}x (what the proxy's work adds to the hop)",
+        ratio(p50, r50)
     );
 }
 

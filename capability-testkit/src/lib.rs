@@ -12,6 +12,7 @@
 //!   and an OTLP receiver.
 //! - [`Binary`]: a harness that runs the `capability` binary (its path comes from the caller:
 //!   `CARGO_BIN_EXE_capability` is only set for `capability-cli`'s own tests).
+//! - [`relay`]: the benchmarks' plain byte relay, a baseline for a process in between.
 //! - [`tier`]: the tier of `.ci/tiers` a test runs in; what only the interop tier provides
 //!   refuses in the default one, so `.ci/interop-tests` cannot miss a test.
 //! - `fixtures` (feature `facade`): manifests, grants and trail checks built with the facade.
@@ -27,6 +28,7 @@ mod bin;
 #[cfg(feature = "facade")]
 pub mod fixtures;
 pub mod pg;
+pub mod relay;
 mod rng;
 mod scratch;
 pub mod servers;
