@@ -327,16 +327,8 @@ impl SessionFailure {
     /// Whether the failure is the connection closing under us (the server exited, or closed its
     /// output), rather than an answer.
     fn is_closed(&self) -> bool {
-        fn closed(error: &ClientInitializeError) -> bool {
-            match error {
-                ClientInitializeError::ConnectionClosed(_)
-                | ClientInitializeError::TransportError { .. } => true,
-                ClientInitializeError::LegacyFallbackFailed { fallback, .. } => closed(fallback),
-                _ => false,
-            }
-        }
         match self {
-            SessionFailure::Handshake(error) => closed(error),
+            SessionFailure::Handshake(error) => handshake_closed(error),
             SessionFailure::Listing(ListError::Service(
                 ServiceError::TransportClosed | ServiceError::TransportSend(_),
             )) => true,
@@ -451,6 +443,17 @@ async fn failed(
         command,
         message,
         stderr: output.stderr(),
+    }
+}
+
+/// Whether a handshake failed because the connection closed (the server exited, closed its
+/// output, or could not be reached), rather than because of an answer.
+pub(crate) fn handshake_closed(error: &ClientInitializeError) -> bool {
+    match error {
+        ClientInitializeError::ConnectionClosed(_)
+        | ClientInitializeError::TransportError { .. } => true,
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => handshake_closed(fallback),
+        _ => false,
     }
 }
 

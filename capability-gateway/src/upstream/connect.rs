@@ -94,9 +94,10 @@ pub(crate) async fn connect(
             {
                 Ok(service) => service,
                 Err(error) => {
-                    let ended = match unconnected::closed(&error) {
-                        true => unconnected::ended(&mut child).await,
-                        false => None,
+                    let ended = if unconnected::closed(&error) {
+                        unconnected::ended(&mut child).await
+                    } else {
+                        None
                     };
                     return Err(GatewayError::Server(format!(
                         "`{program}` did not connect: {}",

@@ -12,16 +12,7 @@ use ::rmcp::transport::streamable_http_client::StreamableHttpError;
 /// How long a server whose connection closed is given to exit, for its status.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
 
-/// Whether the handshake failed because the connection closed (the server exited, closed its
-/// output, or could not be reached), rather than because of an answer.
-pub(crate) fn closed(error: &ClientInitializeError) -> bool {
-    match error {
-        ClientInitializeError::ConnectionClosed(_)
-        | ClientInitializeError::TransportError { .. } => true,
-        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => closed(fallback),
-        _ => false,
-    }
-}
+pub(crate) use crate::live::handshake_closed as closed;
 
 /// The status `child` exited with, waiting a moment for it: `None` while it runs.
 pub(crate) async fn ended(child: &mut tokio::process::Child) -> Option<String> {
