@@ -286,6 +286,34 @@ fn a_bad_file_or_a_server_that_cannot_start_stops_it_before_anything_runs() {
     for rmcps_words in ["discover", "rmcp::", "Transport ["] {
         assert!(!stderr.contains(rmcps_words), "{stderr}");
     }
+    // One that answers the handshake and exits when asked for its tools: its exit, not the
+    // closed connection ("Transport closed").
+    let script = dir.join("exits_on_list.py");
+    std::fs::write(
+        &script,
+        "import json, sys\n\
+         for line in sys.stdin:\n\
+         \x20   m = json.loads(line)\n\
+         \x20   if m.get('method') == 'initialize':\n\
+         \x20       print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': {\n\
+         \x20           'protocolVersion': '2025-06-18', 'capabilities': {'tools': {}},\n\
+         \x20           'serverInfo': {'name': 'exits', 'version': '1'}}}), flush=True)\n\
+         \x20   elif m.get('method') == 'tools/list':\n\
+         \x20       sys.exit(7)\n\
+         \x20   elif 'id' in m:\n\
+         \x20       print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'error': {\n\
+         \x20           'code': -32601, 'message': 'Method not found'}}), flush=True)\n",
+    )
+    .expect("script");
+    let stderr = refused(&format!(
+        "[servers.quits]\ncommand = [\"python3\", {:?}]\n",
+        script.display().to_string()
+    ));
+    assert!(
+        stderr
+            .contains("server `quits`: `python3` exited (exit status: 7) while listing its tools"),
+        "{stderr}"
+    );
 
     let output = Command::new(BIN)
         .args(["gateway", "--policy"])

@@ -17,7 +17,7 @@ use crate::serve::gateway::{Gateway, Snapshot};
 use crate::serve::items::Items;
 use crate::upstream::Listed;
 use crate::upstream::requests::ServerRequests;
-use crate::upstream::{Connection, connect, list, list_served_items};
+use crate::upstream::{Connection, connect, list_served_items};
 
 /// The first wait before a server that died is started again; it doubles up to [`MAX_BACKOFF`].
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -104,7 +104,8 @@ impl Member {
                 gate.levels.clone(),
             )
             .await?;
-            let tools = list(&connection.peer(), &server)
+            let tools = connection
+                .tools(&server)
                 .await
                 .map_err(GatewayError::Server)?;
             review(&server, lock.as_ref(), &tools, &gate.dispatch);

@@ -134,7 +134,7 @@ pub(crate) async fn list(
         .await
         .map_err(|e| e.to_string())?;
         let peer = connection.peer();
-        let tools = crate::upstream::list(&peer, &Server::untrusted(name)).await?;
+        let tools = connection.tools(&Server::untrusted(name)).await?;
         let items = crate::upstream::list_items(&peer, name).await;
         connection.close().await;
         let tools = tools

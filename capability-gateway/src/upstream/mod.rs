@@ -309,6 +309,26 @@ impl Connection {
         self.service.peer().clone()
     }
 
+    /// Every tool of the server ([`list`]). A spawned server that exited while listing says
+    /// how it ended, which says more than the closed connection ("Transport closed"): its exit
+    /// is said a moment after its output closes, and one that answered with an error is waited
+    /// for no longer than that.
+    pub(crate) async fn tools(
+        &self,
+        server: &capability::mcp::Server,
+    ) -> Result<Vec<::rmcp::model::Tool>, String> {
+        match list(&self.peer(), server).await {
+            Ok(tools) => Ok(tools),
+            Err(why) if self.process.is_some() => {
+                Err(match self.exit.wait(crate::process::LEARN_WHY).await {
+                    Some(how) => format!("{how} while listing its tools"),
+                    None => why,
+                })
+            }
+            Err(why) => Err(why),
+        }
+    }
+
     /// The relay of the server's progress for the calls passed on through rmcp.
     pub(crate) fn progress(&self) -> ProgressRelay {
         self.service.service().progress.clone()
