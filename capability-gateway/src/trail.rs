@@ -97,12 +97,17 @@ fn opened(
                      `--audit postgres://user@host/db`)"
                 )
             };
+            // The trail's own error names it once: "cannot open the audit trail <target>: ..."
+            // with the system's reason, a broken trail as its own error says it.
             let mut sink = JsonlSink::open(target, FlushPolicy::EveryRecord)
                 .map_err(|e| match &e {
                     AuditError::Io { message, .. } if message.starts_with(TAKEN) => {
-                        one_writer(e.to_string())
+                        one_writer(message.clone())
                     }
-                    _ => format!("cannot open the audit trail {target}: {e}"),
+                    AuditError::Io { message, .. } => {
+                        format!("cannot open the audit trail {target}: {message}")
+                    }
+                    _ => e.to_string(),
                 })?
                 .with_writer(writer)
                 .map_err(|e| one_writer(e.to_string()))?;

@@ -96,6 +96,8 @@ fn bad_input_exits_2_before_anything_is_spawned() {
         .collect()
     };
     let nowhere = format!("{}/no/such/dir/trail.jsonl", dir.display());
+    // Said once, with the system's reason (not "cannot open ...: cannot write ...").
+    let nowhere_said = format!("cannot open the audit trail {nowhere}: No such file or directory");
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             with(base("intern", &policy, &trail), &command),
@@ -145,7 +147,7 @@ fn bad_input_exits_2_before_anything_is_spawned() {
         ),
         (
             with(base("viewer", &policy, &nowhere), &command),
-            "cannot open the audit trail",
+            &nowhere_said,
         ),
         (
             with(
