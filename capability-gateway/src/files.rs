@@ -26,16 +26,7 @@ impl std::error::Error for WriteError {}
 /// A new file at `path` (mode `mode` on Unix), or an error when anything, a file or a symbolic
 /// link, is there already.
 pub fn create_new(path: &Path, mode: u32) -> Result<File, WriteError> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(mode);
-    }
-    #[cfg(not(unix))]
-    let _ = mode;
-    options.open(path).map_err(|e| {
+    open_new(path, mode).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AlreadyExists {
             WriteError(format!(
                 "`{}` exists (a file or a symbolic link); not overwriting it",
@@ -82,6 +73,20 @@ pub fn write(path: &Path, contents: &[u8], replace: bool) -> Result<(), WriteErr
     replace_file(path, contents)
 }
 
+/// `path` created for writing with `mode`, never one that exists.
+fn open_new(path: &Path, mode: u32) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    options.open(path)
+}
+
 /// Writes `contents` in place of `path` (created when missing): to a new file beside it, then
 /// renamed over it. A symbolic link at `path` is replaced, never followed; so is one planted
 /// where the new file goes.
@@ -94,7 +99,8 @@ pub fn replace_file(path: &Path, contents: &[u8]) -> Result<(), WriteError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(fail(e)),
     }
-    let mut file = create_new(&beside, 0o644)?;
+    // Its failure names `path`, the file asked for, not the new file beside it.
+    let mut file = open_new(&beside, 0o644).map_err(fail)?;
     let written = file
         .write_all(contents)
         .and_then(|()| file.sync_all())
@@ -157,5 +163,19 @@ mod tests {
         assert!(not_a_link(&link).is_ok());
         std::os::unix::fs::symlink(&target, dir.join("db")).expect("symlink");
         assert!(not_a_link(&dir.join("db")).is_err());
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_replaced_is_named_not_the_new_one_beside_it() {
+        let dir = capability_testkit::Scratch::new("files-named");
+        let lock = dir.join("no-such-folder").join("capability.lock");
+        let WriteError(why) = replace_file(&lock, b"pins").expect_err("no folder");
+        assert_eq!(
+            why,
+            format!(
+                "cannot write `{}`: No such file or directory (os error 2)",
+                lock.display()
+            )
+        );
     }
 }
