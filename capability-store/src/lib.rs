@@ -230,7 +230,9 @@ pub fn open(target: &str) -> Result<Box<dyn Store>, StoreError> {
     if target_kind(target) == TargetKind::Jsonl {
         return Err(StoreError::new(
             target,
-            "a JSON Lines trail, not a database (read it with `capability_audit::verify_jsonl`)",
+            "a file that is not a SQLite database: a JSON Lines trail is read with `capability \
+             audit verify` (or `capability_audit::verify_jsonl`), a database is made with \
+             `capability db migrate <new file>`",
         ));
     }
     #[cfg(feature = "sqlite")]

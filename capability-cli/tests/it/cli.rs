@@ -753,7 +753,23 @@ fn db_migrate_audit_verify_and_stats_on_sqlite() {
 
     // A JSON Lines file is not a database; a missing key file is bad input.
     std::fs::write(dir.join("a.jsonl"), "").expect("write");
-    assert_eq!(code(&capability(&dir, &["db", "migrate", "a.jsonl"])), 2);
+    let out = capability(&dir, &["db", "migrate", "a.jsonl"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out.stderr).contains("a.jsonl is a JSON Lines trail, not a database"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Where a database is needed (the proposals a gateway keeps), a file of another kind is
+    // said to be one, with how a trail is read and a database made.
+    let out = capability(&dir, &["proposals", "a.jsonl"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out.stderr).contains("a file that is not a SQLite database")
+            && text(&out.stderr).contains("capability db migrate"),
+        "{}",
+        text(&out.stderr)
+    );
     assert_eq!(
         code(&capability(
             &dir,
