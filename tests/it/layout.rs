@@ -109,13 +109,20 @@ fn no_test_or_bench_includes_a_file_by_path() {
 
 /// The duration a line's `sleep(Duration::from_secs(N))` or `sleep(...from_millis(N))` waits, in
 /// milliseconds, when it is written as a number (not in a string: a line with a `"` before the
-/// call).
-fn slept_ms(line: &str) -> Option<u64> {
+/// call). A call that rustfmt broke after `sleep(` is read on with the `next` line.
+fn slept_ms(line: &str, next: Option<&str>) -> Option<u64> {
     let at = line.find("sleep(")?;
     if line[..at].contains('"') {
         return None;
     }
-    let rest = &line[at..];
+    let joined;
+    let rest = match next {
+        Some(next) if line.trim_end().ends_with("sleep(") => {
+            joined = format!("{}{}", &line[at..], next.trim_start());
+            joined.as_str()
+        }
+        _ => &line[at..],
+    };
     let (unit, start) = [("from_secs(", 1000), ("from_millis(", 1)]
         .into_iter()
         .find_map(|(call, unit)| rest.find(call).map(|i| (unit, i + call.len())))?;
@@ -176,7 +183,7 @@ fn no_test_of_the_default_tier_sleeps_more_than_200_ms() {
             .collect();
         let lines: Vec<&str> = text.lines().collect();
         for (index, line) in lines.iter().enumerate() {
-            if slept_ms(line).is_none_or(|ms| ms <= 200) {
+            if slept_ms(line, lines.get(index + 1).copied()).is_none_or(|ms| ms <= 200) {
                 continue;
             }
             long += 1;
@@ -208,19 +215,32 @@ fn no_test_of_the_default_tier_sleeps_more_than_200_ms() {
 #[test]
 fn a_sleep_is_read_with_its_unit() {
     assert_eq!(
-        slept_ms("std::thread::sleep(Duration::from_secs(5));"),
+        slept_ms("std::thread::sleep(Duration::from_secs(5));", None),
         Some(5000)
     );
     assert_eq!(
-        slept_ms("tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;"),
+        slept_ms(
+            "tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;",
+            None
+        ),
         Some(1500)
     );
-    assert_eq!(slept_ms("sleep(POLL)"), None);
     assert_eq!(
-        slept_ms(r#"let s = "sleep(Duration::from_secs(5))";"#),
+        slept_ms(
+            "    tokio::time::sleep(",
+            Some("        std::time::Duration::from_secs(2),")
+        ),
+        Some(2000)
+    );
+    assert_eq!(
+        slept_ms("sleep(POLL)", Some("Duration::from_secs(9)")),
         None
     );
-    assert_eq!(slept_ms("let d = Duration::from_secs(9);"), None);
+    assert_eq!(
+        slept_ms(r#"let s = "sleep(Duration::from_secs(5))";"#, None),
+        None
+    );
+    assert_eq!(slept_ms("let d = Duration::from_secs(9);", None), None);
     let lines = ["async fn waits() {", "    let x = 1;", "    sleep(..);"];
     assert_eq!(enclosing_fn(&lines, 2).as_deref(), Some("waits"));
 }
