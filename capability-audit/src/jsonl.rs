@@ -204,11 +204,13 @@ impl JsonlSink {
         let writer = writer.into();
         let mut state = lock(&self.state);
         if state.head.seq() > 0 && state.head.writer() != writer {
-            return Err(AuditError::InvalidRecord {
+            // A trail this writer cannot write (not a record it cannot make): named once, by
+            // the error.
+            return Err(AuditError::Io {
+                path: self.path.display().to_string(),
                 message: format!(
-                    "the trail {} holds the chain of writer {:?}, not {writer:?}: a file holds \
-                     one writer's chain",
-                    self.path.display(),
+                    "it holds the chain of writer {:?}, not {writer:?}: a file holds one \
+                     writer's chain",
                     state.head.writer()
                 ),
             });

@@ -110,7 +110,10 @@ fn opened(
                     _ => e.to_string(),
                 })?
                 .with_writer(writer)
-                .map_err(|e| one_writer(e.to_string()))?;
+                .map_err(|e| match e {
+                    AuditError::Io { message, .. } => one_writer(message),
+                    other => one_writer(other.to_string()),
+                })?;
             if let Some((signer, every)) = signer {
                 sink = sink.with_checkpoints(signer, every);
             }

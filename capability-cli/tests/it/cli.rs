@@ -1058,10 +1058,16 @@ fn a_second_role_on_one_json_lines_trail_is_told_which_stores_take_many_writers(
     told(&gateway(&dir), "another writer has this trail open");
     // Gone, its chain stays in the file.
     drop(dispatch);
+    let out = gateway(&dir);
     told(
-        &gateway(&dir),
-        "holds the chain of writer \"proxy:gateway/operator\"",
+        &out,
+        "cannot open the audit trail trail.jsonl: it holds the chain of writer \
+         \"proxy:gateway/operator\", not \"proxy:gateway/viewer\"",
     );
+    // Said once, as what it is: no call was made, and the trail is named once.
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("cannot be recorded"), "{stderr}");
+    assert_eq!(stderr.matches("trail.jsonl").count(), 1, "{stderr}");
     // The command the error gives makes a store that takes both.
     let out = capability(&dir, &["db", "migrate", "state.db"]);
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
