@@ -66,10 +66,11 @@ pub struct TrailProblem {
 /// How a trail is broken.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProblemKind {
-    /// The last line is incomplete: a write was cut short (a crash). Every record before it is
-    /// intact.
+    /// The last line is incomplete, and begins as a JSON text does: a write was cut short (a
+    /// crash). Every record before it is intact.
     TornTail,
-    /// The line is not an audit record (nor a checkpoint).
+    /// The line is not an audit record (nor a checkpoint); so is an unterminated last line
+    /// that no JSON text begins with (a file of another kind).
     Malformed(String),
     /// The line parses, but is not the canonical JSON of what it parses to (other spacing,
     /// key order or escaping): it was not written by a sink, or was rewritten since.
@@ -252,7 +253,7 @@ fn scan(
         if !complete {
             report.problem = Some(TrailProblem {
                 line: number,
-                kind: ProblemKind::TornTail,
+                kind: unterminated(&text),
             });
             break;
         }
@@ -285,6 +286,17 @@ fn scan(
             .collect();
     }
     Ok((intact, report))
+}
+
+/// What an unterminated last line is: a torn tail when it is the start of a JSON text (a sink
+/// writes a record and its newline at once, so a crash can leave only a beginning of one), and
+/// otherwise not an audit record at all (a file of another kind: binary bytes, or text that
+/// is no JSON), which a torn tail would misname as a record of this trail.
+fn unterminated(text: &str) -> ProblemKind {
+    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        Err(e) if !e.is_eof() => ProblemKind::Malformed(e.to_string()),
+        _ => ProblemKind::TornTail,
+    }
 }
 
 enum Line {

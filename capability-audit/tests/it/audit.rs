@@ -330,6 +330,60 @@ fn file_trail_verifies_and_detects_tampering() {
 }
 
 #[test]
+fn a_file_of_another_kind_is_not_a_torn_trail_and_a_cut_record_is() {
+    let path = scratch("other-kind.jsonl");
+    // An unterminated line that is no beginning of JSON is no torn record: a file of another
+    // kind (binary bytes, plain text) is named as not a trail, here and when appending.
+    let binary: &[u8] = b"\x89PNG\r\x1a\x00\x00\x00\rIHDR\xff\xfe";
+    for other in [binary, b"hello, world", b"{\"writer\":\"w\"}}"] {
+        std::fs::write(&path, other).expect("write");
+        let problem = verify_jsonl(&path)
+            .expect("readable")
+            .problem
+            .expect("detected");
+        assert!(
+            matches!(problem.kind, ProblemKind::Malformed(_)),
+            "{problem}"
+        );
+        assert!(
+            problem
+                .to_string()
+                .starts_with("line 1: not an audit record: "),
+            "{problem}"
+        );
+        let refused = JsonlSink::open(&path, FlushPolicy::EveryRecord).expect_err("not a trail");
+        assert!(
+            refused
+                .to_string()
+                .contains("is broken (line 1: not an audit record"),
+            "{refused}"
+        );
+    }
+    // A record cut inside a character, a string escape or a literal is still a torn tail.
+    for cut in [
+        "{\"writer\":\"w\u{e9}",
+        "{\"writer\":\"\\u00",
+        "{\"success\":tr",
+        "  ",
+    ] {
+        std::fs::write(&path, cut).expect("write");
+        let problem = verify_jsonl(&path)
+            .expect("readable")
+            .problem
+            .expect("detected");
+        assert_eq!(problem.kind, ProblemKind::TornTail, "{cut:?}: {problem}");
+    }
+    let mut cut_char = "{\"writer\":\"\u{e9}".as_bytes().to_vec();
+    cut_char.pop();
+    std::fs::write(&path, &cut_char).expect("write");
+    let problem = verify_jsonl(&path)
+        .expect("readable")
+        .problem
+        .expect("detected");
+    assert_eq!(problem.kind, ProblemKind::TornTail, "{problem}");
+}
+
+#[test]
 fn eight_threads_ten_thousand_calls_each() {
     let path = scratch("threads.jsonl");
     let sink = Arc::new(JsonlSink::open(&path, FlushPolicy::Every(256)).expect("open"));
