@@ -39,10 +39,11 @@ pub enum AuditError {
     /// The sink has no digest key (none configured, and no randomness for one): no record can
     /// be made without exposing the values the key protects.
     DigestKey(KeyError),
-    /// The call's record cannot be made as asked (an incident id longer than a record stores):
-    /// the call is refused rather than recorded with something cut off.
+    /// A record cannot be made as asked: a call's (an incident id longer than a record
+    /// stores: the call is refused rather than recorded with something cut off), or a line
+    /// that is not this writer's to store (a cosigned checkpoint of another log).
     InvalidRecord {
-        /// What is wrong.
+        /// What cannot be recorded, and why (the whole sentence).
         message: String,
     },
 }
@@ -67,9 +68,7 @@ impl fmt::Display for AuditError {
             AuditError::DigestKey(error) => {
                 write!(f, "the audit trail has no digest key: {error}")
             }
-            AuditError::InvalidRecord { message } => {
-                write!(f, "the call cannot be recorded: {message}")
-            }
+            AuditError::InvalidRecord { message } => f.write_str(message),
         }
     }
 }

@@ -88,6 +88,8 @@ impl<'a> Caller<'a> {
         } else {
             return None;
         };
-        Some(AuditError::InvalidRecord { message: why })
+        Some(AuditError::InvalidRecord {
+            message: format!("the call cannot be recorded: {why}"),
+        })
     }
 }

@@ -71,7 +71,8 @@ impl JsonlSink {
         if tree.origin() != note.head.origin || note.head.size > state.head.seq() {
             return Err(AuditError::InvalidRecord {
                 message: format!(
-                    "the checkpoint of {} ({} records) is not one of this writer's",
+                    "the cosigned checkpoint cannot be stored: the checkpoint of {} ({} \
+                     records) is not one of this writer's",
                     note.head.origin, note.head.size
                 ),
             });

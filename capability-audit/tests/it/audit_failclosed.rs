@@ -333,7 +333,11 @@ fn the_incident_is_recorded_and_an_id_too_long_to_store_is_refused() {
         let Outcome::AuditFailed(error) = call(caller().incident(incident)) else {
             panic!("{incident:?} must be refused")
         };
-        assert!(error.to_string().contains(why), "{error}");
+        let said = error.to_string();
+        assert!(
+            said.starts_with("the call cannot be recorded: the incident id ") && said.contains(why),
+            "{said}"
+        );
     }
     assert_eq!(ran.load(Ordering::SeqCst), 2, "a refused call does not run");
 

@@ -140,7 +140,15 @@ fn a_cosigned_note_given_back_is_stored_and_the_trail_still_verifies() {
     // Another log's note, or a tree larger than the one written, is refused.
     let mut foreign = note.clone();
     foreign.head.size = 1_000;
-    assert!(sink.store_cosigned(&foreign).is_err());
+    let refused = sink
+        .store_cosigned(&foreign)
+        .expect_err("too large")
+        .to_string();
+    assert!(
+        refused.starts_with("the cosigned checkpoint cannot be stored: the checkpoint of ")
+            && refused.ends_with("(1000 records) is not one of this writer's"),
+        "{refused}"
+    );
     sink.close().expect("close");
     assert!(
         !sink.store_cosigned(&note).expect("closed"),
