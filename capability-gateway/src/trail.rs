@@ -153,7 +153,7 @@ fn feed_witnesses(sink: &Arc<JsonlSink>, target: &str, witnesses: &[String]) -> 
 fn store_feed(target: &str, witnesses: &[String]) -> Result<Arc<dyn CheckpointFeed>, String> {
     let shown = redact_url(target);
     let store: Arc<dyn capability_store::Store> = capability_store::open(target)
-        .map_err(|e| format!("cannot open the audit trail {shown}: {e}"))?
+        .map_err(|e| format!("cannot open the audit trail {shown}: {}", e.message))?
         .into();
     let reader = store.clone();
     let read_tree: Arc<ReadTree> = Arc::new(move |origin: &str| {
@@ -195,7 +195,7 @@ fn witnessed_store_sink(
         ));
     }
     let store = capability_store::open(target)
-        .map_err(|e| format!("cannot open the audit trail {shown}: {e}"))?;
+        .map_err(|e| format!("cannot open the audit trail {shown}: {}", e.message))?;
     let start = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -204,9 +204,16 @@ fn witnessed_store_sink(
     if !witnesses.is_empty() {
         options.feed = Some(store_feed(target, witnesses)?);
     }
-    store
-        .audit_sink(options)
-        .map_err(|e| format!("cannot write the audit trail {shown}: {e}"))
+    // Named once: a store's error names it as `sqlite:<path>`, which the operator did not type.
+    store.audit_sink(options).map_err(|e| match e {
+        AuditError::Store { message, .. } => {
+            format!("cannot open the audit trail {shown}: {message}")
+        }
+        AuditError::Io { .. } | AuditError::Unread { .. } | AuditError::Broken { .. } => {
+            e.to_string()
+        }
+        other => format!("cannot open the audit trail {shown}: {other}"),
+    })
 }
 
 /// Opens the trail `target` for one record written outside the engine (`capability pin

@@ -5,7 +5,8 @@
 pub enum TargetKind {
     /// A JSON Lines trail (`.jsonl`, `.ndjson`, or an existing file that is not SQLite).
     Jsonl,
-    /// A SQLite database file (an existing SQLite file, or any other new path).
+    /// A SQLite database file (an existing SQLite file, an empty one named as a database, or
+    /// any other new path).
     Sqlite,
     /// `postgres://...` or `postgresql://...`.
     Postgres,
@@ -13,8 +14,9 @@ pub enum TargetKind {
 
 /// The kind of store `target` names, as the command line reads it: `postgres://` and
 /// `postgresql://` URLs are PostgreSQL; an existing file starting with SQLite's header is
-/// SQLite; a path ending in `.jsonl` or `.ndjson`, or an existing file that is not SQLite, is a
-/// JSON Lines trail; any other path is a (new) SQLite database.
+/// SQLite, and so is an empty file named `.db`, `.db3`, `.sqlite` or `.sqlite3`; a path ending
+/// in `.jsonl` or `.ndjson`, or another existing file that is not SQLite, is a JSON Lines
+/// trail; any other path is a (new) SQLite database.
 pub fn target_kind(target: &str) -> TargetKind {
     if target.starts_with("postgres://") || target.starts_with("postgresql://") {
         return TargetKind::Postgres;
@@ -29,6 +31,12 @@ pub fn target_kind(target: &str) -> TargetKind {
         .is_ok()
         && &header == b"SQLite format 3\0";
     if sqlite {
+        return TargetKind::Sqlite;
+    }
+    // An empty file is an empty SQLite database to SQLite: one named as a database (made with
+    // `touch state.db`, or left by a store that never wrote) is one, not a JSON Lines trail.
+    let empty = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0);
+    if empty && sqlite_name(path) {
         return TargetKind::Sqlite;
     }
     let jsonl_name = path
@@ -48,6 +56,15 @@ pub fn target_kind(target: &str) -> TargetKind {
     } else {
         TargetKind::Sqlite
     }
+}
+
+/// Whether `path` is named as a SQLite database is: `.db`, `.db3`, `.sqlite` or `.sqlite3`.
+fn sqlite_name(path: &std::path::Path) -> bool {
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        ["db", "db3", "sqlite", "sqlite3"]
+            .iter()
+            .any(|x| e.eq_ignore_ascii_case(x))
+    })
 }
 
 /// The SQLite files this process has connections to (canonical paths). Reading such a file's
@@ -79,4 +96,35 @@ fn is_open_sqlite(path: &std::path::Path) -> bool {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .contains(&path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_is_a_database_when_named_as_one_and_a_trail_otherwise() {
+        let dir = std::env::temp_dir().join(format!("capability-target-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let kind = |name: &str, content: &[u8]| {
+            let path = dir.join(name);
+            std::fs::write(&path, content).expect("write");
+            target_kind(&path.display().to_string())
+        };
+        for name in ["state.db", "state.DB", "a.db3", "a.sqlite", "a.sqlite3"] {
+            assert_eq!(kind(name, b""), TargetKind::Sqlite, "{name}");
+        }
+        for name in ["audit.jsonl", "audit.ndjson", "audit.log", "audit"] {
+            assert_eq!(kind(name, b""), TargetKind::Jsonl, "{name}");
+        }
+        // Not empty and not SQLite: what was written there is a trail's, whatever the name.
+        assert_eq!(kind("written.db", b"{}\n"), TargetKind::Jsonl);
+        assert_eq!(
+            kind("header.jsonl", b"SQLite format 3\0"),
+            TargetKind::Sqlite
+        );
+        let new = dir.join("new.jsonl.d").join("state.db");
+        assert_eq!(target_kind(&new.display().to_string()), TargetKind::Sqlite);
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
 }

@@ -98,7 +98,34 @@ fn bad_input_exits_2_before_anything_is_spawned() {
     let nowhere = format!("{}/no/such/dir/trail.jsonl", dir.display());
     // Said once, with the system's reason (not "cannot open ...: cannot write ...").
     let nowhere_said = format!("cannot open the audit trail {nowhere}: No such file or directory");
+    // Trails that are not what their names say: an empty file named as a database is one (not
+    // migrated), a directory is none, and a binary file is not a trail (not "torn").
+    let (empty_db, dir_db, binary) = (path("state.db"), path("dir.db"), path("picture.db"));
+    std::fs::write(&empty_db, "").expect("write");
+    std::fs::create_dir_all(&dir_db).expect("mkdir");
+    std::fs::write(&binary, b"\x89PNG\r\x1a\x00\x00\x00\rIHDR").expect("write");
+    let empty_said = format!(
+        "cannot open the audit trail {empty_db}: the database is not migrated (schema version \
+         0, this build needs"
+    );
+    let migrate_said = format!("run `capability db migrate {empty_db}`");
+    let dir_said =
+        format!("cannot open the audit trail {dir_db}: this is a directory, not a SQLite database");
+    let binary_said = format!("the audit trail {binary} is broken (line 1: not an audit record");
     let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            with(base("viewer", &policy, &empty_db), &command),
+            &empty_said,
+        ),
+        (
+            with(base("viewer", &policy, &empty_db), &command),
+            &migrate_said,
+        ),
+        (with(base("viewer", &policy, &dir_db), &command), &dir_said),
+        (
+            with(base("viewer", &policy, &binary), &command),
+            &binary_said,
+        ),
         (
             with(base("intern", &policy, &trail), &command),
             "role `intern` is not in the policy",
