@@ -1,5 +1,9 @@
-// Every accepted form of `#[advisor_agent]` and `#[agent]` builds.
-use capability::{advisor_agent, agent, Agent, Capability, Target};
+//! Every accepted form of `#[advisor_agent]` and `#[agent]` builds.
+#![allow(
+    dead_code,
+    reason = "the forms are declared to show they are accepted, not used"
+)]
+use capability::{Agent, Capability, Target, advisor_agent, agent};
 
 /// Read a metric.
 #[derive(Capability)]

@@ -1,7 +1,11 @@
-// A crate that renames the facade tells the macros with `crate = ".."`.
+//! A crate that renames the facade tells the macros with `crate = ".."`.
+#![allow(
+    dead_code,
+    reason = "the forms are declared to show they are accepted, not used"
+)]
 extern crate capability as cap;
 
-use cap::{advisor_agent, Agent, Capability};
+use cap::{Agent, Capability, advisor_agent};
 
 /// Read a metric.
 #[derive(Capability)]

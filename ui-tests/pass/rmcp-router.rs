@@ -1,6 +1,10 @@
-// An rmcp server with read-only and mutating tools: an advisor binds and runs the read-only one,
-// an operator binds both.
-use capability::{advisor_agent, agent, tool_capabilities, AdvisorSession, Agent, Capability, Run};
+//! An rmcp server with read-only and mutating tools: an advisor binds and runs the read-only one,
+//! an operator binds both.
+#![allow(
+    dead_code,
+    reason = "the forms are declared to show they are accepted, not used"
+)]
+use capability::{AdvisorSession, Agent, Capability, Run, advisor_agent, agent, tool_capabilities};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 
@@ -44,7 +48,10 @@ struct Operator;
 
 fn main() {
     let session = AdvisorSession::<Viewer>::new().expect("an advisor");
-    assert_eq!(session.run(ops_server_tools::ListPods).expect("runs"), "web-1");
+    assert_eq!(
+        session.run(ops_server_tools::ListPods).expect("runs"),
+        "web-1"
+    );
     assert!(ops_server_tools::RestartPod::manifest().destructive());
     assert_eq!(Operator::spec().tools().len(), 2);
     assert_eq!(OpsServer::tool_router().list_all().len(), 2);

@@ -1,4 +1,8 @@
-// Every accepted form of `#[derive(Capability)]` builds, and its manifest says what was written.
+//! Every accepted form of `#[derive(Capability)]` builds, and its manifest says what was written.
+#![allow(
+    dead_code,
+    reason = "the forms are declared to show they are accepted, not used"
+)]
 use capability::{Capability, ReadOnlyTool};
 
 /// Named fields.
@@ -54,7 +58,10 @@ fn main() {
     struct LocalAgent;
     let registry = capability::Registry::from_inventory().expect("a consistent registry");
     assert!(registry.tool("local").is_some_and(|t| t.read_only()));
-    assert_eq!(registry.agent("local_agent").map(|a| a.tools().len()), Some(1));
+    assert_eq!(
+        registry.agent("local_agent").map(|a| a.tools().len()),
+        Some(1)
+    );
     // The module path, not the function: trybuild names the crate `trybuildNNN`.
     assert!(Local::manifest().input_schema_id().ends_with("::Local"));
 
@@ -65,7 +72,7 @@ fn main() {
 
     let m = Reboot::manifest();
     assert!(!m.read_only() && m.destructive() && !m.idempotent() && m.open_world());
-    assert!(!<Reboot as Capability>::READ_ONLY);
+    const { assert!(!<Reboot as Capability>::READ_ONLY) };
 
     let m = SetMode::manifest();
     assert!(!m.read_only() && !m.destructive() && m.idempotent());
