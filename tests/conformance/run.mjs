@@ -13,6 +13,8 @@
 //                            <out without .json>-results/, emptied first)
 //   --log <file>             the runner's standard output and error (default <out without .json>.log)
 //   --timeout <seconds>      kill the runner after this long (default 900)
+//   --scenarios <a,b,...>    run only these scenarios of the requirement set, one runner each
+//                            (`--scenario <name>`), in turn; the summary counts only them
 //
 // With CONFORMANCE_BEARER set, preload.mjs adds `Authorization: Bearer <token>` to the runner's
 // requests to the URL under test.
@@ -53,7 +55,7 @@ const PRELOAD = path.join(here, 'preload.mjs');
 
 function usage(message) {
   console.error(`run.mjs: ${message}`);
-  console.error('usage: node run.mjs --url <url> --requirements <rev> --out <summary.json> [--results-dir <dir>] [--log <file>] [--timeout <seconds>]');
+  console.error('usage: node run.mjs --url <url> --requirements <rev> --out <summary.json> [--results-dir <dir>] [--log <file>] [--timeout <seconds>] [--scenarios <a,b,...>]');
   process.exit(2);
 }
 
@@ -68,7 +70,7 @@ for (let i = 0; i < argv.length; i++) {
     continue;
   }
   const key = m[1];
-  if (!['url', 'requirements', 'out', 'results-dir', 'log', 'timeout'].includes(key)) usage(`unknown option --${key}`);
+  if (!['url', 'requirements', 'out', 'results-dir', 'log', 'timeout', 'scenarios'].includes(key)) usage(`unknown option --${key}`);
   const value = m[2] ?? argv[++i];
   if (value === undefined) usage(`--${key} wants a value`);
   opts[key] = value;
@@ -86,11 +88,18 @@ if (!fs.existsSync(requirementsFile)) {
   usage(`no requirement set ${opts.requirements} (known: ${known.join(', ')})`);
 }
 const requirements = parseYaml(fs.readFileSync(requirementsFile, 'utf8'));
-const scored = [...(requirements.server ?? [])];
+const only = opts.scenarios?.split(',').map((n) => n.trim()).filter((n) => n.length > 0);
+const chosen = (name) => only === undefined || only.includes(name);
+const scored = [...(requirements.server ?? [])].filter(chosen);
 const notScored = Object.fromEntries(
-  (requirements.not_scored ?? []).filter((e) => e.leg === 'server').map((e) => [e.scenario, e.reason]),
+  (requirements.not_scored ?? [])
+    .filter((e) => e.leg === 'server' && chosen(e.scenario))
+    .map((e) => [e.scenario, e.reason]),
 );
 const expected = [...scored, ...Object.keys(notScored)];
+for (const name of only ?? []) {
+  if (!expected.includes(name)) usage(`no server scenario ${name} in the requirement set ${opts.requirements}`);
+}
 
 const outPath = path.resolve(opts.out);
 const stem = outPath.replace(/\.json$/, '');
@@ -103,45 +112,43 @@ fs.mkdirSync(path.dirname(logPath), { recursive: true });
 
 // --- run the runner ---------------------------------------------------------------------------
 
-const args = [
-  '--import',
-  pathToFileURL(PRELOAD).href,
-  RUNNER,
-  'server',
-  '--url',
-  opts.url,
-  '--requirements',
-  opts.requirements,
-  '-o',
-  resultsDir,
-];
+// The whole requirement set in one run, or each chosen scenario in a run of its own.
+const selections = only === undefined ? [['--requirements', opts.requirements]] : only.map((n) => ['--scenario', n]);
 const started = Date.now();
 const log = fs.openSync(logPath, 'w');
-fs.writeSync(log, `$ ${[process.execPath, ...args].join(' ')}\n`);
-const child = spawn(process.execPath, args, { cwd: here, stdio: ['ignore', log, log], env: process.env });
+let child = null;
 let timedOut = false;
 const timer = setTimeout(() => {
   timedOut = true;
-  child.kill('SIGKILL');
+  child?.kill('SIGKILL');
 }, timeoutS * 1000);
 const forward = (signal) => () => {
-  child.kill(signal);
+  child?.kill(signal);
   process.exit(130);
 };
 process.on('SIGINT', forward('SIGINT'));
 process.on('SIGTERM', forward('SIGTERM'));
 
-const exitCode = await new Promise((resolve) => {
-  child.on('error', (e) => {
-    console.error(`run.mjs: could not start the runner: ${e.message}`);
-    resolve(null);
+let exitCode = 0;
+for (const selection of selections) {
+  if (timedOut) break;
+  const args = ['--import', pathToFileURL(PRELOAD).href, RUNNER, 'server', '--url', opts.url, ...selection, '-o', resultsDir];
+  fs.writeSync(log, `$ ${[process.execPath, ...args].join(' ')}\n`);
+  child = spawn(process.execPath, args, { cwd: here, stdio: ['ignore', log, log], env: process.env });
+  const code = await new Promise((resolve) => {
+    child.on('error', (e) => {
+      console.error(`run.mjs: could not start the runner: ${e.message}`);
+      resolve(null);
+    });
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? `signal ${signal}` : null)));
   });
-  child.on('exit', (code, signal) => resolve(code ?? (signal ? `signal ${signal}` : null)));
-});
+  if (code === null) process.exit(2);
+  // The first exit that is not 0 is the run's.
+  if (exitCode === 0) exitCode = code;
+}
 clearTimeout(timer);
 fs.closeSync(log);
 const durationS = Math.round((Date.now() - started) / 100) / 10;
-if (exitCode === null) process.exit(2);
 
 // --- read the results -------------------------------------------------------------------------
 

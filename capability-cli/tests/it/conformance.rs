@@ -154,14 +154,27 @@ async fn a_policy_that_refuses_server_requests_still_refuses_them() {
     let server = Reference::start(&suite);
     let tools_only = policy(&dir, &server.url, "tools_only");
     let gw = gateway(&dir, &tools_only, "trail").await;
-    let through: Summary = conformance::run(
+    // The scenarios a server request is in, and a call that asks none (so a refusal is the
+    // policy's, not a broken hop's).
+    let through: Summary = conformance::run_only(
         &suite,
         &gw.url,
         "2025-11-25",
         Some(TOKEN),
         &dir.join("gateway.json"),
+        &[
+            "tools-call-sampling",
+            "tools-call-elicitation",
+            "tools-call-simple-text",
+        ],
     );
     gw.stop().await;
+    assert_eq!(
+        through.counts().1,
+        3,
+        "the three scenarios ran: {:?}",
+        through.0
+    );
     for scenario in ["tools-call-sampling", "tools-call-elicitation"] {
         assert!(
             !through.did_pass(scenario),

@@ -99,6 +99,19 @@ impl Drop for Reference {
 /// runner presents): `run.mjs`'s summary (per-scenario `passed` / `failed` / `error`, the
 /// scored `passed` and `total`, each failure's checks).
 pub fn run(dir: &Path, url: &str, revision: &str, bearer: Option<&str>, out: &Path) -> Summary {
+    run_only(dir, url, revision, bearer, out, &[])
+}
+
+/// [`run`] for only `scenarios` of the revision's set (each in a run of the runner of its own),
+/// or every one when `scenarios` is empty: the summary counts the scenarios run.
+pub fn run_only(
+    dir: &Path,
+    url: &str,
+    revision: &str,
+    bearer: Option<&str>,
+    out: &Path,
+    scenarios: &[&str],
+) -> Summary {
     let mut command = Command::new("node");
     command
         .arg(dir.join("run.mjs"))
@@ -106,6 +119,9 @@ pub fn run(dir: &Path, url: &str, revision: &str, bearer: Option<&str>, out: &Pa
         .arg(out)
         .current_dir(dir)
         .stdin(Stdio::null());
+    if !scenarios.is_empty() {
+        command.arg("--scenarios").arg(scenarios.join(","));
+    }
     match bearer {
         Some(token) => command.env("CONFORMANCE_BEARER", token),
         None => command.env_remove("CONFORMANCE_BEARER"),
