@@ -39,7 +39,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use proxy_common::{BIN, KillOnPanic, calls_in, peak_kib, records_in, scratch};
+use proxy_common::{
+    BIN, KillOnPanic, blocked_writing_a_pipe, calls_in, peak_kib, records_in, scratch,
+};
 
 /// A stdio MCP server of 2025-11-25 in plain Python: journals every line it reads to
 /// `$JOURNAL`, and misbehaves by tool name.
@@ -333,18 +335,6 @@ fn exits_within(child: &mut Child, within: Duration) {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// Whether a thread of process `pid` waits in the kernel's pipe write (`pipe_write`, or
-/// `anon_pipe_write` on newer kernels), read from `/proc/<pid>/task/*/wchan`.
-fn blocked_writing_a_pipe(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
-    };
-    tasks.flatten().any(|task| {
-        std::fs::read_to_string(task.path().join("wchan"))
-            .is_ok_and(|wchan| wchan.contains("pipe_write"))
-    })
 }
 
 fn journal(path: &Path) -> Vec<Value> {

@@ -789,7 +789,8 @@ async fn max_message_moves_the_proxys_bound() {
 }
 
 /// A server writing progress faster than its client reads, through rmcp's path: 60,000 lines
-/// of 3 KB for a call the client gave a token, the client reading nothing for 5 s.
+/// of 3 KB for a call the client gave a token, the client reading nothing until the server is
+/// held back (blocked writing to the proxy, the proxy's memory no longer growing).
 #[test]
 fn a_servers_progress_for_a_client_that_does_not_read_is_held_back_through_rmcp() {
     use std::io::{BufRead, Write};
@@ -808,8 +809,14 @@ fn a_servers_progress_for_a_client_that_does_not_read_is_held_back_through_rmcp(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"spam","arguments":{{"count":60000}},"_meta":{{"progressToken":"t"}}}}}}"#
     )
     .expect("write");
-    std::thread::sleep(Duration::from_secs(5));
-    let peak = proxy_common::peak_kib(child.0.id()).expect("the proxy runs");
+    let proxy = child.0.id();
+    assert!(
+        proxy_common::settled(proxy, || proxy_common::children(proxy)
+            .into_iter()
+            .any(proxy_common::blocked_writing_a_pipe)),
+        "the server writing progress nobody reads was never held back"
+    );
+    let peak = proxy_common::peak_kib(proxy).expect("the proxy runs");
     eprintln!("the proxy's peak: {peak} KiB");
     let mut line = String::new();
     let mut progress = 0;
@@ -839,7 +846,8 @@ fn a_servers_progress_for_a_client_that_does_not_read_is_held_back_through_rmcp(
 /// A client that writes calls and does not read their answers is read no further once about
 /// 8 MiB of them are in flight or waiting, through rmcp's path too (rmcp itself starts a task
 /// for every request it reads, however many): 1,000 calls of 40 KB, the client reading nothing
-/// for 5 s, then everything, each answered.
+/// until its writing has stopped (the proxy's memory no longer growing), then everything, each
+/// answered.
 #[test]
 fn a_client_that_does_not_read_its_answers_is_read_no_further_and_gets_them_all() {
     use std::io::{BufRead, Write};
@@ -862,9 +870,11 @@ fn a_client_that_does_not_read_its_answers_is_read_no_further_and_gets_them_all(
     const CALLS: usize = 1_000;
     let pad = "p".repeat(40 * 1024);
     let written = std::sync::atomic::AtomicBool::new(false);
+    // How many calls the client has written so far.
+    let sent = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
         // Borrowed: the client's input stays open until every answer is read.
-        let (written, pad, input) = (&written, &pad, &mut input);
+        let (written, sent, pad, input) = (&written, &sent, &pad, &mut input);
         let child = proxy_common::KillOnPanic(&mut child);
         scope.spawn(move || {
             for id in 1..=CALLS {
@@ -874,10 +884,19 @@ fn a_client_that_does_not_read_its_answers_is_read_no_further_and_gets_them_all(
                 if writeln!(input, "{call}").is_err() {
                     return;
                 }
+                sent.store(id, std::sync::atomic::Ordering::SeqCst);
             }
             written.store(true, std::sync::atomic::Ordering::SeqCst);
         });
-        std::thread::sleep(Duration::from_secs(5));
+        // Until the client's writing has stopped (or it wrote everything).
+        let mut last = usize::MAX;
+        assert!(
+            proxy_common::settled(child.0.id(), || {
+                let now = sent.load(std::sync::atomic::Ordering::SeqCst);
+                std::mem::replace(&mut last, now) == now
+            }),
+            "the client's writing never stopped"
+        );
         assert!(
             !written.load(std::sync::atomic::Ordering::SeqCst),
             "the proxy read 40 MB of calls whose answers no one read"

@@ -428,6 +428,37 @@ pub fn hangup(pid: &str) {
     assert!(status.success(), "kill -HUP {pid}");
 }
 
+/// Whether a thread of process `pid` waits in the kernel's pipe write (`pipe_write`, or
+/// `anon_pipe_write` on newer kernels), read from `/proc/<pid>/task/*/wchan`.
+pub fn blocked_writing_a_pipe(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("wchan"))
+            .is_ok_and(|wchan| wchan.contains("pipe_write"))
+    })
+}
+
+/// Waits, for at most 60 s, until `still` has held at six looks 50 ms apart in a row while
+/// the most memory `pid` has held (`VmHWM`) stayed the same: what it was waiting for has
+/// stopped (a writer held back), not merely paused. Whether it did.
+pub fn settled(pid: u32, mut still: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut run = 0;
+    let mut peak = peak_kib(pid);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = peak_kib(pid);
+        run = if still() && now == peak { run + 1 } else { 0 };
+        peak = now;
+        if run == 6 {
+            return true;
+        }
+    }
+    false
+}
+
 /// The most memory `pid` has held at once, in KiB (`VmHWM`); `None` once it has exited.
 pub fn peak_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
