@@ -818,8 +818,15 @@ fn a_server_writing_progress_faster_than_the_client_reads_is_held_back_and_nothi
     client.line(
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"j_spam","arguments":{"count":60000},"_meta":{"progressToken":"t"}}}"#,
     );
-    std::thread::sleep(Duration::from_secs(4));
-    let peak = peak_kib(client.child.id()).expect("the gateway runs");
+    // Until the server is held back: blocked writing to the gateway, which holds no more.
+    let gateway = client.child.id();
+    assert!(
+        proxy_common::settled(gateway, || proxy_common::children(gateway)
+            .into_iter()
+            .any(blocked_writing_a_pipe)),
+        "the server writing progress nobody reads was never held back"
+    );
+    let peak = peak_kib(gateway).expect("the gateway runs");
     assert!(
         peak < 120 * 1024,
         "the gateway held {peak} KiB at once for a client that does not read"
@@ -858,9 +865,11 @@ fn a_client_sending_calls_faster_than_it_reads_the_answers_is_read_no_further_an
     const CALLS: u64 = 1_000;
     let text = "z".repeat(40 * 1024);
     let written = AtomicBool::new(false);
+    // How many calls the client has written so far.
+    let sent = std::sync::atomic::AtomicU64::new(0);
     client.paused.store(true, Ordering::SeqCst);
     std::thread::scope(|scope| {
-        let (input, text, written) = (&mut client.input, &text, &written);
+        let (input, text, written, sent) = (&mut client.input, &text, &written, &sent);
         let child = KillOnPanic(&mut client.child);
         scope.spawn(move || {
             for id in 1..=CALLS {
@@ -870,11 +879,20 @@ fn a_client_sending_calls_faster_than_it_reads_the_answers_is_read_no_further_an
                 if writeln!(input, "{call}").is_err() {
                     return;
                 }
+                sent.store(id, Ordering::SeqCst);
             }
             let _ = input.flush();
             written.store(true, Ordering::SeqCst);
         });
-        std::thread::sleep(Duration::from_secs(4));
+        // Until the client's writing has stopped (or it wrote everything).
+        let mut last = u64::MAX;
+        assert!(
+            proxy_common::settled(child.0.id(), || {
+                let now = sent.load(Ordering::SeqCst);
+                std::mem::replace(&mut last, now) == now
+            }),
+            "the client's writing never stopped"
+        );
         let peak = peak_kib(child.0.id()).expect("the gateway runs");
         // The gateway stopped reading: the client could not write it all.
         assert!(
