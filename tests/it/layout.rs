@@ -160,7 +160,7 @@ fn no_test_of_the_default_tier_sleeps_more_than_200_ms() {
         .collect();
     let mut files = Vec::new();
     rust_files(root(), &mut files);
-    let mut long = 0;
+    let mut long = Vec::new();
     let mut offenders = Vec::new();
     for file in &files {
         let relative = file.strip_prefix(root()).unwrap_or(file);
@@ -186,7 +186,7 @@ fn no_test_of_the_default_tier_sleeps_more_than_200_ms() {
             if slept_ms(line, lines.get(index + 1).copied()).is_none_or(|ms| ms <= 200) {
                 continue;
             }
-            long += 1;
+            long.push(format!("{}:{}", relative.display(), index + 1));
             let test = format!(
                 "{}::{}",
                 modules.join("::"),
@@ -201,8 +201,12 @@ fn no_test_of_the_default_tier_sleeps_more_than_200_ms() {
             }
         }
     }
-    // The check reads what it should: the soak tests' long sleeps are found.
-    assert!(long >= 4, "{long} sleeps over 200 ms found");
+    // The check reads what it should: the long sleep of a child process a test kills is found.
+    assert!(
+        long.iter()
+            .any(|at| at.starts_with("capability-audit/tests/it/audit_intent.rs:")),
+        "the sleeps over 200 ms found: {long:?}"
+    );
     assert!(
         offenders.is_empty(),
         "fixed sleeps over 200 ms in the default tier (wait for the event with \
