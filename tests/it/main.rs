@@ -7,6 +7,7 @@ use capability_testkit::fixtures as common;
 
 mod agent_loop_example;
 mod architecture;
+mod derive;
 mod doc_links;
 mod layout;
 mod mcp_export;

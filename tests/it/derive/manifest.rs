@@ -59,7 +59,7 @@ fn the_contract_example_has_the_declared_manifest() {
     assert!(m.idempotent());
     assert!(!m.open_world());
     assert_eq!(m.required_scopes(), ["metrics:read"]);
-    assert_eq!(m.input_schema_id(), "it::manifest::PromQuery");
+    assert_eq!(m.input_schema_id(), "it::derive::manifest::PromQuery");
     assert_eq!(m.output_schema_id(), None);
     assert!(is_hex64(m.descriptor_hash()));
     assert_eq!(m.schema_version(), &m.descriptor_hash()[..12]);
