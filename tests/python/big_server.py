@@ -147,7 +147,7 @@ def main():
         return stdio()
     port = int(sys.argv[1])
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    print(f"listening on port {port}", flush=True)
+    print(f"listening on port {server.server_address[1]}", flush=True)
     server.serve_forever()
 
 

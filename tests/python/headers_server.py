@@ -8,7 +8,7 @@ Tools:
   400 and JSON-RPC error -32020, as SEP-2243 requires.
 - `seen` (read-only): the headers of every `tools/call` received so far, as JSON.
 
-Run: `python3 headers_server.py PORT` (prints `listening on port PORT` once it listens).
+Run: `python3 headers_server.py PORT` (prints `listening on port PORT` once it listens; with PORT 0, the port the system chose).
 """
 
 import json
@@ -102,7 +102,7 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     port = int(sys.argv[1])
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    print("listening on port %d" % port, flush=True)
+    print("listening on port %d" % server.server_address[1], flush=True)
     server.serve_forever()
 
 

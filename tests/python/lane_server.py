@@ -21,7 +21,7 @@ Tools (all read-only):
   (`notifications/cancelled` naming its id), then ends without an answer.
 - `cancelled`: the request ids of every `notifications/cancelled` received so far.
 
-Run: `python3 lane_server.py PORT` (prints `listening on port PORT` once it listens).
+Run: `python3 lane_server.py PORT` (prints `listening on port PORT` once it listens; with PORT 0, the port the system chose).
 """
 
 import json
@@ -187,7 +187,7 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     port = int(sys.argv[1])
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    print(f"listening on port {port}", flush=True)
+    print(f"listening on port {server.server_address[1]}", flush=True)
     server.serve_forever()
 
 

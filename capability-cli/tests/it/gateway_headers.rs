@@ -16,13 +16,6 @@ use support::{Raw, raw_post};
 
 const TOKEN: &str = "headers-view-token";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a port")
-        .port()
-}
-
 /// A 2026-07-28 request's `_meta`.
 fn meta() -> Value {
     json!({
@@ -64,8 +57,7 @@ fn message(raw: &Raw) -> Value {
 
 #[tokio::test(flavor = "current_thread")]
 async fn sep_2243_headers_are_checked_inbound_and_written_outbound_for_a_prefixed_tool() {
-    let port = free_port();
-    let _server = support::python_server("headers_server.py", port).await;
+    let (_server, port) = support::python_server("headers_server.py").await;
     let policy = format!(
         r#"version = "headers-1"
 [roles.viewer]

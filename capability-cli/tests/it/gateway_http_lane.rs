@@ -39,8 +39,7 @@ async fn fleet_of(
     name: &str,
     extra: &str,
 ) -> (tokio::process::Child, PathBuf, Listening) {
-    let port = free_port();
-    let server = support::python_server(script, port).await;
+    let (server, port) = support::python_server(script).await;
     let dir = scratch(dir, "");
     let gateway = gateway_over(&dir, name, port, extra).await;
     (server, dir, gateway)

@@ -636,8 +636,7 @@ fn text_len(answer: &str) -> usize {
 /// server's output is cut off over stdio.
 #[tokio::test(flavor = "current_thread")]
 async fn messages_of_20_mib_pass_through_the_proxy_and_100_mib_from_an_http_server_end_it() {
-    let port = free_port();
-    let _server = support::python_server("big_server.py", port).await;
+    let (_server, port) = support::python_server("big_server.py").await;
     let dir = scratch("http_big_proxy", POLICY);
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/python/big_server.py")
@@ -691,8 +690,7 @@ async fn messages_of_20_mib_pass_through_the_proxy_and_100_mib_from_an_http_serv
 /// stream, fails the call, is not held, and the next call is served.
 #[tokio::test(flavor = "current_thread")]
 async fn an_http_servers_answer_past_the_bound_fails_the_gateways_call_and_is_not_held() {
-    let port = free_port();
-    let _server = support::python_server("big_server.py", port).await;
+    let (_server, port) = support::python_server("big_server.py").await;
     let url = format!("http://127.0.0.1:{port}/mcp");
     let dir = scratch("http_big", POLICY);
     std::fs::write(

@@ -846,15 +846,17 @@ fn serve_otlp(stream: std::net::TcpStream, kept: &std::sync::Mutex<Vec<Post>>) {
     }
 }
 
-/// A Python server of `tests/python/` (`script`) on `port`, once it says it listens.
-pub async fn python_server(script: &str, port: u16) -> tokio::process::Child {
+/// A Python server of `tests/python/` (`script`) on a port the system chooses (it is given
+/// port 0, so no other test can take the port between its choice and the bind), once it says
+/// it listens: the process and its port.
+pub async fn python_server(script: &str) -> (tokio::process::Child, u16) {
     use tokio::io::AsyncBufReadExt as _;
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/python")
         .join(script);
     let mut server = tokio::process::Command::new("python3")
         .arg(path)
-        .arg(port.to_string())
+        .arg("0")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -863,12 +865,15 @@ pub async fn python_server(script: &str, port: u16) -> tokio::process::Child {
     let mut lines = tokio::io::BufReader::new(server.stdout.take().expect("piped")).lines();
     let said = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
         .await
-        .expect("the server listens within 30 s");
-    assert!(
-        said.ok().flatten().is_some_and(|l| l.contains("listening")),
-        "the server did not start"
-    );
-    server
+        .expect("the server listens within 30 s")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let port = said
+        .strip_prefix("listening on port ")
+        .and_then(|port| port.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the server did not start: {said:?}"));
+    (server, port)
 }
 
 /// server-everything serving Streamable HTTP on `port`, once it says it listens.
