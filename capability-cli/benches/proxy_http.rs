@@ -37,13 +37,6 @@ const WARM_UP: usize = 50;
 const ROUNDS: usize = 3;
 const TABLE_TOKEN: &str = "bench-table-token";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("a free port: {e}"))
-}
-
 /// A child that says on standard error (or out) when it listens.
 async fn start(mut command: tokio::process::Command, says: &str) -> tokio::process::Child {
     let mut child = command
@@ -193,7 +186,7 @@ fn main() {
 
 async fn run(servers: &support::Servers, dir: &Path) {
     let everything = servers.everything();
-    let direct_port = free_port();
+    let direct_port = capability_testkit::free_port();
     let mut direct = tokio::process::Command::new(&everything.program);
     direct
         .arg(&everything.args[0])
@@ -211,7 +204,7 @@ async fn run(servers: &support::Servers, dir: &Path) {
     );
     let bin = env!("CARGO_BIN_EXE_capability");
     let proxy = |name: &str, policy: String, upstream: Option<&str>| {
-        let port = free_port();
+        let port = capability_testkit::free_port();
         let path = dir.join(format!("{name}.toml"));
         let url = format!("http://127.0.0.1:{port}/mcp");
         std::fs::write(&path, policy.replace("{url}", &url)).unwrap_or_else(|e| panic!("{e}"));
@@ -256,7 +249,7 @@ async fn run(servers: &support::Servers, dir: &Path) {
     // `capability gateway --listen` over a fleet of that one server, reached over HTTP or
     // spawned over stdio; the token table.
     let gateway = |name: &str, server: String| {
-        let port = free_port();
+        let port = capability_testkit::free_port();
         let path = dir.join(format!("{name}.toml"));
         let url = format!("http://127.0.0.1:{port}/mcp");
         let policy = format!(

@@ -28,6 +28,7 @@ mod bin;
 #[cfg(feature = "facade")]
 pub mod fixtures;
 pub mod pg;
+mod port;
 pub mod relay;
 mod rng;
 mod scratch;
@@ -37,6 +38,7 @@ mod wait;
 pub mod workspace;
 
 pub use bin::Binary;
+pub use port::free_port;
 pub use rng::Rng;
 pub use scratch::{Scratch, fresh_dir};
 pub use wait::wait_for;

@@ -558,17 +558,10 @@ fn scrape(port: u16) -> String {
     answer.body
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a port")
-        .port()
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn a_held_call_is_its_own_verdict_in_the_metrics_and_pending_proposals_a_gauge() {
     let dir = setup("approvals-metrics");
-    let port = free_port();
+    let port = capability_testkit::free_port();
     let address = format!("127.0.0.1:{port}");
     let gateway = gateway(&dir, &["--metrics", &address]).await;
     let text = scrape(port);

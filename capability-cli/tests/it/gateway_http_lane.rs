@@ -20,13 +20,6 @@ use support::{Raw, TsTarget, raw_post};
 const VIEW_TOKEN: &str = "lane-view-token";
 const NARROW_TOKEN: &str = "lane-narrow-token";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a port")
-        .port()
-}
-
 /// The Python server `script` on a free port, named `name` in the policy of a gateway
 /// `--listen` in front of it (tools unprefixed): role
 /// `viewer` (read-only, every tool) for [`VIEW_TOKEN`], role `narrow` (only `said`) for
@@ -664,7 +657,7 @@ async fn the_typescript_client_hears_the_progress_of_server_everything_over_http
     else {
         return;
     };
-    let port = free_port();
+    let port = capability_testkit::free_port();
     let _upstream = support::everything_over_http(&servers.everything(), port).await;
     let dir = scratch("lane-everything", "");
     let gateway = gateway_over(&dir, "everything", port, "").await;

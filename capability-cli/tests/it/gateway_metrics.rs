@@ -17,13 +17,6 @@ use proxy_common::scratch;
 /// Set to `1` to make a missing Prometheus a failure rather than a skip (`.ci/run` does).
 const REQUIRE: &str = "CAPABILITY_REQUIRE_PROMETHEUS";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a port")
-        .port()
-}
-
 /// A raw HTTP/1.1 request on loopback: the status code and the body (status 0 when nothing
 /// listens there yet).
 fn http(port: u16, method: &str, path: &str) -> (u16, String) {
@@ -153,7 +146,7 @@ async fn prometheus_scrapes_the_gateways_calls_denials_and_latencies() {
         ),
     )
     .expect("policy");
-    let metrics = free_port();
+    let metrics = capability_testkit::free_port();
     let trail = dir.join("trail.jsonl");
     // Scrapes present this token: the labels name roles, servers and tools.
     let token = "scrape-token-of-the-metrics-test";
@@ -256,7 +249,7 @@ async fn prometheus_scrapes_the_gateways_calls_denials_and_latencies() {
     assert_eq!(http_with(metrics, "POST", "/metrics", &bearer).0, 405);
 
     // A real Prometheus scrapes it.
-    let web = free_port();
+    let web = capability_testkit::free_port();
     let data = dir.join("prometheus");
     std::fs::create_dir_all(&data).expect("data dir");
     let config = dir.join("prometheus.yml");
@@ -319,7 +312,7 @@ async fn the_proxy_serves_the_same_metrics_counted_from_its_trail() {
         "proxy-metrics",
         "version = \"m1\"\n\n[roles.viewer]\nceiling = \"read-only\"\nallow = [\"drift/shifty\"]\n",
     );
-    let metrics = free_port();
+    let metrics = capability_testkit::free_port();
     let trail = dir.join("trail.jsonl");
     let address = format!("127.0.0.1:{metrics}");
     let args = proxy_common::proxy_args(

@@ -255,12 +255,6 @@ async fn the_typescript_client_over_http_lists_and_calls_by_its_token() {
     verifies(&trail);
 }
 
-/// A free port on the loopback address (the OS picks it; it is free again once returned).
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("address").port()
-}
-
 /// `capability proxy` for a viewer, of server-everything at `url`, audited to `trail`.
 fn viewer_over(dir: &std::path::Path, trail: &std::path::Path, url: String) -> Vec<String> {
     let path = |path: &std::path::Path| path.display().to_string();
@@ -285,7 +279,7 @@ fn viewer_over(dir: &std::path::Path, trail: &std::path::Path, url: String) -> V
 async fn a_streamable_http_upstream_behind_the_proxy() {
     let servers = require_servers!("a_streamable_http_upstream_behind_the_proxy");
     let everything = servers.everything();
-    let port = free_port();
+    let port = capability_testkit::free_port();
     let mut upstream = support::everything_over_http(&everything, port).await;
 
     let dir = scratch("http_upstream", POLICY);
@@ -377,7 +371,7 @@ async fn calls_to_an_http_server_reuse_one_connection() {
     use std::sync::atomic::Ordering;
     let servers = require_servers!("calls_to_an_http_server_reuse_one_connection");
     let everything = servers.everything();
-    let port = free_port();
+    let port = capability_testkit::free_port();
     let _upstream = support::everything_over_http(&everything, port).await;
     let dir = scratch("http_pooled", POLICY);
     let proxy_via = counting_relay(port).await;

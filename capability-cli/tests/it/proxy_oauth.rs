@@ -35,15 +35,6 @@ fn clients() -> Value {
     ])
 }
 
-/// A free port on the loopback address, for a proxy whose audience must be known before it
-/// starts.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// The policy: `viewer` reads, `operator` may do anything, roles from the token's scopes.
 fn policy(issuer: &str, audience: &str, auth_extra: &str, http: &str) -> String {
     format!(
@@ -92,7 +83,7 @@ async fn setup(name: &str, auth_extra: &str, http: &str, proxy_extra: &[&str]) -
         &dir,
         &json!({"port": 0, "clients": clients(), "keys": keys}),
     );
-    let port = free_port();
+    let port = capability_testkit::free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     std::fs::write(
         dir.join("policy.toml"),
@@ -815,7 +806,7 @@ async fn a_clients_token_never_reaches_the_upstream_server() {
         &dir,
         &json!({"port": 0, "clients": clients(), "keys": keys}),
     );
-    let port = free_port();
+    let port = capability_testkit::free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     std::fs::write(dir.join("policy.toml"), policy(&auth.issuer, &url, "", "")).expect("policy");
     let token_file = dir.join("upstream.token");
@@ -939,7 +930,7 @@ async fn calls_on_the_callers_behalf_carry_a_token_exchanged_for_the_upstream() 
     // audience.
     let upstream_dir = dir.join("upstream");
     std::fs::create_dir_all(&upstream_dir).expect("dir");
-    let upstream_port = free_port();
+    let upstream_port = capability_testkit::free_port();
     let upstream_url = format!("http://127.0.0.1:{upstream_port}/mcp");
     std::fs::write(
         upstream_dir.join("policy.toml"),
@@ -965,7 +956,7 @@ async fn calls_on_the_callers_behalf_carry_a_token_exchanged_for_the_upstream() 
     std::fs::write(&token_file, &own).expect("token file");
     let secret_file = dir.join("exchange.secret");
     std::fs::write(&secret_file, EXCHANGER.1).expect("secret file");
-    let port = free_port();
+    let port = capability_testkit::free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     std::fs::write(dir.join("policy.toml"), policy(&auth.issuer, &url, "", "")).expect("policy");
     let trail = dir.join("trail.jsonl");
@@ -1198,7 +1189,7 @@ async fn the_gateway_answers_403_insufficient_scope_for_a_fleet_tool_and_records
         &dir,
         &json!({"port": 0, "clients": clients(), "keys": keys}),
     );
-    let port = free_port();
+    let port = capability_testkit::free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     std::fs::write(dir.join("scaled.py"), SCALED).expect("server");
     let journal = dir.join("journal.jsonl");
