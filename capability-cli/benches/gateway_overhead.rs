@@ -449,10 +449,7 @@ fn start_and_memory(
     );
 
     // Sessions over HTTP.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let port = capability_testkit::free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_capability"))
         .args(["gateway", "--policy"])
         .arg(&one)

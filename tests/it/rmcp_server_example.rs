@@ -760,10 +760,7 @@ async fn oauth_tokens_give_the_role_and_a_missing_scope_is_a_403() {
             {"client_id": "ops", "client_secret": "ops-secret", "scope": "mcp:admin k8s:read k8s:write", "alg": "EdDSA"},
         ]}),
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
+    let port = capability_testkit::free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     let policy = scratch.dir.join("policy.toml");
     std::fs::write(

@@ -329,12 +329,8 @@ fn ollama_ids_continue_across_the_conversation() {
 
 #[test]
 fn an_unreachable_provider_is_a_transport_error_without_the_key() {
-    // A port that was just free: nothing listens there.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port nothing listens on.
+    let port = capability_testkit::free_port();
     let base = format!("http://127.0.0.1:{port}");
     let mut models: Vec<Box<dyn Model>> = vec![
         Box::new(AnthropicModel::new(&base, KEY, "m").with_timeout(Duration::from_secs(5))),

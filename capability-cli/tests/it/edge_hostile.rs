@@ -250,10 +250,7 @@ fn slow_and_silent_connections_are_closed_within_their_timeouts() {
         "edge-slow",
         "header_timeout_secs = 2\nbody_timeout_secs = 2",
     );
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a port")
-        .port();
+    let metrics_port = capability_testkit::free_port();
     let gateway = Gateway::start(
         &dir,
         None,

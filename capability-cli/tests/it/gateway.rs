@@ -271,9 +271,7 @@ fn a_bad_file_or_a_server_that_cannot_start_stops_it_before_anything_runs() {
         ),
         "{stderr}"
     );
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-    let port = closed.local_addr().expect("address").port();
-    drop(closed);
+    let port = capability_testkit::free_port();
     let stderr = refused(&format!(
         "[servers.away]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"
     ));
