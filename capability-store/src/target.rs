@@ -34,7 +34,7 @@ pub fn target_kind(target: &str) -> TargetKind {
         return TargetKind::Sqlite;
     }
     // An empty file is an empty SQLite database to SQLite: one named as a database (made with
-    // `touch state.db`, or left by a store that never wrote) is one, not a JSON Lines trail.
+    // `touch state.db`, say) is one, not a JSON Lines trail.
     let empty = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0);
     if empty && sqlite_name(path) {
         return TargetKind::Sqlite;
@@ -58,7 +58,8 @@ pub fn target_kind(target: &str) -> TargetKind {
     }
 }
 
-/// Whether `path` is named as a SQLite database is: `.db`, `.db3`, `.sqlite` or `.sqlite3`.
+/// Whether `path` ends as a SQLite database's name does: `.db`, `.db3`, `.sqlite` or
+/// `.sqlite3`.
 fn sqlite_name(path: &std::path::Path) -> bool {
     path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
         ["db", "db3", "sqlite", "sqlite3"]
