@@ -331,6 +331,19 @@ async fn the_proxy_serves_the_same_metrics_counted_from_its_trail() {
             .expect("shifty runs");
     }
     assert!(proxied.call("stable", serde_json::json!({})).await.is_err());
+    // A call's outcome is written just after its answer (the client may have it first): the
+    // metrics count what the trail holds, so the test waits for the two outcomes.
+    let outcomes = || {
+        proxy_common::records(&trail)
+            .iter()
+            .filter(|r| r["tool"] == "shifty" && r["phase"] == "outcome")
+            .count()
+    };
+    assert!(
+        capability_testkit::wait_for(|| outcomes() == 2),
+        "{} outcomes of shifty on record",
+        outcomes()
+    );
     let (status, text) = http(metrics, "GET", "/metrics");
     assert_eq!(status, 200, "{text}");
     let records = proxy_common::records(&trail);
