@@ -17,6 +17,23 @@ use proxy_common::scratch;
 /// Set to `1` to make a missing Prometheus a failure rather than a skip (`.ci/run` does).
 const REQUIRE: &str = "CAPABILITY_REQUIRE_PROMETHEUS";
 
+/// Waits until `trail` holds `calls` outcomes of `tool`. A lane writes a call's outcome just
+/// after its answer (the client may have it first), and the metrics count what the trail
+/// holds.
+fn wait_for_outcomes(trail: &std::path::Path, tool: &str, calls: usize) {
+    let outcomes = || {
+        proxy_common::records(trail)
+            .iter()
+            .filter(|r| r["tool"] == tool && r["phase"] == "outcome")
+            .count()
+    };
+    assert!(
+        capability_testkit::wait_for(|| outcomes() == calls),
+        "{} outcomes of {tool} on record, not {calls}",
+        outcomes()
+    );
+}
+
 /// A raw HTTP/1.1 request on loopback: the status code and the body (status 0 when nothing
 /// listens there yet).
 fn http(port: u16, method: &str, path: &str) -> (u16, String) {
@@ -180,19 +197,7 @@ async fn prometheus_scrapes_the_gateways_calls_denials_and_latencies() {
         );
     }
 
-    // A lane writes a call's outcome just after its answer (the client may have it first):
-    // the metrics count what the trail holds, so the test waits for the three outcomes.
-    let outcomes = || {
-        proxy_common::records(&trail)
-            .iter()
-            .filter(|r| r["tool"] == "shifty" && r["phase"] == "outcome")
-            .count()
-    };
-    assert!(
-        capability_testkit::wait_for(|| outcomes() == 3),
-        "{} outcomes of shifty on record",
-        outcomes()
-    );
+    wait_for_outcomes(&trail, "shifty", 3);
 
     // Without the token, with another, or for another Host (DNS rebinding): nothing read.
     let (status, text) = http(metrics, "GET", "/metrics");
@@ -331,19 +336,7 @@ async fn the_proxy_serves_the_same_metrics_counted_from_its_trail() {
             .expect("shifty runs");
     }
     assert!(proxied.call("stable", serde_json::json!({})).await.is_err());
-    // A call's outcome is written just after its answer (the client may have it first): the
-    // metrics count what the trail holds, so the test waits for the two outcomes.
-    let outcomes = || {
-        proxy_common::records(&trail)
-            .iter()
-            .filter(|r| r["tool"] == "shifty" && r["phase"] == "outcome")
-            .count()
-    };
-    assert!(
-        capability_testkit::wait_for(|| outcomes() == 2),
-        "{} outcomes of shifty on record",
-        outcomes()
-    );
+    wait_for_outcomes(&trail, "shifty", 2);
     let (status, text) = http(metrics, "GET", "/metrics");
     assert_eq!(status, 200, "{text}");
     let records = proxy_common::records(&trail);
