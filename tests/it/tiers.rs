@@ -122,3 +122,46 @@ fn child_asks_for_the_reference_servers() {
     let _servers =
         capability_testkit::require_servers!("tiers::child_asks_for_the_reference_servers");
 }
+
+/// `cargo test` runs two tests a core (CONTRIBUTING): `.cargo/config.toml` names the runner
+/// for Unix, and the runner sets `RUST_TEST_THREADS` to twice the cores when it is not set,
+/// keeps one that is set, and runs the program with its arguments.
+#[cfg(unix)]
+#[test]
+fn the_workspaces_runner_runs_two_tests_a_core_unless_told_otherwise() {
+    let config = std::fs::read_to_string(root().join(".cargo/config.toml")).expect("config");
+    let lines: Vec<&str> = config
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "[target.'cfg(unix)']",
+            "runner = [\".cargo/two-tests-a-core\"]"
+        ],
+        "{config}"
+    );
+    let runner = root().join(".cargo/two-tests-a-core");
+    let threads = |set: Option<&str>| {
+        let mut command = std::process::Command::new(&runner);
+        command.args(["sh", "-c", "printf '%s' \"$RUST_TEST_THREADS\""]);
+        match set {
+            Some(value) => command.env("RUST_TEST_THREADS", value),
+            None => command.env_remove("RUST_TEST_THREADS"),
+        };
+        let out = command.output().expect("the runner runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    // The cores as the runner counts them (`nproc`: the ones this process may run on).
+    let nproc = std::process::Command::new("nproc")
+        .output()
+        .expect("nproc runs");
+    let cores: usize = String::from_utf8_lossy(&nproc.stdout)
+        .trim()
+        .parse()
+        .expect("a number of cores");
+    assert_eq!(threads(None), (cores * 2).to_string());
+    assert_eq!(threads(Some("1")), "1");
+}

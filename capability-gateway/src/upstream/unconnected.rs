@@ -4,19 +4,18 @@
 //! (its transport's type name, "when send discover request").
 
 use std::error::Error;
-use std::time::Duration;
 
 use ::rmcp::service::ClientInitializeError;
 use ::rmcp::transport::streamable_http_client::StreamableHttpError;
 
-/// How long a server whose connection closed is given to exit, for its status.
-const EXIT_GRACE: Duration = Duration::from_secs(1);
-
 pub(crate) use crate::live::handshake_closed as closed;
 
-/// The status `child` exited with, waiting a moment for it: `None` while it runs.
+/// The status `child` exited with, waiting for it as long as for any server whose output
+/// closed ([`LEARN_WHY`](crate::process::LEARN_WHY)): `None` while it runs.
 pub(crate) async fn ended(child: &mut tokio::process::Child) -> Option<String> {
-    let status = tokio::time::timeout(EXIT_GRACE, child.wait()).await.ok()?;
+    let status = tokio::time::timeout(crate::process::LEARN_WHY, child.wait())
+        .await
+        .ok()?;
     status.ok().map(|status| status.to_string())
 }
 
