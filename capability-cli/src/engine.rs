@@ -57,6 +57,14 @@ pub struct ServeArgs {
     /// its output off. [default: 64MiB]
     #[arg(long = "max-message", value_name = "SIZE", value_parser = capability_gateway::lines::parse_max_message)]
     pub max_message: Option<usize>,
+    /// Seconds to wait, once a signal or the client's leaving has stopped the servers, for the
+    /// calls still ending to record their outcomes before the trail is closed, from 0 to 3600.
+    /// Only a call whose client stopped reading its answer takes that long (its intent stays on
+    /// record, and how many were given up is said): keep it under the time your supervisor
+    /// allows between SIGTERM and SIGKILL (Kubernetes: 30 s), so the trail is closed whole.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub drain: u64,
 }
 
 impl ServeArgs {
@@ -168,6 +176,7 @@ pub fn run_engine(serving: Serving<'_>, args: &ServeArgs) -> Result<Ended, Gatew
             .restart(restart)
             .store(target)
             .watch(args.watch)
+            .drain(std::time::Duration::from_secs(args.drain))
             .serve(front)
             .await
     });

@@ -30,6 +30,7 @@ pub fn builder(
             name: GATEWAY_NAME,
             servers: Servers::Policy,
             restart: true,
+            drain: crate::run::DRAIN,
         },
         policy,
         policy_path: policy_path.into(),
@@ -83,6 +84,18 @@ impl Builder {
     /// its one server go).
     pub fn restart(mut self, restart: bool) -> Builder {
         self.engine.restart = restart;
+        self
+    }
+
+    /// How long, once a signal (or the client's leaving) has stopped the servers, the engine
+    /// waits for the calls still ending to record their outcomes before
+    /// [`serve`](Builder::serve) returns ([`DRAIN`](crate::DRAIN), 10 s, by default). Only a
+    /// call whose client stopped reading its answer takes that long: the engine then says how
+    /// many calls it gave up on, and their intents stay on record without outcomes. Keep it
+    /// under the time a supervisor allows between `SIGTERM` and `SIGKILL`, so that the trail
+    /// is closed whole.
+    pub fn drain(mut self, drain: std::time::Duration) -> Builder {
+        self.engine.drain = drain;
         self
     }
 

@@ -83,7 +83,7 @@ pub use fleet::{FleetServer, read_fleet};
 pub use front::http::credentials::check_credentials;
 pub use init::servers_json::provider_name;
 pub use process::{fresh_log_in, log_servers_to};
-pub use run::{Ended, Front};
+pub use run::{DRAIN, Ended, Front};
 pub use serve::clients::PROXY_NAME;
 pub use serve::gateway::GATEWAY_NAME;
 pub use spec::source::ServerSource;

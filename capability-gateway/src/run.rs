@@ -77,6 +77,9 @@ pub(crate) struct Engine {
     /// Whether a server that dies is started again (with backoff); else the engine stops,
     /// with an error saying why (`capability proxy`, whose client sees its one server go).
     pub(crate) restart: bool,
+    /// How long the engine waits, once its servers are stopped, for the lane's calls to end
+    /// and record their outcomes before it closes the trail.
+    pub(crate) drain: std::time::Duration,
 }
 
 impl Engine {
@@ -313,14 +316,15 @@ pub(crate) async fn serve(
     // the process ends) only once each has recorded its outcome and ended its spans: a
     // client that leaves as soon as it has its answer loses no outcome.
     if let Some(lane) = lane {
-        let open = tokio::task::spawn_blocking(move || lane.wait_for_ends(ENDS_WITHIN))
+        let drain = engine.drain;
+        let open = tokio::task::spawn_blocking(move || lane.wait_for_ends(drain))
             .await
             .unwrap_or(0);
         if open > 0 {
             crate::note(format_args!(
                 "{open} call(s) on the lane had not ended {} s after the servers stopped; \
                  the trail is closed without their outcomes",
-                ENDS_WITHIN.as_secs()
+                drain.as_secs_f64()
             ));
         }
     }
@@ -340,8 +344,9 @@ pub enum Ended {
     ServerGone(String),
 }
 
-/// How long the gateway waits, once its servers are stopped, for the lane's calls to end.
-const ENDS_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long the engine waits by default, once its servers are stopped, for the lane's calls
+/// to end ([`Builder::drain`](crate::Builder::drain)).
+pub const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The signals the gateway answers.
 struct Signals {

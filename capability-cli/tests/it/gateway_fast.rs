@@ -299,13 +299,14 @@ impl Drop for Client {
 
 /// The gateway over `dir`'s policy as `operator`, its input and output piped and nothing read
 /// (no handshake): for a client that does what [`Client`] would not.
-fn spawn_bare(dir: &Path, stderr: Stdio) -> Child {
+fn spawn_bare(dir: &Path, stderr: Stdio, options: &[&str]) -> Child {
     Command::new(BIN)
         .arg("gateway")
         .arg("--policy")
         .arg(dir.join("policy.toml"))
         .args(["--role", "operator", "--audit"])
         .arg(dir.join("audit.jsonl"))
+        .args(options)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -1077,7 +1078,7 @@ fn a_server_that_stops_reading_holds_up_no_other_server() {
 fn a_client_that_leaves_with_its_answer_leaves_the_calls_outcome_on_record() {
     let dir = scratch("gateway-fast-leaves", "");
     std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
-    let mut child = spawn_bare(&dir, Stdio::inherit());
+    let mut child = spawn_bare(&dir, Stdio::inherit(), &[]);
     let child = KillOnPanic(&mut child);
     let mut input = child.0.stdin.take().expect("stdin");
     let mut output = BufReader::new(child.0.stdout.take().expect("stdout"));
@@ -1144,13 +1145,13 @@ fn sigterm_with_a_call_in_flight_leaves_its_failure_on_record() {
 
 /// A client that stops reading while its answer is written holds that call's end (the thread
 /// writing the answer waits for room): on `SIGTERM` the gateway waits for it only up to its
-/// bound (10 s), says how many calls it gave up on, and exits with the trail closed whole (the
-/// call's intent on record, no outcome, every line sealed).
+/// bound (`--drain`, 2 s here; 10 s unless told), says how many calls it gave up on, and exits
+/// with the trail closed whole (the call's intent on record, no outcome, every line sealed).
 #[test]
 fn sigterm_with_an_answer_the_client_never_reads_ends_after_the_bound_and_says_so() {
     let dir = scratch("gateway-fast-sigterm-unread", "");
     std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
-    let mut child = spawn_bare(&dir, Stdio::piped());
+    let mut child = spawn_bare(&dir, Stdio::piped(), &["--drain", "2"]);
     let child = KillOnPanic(&mut child);
     let mut input = child.0.stdin.take().expect("stdin");
     let mut output = BufReader::new(child.0.stdout.take().expect("stdout"));
@@ -1202,10 +1203,14 @@ fn sigterm_with_an_answer_the_client_never_reads_ends_after_the_bound_and_says_s
     );
     let waited = terminate(&mut *child.0, Duration::from_secs(40));
     assert!(
-        waited >= Duration::from_secs(9),
+        waited >= Duration::from_secs(2),
         "the gateway waited for the call's end before giving up: {waited:?}"
     );
-    let gave_up = "1 call(s) on the lane had not ended 10 s after the servers stopped";
+    assert!(
+        waited < Duration::from_secs(9),
+        "the gateway gave up after --drain's 2 s, not the default 10: {waited:?}"
+    );
+    let gave_up = "1 call(s) on the lane had not ended 2 s after the servers stopped";
     // Every line it wrote to standard error (the channel ends with it).
     let said: Vec<String> =
         std::iter::from_fn(|| errors.recv_timeout(Duration::from_secs(5)).ok()).collect();
@@ -1232,6 +1237,54 @@ fn sigterm_with_an_answer_the_client_never_reads_ends_after_the_bound_and_says_s
         String::from_utf8_lossy(&verified.stdout),
         String::from_utf8_lossy(&verified.stderr)
     );
+}
+
+/// `--drain` out of its range, or not a number, is refused before anything starts, by the
+/// gateway and the proxy alike: exit 2, the flag and its range named, no trail opened.
+#[test]
+fn a_drain_past_an_hour_or_not_seconds_is_refused_before_anything_starts() {
+    let dir = scratch("gateway-fast-drain-refused", "");
+    std::fs::write(dir.join("policy.toml"), policy(&dir)).expect("policy");
+    let trail = dir.join("audit.jsonl");
+    for value in ["3601", "-1", "2.5", "ten"] {
+        for command in [&["gateway"][..], &["proxy", "--server", "j"]] {
+            let out = Command::new(BIN)
+                .args(command)
+                .arg("--policy")
+                .arg(dir.join("policy.toml"))
+                .args(["--role", "operator", "--audit"])
+                .arg(&trail)
+                .args(["--drain", value])
+                .args(if command[0] == "proxy" {
+                    &["--", "true"][..]
+                } else {
+                    &[]
+                })
+                .stdin(Stdio::null())
+                .output()
+                .expect("capability");
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{command:?} --drain {value}: {said}"
+            );
+            assert!(
+                said.contains("--drain <SECONDS>") && said.contains(value),
+                "{command:?} --drain {value}: {said}"
+            );
+            if value == "3601" {
+                assert!(
+                    said.contains("0..=3600"),
+                    "{command:?} --drain {value}: {said}"
+                );
+            }
+            assert!(
+                !trail.exists(),
+                "{command:?} --drain {value}: a trail was opened"
+            );
+        }
+    }
 }
 
 /// Requests rmcp's reader cannot read (a number past `f64`, a lone surrogate, nesting past 128
