@@ -1,9 +1,11 @@
 //! The latency a `capability proxy` adds to a tool call: `echo` of the official reference server
 //! `server-everything`, called by rmcp's client over stdio, straight to the server, through a
 //! plain byte relay (this executable run with `--relay`: a process in between that only copies
-//! bytes, what any stdio proxy costs at the least) and through `capability proxy` (role
-//! `operator`, every call decided and audited into a JSON Lines file), in the same run, rounds
-//! interleaved. Prints p50 and p99 of each and their ratios.
+//! bytes, what any stdio proxy costs at the least), through `capability proxy` (role
+//! `operator`, every call decided and audited into a JSON Lines file) and through `capability
+//! gateway` over a fleet of that one server (the same role, its own trail), in the same run,
+//! rounds interleaved. Prints p50 and p99 of each and their ratios: the proxy's to direct (the
+//! goal) and to the gateway's (the proxy is a gateway of one server: the same cost).
 //!
 //! `cargo bench -p capability-cli --bench proxy_overhead`
 //!
@@ -79,17 +81,38 @@ fn main() {
         "--".to_owned(),
     ];
     proxied_cmd.extend(direct_cmd.iter().cloned());
+    let fleet = dir.join("fleet.toml");
+    let words: Vec<String> = direct_cmd.iter().map(|w| format!("{w:?}")).collect();
+    let fleet_policy = format!(
+        "{POLICY}\n[servers.everything]\ncommand = [{}]\ntrust = \"trusted\"\nprefix = \"\"\n",
+        words.join(", ")
+    );
+    std::fs::write(&fleet, fleet_policy).unwrap_or_else(|e| panic!("{}: {e}", fleet.display()));
+    let fleet_audit = dir.join("fleet-audit.jsonl");
+    let gateway_cmd: Vec<String> = vec![
+        env!("CARGO_BIN_EXE_capability").to_owned(),
+        "gateway".to_owned(),
+        "--policy".to_owned(),
+        fleet.display().to_string(),
+        "--role".to_owned(),
+        "operator".to_owned(),
+        "--audit".to_owned(),
+        fleet_audit.display().to_string(),
+    ];
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
-    let (mut direct, mut relayed, mut proxied) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut direct, mut relayed, mut proxied, mut gateway) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         let _ = std::fs::remove_file(&audit);
+        let _ = std::fs::remove_file(&fleet_audit);
         direct.extend(runtime.block_on(latencies(&direct_cmd)));
         relayed.extend(runtime.block_on(latencies(&relayed_cmd)));
         proxied.extend(runtime.block_on(latencies(&proxied_cmd)));
+        gateway.extend(runtime.block_on(latencies(&gateway_cmd)));
     }
     let (d50, d99) = (percentile(&mut direct, 0.50), percentile(&mut direct, 0.99));
     let (r50, r99) = (
@@ -100,12 +123,17 @@ fn main() {
         percentile(&mut proxied, 0.50),
         percentile(&mut proxied, 0.99),
     );
+    let (g50, g99) = (
+        percentile(&mut gateway, 0.50),
+        percentile(&mut gateway, 0.99),
+    );
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!("echo of server-everything, rmcp client over stdio, {ROUNDS} x {CALLS} calls each");
     for (path, p50, p99) in [
         ("direct", d50, d99),
         ("relayed", r50, r99),
         ("proxied", p50, p99),
+        ("gateway", g50, g99),
     ] {
         println!(
             "{:<8} p50 {:>7.1} us  p99 {:>7.1} us",
@@ -126,6 +154,13 @@ fn main() {
     println!(
         "ratio proxied / relayed: p50 {:.2}x (what the proxy's work adds to the hop)",
         ratio(p50, r50)
+    );
+    println!(
+        "ratio gateway / direct: p50 {:.2}x; proxied / gateway: p50 {:.2}x, p99 {:.2}x \
+         (the proxy at the gateway's cost)",
+        ratio(g50, d50),
+        ratio(p50, g50),
+        ratio(p99, g99)
     );
 }
 
