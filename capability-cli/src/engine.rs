@@ -62,7 +62,8 @@ pub struct ServeArgs {
     /// Only a call whose client stopped reading its answer takes that long (its intent stays on
     /// record, and how many were given up is said): keep it under the time your supervisor
     /// allows between SIGTERM and SIGKILL (Kubernetes: 30 s), so the trail is closed whole.
-    #[arg(long, default_value_t = 10, value_name = "SECONDS", allow_negative_numbers = true,
+    #[arg(long, default_value_t = capability_gateway::DRAIN.as_secs(), value_name = "SECONDS",
+          allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub drain: u64,
 }
