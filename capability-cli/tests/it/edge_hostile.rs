@@ -138,10 +138,7 @@ impl Gateway {
     }
 
     fn lines_saying(&self, text: &str) -> usize {
-        self.said
-            .lock()
-            .map(|said| said.iter().filter(|l| l.contains(text)).count())
-            .unwrap_or(0)
+        proxy_common::lines_saying(&self.said, text)
     }
 
     /// The descriptors the gateway holds open.

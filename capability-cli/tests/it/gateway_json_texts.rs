@@ -5,7 +5,10 @@
 //! asked for it. rmcp's own client reads such a body as one message ("trailing characters")
 //! and failed the call. The bounds still hold: a body of several texts longer than
 //! `--max-message` fails the call and the next is served; a body that is not JSON fails the
-//! call as rmcp would.
+//! call as rmcp would. Each failure has the gateway connect to the server again; the server
+//! lists its tools slowly when it is connected to again, so the calls made meanwhile are
+//! served on the connection being replaced (and one failing there does not take the new one
+//! for gone): the test waits for the gateway to say the server is back before the next.
 //!
 //! The server is bytes written on a loopback socket, with no HTTP library between the test and
 //! the gateway.
@@ -91,10 +94,17 @@ fn answer(request: &Value, seen: &Seen) -> (&'static str, String) {
             json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                    "serverInfo": {"name": "json-texts", "version": "1"}}),
         ),
-        "tools/list" => result(
-            id,
-            json!({"tools": tools(), "ttlMs": 0, "cacheScope": "public"}),
-        ),
+        "tools/list" => {
+            // Listed again after a reconnection: slowly, so that calls come while the gateway
+            // still serves on the connection it is replacing.
+            if seen.discovered.load(Ordering::SeqCst) > 1 {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            result(
+                id,
+                json!({"tools": tools(), "ttlMs": 0, "cacheScope": "public"}),
+            )
+        }
         "tools/call" => {
             let params = &request["params"];
             let token = &params["_meta"]["progressToken"];
@@ -283,10 +293,29 @@ fn call_in_a_session(front: &str, tool: &str) -> Raw {
     )
 }
 
+/// What a restart of the server is judged against: the discoveries the server has seen and
+/// the times the gateway has said it is back, before the call that fails.
+type Before = (usize, usize);
+
+const BACK: &str = "server `texts` is back";
+
+fn before(seen: &Seen, said: &Said) -> Before {
+    (
+        seen.discovered.load(Ordering::SeqCst),
+        proxy_common::lines_saying(said, BACK),
+    )
+}
+
+/// The gateway's standard error so far ([`proxy_common::Listening::said`]).
+type Said = Arc<Mutex<Vec<String>>>;
+
 /// Whether, within 10 s, the gateway connected to the server again (it discovered it more
-/// than `before` times) and a call of `one` is answered.
-fn served_again(front: &str, seen: &Seen, before: usize) -> bool {
-    capability_testkit::wait_for(|| seen.discovered.load(Ordering::SeqCst) > before)
+/// times than `before`), swapped the new connection in (it said the server is back: until
+/// then calls are still served on the old one, and one that fails there is that
+/// connection's), and a call of `one` is answered.
+fn served_again(front: &str, seen: &Seen, said: &Said, before: Before) -> bool {
+    capability_testkit::wait_for(|| seen.discovered.load(Ordering::SeqCst) > before.0)
+        && capability_testkit::wait_for(|| proxy_common::lines_saying(said, BACK) > before.1)
         && capability_testkit::wait_for(|| {
             let one = answer_to(&call(front, 9, "one", None), 9);
             one["result"]["content"][0]["text"] == "one"
@@ -298,6 +327,7 @@ async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_cl
     let (url, seen) = server();
     let (dir, gateway) = gateway_over(&url, "gateway-json-texts").await;
     let front = gateway.url.clone();
+    let said = gateway.said.clone();
 
     tokio::task::spawn_blocking(move || {
         // The result answers the call; the progress before it reaches the client that named a
@@ -327,7 +357,7 @@ async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_cl
         // Several texts longer than the bound in all fail the call, which is not held. (A
         // failed POST has the gateway take the server for gone and connect again, as with
         // rmcp's own client: the next call is served once it has.)
-        let before = seen.discovered.load(Ordering::SeqCst);
+        let restart = before(&seen, &said);
         let huge = answer_to(&call(&front, 3, "huge", Some("tok-3")), 3);
         let why = huge["error"]["message"].as_str().unwrap_or_default();
         assert!(
@@ -335,10 +365,10 @@ async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_cl
             "{huge}"
         );
         assert!(
-            served_again(&front, &seen, before),
+            served_again(&front, &seen, &said, restart),
             "a call is served after the one past the bound"
         );
-        let before = seen.discovered.load(Ordering::SeqCst);
+        let restart = before(&seen, &said);
         // A body that is not JSON throughout fails the call as rmcp's client fails it.
         let broken = answer_to(&call(&front, 4, "not_json", None), 4);
         let why = broken["error"]["message"].as_str().unwrap_or_default();
@@ -347,7 +377,7 @@ async fn a_json_answer_of_several_json_texts_reaches_the_client_through_rmcps_cl
             "{broken}"
         );
         assert!(
-            served_again(&front, &seen, before),
+            served_again(&front, &seen, &said, restart),
             "a call is served after the one not JSON"
         );
     })

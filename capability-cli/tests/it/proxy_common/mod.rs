@@ -282,6 +282,8 @@ pub fn children(pid: u32) -> Vec<u32> {
 pub struct Listening {
     pub child: tokio::process::Child,
     pub url: String,
+    /// Every line it has written to standard error so far (each also goes to the test's).
+    pub said: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Listening {
@@ -339,9 +341,14 @@ impl Listening {
         let mut child = command.spawn().expect("spawn the proxy");
         let stderr = child.stderr.take().expect("piped");
         let mut lines = BufReader::new(stderr).lines();
+        let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = |line: &str| {
+            eprintln!("{line}");
+            said.lock().expect("said").push(line.to_owned());
+        };
         let url = tokio::time::timeout(Duration::from_secs(30), async {
             while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("{line}");
+                keep(&line);
                 if let Some((_, url)) = line.split_once("listening on http://") {
                     return format!("http://{}", url.trim());
                 }
@@ -350,13 +357,15 @@ impl Listening {
         })
         .await
         .expect("the proxy listens within 30 s");
-        // The rest of its messages go to the test's output.
+        // The rest of its messages go to the test's output, and are kept.
+        let kept = said.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 eprintln!("{line}");
+                kept.lock().expect("said").push(line);
             }
         });
-        Listening { child, url }
+        Listening { child, url, said }
     }
 
     /// SIGTERM: the proxy stops the server, closes the trail and exits 0.
@@ -372,6 +381,15 @@ impl Listening {
             .expect("the proxy exits on SIGTERM")
             .expect("status")
     }
+}
+
+/// How many of the lines in `said` (a [`Listening::said`]) contain `text`.
+pub fn lines_saying(said: &std::sync::Mutex<Vec<String>>, text: &str) -> usize {
+    said.lock()
+        .expect("said")
+        .iter()
+        .filter(|line| line.contains(text))
+        .count()
 }
 
 /// rmcp's client over Streamable HTTP, with a bearer token if given.
