@@ -93,7 +93,7 @@ impl Builder {
     /// call whose client stopped reading its answer takes that long: the engine then says how
     /// many calls it gave up on, and their intents stay on record without outcomes. Keep it
     /// under the time a supervisor allows between `SIGTERM` and `SIGKILL`, so that the trail
-    /// is closed whole.
+    /// is closed whole. `Duration::MAX` waits for every call, however long.
     pub fn drain(mut self, drain: std::time::Duration) -> Builder {
         self.engine.drain = drain;
         self
