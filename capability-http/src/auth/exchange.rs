@@ -29,6 +29,9 @@ const MARGIN: Duration = Duration::from_secs(10);
 const MAX_KEPT: usize = 4_096;
 /// The largest token response read.
 const MAX_RESPONSE: usize = 64 * 1024;
+/// The longest an exchanged token is kept, whatever the issuer's `expires_in` says (a lifetime
+/// past what the clock can hold would otherwise overflow it).
+const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// The caller's access token, kept by the edge in the request's extensions (only when
 /// [`EdgeConfig::keep_subject_token`](crate::EdgeConfig::keep_subject_token) asks): for an
@@ -221,7 +224,8 @@ impl TokenExchange {
         let lifetime = answer
             .get("expires_in")
             .and_then(Value::as_u64)
-            .map_or(Duration::ZERO, Duration::from_secs);
+            .map_or(Duration::ZERO, Duration::from_secs)
+            .min(MAX_LIFETIME);
         let exchanged = Exchanged {
             token: Arc::from(token),
             good_until: now + lifetime.saturating_sub(MARGIN),
@@ -274,6 +278,11 @@ mod tests {
     /// An issuer on a loopback port that exchanges every subject token for `exchanged-<n>`,
     /// good for 120 s: its URL and how many exchanges it made.
     fn issuer() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        issuer_saying(serde_json::json!(120))
+    }
+
+    /// The same, its answers' `expires_in` being `expires_in`.
+    fn issuer_saying(expires_in: Value) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
         use std::io::{BufRead, Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
         let url = format!("http://{}", listener.local_addr().expect("bound"));
@@ -296,7 +305,7 @@ mod tests {
                 let answer = if head.starts_with("POST") {
                     let n = made.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                     serde_json::json!({"access_token": format!("exchanged-{n}"),
-                        "token_type": "Bearer", "expires_in": 120})
+                        "token_type": "Bearer", "expires_in": expires_in})
                 } else {
                     serde_json::json!({"issuer": issuer, "token_endpoint": format!("{issuer}/token"),
                         "grant_types_supported": [TOKEN_EXCHANGE_GRANT]})
@@ -330,6 +339,28 @@ mod tests {
         assert_eq!(kept.secret(), "exchanged-1");
         assert_eq!(exchanges.load(std::sync::atomic::Ordering::SeqCst), 1);
         // Past it: exchanged again, without anyone waiting two minutes.
+        clock.advance(Duration::from_secs(2));
+        let again = exchange.exchange(&subject).await.expect("exchanged again");
+        assert_eq!(again.secret(), "exchanged-2");
+        assert_eq!(exchanges.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    /// An issuer whose `expires_in` is past what the clock can hold (`u64::MAX` seconds) is
+    /// kept a day, not added to the clock: before, the addition overflowed and panicked.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_lifetime_past_the_clock_is_kept_a_day_and_panics_nothing() {
+        let (url, exchanges) = issuer_saying(serde_json::json!(u64::MAX));
+        let clock = Arc::new(capability_core::clock::ManualClock::new());
+        let exchange = TokenExchange::discover(&url, "gateway", "secret", "https://api.test")
+            .await
+            .expect("the issuer is discovered")
+            .with_clock(clock.clone());
+        let subject = SubjectToken(Arc::from("eyJcaller"));
+        let first = exchange.exchange(&subject).await.expect("exchanged");
+        assert_eq!(first.secret(), "exchanged-1");
+        clock.advance(MAX_LIFETIME - MARGIN - Duration::from_secs(1));
+        let kept = exchange.exchange(&subject).await.expect("kept");
+        assert_eq!(kept.secret(), "exchanged-1");
         clock.advance(Duration::from_secs(2));
         let again = exchange.exchange(&subject).await.expect("exchanged again");
         assert_eq!(again.secret(), "exchanged-2");
