@@ -493,6 +493,25 @@ fn live_server_errors_are_clear() {
         "{}",
         text(&out.stderr)
     );
+    // A timeout past what the clock can hold is no bound, not a panic (exit 101 before).
+    let out = capability(
+        &dir,
+        &[
+            "inspect",
+            "--timeout",
+            &u64::MAX.to_string(),
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ],
+    );
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("`sh` exited before answering (exit status: 3)"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = capability(
         &dir,
         &[

@@ -202,6 +202,8 @@ fn format_duration(duration: Duration) -> String {
 /// How long a server that closed its output gets to exit before it counts as still running, and
 /// how long one gets to exit after its input is closed before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// The deadline of a wait given no bound the clock can hold.
+const FAR: Duration = Duration::from_secs(30 * 365 * 86_400);
 /// How much of a server's standard error is kept for error messages.
 const STDERR_TAIL_BYTES: usize = 4096;
 /// How many lines of it an error shows.
@@ -249,7 +251,11 @@ pub async fn list_server_tools(
     env: &[(String, String)],
     timeout: Duration,
 ) -> Result<LiveTools, LiveError> {
-    let deadline = Instant::now() + timeout;
+    // A timeout past what the clock can hold (`Duration::MAX`) waits as long as tokio's
+    // timers can: about thirty years.
+    let deadline = Instant::now()
+        .checked_add(timeout)
+        .unwrap_or_else(|| Instant::now() + FAR);
     let command = program.to_string_lossy().into_owned();
     let mut child = Command::new(program)
         .args(args)

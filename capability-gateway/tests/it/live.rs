@@ -185,6 +185,19 @@ async fn a_program_that_exits_early_gives_its_status() {
     );
 }
 
+/// A timeout past what the clock can hold (`Duration::MAX`) is no bound: the program's early
+/// exit is said as with any other; before, adding it to the clock panicked.
+#[tokio::test]
+async fn a_timeout_past_the_clock_is_no_bound_and_panics_nothing() {
+    let error = run("sh", &["-c", "exit 3"], Duration::MAX)
+        .await
+        .expect_err("exited");
+    assert_eq!(
+        error.to_string(),
+        "`sh` exited before answering (exit status: 3)"
+    );
+}
+
 #[tokio::test]
 async fn the_end_of_standard_error_comes_with_the_error() {
     let error = run(

@@ -140,14 +140,14 @@ impl Store for SqliteStore {
         let mut conn = self.db.lock();
         // A migration is one transaction: refused at once while another connection switches
         // the file to WAL, it is tried again (nothing of it was applied).
-        let deadline = std::time::Instant::now() + self.db.busy_timeout;
+        let deadline = std::time::Instant::now().checked_add(self.db.busy_timeout);
         let version = loop {
             match migrate::run(&mut conn) {
                 Err(migrate::Failure::Sqlite(error))
                     if matches!(
                         error.sqlite_error_code(),
                         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-                    ) && std::time::Instant::now() < deadline =>
+                    ) && before(deadline) =>
                 {
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -389,7 +389,10 @@ fn connect(path: &Path, name: &str, busy_timeout: Duration) -> Result<Connection
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(fail)?;
-    conn.busy_timeout(busy_timeout).map_err(fail)?;
+    // SQLite takes the wait in milliseconds as a C `int` (about 24.8 days; rusqlite panics
+    // past it): a longer one waits that long at each lock.
+    let most = Duration::from_millis(i32::MAX.unsigned_abs().into());
+    conn.busy_timeout(busy_timeout.min(most)).map_err(fail)?;
     // Switching a new file to WAL while other connections open it can be refused at once
     // (SQLite does not call the busy handler for it): try again until the busy timeout.
     let mode: String = retry_busy(busy_timeout, || {
@@ -420,20 +423,25 @@ pub(crate) fn retry_busy<T>(
     busy_timeout: Duration,
     mut attempt: impl FnMut() -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
-    let deadline = std::time::Instant::now() + busy_timeout;
+    let deadline = std::time::Instant::now().checked_add(busy_timeout);
     loop {
         match attempt() {
             Err(error)
                 if matches!(
                     error.sqlite_error_code(),
                     Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-                ) && std::time::Instant::now() < deadline =>
+                ) && before(deadline) =>
             {
                 std::thread::sleep(Duration::from_millis(10));
             }
             result => return result,
         }
     }
+}
+
+/// Whether `deadline` (`None`: a wait past what the clock can hold, so none) is still ahead.
+fn before(deadline: Option<std::time::Instant>) -> bool {
+    deadline.is_none_or(|deadline| std::time::Instant::now() < deadline)
 }
 
 /// What a SQLite error means for the user.

@@ -112,6 +112,23 @@ fn migrate_is_idempotent_and_a_newer_schema_is_refused() {
     assert!(error.message.contains("schema version 99"), "{error}");
 }
 
+/// A busy timeout past what the clock can hold (`Duration::MAX`: wait as long as it takes) opens,
+/// migrates and records; before, opening a new file panicked adding it to the clock.
+#[test]
+fn a_busy_timeout_past_the_clock_is_no_bound_and_panics_nothing() {
+    let path = scratch("unbounded.db");
+    let store = SqliteStore::open_with_timeout(&path, Duration::MAX).expect("open");
+    assert_eq!(store.migrate().expect("migrate"), SCHEMA_VERSION);
+    let sink = store
+        .audit_sink(SinkOptions::writer("unbounded"))
+        .expect("sink");
+    sink.append(record(1)).expect("append");
+    assert_eq!(
+        count(&path, "SELECT count(*) FROM mcp_audit_log").expect("count"),
+        1
+    );
+}
+
 /// Runs raw SQL on the file, as another process (or an attacker with write access) would.
 fn exec(path: &PathBuf, sql: &str) -> rusqlite::Result<()> {
     rusqlite::Connection::open(path)?.execute_batch(sql)
