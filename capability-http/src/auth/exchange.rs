@@ -276,12 +276,7 @@ mod tests {
     }
 
     /// An issuer on a loopback port that exchanges every subject token for `exchanged-<n>`,
-    /// good for 120 s: its URL and how many exchanges it made.
-    fn issuer() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
-        issuer_saying(serde_json::json!(120))
-    }
-
-    /// The same, its answers' `expires_in` being `expires_in`.
+    /// its answers saying `expires_in`: its URL and how many exchanges it made.
     fn issuer_saying(expires_in: Value) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
         use std::io::{BufRead, Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
@@ -322,9 +317,11 @@ mod tests {
         (url, count)
     }
 
-    #[tokio::test(flavor = "current_thread")]
-    async fn an_exchanged_token_is_kept_until_its_expiry_less_the_margin_on_the_given_clock() {
-        let (url, exchanges) = issuer();
+    /// With an issuer whose answers say `expires_in`: the token is kept until `kept` has passed
+    /// on the given clock (asked again a second before, no new exchange), and exchanged again
+    /// a second after, without anyone waiting.
+    async fn kept_for(expires_in: Value, kept: Duration) {
+        let (url, exchanges) = issuer_saying(expires_in);
         let clock = Arc::new(capability_core::clock::ManualClock::new());
         let exchange = TokenExchange::discover(&url, "gateway", "secret", "https://api.test")
             .await
@@ -333,38 +330,27 @@ mod tests {
         let subject = SubjectToken(Arc::from("eyJcaller"));
         let first = exchange.exchange(&subject).await.expect("exchanged");
         assert_eq!(first.secret(), "exchanged-1");
-        // Kept: asked again before its expiry less the margin (120 - 10 s), no new exchange.
-        clock.advance(Duration::from_secs(109));
-        let kept = exchange.exchange(&subject).await.expect("kept");
-        assert_eq!(kept.secret(), "exchanged-1");
+        clock.advance(kept - Duration::from_secs(1));
+        let again = exchange.exchange(&subject).await.expect("kept");
+        assert_eq!(again.secret(), "exchanged-1");
         assert_eq!(exchanges.load(std::sync::atomic::Ordering::SeqCst), 1);
-        // Past it: exchanged again, without anyone waiting two minutes.
         clock.advance(Duration::from_secs(2));
         let again = exchange.exchange(&subject).await.expect("exchanged again");
         assert_eq!(again.secret(), "exchanged-2");
         assert_eq!(exchanges.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_exchanged_token_is_kept_until_its_expiry_less_the_margin_on_the_given_clock() {
+        // 120 s, less the margin of 10.
+        kept_for(serde_json::json!(120), Duration::from_secs(110)).await;
+    }
+
     /// An issuer whose `expires_in` is past what the clock can hold (`u64::MAX` seconds) is
     /// kept a day, not added to the clock: before, the addition overflowed and panicked.
     #[tokio::test(flavor = "current_thread")]
     async fn a_lifetime_past_the_clock_is_kept_a_day_and_panics_nothing() {
-        let (url, exchanges) = issuer_saying(serde_json::json!(u64::MAX));
-        let clock = Arc::new(capability_core::clock::ManualClock::new());
-        let exchange = TokenExchange::discover(&url, "gateway", "secret", "https://api.test")
-            .await
-            .expect("the issuer is discovered")
-            .with_clock(clock.clone());
-        let subject = SubjectToken(Arc::from("eyJcaller"));
-        let first = exchange.exchange(&subject).await.expect("exchanged");
-        assert_eq!(first.secret(), "exchanged-1");
-        clock.advance(MAX_LIFETIME - MARGIN - Duration::from_secs(1));
-        let kept = exchange.exchange(&subject).await.expect("kept");
-        assert_eq!(kept.secret(), "exchanged-1");
-        clock.advance(Duration::from_secs(2));
-        let again = exchange.exchange(&subject).await.expect("exchanged again");
-        assert_eq!(again.secret(), "exchanged-2");
-        assert_eq!(exchanges.load(std::sync::atomic::Ordering::SeqCst), 2);
+        kept_for(serde_json::json!(u64::MAX), MAX_LIFETIME - MARGIN).await;
     }
 
     #[test]
