@@ -36,12 +36,64 @@ fn ui() {
         );
         return;
     }
+    if std::env::var_os(ONE_CHECK).is_none() {
+        return check_in_a_child_with_trybuilds_flags();
+    }
     let t = trybuild::TestCases::new();
     t.compile_fail("capability/*.rs");
     t.compile_fail("advisor/*.rs");
     t.compile_fail("agent/*.rs");
     t.compile_fail("gate/*.rs");
     t.compile_fail("router/*.rs");
+}
+
+/// Set in the child that runs the cases (`check_in_a_child_with_trybuilds_flags`).
+const ONE_CHECK: &str = "CAPABILITY_UI_ONE_CHECK";
+
+/// The trybuild these flags were read from (its `src/rustflags.rs` and `cargo.rs`).
+const TRYBUILD_VERSION: &str = "1.0.122";
+
+/// The flags trybuild gives the compiler when it checks the cases (`build_all_tests`: its
+/// `rustflags::toml` and `--diagnostic-width=140`).
+const TRYBUILD_FLAGS: [&str; 6] = [
+    "--cfg",
+    "trybuild",
+    "--verbose",
+    "-A",
+    "dead_code",
+    "--diagnostic-width=140",
+];
+
+/// trybuild checks the cases' dependencies twice on a fresh target directory: first alone,
+/// with its flags, then with the cases, with `--diagnostic-width=140` added, and changed flags
+/// are a new build of every dependency (rmcp, tokio, serde, ...): 22 s of this test's 44 on a
+/// fresh clone, on 2 cores. Cargo takes `CARGO_ENCODED_RUSTFLAGS` before the
+/// `--config build.rustflags` trybuild passes, so a child of this test, run with the second
+/// set of flags in it, checks the dependencies once and the cases with the flags trybuild
+/// gives them. The child's output is this test's (shown when it fails).
+fn check_in_a_child_with_trybuilds_flags() {
+    let lock = include_str!("../Cargo.lock");
+    let pinned = format!("name = \"trybuild\"\nversion = \"{TRYBUILD_VERSION}\"\n");
+    assert!(
+        lock.contains(&pinned),
+        "Cargo.lock's trybuild is not {TRYBUILD_VERSION}, the one TRYBUILD_FLAGS were read \
+         from: read its src/rustflags.rs and src/cargo.rs (build_all_tests) and set \
+         TRYBUILD_FLAGS and TRYBUILD_VERSION in ui-tests/ui.rs to what it passes"
+    );
+    let me = std::env::current_exe().expect("the test binary's path");
+    let out = Command::new(&me)
+        .args(["--exact", "ui", "--test-threads", "1"])
+        .env(ONE_CHECK, "1")
+        .env("CARGO_ENCODED_RUSTFLAGS", TRYBUILD_FLAGS.join("\u{1f}"))
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", me.display()));
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "the UI cases ({}): see above",
+        out.status
+    );
 }
 
 /// The accepted forms, each a binary of this package, by its file under `pass/`.
