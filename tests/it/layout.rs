@@ -216,6 +216,40 @@ fn no_test_of_the_default_tier_sleeps_more_than_200_ms() {
     );
 }
 
+/// The `[profile.dev...]` sections of a manifest, as their lines without comments or blanks.
+fn dev_profile(manifest: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(manifest))
+        .unwrap_or_else(|e| panic!("{manifest}: {e}"));
+    let mut lines = Vec::new();
+    let mut inside = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line.starts_with("[profile.dev]") || line.starts_with("[profile.dev.");
+        }
+        if inside && !line.is_empty() && !line.starts_with('#') {
+            lines.push(line.to_owned());
+        }
+    }
+    lines
+}
+
+/// `.ci/run` builds the Cedar comparison (a workspace of its own) into this workspace's target
+/// directory so that the dependencies the two share are compiled once (CONTRIBUTING): a build is
+/// shared only under the same profile, so the two dev profiles are the same, line for line.
+#[test]
+fn the_cedar_workspace_builds_with_this_workspaces_dev_profile() {
+    let ours = dev_profile("Cargo.toml");
+    assert!(
+        ours.iter().any(|l| l.starts_with("debug")),
+        "no [profile.dev] read from Cargo.toml: {ours:?}"
+    );
+    assert_eq!(
+        dev_profile("benches/cedar/Cargo.toml"),
+        ours,
+        "benches/cedar/Cargo.toml's [profile.dev...] sections are Cargo.toml's"
+    );
+}
+
 #[test]
 fn a_sleep_is_read_with_its_unit() {
     assert_eq!(
