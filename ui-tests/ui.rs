@@ -66,8 +66,8 @@ const TRYBUILD_FLAGS: [&str; 6] = [
 
 /// trybuild checks the cases' dependencies twice on a fresh target directory: first alone,
 /// with its flags, then with the cases, with `--diagnostic-width=140` added, and changed flags
-/// are a new build of every dependency (rmcp, tokio, serde, ...): 22 s of this test's 44 on a
-/// fresh clone, on 2 cores. Cargo takes `CARGO_ENCODED_RUSTFLAGS` before the
+/// are a new build of every dependency (rmcp, tokio, serde, ...): this test took 44 s on a
+/// fresh clone, on 2 cores, and takes 30 s checking them once. Cargo takes `CARGO_ENCODED_RUSTFLAGS` before the
 /// `--config build.rustflags` trybuild passes, so a child of this test, run with the second
 /// set of flags in it, checks the dependencies once and the cases with the flags trybuild
 /// gives them. The child's output is this test's (shown when it fails).
@@ -80,11 +80,16 @@ fn check_in_a_child_with_trybuilds_flags() {
          from: read its src/rustflags.rs and src/cargo.rs (build_all_tests) and set \
          TRYBUILD_FLAGS and TRYBUILD_VERSION in ui-tests/ui.rs to what it passes"
     );
+    let mut flags = TRYBUILD_FLAGS.to_vec();
+    // As trybuild does: a coverage build (cargo-llvm-cov) keeps its instrumentation.
+    if std::env::var("RUSTFLAGS").is_ok_and(|f| f.contains("-C instrument-coverage")) {
+        flags.extend(["-C", "instrument-coverage"]);
+    }
     let me = std::env::current_exe().expect("the test binary's path");
     let out = Command::new(&me)
         .args(["--exact", "ui", "--test-threads", "1"])
         .env(ONE_CHECK, "1")
-        .env("CARGO_ENCODED_RUSTFLAGS", TRYBUILD_FLAGS.join("\u{1f}"))
+        .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\u{1f}"))
         .output()
         .unwrap_or_else(|e| panic!("{}: {e}", me.display()));
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
