@@ -109,8 +109,8 @@ for line in sys.stdin:
         elif name == "die":
             sys.exit(3)
         elif name == "deaf":
-            # Reads nothing more, and ends when the gateway is gone (it is killed in the test, and
-            # could not stop it): not an hour's orphan after the suite.
+            # Reads nothing more, and ends once the gateway is gone: the test kills the gateway,
+            # which then cannot stop this server, and it must not outlive the suite.
             import os, time
             gateway = os.getppid()
             while os.getppid() == gateway:
