@@ -104,24 +104,8 @@ pub fn intents_have_outcomes(records: &[capability::audit::AuditRecord]) {
 /// build that inherited it rebuilt `ring` and all above it (rustls, reqwest, rmcp, the
 /// workspace), about 18 s, and so did the next `cargo test`, which has it unset.
 pub fn example_binary(name: &str) -> std::path::PathBuf {
-    use std::path::Path;
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary is in <target>/<profile>/deps");
-    let target = profile_dir.parent().expect("<target>");
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev".to_owned(),
-        Some(other) => other.to_owned(),
-    };
-    let mut cargo = std::process::Command::new(env!("CARGO"));
-    for (key, _) in std::env::vars_os() {
-        if key.to_str().is_some_and(set_for_the_test) {
-            cargo.env_remove(key);
-        }
-    }
-    let status = cargo
+    let (target, profile_dir, profile) = tests_target();
+    let status = cargo_into(&target)
         .args([
             "build",
             "--quiet",
@@ -133,7 +117,6 @@ pub fn example_binary(name: &str) -> std::path::PathBuf {
         .arg(&profile)
         .arg("--manifest-path")
         .arg(crate::servers::workspace_root().join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", target)
         .status()
         .expect("runs cargo");
     assert!(status.success(), "`cargo build --example {name}` failed");
@@ -142,6 +125,70 @@ pub fn example_binary(name: &str) -> std::path::PathBuf {
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(binary.is_file(), "{} is missing", binary.display());
     binary
+}
+
+/// `cargo`, to build a crate written by a test (`--manifest-path` or `current_dir` its own
+/// workspace) into the running test binary's target directory, in the dev profile, with the
+/// workspace's dev profile as `profile` (see [`workspace_dev_profile`]): every library that
+/// crate shares with the workspace's build, with the same features, is not compiled again.
+/// Flags go in the crate's manifest (`[lints.rust] warnings = "deny"`), not `RUSTFLAGS`, which
+/// would change every library's fingerprint and make the next `cargo test` rebuild them.
+pub fn cargo_for_a_new_crate() -> std::process::Command {
+    let (target, _, _) = tests_target();
+    cargo_into(&target)
+}
+
+/// The workspace's `[profile.dev]` sections (with their `[profile.dev.package.*]` overrides),
+/// as the root `Cargo.toml` writes them: for the manifest of a crate
+/// [`cargo_for_a_new_crate`] builds, so its libraries are the workspace's.
+pub fn workspace_dev_profile() -> String {
+    let manifest = std::fs::read_to_string(crate::servers::workspace_root().join("Cargo.toml"))
+        .expect("the workspace's Cargo.toml");
+    let mut profile = String::new();
+    let mut inside = false;
+    for line in manifest.lines() {
+        if line.starts_with('[') {
+            inside = line == "[profile.dev]" || line.starts_with("[profile.dev.");
+        }
+        if inside && !line.trim_start().starts_with('#') {
+            profile.push_str(line);
+            profile.push('\n');
+        }
+    }
+    assert!(
+        profile.starts_with("[profile.dev]"),
+        "the workspace's Cargo.toml has no [profile.dev]"
+    );
+    profile
+}
+
+/// The running test binary's target directory, its profile's directory and the profile's name
+/// (`<target>/<profile>/deps/<test>`).
+fn tests_target() -> (std::path::PathBuf, std::path::PathBuf, String) {
+    use std::path::Path;
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary is in <target>/<profile>/deps");
+    let target = profile_dir.parent().expect("<target>");
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+    };
+    (target.to_owned(), profile_dir.to_owned(), profile)
+}
+
+/// `cargo`, building into `target`, without the variables Cargo set for the running test.
+fn cargo_into(target: &std::path::Path) -> std::process::Command {
+    let mut cargo = std::process::Command::new(env!("CARGO"));
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(set_for_the_test) {
+            cargo.env_remove(key);
+        }
+    }
+    cargo.env("CARGO_TARGET_DIR", target);
+    cargo
 }
 
 /// Whether Cargo sets the variable `key` for a test it runs (not for the `cargo` it was run by).

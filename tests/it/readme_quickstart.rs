@@ -4,11 +4,13 @@
 //! something only the workspace has (a test crate, a dev-dependency) fails here, where the
 //! README's doc test would still pass.
 //!
-//! The crate is built in its own target directory under this workspace's (`target/quickstart`),
-//! with this workspace's `Cargo.lock`, so a second run rebuilds only the pasted code.
+//! The crate is built into the tests' target directory with this workspace's `Cargo.lock` and
+//! dev profile ([`common::cargo_for_a_new_crate`]), so the libraries it shares with the tests'
+//! build are not compiled again, and a second run rebuilds only the pasted code.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+use super::common;
 
 /// The workspace root.
 fn root() -> PathBuf {
@@ -37,15 +39,10 @@ fn block(readme: &str, heading: &str, lang: &str) -> String {
 }
 
 fn cargo(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    common::cargo_for_a_new_crate()
         .args(args)
         .args(["--offline", "--quiet"])
         .current_dir(dir)
-        .env("CARGO_TARGET_DIR", root().join("target").join("quickstart"))
-        // Warnings are errors: a Quickstart that warns when pasted is not one to paste.
-        .env("RUSTFLAGS", "-D warnings")
-        .env_remove("CARGO_BUILD_TARGET_DIR")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .output()
         .expect("runs cargo")
 }
@@ -66,11 +63,13 @@ fn the_quickstart_builds_and_runs_as_a_new_crate() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quickstart");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("src")).expect("the crate's directory");
+    // Warnings are errors (for the pasted code: a Quickstart that warns when pasted is not one
+    // to paste), and its own workspace, not this one's.
     let manifest = format!(
         "[package]\nname = \"quickstart\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\
-         publish = false\n\n{dependencies}\n\
-         # Its own workspace, not this one's.\n[workspace]\n\n\
-         [profile.dev]\ndebug = false\n"
+         publish = false\n\n{dependencies}\n[lints.rust]\nwarnings = \"deny\"\n\n\
+         [workspace]\n\n{}",
+        common::workspace_dev_profile()
     );
     std::fs::write(dir.join("Cargo.toml"), manifest).expect("Cargo.toml");
     std::fs::write(dir.join("src/main.rs"), &main).expect("src/main.rs");
