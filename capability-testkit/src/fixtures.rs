@@ -127,12 +127,12 @@ pub fn example_binary(name: &str) -> std::path::PathBuf {
     binary
 }
 
-/// `cargo`, to build a crate written by a test (`--manifest-path` or `current_dir` its own
-/// workspace) into the running test binary's target directory, in the dev profile, with the
-/// workspace's dev profile as `profile` (see [`workspace_dev_profile`]): every library that
-/// crate shares with the workspace's build, with the same features, is not compiled again.
-/// Flags go in the crate's manifest (`[lints.rust] warnings = "deny"`), not `RUSTFLAGS`, which
-/// would change every library's fingerprint and make the next `cargo test` rebuild them.
+/// `cargo`, to build a crate written by a test (a workspace of its own, given by `current_dir`
+/// or `--manifest-path`) into the running test binary's target directory. With the workspace's
+/// dev profile in its manifest ([`workspace_dev_profile`]), every library it shares with the
+/// tests' build, with the same features, is not compiled again. Flags go in its manifest
+/// (`[lints.rust] warnings = "deny"`), not in `RUSTFLAGS`, which would change every library's
+/// fingerprint and make the next `cargo test` rebuild them all.
 pub fn cargo_for_a_new_crate() -> std::process::Command {
     let (target, _, _) = tests_target();
     cargo_into(&target)
