@@ -67,10 +67,11 @@ const TRYBUILD_FLAGS: [&str; 6] = [
 /// trybuild checks the cases' dependencies twice on a fresh target directory: first alone,
 /// with its flags, then with the cases, with `--diagnostic-width=140` added, and changed flags
 /// are a new build of every dependency (rmcp, tokio, serde, ...): this test took 44 s on a
-/// fresh clone, on 2 cores, and takes 30 s checking them once. Cargo takes `CARGO_ENCODED_RUSTFLAGS` before the
-/// `--config build.rustflags` trybuild passes, so a child of this test, run with the second
-/// set of flags in it, checks the dependencies once and the cases with the flags trybuild
-/// gives them. The child's output is this test's (shown when it fails).
+/// fresh clone, on 2 cores, and takes 30 s checking them once. Cargo takes
+/// `CARGO_ENCODED_RUSTFLAGS` before the `--config build.rustflags` trybuild passes, so a child
+/// of this test, run with the second set of flags in it, checks the dependencies once and the
+/// cases with the flags trybuild gives them. The child's output is this test's (shown when it
+/// fails).
 fn check_in_a_child_with_trybuilds_flags() {
     let lock = include_str!("../Cargo.lock");
     let pinned = format!("name = \"trybuild\"\nversion = \"{TRYBUILD_VERSION}\"\n");

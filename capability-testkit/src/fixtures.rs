@@ -139,27 +139,33 @@ pub fn cargo_for_a_new_crate() -> std::process::Command {
 }
 
 /// The workspace's `[profile.dev]` sections (with their `[profile.dev.package.*]` overrides),
-/// as the root `Cargo.toml` writes them: for the manifest of a crate
+/// as the root `Cargo.toml` writes them ([`dev_profile`]): for the manifest of a crate
 /// [`cargo_for_a_new_crate`] builds, so its libraries are the workspace's.
 pub fn workspace_dev_profile() -> String {
     let manifest = std::fs::read_to_string(crate::servers::workspace_root().join("Cargo.toml"))
         .expect("the workspace's Cargo.toml");
-    let mut profile = String::new();
+    let profile = dev_profile(&manifest);
+    assert!(
+        profile.first().is_some_and(|l| l == "[profile.dev]"),
+        "the workspace's Cargo.toml has no [profile.dev]"
+    );
+    profile.iter().map(|line| format!("{line}\n")).collect()
+}
+
+/// The `[profile.dev]` and `[profile.dev.*]` sections of the manifest `text`: their lines,
+/// trimmed, without comments or blank lines.
+pub fn dev_profile(text: &str) -> Vec<String> {
+    let mut lines = Vec::new();
     let mut inside = false;
-    for line in manifest.lines() {
+    for line in text.lines().map(str::trim) {
         if line.starts_with('[') {
             inside = line == "[profile.dev]" || line.starts_with("[profile.dev.");
         }
-        if inside && !line.trim_start().starts_with('#') {
-            profile.push_str(line);
-            profile.push('\n');
+        if inside && !line.is_empty() && !line.starts_with('#') {
+            lines.push(line.to_owned());
         }
     }
-    assert!(
-        profile.starts_with("[profile.dev]"),
-        "the workspace's Cargo.toml has no [profile.dev]"
-    );
-    profile
+    lines
 }
 
 /// The running test binary's target directory, its profile's directory and the profile's name

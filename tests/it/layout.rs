@@ -216,21 +216,11 @@ fn no_test_of_the_default_tier_sleeps_more_than_200_ms() {
     );
 }
 
-/// The `[profile.dev...]` sections of a manifest, as their lines without comments or blanks.
+/// The `[profile.dev...]` sections of a manifest of this repository, as their lines.
 fn dev_profile(manifest: &str) -> Vec<String> {
     let text = std::fs::read_to_string(root().join(manifest))
         .unwrap_or_else(|e| panic!("{manifest}: {e}"));
-    let mut lines = Vec::new();
-    let mut inside = false;
-    for line in text.lines().map(str::trim) {
-        if line.starts_with('[') {
-            inside = line.starts_with("[profile.dev]") || line.starts_with("[profile.dev.");
-        }
-        if inside && !line.is_empty() && !line.starts_with('#') {
-            lines.push(line.to_owned());
-        }
-    }
-    lines
+    capability_testkit::fixtures::dev_profile(&text)
 }
 
 /// `.ci/run` builds the Cedar comparison (a workspace of its own) into this workspace's target

@@ -6,11 +6,11 @@
 //!
 //! The crate is built in the dev profile otherwise, into the tests' target directory
 //! ([`common::cargo_for_a_new_crate`]): the libraries outside this workspace are the ones the
-//! tests built (a `cargo check --release` in a target of its own checked them all again; with the
-//! Quickstart's crate, which shares them too, the facade's tests went from 31 s to 25 s on a
-//! fresh clone), and optimisation is not what the check is about. Only what a release build compiles
-//! differently, the `cfg(debug_assertions)` and `overflow_checks` of the gate's crates and of
-//! the code its macros expand to, is compiled as it would be.
+//! tests built (a `cargo check --release` in a target of its own checked them all again; with
+//! the Quickstart's crate, which shares them too, the facade's tests went from 31 s to 25 s on
+//! a fresh clone), and optimisation is not what the check is about. Only what a release build
+//! compiles differently, the `cfg(debug_assertions)` and overflow checks of the gate's crates
+//! and of the code its macros expand to, is compiled as it would be.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -71,10 +71,16 @@ fn workspace_packages(dir: &Path) -> Vec<String> {
         "cargo tree failed:\n{}",
         String::from_utf8_lossy(&tree.stderr)
     );
-    let root = format!("({}", env!("CARGO_MANIFEST_DIR"));
+    // `name v0.1.0 (/path)`: the facade at the root, the others in its folders.
+    let root = env!("CARGO_MANIFEST_DIR");
+    let (at_root, under_root) = (format!("({root})"), format!("({root}/"));
     let mut packages: Vec<String> = String::from_utf8_lossy(&tree.stdout)
         .lines()
-        .filter(|line| line.contains(&root) || line.starts_with("release-gate "))
+        .filter(|line| {
+            line.contains(&at_root)
+                || line.contains(&under_root)
+                || line.starts_with("release-gate ")
+        })
         .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
         .collect();
     packages.sort();
