@@ -162,6 +162,8 @@ pub(crate) async fn serve(
     let mut http_front = None;
     // The lane's calls, whose ends are waited for once the servers are stopped.
     let mut lane = None;
+    // The stdio client's lines, written before the engine ends.
+    let mut to_client = None;
     let (client, waiting) = match front {
         Front::Stdio(role) => {
             crate::note(format_args!(
@@ -174,13 +176,15 @@ pub(crate) async fn serve(
             // runtime.
             let fast = crate::lane::Fast::new(gateway.clone());
             lane = Some(fast.clone());
-            let transport = match crate::front::stdio::start_threaded(fast.clone()) {
-                Ok(transport) => transport,
+            let filter = match crate::front::stdio::start_threaded(fast.clone()) {
+                Ok(filter) => filter,
                 Err(_) => {
                     let (input, output) = crate::front::stdio::standard_streams();
-                    crate::front::stdio::start_with(input, output, Some(fast)).transport
+                    crate::front::stdio::start_with(input, output, Some(fast))
                 }
             };
+            to_client = Some(filter.out);
+            let transport = filter.transport;
             let running =
                 // Every message rmcp's path takes goes through the method table first.
                 capability::rmcp::ByTable::new(gateway.clone()).serve(transport).await.map_err(|e| {
@@ -327,6 +331,16 @@ pub(crate) async fn serve(
                 drain.as_secs_f64()
             ));
         }
+    }
+    // Each request of the client has its answer now (its server's, or that its server is
+    // gone); the process may end once they are written, as it does when this returns.
+    if let Some(out) = to_client
+        && !out.flushed(engine.drain).await
+    {
+        crate::note(format_args!(
+            "the client had not been written every answer {} s after the servers stopped",
+            engine.drain.as_secs_f64()
+        ));
     }
     Ok(match gone {
         Some(why) => Ended::ServerGone(why),

@@ -143,6 +143,21 @@ impl Outbox {
         self.wait_while(&self.waiting.total).await;
     }
 
+    /// Waits until no line waits for the client and no request of its waits for an answer (or
+    /// the client's writer is gone), for at most `within`: whether that came. The engine waits
+    /// for it before it ends, so that the answers to the calls its servers' end failed reach
+    /// the client before the process exits. It looks every few milliseconds: it is waited for
+    /// once, and the answers' path notifies no one when the bytes reach nought.
+    pub(crate) async fn flushed(&self, within: std::time::Duration) -> bool {
+        const LOOK: std::time::Duration = std::time::Duration::from_millis(5);
+        let looking = async {
+            while self.waiting.total.load(Ordering::SeqCst) > 0 && !self.lines.is_closed() {
+                tokio::time::sleep(LOOK).await;
+            }
+        };
+        tokio::time::timeout(within, looking).await.is_ok()
+    }
+
     async fn wait_while(&self, bytes: &AtomicUsize) {
         loop {
             let drained = self.waiting.drained.notified();
@@ -224,7 +239,7 @@ impl InFlight {
                     .params
                     .and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok());
                 if let Some(key) = cancelled.and_then(|c| key(c.request_id)) {
-                    self.answered(&key);
+                    drop(self.answered(&key));
                 }
             }
             (Some(_), Some(id)) => {
@@ -237,30 +252,33 @@ impl InFlight {
         }
     }
 
-    /// rmcp wrote `line` to the client: an answer lets go of the room its request held.
-    pub(crate) fn wrote(&self, line: &[u8]) {
+    /// rmcp wrote `line` to the client: an answer lets go of the room its request held, once
+    /// the [`Held`] returned is dropped.
+    #[must_use = "the room is let go of when the `Held` is dropped"]
+    pub(crate) fn wrote(&self, line: &[u8]) -> Option<Held> {
         if self.map().is_empty() {
-            return;
+            return None;
         }
-        if let Ok(Envelope {
+        let Ok(Envelope {
             id: Some(id),
             method: None,
             ..
         }) = serde_json::from_slice::<Envelope<'_>>(line)
-            && let Some(key) = key(id)
-        {
-            self.answered(&key);
-        }
+        else {
+            return None;
+        };
+        self.answered(&key(id)?)
     }
 
-    fn answered(&self, key: &str) {
+    /// The room held by a request of `key`, taken out (the last one sent with that id).
+    fn answered(&self, key: &str) -> Option<Held> {
         let mut map = self.map();
-        if let Some(held) = map.get_mut(key) {
-            held.pop();
-            if held.is_empty() {
-                map.remove(key);
-            }
+        let held = map.get_mut(key)?;
+        let last = held.pop();
+        if held.is_empty() {
+            map.remove(key);
         }
+        last
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Held>>> {
@@ -298,11 +316,13 @@ mod tests {
         assert_eq!(total(&out), 3 * ROOM_PER_REQUEST);
 
         // rmcp's answer, however it spaces it; a notification of rmcp's lets go of nothing.
-        flight.wrote(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"id\":1}\n");
+        drop(
+            flight.wrote(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"id\":1}\n"),
+        );
         assert_eq!(total(&out), 3 * ROOM_PER_REQUEST);
-        flight.wrote(b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"result\": {}}\n");
+        drop(flight.wrote(b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"result\": {}}\n"));
         assert_eq!(total(&out), 2 * ROOM_PER_REQUEST);
-        flight.wrote(br#"{"jsonrpc":"2.0","id":"a","error":{"code":1,"message":"m"}}"#);
+        drop(flight.wrote(br#"{"jsonrpc":"2.0","id":"a","error":{"code":1,"message":"m"}}"#));
         assert_eq!(total(&out), ROOM_PER_REQUEST);
         // A cancellation, whether or not rmcp answers after it.
         flight.sent(
@@ -310,7 +330,7 @@ mod tests {
             &out,
         );
         assert_eq!(total(&out), 0);
-        flight.wrote(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#);
+        drop(flight.wrote(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#));
         assert_eq!(total(&out), 0);
     }
 
@@ -355,5 +375,50 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(1), out.room())
             .await
             .expect("room once written");
+    }
+
+    /// The engine's last wait: an answer on its way (its request's room released only once
+    /// it is queued) and then queued keeps `flushed` waiting until it is written; a writer
+    /// that is gone ends the wait; a client that never reads ends it at the bound.
+    #[tokio::test(flavor = "current_thread")]
+    async fn flushed_waits_for_every_answer_to_be_written() {
+        use std::time::Duration;
+        let (out, mut lines) = Outbox::new();
+        let flight = InFlight::default();
+        assert!(
+            out.flushed(Duration::from_millis(50)).await,
+            "nothing waits"
+        );
+        flight.sent(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#, &out);
+        assert!(
+            !out.flushed(Duration::from_millis(50)).await,
+            "a request waits for its answer"
+        );
+        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_vec();
+        let released = flight.wrote(&answer);
+        assert_eq!(
+            total(&out),
+            ROOM_PER_REQUEST,
+            "held until the answer is queued"
+        );
+        out.send(answer).expect("queued");
+        drop(released);
+        assert!(
+            !out.flushed(Duration::from_millis(50)).await,
+            "the answer waits for its writer"
+        );
+        let writer = tokio::spawn(async move {
+            let line = lines.recv().await.expect("a line");
+            out.waiting.written(line.len());
+            (out, lines)
+        });
+        let (out, lines) = writer.await.expect("wrote");
+        assert!(out.flushed(Duration::from_secs(5)).await, "written");
+        flight.sent(br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#, &out);
+        drop(lines);
+        assert!(
+            out.flushed(Duration::from_secs(5)).await,
+            "a writer that is gone waits for nothing"
+        );
     }
 }

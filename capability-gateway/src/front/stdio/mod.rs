@@ -41,6 +41,9 @@ pub(crate) struct Filter {
     /// rmcp's end: what the client sent (filtered), and where rmcp's answers go; it takes a
     /// line up to the bound, as the filter does.
     pub(crate) transport: Rmcp,
+    /// The lines on their way to the client: the engine waits for them before it ends
+    /// ([`Outbox::flushed`]).
+    pub(crate) out: Outbox,
 }
 
 /// Answers a line longer than the bound, dropped unread: its id cannot be known without
@@ -192,6 +195,7 @@ where
         let _ = to_rmcp.shutdown().await;
     });
 
+    let flushing = out.clone();
     tokio::spawn(rmcp_to_client(from_rmcp, out, answered, watching));
 
     tokio::spawn(async move {
@@ -213,6 +217,7 @@ where
             let (read, write) = tokio::io::split(transport);
             crate::wire::lines::rmcp_lines(read, write)
         },
+        out: flushing,
     }
 }
 
@@ -225,7 +230,7 @@ where
 /// are the same (a line longer than `--max-message` is answered unread; past 8 MiB waiting for
 /// the client, its next line is not read). Must be called within the runtime. `Err` when the
 /// standard streams cannot be had as blocking files (not on Unix): [`start_with`] then serves.
-pub(crate) fn start_threaded(hook: std::sync::Arc<dyn Hook>) -> std::io::Result<Rmcp> {
+pub(crate) fn start_threaded(hook: std::sync::Arc<dyn Hook>) -> std::io::Result<Filter> {
     let input = crate::wire::blocking::standard_input()?;
     let output = crate::wire::blocking::standard_output()?;
     let runtime = tokio::runtime::Handle::current();
@@ -296,9 +301,13 @@ pub(crate) fn start_threaded(hook: std::sync::Arc<dyn Hook>) -> std::io::Result<
         })?;
 
     tokio::spawn(crate::wire::lines::forward_lines(rmcp_lines, to_rmcp));
+    let flushing = out.clone();
     tokio::spawn(rmcp_to_client(from_rmcp, out, answered, Some(watching)));
     let (read, write) = tokio::io::split(transport);
-    Ok(crate::wire::lines::rmcp_lines(read, write))
+    Ok(Filter {
+        transport: crate::wire::lines::rmcp_lines(read, write),
+        out: flushing,
+    })
 }
 
 /// What rmcp writes, to the client: whole lines, each seen by the hook, each letting go of
@@ -321,8 +330,12 @@ async fn rmcp_to_client(
                 }
                 // rmcp waits (and so the servers it reads) while the client is behind.
                 out.room().await;
-                answered.wrote(&line);
-                if out.send(std::mem::take(&mut line)).is_err() {
+                // The room its request held goes once the answer is queued, which then holds
+                // it: the bytes waiting never read nought while an answer is on its way.
+                let released = answered.wrote(&line);
+                let sent = out.send(std::mem::take(&mut line));
+                drop(released);
+                if sent.is_err() {
                     break;
                 }
             }
