@@ -88,8 +88,9 @@ impl Builder {
     }
 
     /// How long, once a signal (or the client's leaving) has stopped the servers, the engine
-    /// waits for the calls still ending to record their outcomes before
-    /// [`serve`](Builder::serve) returns ([`DRAIN`](crate::DRAIN), 10 s, by default). Only a
+    /// waits for the calls still ending to record their outcomes, and for a stdio client to be
+    /// written every answer, before [`serve`](Builder::serve) returns
+    /// ([`DRAIN`](crate::DRAIN), 10 s, by default). Only a
     /// call whose client stopped reading its answer takes that long: the engine then says how
     /// many calls it gave up on, and their intents stay on record without outcomes. Keep it
     /// under the time a supervisor allows between `SIGTERM` and `SIGKILL`, so that the trail

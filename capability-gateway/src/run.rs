@@ -319,6 +319,8 @@ pub(crate) async fn serve(
     // with its server gone); it runs on the thread that heard it. The trail is closed (and
     // the process ends) only once each has recorded its outcome and ended its spans: a
     // client that leaves as soon as it has its answer loses no outcome.
+    // One bound for both waits: the lane's calls, then the client's answers.
+    let draining = tokio::time::Instant::now();
     if let Some(lane) = lane {
         let drain = engine.drain;
         let open = tokio::task::spawn_blocking(move || lane.wait_for_ends(drain))
@@ -335,7 +337,9 @@ pub(crate) async fn serve(
     // Each request of the client has its answer now (its server's, or that its server is
     // gone); the process may end once they are written, as it does when this returns.
     if let Some(out) = to_client
-        && !out.flushed(engine.drain).await
+        && !out
+            .flushed(engine.drain.saturating_sub(draining.elapsed()))
+            .await
     {
         crate::note(format_args!(
             "the client had not been written every answer {} s after the servers stopped",
@@ -359,7 +363,7 @@ pub enum Ended {
 }
 
 /// How long the engine waits by default, once its servers are stopped, for the lane's calls
-/// to end ([`Builder::drain`](crate::Builder::drain)).
+/// to end and a stdio client's answers to be written ([`Builder::drain`](crate::Builder::drain)).
 pub const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The signals the gateway answers.
