@@ -334,8 +334,10 @@ pub(crate) async fn serve(
             ));
         }
     }
-    // Each request of the client has its answer now (its server's, or that its server is
-    // gone); the process may end once they are written, as it does when this returns.
+    // Each request of the client is answered by now, or is about to be (its server's answer,
+    // or that its server is gone): the process may end once those answers are written, as it
+    // does when this returns (a call that failed as its HTTP server went, seen by the tick
+    // before rmcp had answered it, reached the client after the process exited).
     if let Some(out) = to_client
         && !out
             .flushed(engine.drain.saturating_sub(draining.elapsed()))
