@@ -1,7 +1,8 @@
 //! `capability proxy` when things go wrong (issue 14, item 3): bad input (exit 2, nothing
 //! spawned), the server crashing, the client leaving, malformed lines from either side, a
-//! server's message past the 64 MiB bound (cut off, none of it held), and an audit trail that
-//! cannot be written (fail-closed).
+//! server's message past the 64 MiB bound (cut off, none of it held), an audit trail that
+//! cannot be written (fail-closed), and a server gone while the client is behind on its answers
+//! (each written before the proxy exits).
 
 use crate::proxy_common;
 use crate::support;
@@ -924,4 +925,174 @@ fn a_client_that_does_not_read_its_answers_is_read_no_further_and_gets_them_all(
         let _ = child.0.kill();
     });
     let _ = child.wait();
+}
+
+/// A relay's state, set by the test ([`holding_relay`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Relay {
+    /// Bytes pass both ways.
+    Pass,
+    /// Nothing more passes; the connections stay open.
+    Hold,
+    /// Every connection is closed (and one opened from then on at once).
+    Cut,
+}
+
+/// A loopback TCP relay to `port`, in the state the sender sets ([`Relay`]).
+async fn holding_relay(port: u16) -> (u16, tokio::sync::watch::Sender<Relay>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let relay = listener.local_addr().expect("address").port();
+    let (state, watching) = tokio::sync::watch::channel(Relay::Pass);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let mut state = watching.clone();
+            tokio::spawn(async move {
+                if *state.borrow() == Relay::Pass
+                    && let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                {
+                    tokio::select! {
+                        biased;
+                        _ = state.wait_for(|s| *s != Relay::Pass) => {}
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => return,
+                    }
+                }
+                // Held until cut; both ends are closed as they are dropped.
+                let _ = state.wait_for(|s| *s == Relay::Cut).await;
+            });
+        }
+    });
+    (relay, state)
+}
+
+/// A call failed by its HTTP server's end while the client is behind on its answers: the proxy
+/// sees the server gone with that answer still queued behind a 1 MiB one the client has not
+/// read, and it waits for the client to read both before it exits 1. (It exited once it had
+/// seen the server gone, its writer's queue unwritten: the client read part of the first answer
+/// and nothing of the second, and CI once saw "Transport closed" where the failed call's answer
+/// should have been.) The server is reached through a relay the test cuts.
+#[tokio::test(flavor = "current_thread")]
+async fn a_call_its_http_servers_end_fails_is_answered_before_the_proxy_exits() {
+    let dir = scratch("answered_before_exit", POLICY);
+    let (_server, port) = support::python_server("big_server.py").await;
+    let (relay, state) = holding_relay(port).await;
+    let trail = dir.join("trail.jsonl");
+    let args = [
+        "proxy".to_owned(),
+        "--policy".to_owned(),
+        dir.join("policy.toml").display().to_string(),
+        "--role".to_owned(),
+        "viewer".to_owned(),
+        "--server".to_owned(),
+        "everything".to_owned(),
+        "--trust".to_owned(),
+        "trusted".to_owned(),
+        "--audit".to_owned(),
+        trail.display().to_string(),
+        "--upstream".to_owned(),
+        format!("http://127.0.0.1:{relay}/mcp"),
+    ];
+    // The client blocks: it runs on a thread of its own while the relay runs here.
+    let client = tokio::task::spawn_blocking(move || {
+        use std::io::{BufRead, Write};
+        let mut child = std::process::Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the proxy");
+        let child = proxy_common::KillOnPanic(&mut child);
+        let mut input = child.0.stdin.take().expect("stdin");
+        let mut output = std::io::BufReader::new(child.0.stdout.take().expect("stdout"));
+        let stderr = child.0.stderr.take().expect("stderr");
+        let (said, heard) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                eprintln!("{line}");
+                let _ = said.send(line);
+            }
+        });
+        let mut send = |line: Value| {
+            writeln!(input, "{line}")
+                .and_then(|()| input.flush())
+                .expect("write");
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        let mut line = String::new();
+        output.read_line(&mut line).expect("initialized");
+        assert!(line.contains(r#""id":0"#), "{line}");
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let call = |id: u32, size: usize| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "big", "arguments": {"size": size}}})
+        };
+        // An answer of 1 MiB, not read: the proxy's writer waits on the full pipe.
+        send(call(1, 1 << 20));
+        let pid = child.0.id();
+        assert!(
+            capability_testkit::wait_for(|| proxy_common::blocked_writing_a_pipe(pid)),
+            "the proxy is blocked writing the first answer"
+        );
+        state.send_replace(Relay::Hold);
+        send(call(2, 10));
+        let intents = || {
+            std::fs::read_to_string(&trail).map_or(0, |text| {
+                proxy_common::records_in(&text)
+                    .iter()
+                    .filter(|r| r["phase"] == "intent")
+                    .count()
+            })
+        };
+        assert!(
+            capability_testkit::wait_for(|| intents() == 2),
+            "the second call is on its way to the server"
+        );
+        // Its connection goes: the call fails, and the proxy sees its server gone.
+        state.send_replace(Relay::Cut);
+        let gone = std::iter::from_fn(|| heard.recv_timeout(Duration::from_secs(30)).ok())
+            .any(|line| line.contains("the MCP server is gone"));
+        assert!(gone, "the proxy said its server is gone");
+        let mut answers = Vec::new();
+        loop {
+            line.clear();
+            if output.read_line(&mut line).expect("read") == 0 {
+                break;
+            }
+            answers.push(serde_json::from_str::<Value>(&line).expect("whole JSON lines"));
+        }
+        let status = child.0.wait().expect("status");
+        (answers, status)
+    });
+    let (answers, status) = client.await.expect("the client ran");
+    assert_eq!(answers.len(), 2, "both answers: {answers:.300?}");
+    assert_eq!(
+        answers[0]["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::len),
+        Some(1 << 20),
+        "the first answer whole"
+    );
+    assert_eq!(answers[1]["id"], 2);
+    let error = answers[1]["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("the MCP server `everything` did not answer"),
+        "{:?}",
+        answers[1]
+    );
+    assert_eq!(status.code(), Some(1), "{status}");
+    let outcomes: Vec<Value> = proxy_common::calls(&dir.join("trail.jsonl"))
+        .iter()
+        .map(|r| r["success"].clone())
+        .collect();
+    assert_eq!(outcomes, [json!(true), json!(false)]);
 }

@@ -433,6 +433,7 @@ mod tests {
         });
         let (out, lines) = writer.await.expect("wrote");
         assert!(out.flushed(Duration::from_secs(5)).await, "written");
+        assert!(out.flushed(Duration::MAX).await, "no bound is no panic");
         // A request rmcp took and dropped as it ended is waited for only while it serves.
         flight.sent(br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#, &out);
         assert!(!out.flushed(Duration::from_millis(50)).await, "rmcp serves");
