@@ -336,8 +336,8 @@ pub(crate) async fn serve(
     }
     // Each request of the client is answered by now, or is about to be (its server's answer,
     // or that its server is gone): the process may end once those answers are written, as it
-    // does when this returns (a call that failed as its HTTP server went, seen by the tick
-    // before rmcp had answered it, reached the client after the process exited).
+    // does when this returns (the answer to a call that failed as its HTTP server went, on its
+    // way or queued behind answers the client had not read yet, was lost when it exited).
     if let Some(out) = to_client
         && !out
             .flushed(engine.drain.saturating_sub(draining.elapsed()))
