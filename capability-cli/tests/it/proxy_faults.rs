@@ -682,7 +682,6 @@ fn raw_proxy(
     std::process::ChildStdin,
     std::io::BufReader<std::process::ChildStdout>,
 ) {
-    use std::io::{BufRead, Write};
     let trail = dir.join("trail.jsonl");
     let args = proxy_args(
         dir,
@@ -692,11 +691,25 @@ fn raw_proxy(
         &["--trust", "trusted"],
         server,
     );
+    raw_client(&args, Stdio::inherit())
+}
+
+/// `capability <args>` with its standard error to `stderr`, and a raw client's handshake done:
+/// the proxy, the client's input, its output.
+fn raw_client(
+    args: &[String],
+    stderr: Stdio,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    use std::io::{BufRead, Write};
     let mut child = std::process::Command::new(BIN)
-        .args(&args)
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("the proxy");
     let mut input = child.stdin.take().expect("stdin");
@@ -979,34 +992,12 @@ async fn a_call_its_http_servers_end_fails_is_answered_before_the_proxy_exits() 
     let (_server, port) = support::python_server("big_server.py").await;
     let (relay, state) = holding_relay(port).await;
     let trail = dir.join("trail.jsonl");
-    let args = [
-        "proxy".to_owned(),
-        "--policy".to_owned(),
-        dir.join("policy.toml").display().to_string(),
-        "--role".to_owned(),
-        "viewer".to_owned(),
-        "--server".to_owned(),
-        "everything".to_owned(),
-        "--trust".to_owned(),
-        "trusted".to_owned(),
-        "--audit".to_owned(),
-        trail.display().to_string(),
-        "--upstream".to_owned(),
-        format!("http://127.0.0.1:{relay}/mcp"),
-    ];
+    let args = relayed(&dir, &trail, relay, &[]);
     // The client blocks: it runs on a thread of its own while the relay runs here.
     let client = tokio::task::spawn_blocking(move || {
         use std::io::{BufRead, Write};
-        let mut child = std::process::Command::new(BIN)
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the proxy");
+        let (mut child, mut input, mut output) = raw_client(&args, Stdio::piped());
         let child = proxy_common::KillOnPanic(&mut child);
-        let mut input = child.0.stdin.take().expect("stdin");
-        let mut output = std::io::BufReader::new(child.0.stdout.take().expect("stdout"));
         let stderr = child.0.stderr.take().expect("stderr");
         let (said, heard) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -1023,28 +1014,16 @@ async fn a_call_its_http_servers_end_fails_is_answered_before_the_proxy_exits() 
                 .and_then(|()| input.flush())
                 .expect("write");
         };
-        send(
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-        );
         let mut line = String::new();
-        output.read_line(&mut line).expect("initialized");
-        assert!(line.contains(r#""id":0"#), "{line}");
-        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        let call = |id: u32, size: usize| {
-            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                "params": {"name": "big", "arguments": {"size": size}}})
-        };
         // An answer of 1 MiB, not read: the proxy's writer waits on the full pipe.
-        send(call(1, 1 << 20));
+        send(big(1, 1 << 20));
         let pid = child.0.id();
         assert!(
             capability_testkit::wait_for(|| proxy_common::blocked_writing_a_pipe(pid)),
             "the proxy is blocked writing the first answer"
         );
         state.send_replace(Relay::Hold);
-        send(call(2, 10));
+        send(big(2, 10));
         let intents = || {
             std::fs::read_to_string(&trail).map_or(0, |text| {
                 proxy_common::records_in(&text)
@@ -1095,4 +1074,82 @@ async fn a_call_its_http_servers_end_fails_is_answered_before_the_proxy_exits() 
         .map(|r| r["success"].clone())
         .collect();
     assert_eq!(outcomes, [json!(true), json!(false)]);
+}
+
+/// `proxy` for the role `viewer` in front of big_server.py reached through `relay`, its trail
+/// at `trail`, with `extra` flags.
+fn relayed(dir: &Path, trail: &Path, relay: u16, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "proxy",
+        "--policy",
+        &dir.join("policy.toml").display().to_string(),
+        "--role",
+        "viewer",
+        "--server",
+        "everything",
+        "--trust",
+        "trusted",
+        "--audit",
+        &trail.display().to_string(),
+        "--upstream",
+        &format!("http://127.0.0.1:{relay}/mcp"),
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(extra.iter().map(|flag| (*flag).to_owned()));
+    args
+}
+
+/// A call of big_server.py's `big` for a text of `size` bytes.
+fn big(id: u32, size: usize) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "big", "arguments": {"size": size}}})
+}
+
+/// A client that leaves with a call still waiting on its HTTP server (held by the relay): rmcp
+/// gives its answers 5 s once the client's input has ended, then cancels the call, and the
+/// proxy does not wait for an answer that will not come. With `--drain 30` it exits 0 well
+/// before the drain, the call's intent and its failure on record.
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_leaving_with_a_call_held_upstream_does_not_hold_the_exit_for_the_drain() {
+    let dir = scratch("leaves_with_a_held_call", POLICY);
+    let (_server, port) = support::python_server("big_server.py").await;
+    let (relay, state) = holding_relay(port).await;
+    let trail = dir.join("trail.jsonl");
+    let args = relayed(&dir, &trail, relay, &["--drain", "30"]);
+    let client = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let (mut child, mut input, _output) = raw_client(&args, Stdio::inherit());
+        let child = proxy_common::KillOnPanic(&mut child);
+        state.send_replace(Relay::Hold);
+        writeln!(input, "{}", big(1, 10)).expect("write");
+        let intent = || {
+            std::fs::read_to_string(&trail)
+                .is_ok_and(|text| proxy_common::records_in(&text).len() == 1)
+        };
+        assert!(
+            capability_testkit::wait_for(intent),
+            "the call is on its way to the server"
+        );
+        drop(input);
+        let left = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.0.try_wait().expect("status") {
+                break status;
+            }
+            assert!(
+                left.elapsed() < Duration::from_secs(20),
+                "the proxy still runs 20 s after its client left (--drain 30)"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        (status, left.elapsed(), state)
+    });
+    let (status, waited, _state) = client.await.expect("the client ran");
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(waited < Duration::from_secs(20), "{waited:?}");
+    let records = proxy_common::records(&dir.join("trail.jsonl"));
+    let phases: Vec<&Value> = records.iter().map(|r| &r["phase"]).collect();
+    assert_eq!(phases, [&json!("intent"), &json!("outcome")], "{records:?}");
+    assert_eq!(records[1]["success"], false, "{records:?}");
 }

@@ -61,10 +61,6 @@ pub(crate) struct Waiting {
     /// Of lines queued and of room held for answers to come.
     total: AtomicUsize,
     drained: Notify,
-    /// rmcp has ended (its last line queued): the requests it took and did not answer (it
-    /// drains its answers for a few seconds once the client's input ends, then drops the rest)
-    /// will not be answered.
-    rmcp_ended: std::sync::atomic::AtomicBool,
 }
 
 /// The client's writer is gone: the line was not sent.
@@ -147,21 +143,17 @@ impl Outbox {
         self.wait_while(&self.waiting.total).await;
     }
 
-    /// Waits until no line waits for the client and, while rmcp serves, no request of its
-    /// waits for an answer (or the client's writer is gone), for at most `within`: whether that
-    /// came. The engine waits for it before it ends, so that the answers to the calls its
-    /// servers' end failed reach the client before the process exits; a request rmcp dropped
-    /// when it ended is not waited for. It looks every few milliseconds: it is waited for once,
-    /// and the answers' path notifies no one when the bytes reach nought.
+    /// Waits until no line waits for the client and no request of its holds room for an answer
+    /// to come (or the client's writer is gone), for at most `within`: whether that came. The
+    /// engine waits for it before it ends, so that the answers to the calls its servers' end
+    /// failed reach the client before the process exits. A request that will not be answered
+    /// is not waited for: its room goes with the [`InFlight`] holding it, once the client's
+    /// input and rmcp's output have both ended (rmcp drains its answers for 5 s once its input
+    /// ends, then drops the rest). It looks every few milliseconds: it is waited for once, and
+    /// the answers' path notifies no one when the bytes reach nought.
     pub(crate) async fn flushed(&self, within: std::time::Duration) -> bool {
         const LOOK: std::time::Duration = std::time::Duration::from_millis(5);
-        let waiting = &self.waiting;
-        let pending = || {
-            let queued = waiting.queued.load(Ordering::SeqCst);
-            let to_come = waiting.total.load(Ordering::SeqCst) > queued
-                && !waiting.rmcp_ended.load(Ordering::SeqCst);
-            (queued > 0 || to_come) && !self.lines.is_closed()
-        };
+        let pending = || self.waiting.total.load(Ordering::SeqCst) > 0 && !self.lines.is_closed();
         let looking = async {
             while pending() {
                 tokio::time::sleep(LOOK).await;
@@ -212,12 +204,6 @@ impl Waiting {
         if less(&self.total, bytes) || queued {
             self.drained.notify_waiters();
         }
-    }
-
-    /// rmcp has ended: it writes nothing more ([`Outbox::flushed`] no longer waits for its
-    /// answers).
-    pub(crate) fn rmcp_ended(&self) {
-        self.rmcp_ended.store(true, Ordering::SeqCst);
     }
 
     /// Nothing more is written: no one waits for room any longer.
@@ -397,8 +383,8 @@ mod tests {
 
     /// The engine's last wait: an answer on its way (its request's room released only once
     /// it is queued) and then queued keeps `flushed` waiting, to its bound, until it is
-    /// written; a request unanswered keeps it waiting while rmcp serves, not once it ended; a
-    /// writer that is gone ends the wait, with a line still queued.
+    /// written; a request unanswered keeps it waiting while its `InFlight` lives, not once it
+    /// is dropped; a writer that is gone ends the wait, with a line still queued.
     #[tokio::test(flavor = "current_thread")]
     async fn flushed_waits_for_every_answer_to_be_written() {
         use std::time::Duration;
@@ -434,13 +420,13 @@ mod tests {
         let (out, lines) = writer.await.expect("wrote");
         assert!(out.flushed(Duration::from_secs(5)).await, "written");
         assert!(out.flushed(Duration::MAX).await, "no bound is no panic");
-        // A request rmcp took and dropped as it ended is waited for only while it serves.
+        // A request taken and never answered is waited for while its `InFlight` holds it.
         flight.sent(br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#, &out);
         assert!(!out.flushed(Duration::from_millis(50)).await, "rmcp serves");
-        out.waiting.rmcp_ended();
+        drop(flight);
         assert!(
             out.flushed(Duration::from_secs(5)).await,
-            "rmcp answers no more"
+            "the client's input and rmcp's output ended"
         );
         out.send(b"{}\n".to_vec()).expect("queued");
         drop(lines);

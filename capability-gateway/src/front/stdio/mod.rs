@@ -341,8 +341,6 @@ async fn rmcp_to_client(
             }
         }
     }
-    // rmcp answers nothing more: the room its unanswered requests hold is waited for no longer.
-    out.waiting.rmcp_ended();
 }
 
 /// Standard input and output for the async runtime. When they are pipes or sockets (a server
